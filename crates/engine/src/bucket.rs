@@ -1,0 +1,304 @@
+//! A bucket: its settings, its vBuckets, its collections manifest and its memory account.
+
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use settee_types::{limits, Clock, CollectionId, DurabilityLevel, VbId};
+
+use crate::error::EngineError;
+use crate::expiry::is_expired;
+use crate::manifest::{Manifest, ManifestError, ResolveError};
+use crate::stats::BucketStats;
+use crate::vbucket::{ObservedSeqnos, VBucket, VbInner, VbState};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketKind {
+    /// Couchbase bucket (persistent). Until persistence lands it behaves as ephemeral.
+    Couchbase,
+    /// Memory only.
+    Ephemeral,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    ValueOnly,
+    FullEviction,
+    NoEviction,
+    NruEviction,
+}
+
+impl EvictionPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ValueOnly => "valueOnly",
+            Self::FullEviction => "fullEviction",
+            Self::NoEviction => "noEviction",
+            Self::NruEviction => "nruEviction",
+        }
+    }
+    pub fn parse(s: &str) -> Option<EvictionPolicy> {
+        Some(match s {
+            "valueOnly" => Self::ValueOnly,
+            "fullEviction" => Self::FullEviction,
+            "noEviction" => Self::NoEviction,
+            "nruEviction" => Self::NruEviction,
+            _ => return None,
+        })
+    }
+}
+
+/// The settings of a bucket, as created or edited through REST or the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketConfig {
+    pub name: String,
+    /// 32 hex digits, fixed at creation.
+    pub uuid: String,
+    pub kind: BucketKind,
+    pub ram_quota_bytes: u64,
+    pub replicas: u8,
+    pub eviction: EvictionPolicy,
+    /// Bucket-wide maximum TTL in seconds; 0 = none.
+    pub max_ttl: u32,
+    pub flush_enabled: bool,
+    pub durability_min_level: Option<DurabilityLevel>,
+}
+
+pub struct Bucket {
+    config: RwLock<BucketConfig>,
+    vbuckets: Box<[VBucket]>,
+    manifest: RwLock<Arc<Manifest>>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) stats: BucketStats,
+    mem_used: AtomicIsize,
+    /// Copies of each vBucket this cluster can hold right now (nodes that are up); on one node, 1.
+    available_copies: AtomicU64,
+}
+
+impl Bucket {
+    pub fn new(config: BucketConfig, clock: Arc<dyn Clock>) -> Bucket {
+        let seed = clock.now_nanos() ^ fnv(config.uuid.as_bytes());
+        let vbuckets =
+            (0..limits::NUM_VBUCKETS).map(|v| VBucket::new(VbId(v), splitmix64(seed.wrapping_add(v.into())))).collect();
+        Bucket {
+            config: RwLock::new(config),
+            vbuckets,
+            manifest: RwLock::new(Arc::new(Manifest::default())),
+            clock,
+            stats: BucketStats::default(),
+            mem_used: AtomicIsize::new(0),
+            available_copies: AtomicU64::new(1),
+        }
+    }
+
+    pub fn config(&self) -> BucketConfig {
+        self.config.read().clone()
+    }
+    pub fn name(&self) -> String {
+        self.config.read().name.clone()
+    }
+    /// Applies an edit; the name, uuid and kind of a bucket never change.
+    pub fn update_config(&self, f: impl FnOnce(&mut BucketConfig)) {
+        let mut c = self.config.write();
+        let (name, uuid, kind) = (c.name.clone(), c.uuid.clone(), c.kind);
+        f(&mut c);
+        c.name = name;
+        c.uuid = uuid;
+        c.kind = kind;
+    }
+    pub fn stats(&self) -> &BucketStats {
+        &self.stats
+    }
+    pub fn num_vbuckets(&self) -> u16 {
+        self.vbuckets.len() as u16
+    }
+    pub fn vbucket(&self, vb: VbId) -> Option<&VBucket> {
+        self.vbuckets.get(usize::from(vb.0))
+    }
+    pub fn mem_used(&self) -> u64 {
+        self.mem_used.load(Ordering::Relaxed).max(0) as u64
+    }
+    pub fn curr_items(&self) -> u64 {
+        self.vbuckets.iter().map(|v| v.inner.lock().live_items as u64).sum()
+    }
+    pub fn set_available_copies(&self, copies: u64) {
+        self.available_copies.store(copies.max(1), Ordering::Relaxed);
+    }
+
+    // ---- collections ----
+
+    pub fn manifest(&self) -> Arc<Manifest> {
+        self.manifest.read().clone()
+    }
+    pub fn resolve_collection(&self, path: &str) -> Result<(u64, CollectionId), EngineError> {
+        let m = self.manifest();
+        m.resolve(path).map(|(_, cid)| (m.uid, cid)).map_err(|e| match e {
+            ResolveError::Invalid => EngineError::Invalid("collection path"),
+            ResolveError::UnknownScope => EngineError::UnknownScope { manifest_uid: m.uid },
+            ResolveError::UnknownCollection => EngineError::UnknownCollection { manifest_uid: m.uid },
+        })
+    }
+    /// Applies a manifest change; items of collections the change dropped are removed from memory.
+    pub fn edit_manifest<R>(
+        &self,
+        f: impl FnOnce(&mut Manifest) -> Result<R, ManifestError>,
+    ) -> Result<(R, u64), ManifestError> {
+        let (result, before, after) = {
+            let mut guard = self.manifest.write();
+            let mut m = (**guard).clone();
+            let r = f(&mut m)?;
+            let before = guard.clone();
+            *guard = Arc::new(m);
+            (r, before, guard.clone())
+        };
+        let dropped: Vec<CollectionId> = before
+            .scopes
+            .iter()
+            .flat_map(|s| &s.collections)
+            .filter(|c| after.collection(c.uid).is_none())
+            .map(|c| c.uid)
+            .collect();
+        if !dropped.is_empty() {
+            self.purge_collections(&dropped);
+        }
+        Ok((result, after.uid))
+    }
+
+    /// The maxTTL in force for a collection, or UNKNOWN_COLLECTION.
+    pub(crate) fn collection_ttl(&self, cid: CollectionId) -> Result<Option<u32>, EngineError> {
+        let m = self.manifest.read();
+        let c = m.collection(cid).ok_or(EngineError::UnknownCollection { manifest_uid: m.uid })?;
+        let bucket_ttl = self.config.read().max_ttl;
+        Ok(c.max_ttl.filter(|t| *t > 0).or((bucket_ttl > 0).then_some(bucket_ttl)))
+    }
+
+    fn purge_collections(&self, cids: &[CollectionId]) {
+        for vb in self.vbuckets.iter() {
+            let mut inner = vb.inner.lock();
+            let doomed: Vec<Box<[u8]>> = inner
+                .table
+                .keys()
+                .filter(|k| settee_mcbp::decode_leb128(k).is_some_and(|(cid, _)| cids.contains(&cid)))
+                .cloned()
+                .collect();
+            let freed: usize = doomed.iter().map(|k| inner.purge(k)).sum();
+            self.charge(-(freed as isize));
+        }
+    }
+
+    // ---- plumbing for the operations ----
+
+    /// Runs `f` on an active vBucket's state under its lock.
+    pub(crate) fn with_active<R>(
+        &self,
+        vb: VbId,
+        f: impl FnOnce(&mut VbInner) -> Result<R, EngineError>,
+    ) -> Result<R, EngineError> {
+        let vbucket = self.vbucket(vb).ok_or(EngineError::NotMyVbucket)?;
+        let mut inner = vbucket.inner.lock();
+        if inner.state != VbState::Active {
+            return Err(EngineError::NotMyVbucket);
+        }
+        f(&mut inner)
+    }
+
+    pub(crate) fn charge(&self, delta: isize) {
+        self.mem_used.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// Refuses a write that would grow the bucket past its quota (ephemeral buckets cannot evict).
+    pub(crate) fn check_quota(&self, growth: usize) -> Result<(), EngineError> {
+        let quota = self.config.read().ram_quota_bytes;
+        if self.mem_used() + growth as u64 > quota {
+            BucketStats::bump(&self.stats.tmp_oom_errors);
+            return Err(EngineError::OutOfMemory);
+        }
+        Ok(())
+    }
+
+    /// Couchbase's durability rules for this bucket and topology: persist levels need a persistent bucket, and a
+    /// majority of the configured copies (replicas + 1) must be able to acknowledge.
+    pub(crate) fn check_durability(&self, level: Option<DurabilityLevel>) -> Result<(), EngineError> {
+        let (kind, replicas, min) = {
+            let c = self.config.read();
+            (c.kind, c.replicas, c.durability_min_level)
+        };
+        let Some(level) = level.max(min) else { return Ok(()) };
+        // Until persistence exists both bucket kinds are memory-only, so persist levels are refused for both.
+        let _ = kind;
+        if level.needs_persistence() {
+            return Err(EngineError::DurabilityInvalidLevel);
+        }
+        let copies = u64::from(replicas) + 1;
+        if replicas >= 3 || copies / 2 + 1 > self.available_copies.load(Ordering::Relaxed) {
+            return Err(EngineError::DurabilityImpossible);
+        }
+        Ok(())
+    }
+
+    pub fn observe_seqno(&self, vb: VbId) -> Result<ObservedSeqnos, EngineError> {
+        self.with_active(vb, |inner| {
+            // Memory is the only copy until persistence lands: what is in memory is all there is to "persist".
+            Ok(ObservedSeqnos {
+                vbuuid: inner.uuid,
+                persisted_seqno: inner.high_seqno,
+                current_seqno: inner.high_seqno,
+            })
+        })
+    }
+
+    /// Removes every item, as a bucket flush does. Seqnos keep growing so mutation tokens stay meaningful.
+    pub fn flush(&self) {
+        for vb in self.vbuckets.iter() {
+            let mut inner = vb.inner.lock();
+            let keys: Vec<Box<[u8]>> = inner.table.keys().cloned().collect();
+            let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
+            self.charge(-(freed as isize));
+        }
+    }
+
+    /// The expiry pager: turns expired items into tombstones and purges tombstones older than `purge_age_secs`.
+    /// Bounded work per vBucket lock: a batch at a time so writers are not stalled.
+    pub fn run_expiry_pager(&self, purge_age_secs: u32) -> u64 {
+        let now = self.clock.now_secs();
+        let mut expired = 0;
+        for vb in self.vbuckets.iter() {
+            let mut inner = vb.inner.lock();
+            if inner.state != VbState::Active {
+                continue;
+            }
+            let mut to_expire = Vec::new();
+            let mut to_purge = Vec::new();
+            for (k, item) in inner.table.iter() {
+                if item.deleted {
+                    if item.expiry != 0 && item.expiry.saturating_add(purge_age_secs) <= now {
+                        to_purge.push(k.clone());
+                    }
+                } else if is_expired(item.expiry, now) {
+                    to_expire.push(k.clone());
+                }
+            }
+            for k in &to_expire {
+                let delta = crate::ops::expire_in_place(&mut inner, k, self.clock.now_nanos(), now);
+                self.charge(delta);
+                expired += 1;
+            }
+            let freed: usize = to_purge.iter().map(|k| inner.purge(k)).sum();
+            self.charge(-(freed as isize));
+        }
+        self.stats.expired.fetch_add(expired, Ordering::Relaxed);
+        expired
+    }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A good 64-bit mix, for vbuuids that differ between vBuckets and between buckets.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).max(1)
+}

@@ -1,0 +1,140 @@
+//! Hot path: the stored item and the borrowed view handed to readers.
+
+use settee_mcbp::{decode_leb128, encode_leb128};
+use settee_types::{Cas, CollectionId, Datatype, Seqno};
+
+/// A document key as the engine stores it: the LEB128 collection id followed by the key bytes. Keeping the prefix
+/// in the stored key makes keys of different collections distinct without a second table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocKey {
+    encoded: Vec<u8>,
+    cid: CollectionId,
+    prefix_len: usize,
+}
+
+impl DocKey {
+    pub fn new(cid: CollectionId, key: &[u8]) -> DocKey {
+        let mut encoded = Vec::with_capacity(key.len() + 2);
+        encode_leb128(cid, &mut encoded);
+        let prefix_len = encoded.len();
+        encoded.extend_from_slice(key);
+        DocKey { encoded, cid, prefix_len }
+    }
+    /// Parses a key that already carries its collection prefix; None if the prefix is malformed.
+    pub fn from_encoded(encoded: &[u8]) -> Option<DocKey> {
+        let (cid, prefix_len) = decode_leb128(encoded)?;
+        Some(DocKey { encoded: encoded.to_vec(), cid, prefix_len })
+    }
+    pub fn cid(&self) -> CollectionId {
+        self.cid
+    }
+    /// The key without the collection prefix (what the vBucket hash and the user see).
+    pub fn key(&self) -> &[u8] {
+        &self.encoded[self.prefix_len..]
+    }
+    pub fn encoded(&self) -> &[u8] {
+        &self.encoded
+    }
+}
+
+/// One document in a vBucket's hash table. Deleted documents stay as tombstones (with their system xattrs) so that
+/// seqnos, `exists` and sub-document access to deleted documents behave as in Couchbase.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredItem {
+    /// The value: an optional xattr section followed by the body, never compressed.
+    pub value: Box<[u8]>,
+    pub cas: Cas,
+    pub seqno: Seqno,
+    /// Revision: how many times the document was mutated.
+    pub rev: u64,
+    pub flags: u32,
+    /// Absolute Unix seconds, 0 = never. For a tombstone, the time it was deleted.
+    pub expiry: u32,
+    /// JSON and XATTR bits of the stored value.
+    pub datatype: Datatype,
+    pub deleted: bool,
+    /// Unix seconds until which the document is locked by GET_LOCKED; 0 = unlocked.
+    pub locked_until: u32,
+}
+
+impl StoredItem {
+    pub(crate) fn is_locked(&self, now_secs: u32) -> bool {
+        self.locked_until > now_secs
+    }
+    /// Bytes charged to the bucket quota for this item under `key_len`.
+    pub(crate) fn footprint(&self, key_len: usize) -> usize {
+        ITEM_OVERHEAD_BYTES + key_len + self.value.len()
+    }
+}
+
+/// Fixed memory charged per item beyond key and value: the table slot, the item header and two heap allocations.
+pub(crate) const ITEM_OVERHEAD_BYTES: usize = 96;
+
+/// What a reader sees of a live item, borrowed while the vBucket lock is held.
+#[derive(Clone, Copy, Debug)]
+pub struct ItemView<'a> {
+    /// The whole stored value, xattrs included when `datatype` has the XATTR bit.
+    pub value: &'a [u8],
+    pub cas: Cas,
+    pub seqno: Seqno,
+    pub rev: u64,
+    pub flags: u32,
+    pub expiry: u32,
+    pub datatype: Datatype,
+    pub deleted: bool,
+}
+
+impl<'a> ItemView<'a> {
+    pub(crate) fn of(item: &'a StoredItem, cas: Cas) -> ItemView<'a> {
+        ItemView {
+            value: &item.value,
+            cas,
+            seqno: item.seqno,
+            rev: item.rev,
+            flags: item.flags,
+            expiry: item.expiry,
+            datatype: item.datatype,
+            deleted: item.deleted,
+        }
+    }
+    /// The document body without its xattr section, and the datatype that goes with it.
+    pub fn body(&self) -> (&'a [u8], Datatype) {
+        if !self.datatype.has_xattr() {
+            return (self.value, self.datatype);
+        }
+        let section = self
+            .value
+            .get(..4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .unwrap_or(0);
+        let body = self.value.get(4 + section..).unwrap_or(&[]);
+        (body, self.datatype.without(Datatype::XATTR))
+    }
+}
+
+/// Whether `body` is a JSON document: Couchbase sets the JSON datatype bit by inspecting the value.
+pub(crate) fn is_json(body: &[u8]) -> bool {
+    !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys keep their collection prefix for storage and expose the bare key.
+    #[test]
+    fn doc_key_prefix() {
+        let k = DocKey::new(0x555, b"foo");
+        assert_eq!(k.encoded(), &[0xD5, 0x0A, b'f', b'o', b'o']);
+        assert_eq!((k.cid(), k.key()), (0x555, &b"foo"[..]));
+        assert_eq!(DocKey::from_encoded(k.encoded()), Some(k));
+        assert_eq!(DocKey::from_encoded(&[0x80]), None);
+    }
+
+    /// JSON detection accepts documents and scalars and rejects text and empty values.
+    #[test]
+    fn json_detection() {
+        assert!(is_json(br#"{"a":1}"#) && is_json(b"42") && is_json(b"\"s\""));
+        assert!(!is_json(b"hello") && !is_json(b"") && !is_json(b"{\"a\":"));
+    }
+}

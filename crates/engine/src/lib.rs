@@ -1,0 +1,32 @@
+//! The KV engine: buckets split into vBuckets, each an in-memory hash table of items guarded by its own mutex, and
+//! every KV semantic the protocol promises (CAS, expiry, locks, counters, append/prepend, sub-document operations,
+//! collections, durability rules).
+//!
+//! The engine is synchronous and knows nothing of sockets or async runtimes: the server calls it from any thread and
+//! it returns values. A vBucket lock is held for microseconds and never across I/O. Time comes from a
+//! [`settee_types::Clock`]. It must not depend on tokio, the server or the network.
+//!
+//! Key types: [`Bucket`] (one per bucket, owns 1024 [`VBucket`]s and the collections [`Manifest`]),
+//! [`EngineError`] (every failure, with its wire status).
+
+mod bucket;
+mod error;
+mod expiry;
+mod hlc;
+mod item;
+mod manifest;
+mod ops;
+mod stats;
+mod vbucket;
+
+pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
+pub use error::EngineError;
+pub use expiry::absolute_expiry;
+pub use item::{DocKey, ItemView};
+pub use manifest::{Collection, Manifest, ManifestError, Scope};
+pub use ops::{
+    ArithmeticOp, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions, MutationResult, StoreMode,
+    StoreRequest, SubdocMutationResult, WriteOptions,
+};
+pub use stats::BucketStats;
+pub use vbucket::{ObservedSeqnos, VBucket, VbState};

@@ -1,0 +1,60 @@
+//! Authentication: users, salted credentials, SASL.
+//!
+//! Sans-IO: the KV connection hands SASL_AUTH / SASL_STEP values in and gets reply values or an `AuthError`
+//! out. The REST layer manages users through `UserStore` and checks Basic auth with
+//! `Credentials::verify_plain`. No password is ever stored, only salted keys.
+//!
+//! A connection's SASL handling, in full:
+//! - SASL_LIST_MECHS: reply `supported_mechanisms()`.
+//! - SASL_AUTH: `Mechanism::parse(key)`; PLAIN → `authenticate_plain`; SCRAM → `ScramServer::start`, reply
+//!   AUTH_CONTINUE with the server-first message and keep the `ScramServer` until SASL_STEP.
+//! - SASL_STEP: `ScramServer::step`, reply SUCCESS with `v=...`.
+//! - Any `AuthError`: reply `err.status()` (AUTH_ERROR) and drop the exchange.
+
+mod credentials;
+mod mechanism;
+mod plain;
+mod role;
+mod scram;
+mod users;
+
+pub use credentials::{Credentials, PlainVerifier, ScramKeys, DEFAULT_ITERATIONS, SALT_BYTES};
+pub use mechanism::{Mechanism, ScramHash};
+pub use plain::authenticate_plain;
+pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget};
+pub use scram::ScramServer;
+pub use users::{User, UserError, UserStore};
+
+use settee_types::Status;
+
+/// Longest SASL_AUTH or SASL_STEP value accepted; real messages are under 200 bytes.
+pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
+
+/// The value of a SASL_LIST_MECHS reply, strongest first.
+pub fn supported_mechanisms() -> &'static str {
+    "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1 PLAIN"
+}
+
+/// Why a SASL exchange ended without authenticating. All variants are AUTH_ERROR on the wire; they differ only
+/// for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The message does not follow the mechanism's grammar.
+    #[error("malformed SASL message: {0}")]
+    Malformed(&'static str),
+    /// Well-formed, but the user, password, proof, nonce or channel binding is wrong.
+    #[error("authentication failed")]
+    Failed,
+    /// The mechanism name is not one settee offers.
+    #[error("unknown SASL mechanism")]
+    UnknownMechanism,
+}
+
+impl AuthError {
+    /// The wire status for this error.
+    pub fn status(&self) -> Status {
+        match self {
+            AuthError::Malformed(_) | AuthError::Failed | AuthError::UnknownMechanism => Status::AuthError,
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Couchbase RBAC roles as strings (`admin`, `data_reader[travel-sample]`, `data_reader[b:s:c]`) and what each
+//! one allows settee to do.
+//!
+//! Scope and collection qualifiers are parsed and kept, so that they print back unchanged, but enforcement is per
+//! bucket: `data_reader[b:s:c]` reads all of `b`. That is wider than Couchbase and is a deliberate simplification.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A role that applies to the whole cluster and takes no `[...]` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClusterRole {
+    Admin,
+    RoAdmin,
+    ClusterAdmin,
+    SecurityAdmin,
+    SecurityAdminLocal,
+    SecurityAdminExternal,
+    ReplicationAdmin,
+    AnalyticsAdmin,
+    AnalyticsReader,
+    QuerySystemCatalog,
+    QueryExternalAccess,
+    EventingAdmin,
+    BackupAdmin,
+    ExternalStatsReader,
+}
+
+/// A role that applies to one bucket (or `*`), written `name[bucket]` and for some `name[bucket:scope:coll]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BucketRole {
+    BucketAdmin,
+    BucketFullAccess,
+    ScopeAdmin,
+    DataReader,
+    DataWriter,
+    DataDcpReader,
+    DataBackup,
+    DataMonitoring,
+    ViewsAdmin,
+    ViewsReader,
+    ReplicationTarget,
+    FtsAdmin,
+    FtsSearcher,
+    QuerySelect,
+    QueryInsert,
+    QueryUpdate,
+    QueryDelete,
+    QueryManageIndex,
+    MobileSyncGateway,
+    AnalyticsManager,
+    AnalyticsSelect,
+}
+
+/// Every cluster role with its Couchbase name; the only place names are written.
+const CLUSTER_ROLES: &[(ClusterRole, &str)] = &[
+    (ClusterRole::Admin, "admin"),
+    (ClusterRole::RoAdmin, "ro_admin"),
+    (ClusterRole::ClusterAdmin, "cluster_admin"),
+    (ClusterRole::SecurityAdmin, "security_admin"),
+    (ClusterRole::SecurityAdminLocal, "security_admin_local"),
+    (ClusterRole::SecurityAdminExternal, "security_admin_external"),
+    (ClusterRole::ReplicationAdmin, "replication_admin"),
+    (ClusterRole::AnalyticsAdmin, "analytics_admin"),
+    (ClusterRole::AnalyticsReader, "analytics_reader"),
+    (ClusterRole::QuerySystemCatalog, "query_system_catalog"),
+    (ClusterRole::QueryExternalAccess, "query_external_access"),
+    (ClusterRole::EventingAdmin, "eventing_admin"),
+    (ClusterRole::BackupAdmin, "backup_admin"),
+    (ClusterRole::ExternalStatsReader, "external_stats_reader"),
+];
+
+/// Every bucket role with its name and how many of `bucket:scope:collection` it may name (1 to 3).
+const BUCKET_ROLES: &[(BucketRole, &str, usize)] = &[
+    (BucketRole::BucketAdmin, "bucket_admin", 1),
+    (BucketRole::BucketFullAccess, "bucket_full_access", 1),
+    (BucketRole::ScopeAdmin, "scope_admin", 2),
+    (BucketRole::DataReader, "data_reader", 3),
+    (BucketRole::DataWriter, "data_writer", 3),
+    (BucketRole::DataDcpReader, "data_dcp_reader", 3),
+    (BucketRole::DataBackup, "data_backup", 1),
+    (BucketRole::DataMonitoring, "data_monitoring", 3),
+    (BucketRole::ViewsAdmin, "views_admin", 1),
+    (BucketRole::ViewsReader, "views_reader", 1),
+    (BucketRole::ReplicationTarget, "replication_target", 1),
+    (BucketRole::FtsAdmin, "fts_admin", 1),
+    (BucketRole::FtsSearcher, "fts_searcher", 3),
+    (BucketRole::QuerySelect, "query_select", 3),
+    (BucketRole::QueryInsert, "query_insert", 3),
+    (BucketRole::QueryUpdate, "query_update", 3),
+    (BucketRole::QueryDelete, "query_delete", 3),
+    (BucketRole::QueryManageIndex, "query_manage_index", 3),
+    (BucketRole::MobileSyncGateway, "mobile_sync_gateway", 1),
+    (BucketRole::AnalyticsManager, "analytics_manager", 1),
+    (BucketRole::AnalyticsSelect, "analytics_select", 3),
+];
+
+/// What a role parameter names. `*` in the bucket position means every bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RoleTarget {
+    pub bucket: String,
+    pub scope: Option<String>,
+    pub collection: Option<String>,
+}
+
+impl RoleTarget {
+    /// A whole bucket, or every bucket when `bucket` is `*`.
+    pub fn bucket(bucket: impl Into<String>) -> RoleTarget {
+        RoleTarget { bucket: bucket.into(), scope: None, collection: None }
+    }
+
+    pub fn matches_bucket(&self, bucket: &str) -> bool {
+        self.bucket == "*" || self.bucket == bucket
+    }
+}
+
+/// One role as granted to a user.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Role {
+    Cluster(ClusterRole),
+    Bucket(BucketRole, RoleTarget),
+}
+
+/// What a user may do with one bucket's data and settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketAccess {
+    pub read: bool,
+    pub write: bool,
+    /// Change the bucket's settings, flush it, manage its scopes and collections.
+    pub manage: bool,
+}
+
+impl BucketAccess {
+    pub const NONE: BucketAccess = BucketAccess { read: false, write: false, manage: false };
+    pub const ALL: BucketAccess = BucketAccess { read: true, write: true, manage: true };
+
+    pub fn union(self, other: BucketAccess) -> BucketAccess {
+        BucketAccess {
+            read: self.read || other.read,
+            write: self.write || other.write,
+            manage: self.manage || other.manage,
+        }
+    }
+}
+
+/// Why a role string was refused; the REST layer answers 400 for either.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleError {
+    #[error("unknown role: {0}")]
+    Unknown(String),
+    #[error("malformed role: {0}")]
+    Malformed(String),
+}
+
+impl Role {
+    /// Parses a comma-separated list as the REST API takes it (`admin,data_reader[b]`), ignoring blanks around
+    /// entries. An empty string is an empty list.
+    pub fn parse_list(list: &str) -> Result<Vec<Role>, RoleError> {
+        list.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::parse).collect()
+    }
+
+    /// What this role allows on `bucket`. Roles about query, search, views, analytics or monitoring grant no
+    /// KV access.
+    pub fn bucket_access(&self, bucket: &str) -> BucketAccess {
+        let access = |read, write, manage| BucketAccess { read, write, manage };
+        match self {
+            Role::Cluster(ClusterRole::Admin) => BucketAccess::ALL,
+            Role::Cluster(ClusterRole::ClusterAdmin) => access(false, false, true),
+            Role::Cluster(_) => BucketAccess::NONE,
+            Role::Bucket(role, target) if target.matches_bucket(bucket) => match role {
+                // Couchbase's bucket_admin has no data access since 5.0; settee grants it, as its brief asks.
+                BucketRole::BucketAdmin => BucketAccess::ALL,
+                BucketRole::BucketFullAccess | BucketRole::DataBackup | BucketRole::MobileSyncGateway => {
+                    access(true, true, false)
+                }
+                BucketRole::DataReader | BucketRole::DataDcpReader => access(true, false, false),
+                BucketRole::DataWriter => access(false, true, false),
+                _ => BucketAccess::NONE,
+            },
+            Role::Bucket(..) => BucketAccess::NONE,
+        }
+    }
+
+    /// True for roles that may read cluster-wide settings (pools, bucket list, RBAC listings).
+    pub fn can_read_settings(&self) -> bool {
+        matches!(self, Role::Cluster(ClusterRole::Admin | ClusterRole::RoAdmin | ClusterRole::ClusterAdmin))
+    }
+}
+
+impl FromStr for Role {
+    type Err = RoleError;
+
+    fn from_str(text: &str) -> Result<Role, RoleError> {
+        let (name, parameter) = match text.split_once('[') {
+            Some((name, rest)) => {
+                let inner = rest.strip_suffix(']').ok_or_else(|| RoleError::Malformed(text.to_owned()))?;
+                (name, Some(inner))
+            }
+            None => (text, None),
+        };
+        if let Some((role, _)) = CLUSTER_ROLES.iter().find(|(_, n)| *n == name) {
+            return match parameter {
+                None => Ok(Role::Cluster(*role)),
+                Some(_) => Err(RoleError::Malformed(text.to_owned())),
+            };
+        }
+        let (role, _, depth_max) =
+            BUCKET_ROLES.iter().find(|(_, n, _)| *n == name).ok_or_else(|| RoleError::Unknown(name.to_owned()))?;
+        let parameter = parameter.ok_or_else(|| RoleError::Malformed(text.to_owned()))?;
+        let parts: Vec<&str> = parameter.split(':').collect();
+        if parts.len() > *depth_max || !parts.iter().all(|p| is_valid_name(p)) {
+            return Err(RoleError::Malformed(text.to_owned()));
+        }
+        let target = RoleTarget {
+            bucket: parts[0].to_owned(),
+            scope: parts.get(1).map(|s| (*s).to_owned()),
+            collection: parts.get(2).map(|s| (*s).to_owned()),
+        };
+        Ok(Role::Bucket(*role, target))
+    }
+}
+
+/// A bucket, scope or collection name as Couchbase allows them, or the `*` wildcard.
+fn is_valid_name(name: &str) -> bool {
+    name == "*"
+        || (!name.is_empty()
+            && name.len() <= 251
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'%' | b'.')))
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Cluster(role) => {
+                let name = CLUSTER_ROLES.iter().find(|(r, _)| r == role).map(|(_, n)| *n);
+                f.write_str(name.expect("every ClusterRole appears in CLUSTER_ROLES"))
+            }
+            Role::Bucket(role, target) => {
+                let name = BUCKET_ROLES.iter().find(|(r, _, _)| r == role).map(|(_, n, _)| *n);
+                write!(f, "{}[{}", name.expect("every BucketRole appears in BUCKET_ROLES"), target.bucket)?;
+                for part in [&target.scope, &target.collection].into_iter().flatten() {
+                    write!(f, ":{part}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Role, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_role_name_round_trips() {
+        // Proves each table entry parses from its printed form and prints back byte for byte.
+        for (role, name) in CLUSTER_ROLES {
+            assert_eq!(name.parse::<Role>().unwrap(), Role::Cluster(*role));
+            assert_eq!(Role::Cluster(*role).to_string(), *name);
+        }
+        for (role, name, _) in BUCKET_ROLES {
+            let text = format!("{name}[travel-sample]");
+            assert_eq!(text.parse::<Role>().unwrap(), Role::Bucket(*role, RoleTarget::bucket("travel-sample")));
+            assert_eq!(text.parse::<Role>().unwrap().to_string(), text);
+        }
+    }
+
+    #[test]
+    fn scope_and_collection_qualifiers_are_kept() {
+        // Proves Couchbase 7 qualifiers parse into the target and print back unchanged.
+        let role: Role = "data_reader[b:inventory:airline]".parse().unwrap();
+        let expected = RoleTarget {
+            bucket: "b".to_owned(),
+            scope: Some("inventory".to_owned()),
+            collection: Some("airline".to_owned()),
+        };
+        assert_eq!(role, Role::Bucket(BucketRole::DataReader, expected));
+        assert_eq!(role.to_string(), "data_reader[b:inventory:airline]");
+        assert_eq!("scope_admin[b:s]".parse::<Role>().unwrap().to_string(), "scope_admin[b:s]");
+        assert_eq!("data_writer[*]".parse::<Role>().unwrap().to_string(), "data_writer[*]");
+    }
+
+    #[test]
+    fn bad_role_strings_are_refused_with_the_right_kind() {
+        // Proves unknown names are Unknown and bad brackets, parameters or qualifiers are Malformed.
+        assert!(matches!("superuser".parse::<Role>(), Err(RoleError::Unknown(_))));
+        assert!(matches!("superuser[b]".parse::<Role>(), Err(RoleError::Unknown(_))));
+        assert!(matches!("".parse::<Role>(), Err(RoleError::Unknown(_))));
+        for bad in [
+            "admin[b]",
+            "data_reader",
+            "data_reader[]",
+            "data_reader[b",
+            "data_reader[b]x",
+            "bucket_admin[b:s]",
+            "scope_admin[b:s:c]",
+            "data_reader[b:s:c:d]",
+            "data_reader[b::c]",
+            "data_reader[b c]",
+            "data_reader[[b]]",
+        ] {
+            assert!(matches!(bad.parse::<Role>(), Err(RoleError::Malformed(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn role_lists_parse_like_the_rest_api_sends_them() {
+        // Proves comma lists with spaces parse in order, an empty list is empty, and one bad entry fails all.
+        let roles = Role::parse_list("admin, data_reader[b] ,ro_admin").unwrap();
+        assert_eq!(roles.iter().map(Role::to_string).collect::<Vec<_>>(), ["admin", "data_reader[b]", "ro_admin"]);
+        assert!(Role::parse_list("").unwrap().is_empty());
+        assert!(Role::parse_list("admin,nope").is_err());
+        let json = serde_json::to_string(&roles).unwrap();
+        assert_eq!(json, r#"["admin","data_reader[b]","ro_admin"]"#);
+        assert_eq!(serde_json::from_str::<Vec<Role>>(&json).unwrap(), roles);
+    }
+
+    #[test]
+    fn bucket_access_follows_role_and_target() {
+        // Proves the access table: admin all, bucket_admin all on its bucket, data roles per flag, `*` wildcard.
+        let access = |role: &str, bucket: &str| role.parse::<Role>().unwrap().bucket_access(bucket);
+        let rwm = |read, write, manage| BucketAccess { read, write, manage };
+        assert_eq!(access("admin", "any"), BucketAccess::ALL);
+        assert_eq!(access("ro_admin", "any"), BucketAccess::NONE);
+        assert_eq!(access("cluster_admin", "any"), rwm(false, false, true));
+        assert_eq!(access("bucket_admin[b]", "b"), BucketAccess::ALL);
+        assert_eq!(access("bucket_admin[b]", "c"), BucketAccess::NONE);
+        assert_eq!(access("bucket_full_access[b]", "b"), rwm(true, true, false));
+        assert_eq!(access("bucket_full_access[*]", "zzz"), rwm(true, true, false));
+        assert_eq!(access("data_reader[b:s:c]", "b"), rwm(true, false, false));
+        assert_eq!(access("data_writer[b]", "b"), rwm(false, true, false));
+        assert_eq!(access("data_dcp_reader[b]", "b"), rwm(true, false, false));
+        assert_eq!(access("query_select[b]", "b"), BucketAccess::NONE);
+        assert_eq!(access("views_admin[b]", "b"), BucketAccess::NONE);
+        assert!(access("data_reader[B]", "b") == BucketAccess::NONE, "bucket names are case-sensitive");
+    }
+}

@@ -1,0 +1,273 @@
+//! Local users: who exists, their display names, roles and credentials, and the privilege checks built on them.
+//!
+//! `UserStore` is shared by the KV listener and the REST layer. Every check takes a read lock on one map, so a
+//! connection should not call it per request: resolve `bucket_access` once (at SELECT_BUCKET) and re-resolve
+//! only when `generation()` has moved, which every change to the store bumps.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use settee_types::{Clock, SystemClock};
+
+use super::{BucketAccess, Credentials, Role};
+
+/// Longest user id Couchbase accepts, in characters.
+const USER_ID_CHARS_MAX: usize = 128;
+
+/// One local user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub id: String,
+    /// Display name; may be empty.
+    pub name: String,
+    pub roles: Vec<Role>,
+    pub credentials: Credentials,
+    /// When the password was last set, in seconds since the Unix epoch.
+    pub password_change_date_secs: Option<u64>,
+}
+
+impl User {
+    /// The union of what each of the user's roles allows on `bucket`.
+    pub fn bucket_access(&self, bucket: &str) -> BucketAccess {
+        self.roles.iter().fold(BucketAccess::NONE, |acc, role| acc.union(role.bucket_access(bucket)))
+    }
+
+    /// Full administrator: every bucket, every setting, user management.
+    pub fn is_admin(&self) -> bool {
+        self.roles.contains(&Role::Cluster(super::ClusterRole::Admin))
+    }
+
+    /// May read cluster-wide settings (admin, ro_admin, cluster_admin).
+    pub fn can_read_settings(&self) -> bool {
+        self.roles.iter().any(Role::can_read_settings)
+    }
+}
+
+/// Why a change to the store was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserError {
+    #[error("invalid user id: {0}")]
+    InvalidId(&'static str),
+    #[error("a password is required to create a user")]
+    PasswordRequired,
+    #[error("invalid password: {0}")]
+    InvalidPassword(&'static str),
+}
+
+/// The set of local users; clones share one store.
+#[derive(Clone)]
+pub struct UserStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    users: RwLock<BTreeMap<String, Arc<User>>>,
+    generation: AtomicU64,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for UserStore {
+    fn default() -> UserStore {
+        UserStore::new()
+    }
+}
+
+impl UserStore {
+    /// An empty store on the wall clock.
+    pub fn new() -> UserStore {
+        UserStore::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store that dates password changes with `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> UserStore {
+        let inner = Inner { users: RwLock::new(BTreeMap::new()), generation: AtomicU64::new(0), clock };
+        UserStore { inner: Arc::new(inner) }
+    }
+
+    /// Creates or replaces a user. `password: None` keeps the existing password, and is refused for a new user.
+    /// Deriving credentials is slow (PBKDF2), so it happens before the lock is taken.
+    pub fn upsert(&self, id: &str, name: &str, password: Option<&str>, roles: Vec<Role>) -> Result<(), UserError> {
+        validate_user_id(id)?;
+        if password.is_some_and(|p| p.contains('\0')) {
+            // PLAIN cannot carry a NUL, and PBKDF2 would treat `pw\0` as `pw` (see `PlainVerifier::verify`).
+            return Err(UserError::InvalidPassword("contains NUL"));
+        }
+        let fresh = password.map(|password| {
+            let now_secs = self.inner.clock.now_nanos() / 1_000_000_000;
+            (Credentials::from_password(password), now_secs)
+        });
+        let mut users = self.inner.users.write();
+        let (credentials, password_change_date_secs) = match (fresh, users.get(id)) {
+            (Some((credentials, now_secs)), _) => (credentials, Some(now_secs)),
+            (None, Some(existing)) => (existing.credentials.clone(), existing.password_change_date_secs),
+            (None, None) => return Err(UserError::PasswordRequired),
+        };
+        let user = User { id: id.to_owned(), name: name.to_owned(), roles, credentials, password_change_date_secs };
+        users.insert(id.to_owned(), Arc::new(user));
+        self.inner.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Replaces every user with `users`, e.g. when loading a saved store. Ids are checked before anything changes.
+    pub fn restore(&self, users: Vec<User>) -> Result<(), UserError> {
+        for user in &users {
+            validate_user_id(&user.id)?;
+        }
+        let map = users.into_iter().map(|user| (user.id.clone(), Arc::new(user))).collect();
+        *self.inner.users.write() = map;
+        self.inner.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<User>> {
+        self.inner.users.read().get(id).cloned()
+    }
+
+    /// Every user, ordered by id.
+    pub fn list(&self) -> Vec<Arc<User>> {
+        self.inner.users.read().values().cloned().collect()
+    }
+
+    /// Removes a user; false when there was none.
+    pub fn delete(&self, id: &str) -> bool {
+        let removed = self.inner.users.write().remove(id).is_some();
+        if removed {
+            self.inner.generation.fetch_add(1, Ordering::Release);
+        }
+        removed
+    }
+
+    /// The credentials SASL checks against; pass `|u| store.credentials(u)` as the lookup.
+    pub fn credentials(&self, id: &str) -> Option<Credentials> {
+        self.inner.users.read().get(id).map(|user| user.credentials.clone())
+    }
+
+    /// What `user` may do with `bucket`; nothing for an unknown user.
+    pub fn bucket_access(&self, user: &str, bucket: &str) -> BucketAccess {
+        self.get(user).map_or(BucketAccess::NONE, |u| u.bucket_access(bucket))
+    }
+
+    pub fn is_admin(&self, user: &str) -> bool {
+        self.get(user).is_some_and(|u| u.is_admin())
+    }
+
+    pub fn can_read_settings(&self, user: &str) -> bool {
+        self.get(user).is_some_and(|u| u.can_read_settings())
+    }
+
+    /// A counter that changes whenever any user is added, changed or removed.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+}
+
+/// Couchbase's rules for local user ids: 1 to 128 characters, no control characters and none of `()<>@,;:\"/[]?={}`.
+fn validate_user_id(id: &str) -> Result<(), UserError> {
+    if id.is_empty() {
+        return Err(UserError::InvalidId("empty"));
+    }
+    if id.chars().count() > USER_ID_CHARS_MAX {
+        return Err(UserError::InvalidId("longer than 128 characters"));
+    }
+    if id.chars().any(|c| c.is_control() || "()<>@,;:\\\"/[]?={}".contains(c)) {
+        return Err(UserError::InvalidId("contains a forbidden character"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use settee_types::ManualClock;
+
+    use super::*;
+
+    fn roles(list: &str) -> Vec<Role> {
+        Role::parse_list(list).unwrap()
+    }
+
+    #[test]
+    fn upsert_get_list_delete_round_trip() {
+        // Proves the CRUD cycle, id ordering in list(), and that clones of the store share the same users.
+        let store = UserStore::new();
+        let other = store.clone();
+        store.upsert("bob", "Bob", Some("password"), roles("data_reader[b]")).unwrap();
+        store.upsert("alice", "Alice", Some("password"), roles("admin")).unwrap();
+        let ids: Vec<String> = other.list().iter().map(|u| u.id.clone()).collect();
+        assert_eq!(ids, ["alice", "bob"]);
+        assert_eq!(other.get("bob").unwrap().name, "Bob");
+        assert!(other.credentials("alice").unwrap().verify_plain(b"password"));
+        assert!(store.delete("bob"));
+        assert!(!store.delete("bob"));
+        assert!(other.get("bob").is_none() && other.credentials("bob").is_none());
+    }
+
+    #[test]
+    fn upsert_without_password_keeps_the_old_one_and_is_refused_for_new_users() {
+        // Proves None keeps credentials and the change date, replaces roles, and cannot create a user.
+        let clock = Arc::new(ManualClock::new(1_000));
+        let store = UserStore::with_clock(clock.clone());
+        assert_eq!(store.upsert("u", "", None, vec![]), Err(UserError::PasswordRequired));
+        store.upsert("u", "U", Some("first-pw"), roles("ro_admin")).unwrap();
+        clock.advance_secs(50);
+        store.upsert("u", "U2", None, roles("data_writer[b]")).unwrap();
+        let user = store.get("u").unwrap();
+        assert!(user.credentials.verify_plain(b"first-pw"));
+        assert_eq!(user.password_change_date_secs, Some(1_000));
+        assert_eq!((user.name.as_str(), user.roles.clone()), ("U2", roles("data_writer[b]")));
+        store.upsert("u", "U2", Some("second-pw"), vec![]).unwrap();
+        assert_eq!(store.get("u").unwrap().password_change_date_secs, Some(1_050));
+    }
+
+    #[test]
+    fn invalid_user_ids_and_nul_passwords_are_refused() {
+        // Proves Couchbase's id rules (empty, too long, forbidden or control characters) and the NUL rule.
+        let store = UserStore::new();
+        let long = "x".repeat(129);
+        for id in ["", long.as_str(), "a:b", "a,b", "a@b", "a=b", "[a]", "tab\there"] {
+            assert!(matches!(store.upsert(id, "", Some("pw"), vec![]), Err(UserError::InvalidId(_))), "{id:?}");
+        }
+        assert_eq!(store.upsert("ok", "", Some("pw\0"), vec![]), Err(UserError::InvalidPassword("contains NUL")));
+        store.upsert(&"x".repeat(128), "", Some("pw"), vec![]).unwrap();
+        store.upsert("dot.dash-under_score ü", "", Some("pw"), vec![]).unwrap();
+    }
+
+    #[test]
+    fn privilege_checks_combine_roles_and_deny_unknown_users() {
+        // Proves admin/ro_admin/bucket roles through the store, unions across roles, and nothing for strangers.
+        let store = UserStore::new();
+        store.upsert("root", "", Some("pw"), roles("admin")).unwrap();
+        store.upsert("ro", "", Some("pw"), roles("ro_admin")).unwrap();
+        store.upsert("app", "", Some("pw"), roles("data_reader[b1],data_writer[b1],bucket_admin[b2]")).unwrap();
+        assert!(store.is_admin("root") && store.can_read_settings("root"));
+        assert_eq!(store.bucket_access("root", "anything"), BucketAccess::ALL);
+        assert!(!store.is_admin("ro") && store.can_read_settings("ro"));
+        assert_eq!(store.bucket_access("ro", "b1"), BucketAccess::NONE);
+        let rw = BucketAccess { read: true, write: true, manage: false };
+        assert_eq!(store.bucket_access("app", "b1"), rw);
+        assert_eq!(store.bucket_access("app", "b2"), BucketAccess::ALL);
+        assert_eq!(store.bucket_access("app", "b3"), BucketAccess::NONE);
+        assert!(!store.is_admin("app") && !store.can_read_settings("app"));
+        assert_eq!(store.bucket_access("nobody", "b1"), BucketAccess::NONE);
+        assert!(!store.is_admin("nobody") && !store.can_read_settings("nobody"));
+    }
+
+    #[test]
+    fn generation_moves_on_every_change_and_restore_round_trips_json() {
+        // Proves connections can detect changes via generation(), and a saved store reloads identically.
+        let store = UserStore::new();
+        let g0 = store.generation();
+        store.upsert("a", "A", Some("pw"), roles("data_reader[b:s:c]")).unwrap();
+        let g1 = store.generation();
+        assert!(g1 > g0);
+        assert!(!store.delete("missing"));
+        assert_eq!(store.generation(), g1);
+        let saved = serde_json::to_string(&store.list().iter().map(|u| &**u).collect::<Vec<_>>()).unwrap();
+        let reloaded = UserStore::new();
+        reloaded.restore(serde_json::from_str(&saved).unwrap()).unwrap();
+        assert_eq!(*reloaded.get("a").unwrap(), *store.get("a").unwrap());
+        assert!(reloaded.generation() > 0);
+    }
+}

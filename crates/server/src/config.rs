@@ -1,0 +1,65 @@
+//! The node's settings: the `settee server` command line, the product's CLI contract.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BucketTypeArg {
+    Couchbase,
+    Ephemeral,
+}
+
+/// `settee server` flags. The names and defaults are a contract: scripts and docs depend on them.
+#[derive(Clone, Debug, Args)]
+pub struct ServerConfig {
+    /// Where the node keeps its metadata (and, with persistent buckets, its data).
+    #[arg(long, default_value = "./settee-data")]
+    pub data_dir: PathBuf,
+    /// Address to bind and to advertise to clients.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Memcached binary protocol (KV) port.
+    #[arg(long, default_value_t = 11210)]
+    pub kv_port: u16,
+    /// REST management port.
+    #[arg(long, default_value_t = 8091)]
+    pub mgmt_port: u16,
+    /// Query service port.
+    #[arg(long, default_value_t = 8093)]
+    pub query_port: u16,
+    /// Administrator user name.
+    #[arg(long, default_value = "Administrator")]
+    pub username: String,
+    /// Administrator password.
+    #[arg(long, default_value = "password")]
+    pub password: String,
+    /// Bucket created on first start when no bucket exists.
+    #[arg(long, default_value = "default")]
+    pub bucket: String,
+    /// Type of that bucket. `couchbase` buckets are memory-only until persistence lands.
+    #[arg(long, value_enum, default_value_t = BucketTypeArg::Ephemeral)]
+    pub bucket_type: BucketTypeArg,
+    /// RAM quota of that bucket, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub bucket_ram_mb: u64,
+    /// Replica count of that bucket (0-3).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub replicas: u8,
+    /// Most concurrent KV connections; further connections are closed at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+}
+
+impl ServerConfig {
+    /// The configuration a test or an embedding program starts from: the CLI defaults.
+    pub fn defaults() -> ServerConfig {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            cfg: ServerConfig,
+        }
+        Wrapper::parse_from(["settee"]).cfg
+    }
+}

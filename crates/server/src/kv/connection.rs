@@ -1,0 +1,94 @@
+//! Hot path: one KV connection. Read what the socket has, execute every complete frame in order, write all the
+//! replies of the batch with one write, repeat. Handlers return values; only this loop touches the socket.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use settee_mcbp::decode_request;
+use settee_types::limits::FRAME_BODY_BYTES_MAX;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::dispatch::dispatch;
+use super::session::Session;
+use crate::node::Node;
+
+/// Read buffer size to start with; it grows to hold one whole frame at most.
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// Stop executing a batch once this many reply bytes wait, and write them first, so a pipeline of large GETs
+/// cannot make the server buffer without bound.
+const WRITE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Buffers above this size are released after use so idle connections stay small.
+const IDLE_BUFFER_BYTES_MAX: usize = 256 * 1024;
+
+pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let peer = match stream.peer_addr() {
+        Ok(p) => p,
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    node.kv_connections.fetch_add(1, Ordering::Relaxed);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut session = Session::new(peer);
+    let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let mut wbuf: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
+    loop {
+        let read = tokio::select! {
+            r = rd.read_buf(&mut rbuf) => r,
+            _ = shutdown.changed() => break,
+        };
+        match read {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "kv connection read failed");
+                break;
+            }
+        }
+        let mut used = 0;
+        let mut fatal = false;
+        loop {
+            match decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX) {
+                Ok(Some((req, n))) => {
+                    dispatch(&node, &mut session, &req, &mut wbuf);
+                    used += n;
+                    if session.close {
+                        break;
+                    }
+                    if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
+                        if wr.write_all(&wbuf).await.is_err() {
+                            fatal = true;
+                            break;
+                        }
+                        wbuf.clear();
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, agent = %session.agent, error = %e, "closing kv connection: malformed frame");
+                    fatal = true;
+                    break;
+                }
+            }
+        }
+        rbuf.advance(used);
+        if !wbuf.is_empty() {
+            if wr.write_all(&wbuf).await.is_err() {
+                break;
+            }
+            wbuf.clear();
+        }
+        if fatal || session.close {
+            break;
+        }
+        if rbuf.is_empty() && rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
+            rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+        }
+        if wbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
+            wbuf = Vec::with_capacity(READ_BUFFER_BYTES);
+        }
+    }
+    let _ = wr.shutdown().await;
+    node.kv_connections.fetch_sub(1, Ordering::Relaxed);
+}

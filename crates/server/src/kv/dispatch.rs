@@ -1,0 +1,106 @@
+//! Hot path: from a decoded request to a handler. The checks every command shares live here, in the order
+//! kv_engine applies them: known opcode, authenticated (or on the pre-auth allow-list), bucket selected, request
+//! syntax; handlers then see only well-formed requests.
+
+use settee_engine::EngineError;
+use settee_mcbp::{Opcode, Request};
+use settee_types::Status;
+
+use super::handlers::{bucket, mutation, retrieval, session as sess, subdoc};
+use super::reply;
+use super::session::Session;
+use crate::node::Node;
+
+/// Why a handler did not write a success reply.
+#[derive(Debug)]
+pub enum KvError {
+    Status(Status),
+    Engine(EngineError),
+}
+
+impl From<Status> for KvError {
+    fn from(s: Status) -> KvError {
+        KvError::Status(s)
+    }
+}
+impl From<EngineError> for KvError {
+    fn from(e: EngineError) -> KvError {
+        KvError::Engine(e)
+    }
+}
+
+pub type KvResult = Result<(), KvError>;
+
+pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) {
+    let Some(op) = Opcode::from_byte(req.opcode) else {
+        tracing::debug!(opcode = req.opcode, peer = %s.peer, "unknown opcode");
+        return reply::status(out, req, Status::UnknownCommand);
+    };
+    let flags = op.flags();
+    if s.user.is_none() && !flags.pre_auth {
+        return reply::status(out, req, Status::Eaccess);
+    }
+    if let Some(b) = &s.bucket {
+        if b.is_deleted() {
+            // kv_engine disconnects clients of a deleted bucket; they reconnect and learn it is gone.
+            tracing::info!(peer = %s.peer, "closing connection bound to a deleted bucket");
+            s.close = true;
+            return;
+        }
+    }
+    if flags.needs_bucket && s.bucket.is_none() {
+        return reply::status(out, req, Status::NoBucket);
+    }
+    let result = match op {
+        Opcode::Hello => sess::hello(s, req, out),
+        Opcode::SaslListMechs => sess::sasl_list_mechs(req, out),
+        Opcode::SaslAuth => sess::sasl_auth(node, s, req, out),
+        Opcode::SaslStep => sess::sasl_step(node, s, req, out),
+        Opcode::GetErrorMap => sess::get_error_map(req, out),
+        Opcode::SelectBucket => sess::select_bucket(node, s, req, out),
+        Opcode::GetClusterConfig => sess::get_cluster_config(node, s, req, out),
+        Opcode::Noop => sess::noop(req, out),
+        Opcode::Version => sess::version(req, out),
+        Opcode::Get | Opcode::GetReplica => retrieval::get(s, req, out, op),
+        Opcode::Gat | Opcode::Touch => retrieval::touch(s, req, out, op),
+        Opcode::GetLocked => retrieval::get_locked(s, req, out),
+        Opcode::Unlock => retrieval::unlock(s, req, out),
+        Opcode::GetMeta => retrieval::get_meta(s, req, out),
+        Opcode::GetRandomKey => retrieval::get_random_key(s, req, out),
+        Opcode::Set | Opcode::Add | Opcode::Replace => mutation::store(s, req, out, op),
+        Opcode::Delete => mutation::delete(s, req, out),
+        Opcode::Increment | Opcode::Decrement => mutation::arithmetic(s, req, out, op),
+        Opcode::Append | Opcode::Prepend => mutation::concat(s, req, out, op),
+        Opcode::Stat => bucket::stat(node, s, req, out),
+        Opcode::ObserveSeqno => bucket::observe_seqno(s, req, out),
+        Opcode::GetCollectionsManifest => bucket::get_collections_manifest(s, req, out),
+        Opcode::GetCollectionId => bucket::get_collection_id(s, req, out),
+        Opcode::SubdocMultiLookup => subdoc::multi_lookup(s, req, out),
+        Opcode::SubdocMultiMutation => subdoc::multi_mutation(s, req, out),
+        op if op.is_single_path_subdoc() => subdoc::single_path(s, req, out, op),
+        _ => Err(KvError::Status(Status::UnknownCommand)),
+    };
+    if let Err(e) = result {
+        write_error(node, s, req, out, e);
+    }
+}
+
+/// Writes an error reply. NOT_MY_VBUCKET carries the bucket config so the client can re-route; unknown
+/// collections and scopes carry the manifest uid.
+fn write_error(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>, e: KvError) {
+    let status = match &e {
+        KvError::Status(st) => *st,
+        KvError::Engine(err) => err.status(),
+    };
+    match (&e, &s.bucket) {
+        (KvError::Engine(EngineError::NotMyVbucket), Some(b)) => {
+            let body = serde_json::to_vec(&node.bucket_config(b)).unwrap_or_default();
+            reply::json(out, req, status, &body);
+        }
+        (KvError::Engine(EngineError::UnknownCollection { manifest_uid } | EngineError::UnknownScope { manifest_uid }), _) => {
+            let body = format!(r#"{{"manifest_uid":"{manifest_uid:x}"}}"#);
+            reply::json(out, req, status, body.as_bytes());
+        }
+        _ => reply::status(out, req, status),
+    }
+}

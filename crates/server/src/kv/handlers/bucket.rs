@@ -1,0 +1,95 @@
+//! Bucket-level commands: STAT, OBSERVE_SEQNO, GET_COLLECTIONS_MANIFEST, GET_COLLECTION_ID.
+
+use std::sync::atomic::Ordering;
+
+use settee_mcbp::{encode_response, Request};
+use settee_types::{Status, VbId};
+
+use super::request::be_u64;
+use crate::kv::dispatch::{KvError, KvResult};
+use crate::kv::reply;
+use crate::kv::session::Session;
+use crate::node::{Node, COUCHBASE_VERSION};
+
+/// STAT: one reply per statistic (key = name, value = decimal text) and an empty reply to end the group.
+/// Groups: "" (default), "memory", "uuid". Other groups are KEY_ENOENT, as kv_engine answers unknown ones.
+pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let cfg = b.config();
+    let mut stats: Vec<(String, String)> = Vec::new();
+    let mut push = |k: &str, v: String| stats.push((k.to_owned(), v));
+    match req.key {
+        b"" => {
+            push("pid", std::process::id().to_string());
+            push("uptime", node.started.elapsed().as_secs().to_string());
+            push("time", node.clock.now_secs().to_string());
+            push("version", COUCHBASE_VERSION.to_string());
+            push("curr_connections", node.kv_connections.load(Ordering::Relaxed).to_string());
+            push("curr_items", b.curr_items().to_string());
+            push("mem_used", b.mem_used().to_string());
+            push("ep_max_size", cfg.ram_quota_bytes.to_string());
+            push("ep_bucket_type", if cfg.kind == settee_engine::BucketKind::Ephemeral { "ephemeral" } else { "persistent" }.to_string());
+            let ops: u64 = b.stats().pairs().iter().filter(|(k, _)| k.starts_with("cmd_")).map(|(_, v)| v).sum();
+            push("ops", ops.to_string());
+            for (k, v) in b.stats().pairs() {
+                push(k, v.to_string());
+            }
+        }
+        b"memory" => {
+            push("mem_used", b.mem_used().to_string());
+            push("ep_max_size", cfg.ram_quota_bytes.to_string());
+            push("ep_mem_high_wat", (cfg.ram_quota_bytes * 85 / 100).to_string());
+            push("ep_mem_low_wat", (cfg.ram_quota_bytes * 75 / 100).to_string());
+        }
+        b"uuid" => push("uuid", cfg.uuid.clone()),
+        _ => return Err(KvError::Status(Status::KeyEnoent)),
+    }
+    for (k, v) in &stats {
+        encode_response(out, req.opcode, 0, req.opaque, 0, 0, &[], &[], k.as_bytes(), v.as_bytes());
+    }
+    reply::status(out, req, Status::Success);
+    Ok(())
+}
+
+/// OBSERVE_SEQNO: value = vbuuid (8 bytes). Reply format 0: format u8, vb u16, vbuuid u64, persisted seqno u64,
+/// current seqno u64.
+pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    if req.value.len() != 8 || !req.extras.is_empty() || !req.key.is_empty() {
+        return Err(KvError::Status(Status::Einval));
+    }
+    if !s.access.read {
+        return Err(KvError::Status(Status::Eaccess));
+    }
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let _asked = be_u64(req.value);
+    let o = b.observe_seqno(VbId(req.vbucket))?;
+    let mut body = Vec::with_capacity(27);
+    body.push(0);
+    body.extend_from_slice(&req.vbucket.to_be_bytes());
+    body.extend_from_slice(&o.vbuuid.to_be_bytes());
+    body.extend_from_slice(&o.persisted_seqno.to_be_bytes());
+    body.extend_from_slice(&o.current_seqno.to_be_bytes());
+    reply::with_value(out, req, Status::Success, 0, &[], &body);
+    Ok(())
+}
+
+pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let body = b.manifest().to_json().to_string();
+    reply::json(out, req, Status::Success, body.as_bytes());
+    Ok(())
+}
+
+/// GET_COLLECTION_ID: the path `scope.collection` comes in the value (older clients put it in the key). Reply:
+/// 12 extras bytes, manifest uid u64 then collection id u32.
+pub fn get_collection_id(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    let raw = if req.value.is_empty() { req.key } else { req.value };
+    let path = std::str::from_utf8(raw).map_err(|_| KvError::Status(Status::Einval))?;
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let (uid, cid) = b.resolve_collection(path)?;
+    let mut extras = [0u8; 12];
+    extras[..8].copy_from_slice(&uid.to_be_bytes());
+    extras[8..].copy_from_slice(&cid.to_be_bytes());
+    reply::with_value(out, req, Status::Success, 0, &extras, &[]);
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Hot path: GET, GET_REPLICA, TOUCH, GAT, GET_LOCKED, UNLOCK, GET_META, GET_RANDOM_KEY.
+
+use settee_engine::EngineError;
+use settee_mcbp::{encode_leb128, Opcode, Request};
+use settee_types::{Status, VbId};
+
+use super::request::be_u32;
+use super::{doc_key, expect_layout};
+use crate::kv::dispatch::{KvError, KvResult};
+use crate::kv::reply;
+use crate::kv::session::Session;
+
+fn need_read(s: &Session) -> Result<(), KvError> {
+    if s.access.read {
+        Ok(())
+    } else {
+        Err(KvError::Status(Status::Eaccess))
+    }
+}
+
+/// GET, and GET_REPLICA (this node holds no replica vBuckets, so the latter is NOT_MY_VBUCKET, as Couchbase
+/// answers for a vBucket it is not a replica of).
+pub fn get(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+    expect_layout(req, &[0], true, Some(false))?;
+    need_read(s)?;
+    let key = doc_key(s, req.key)?;
+    if op == Opcode::GetReplica {
+        return Err(KvError::Engine(EngineError::NotMyVbucket));
+    }
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    b.get(VbId(req.vbucket), &key, |item| {
+        let (body, dt) = item.body();
+        reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
+    })?;
+    Ok(())
+}
+
+/// TOUCH (reply: CAS and token) and GAT (reply: like GET).
+pub fn touch(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+    expect_layout(req, &[4], true, Some(false))?;
+    if !s.access.write || (op == Opcode::Gat && !s.access.read) {
+        return Err(KvError::Status(Status::Eaccess));
+    }
+    let key = doc_key(s, req.key)?;
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let expiry = be_u32(req.extras);
+    let is_gat = op == Opcode::Gat;
+    let mut body_reply = Vec::new();
+    let (m, ()) = b.touch(VbId(req.vbucket), &key, expiry, |item| {
+        if is_gat {
+            let (body, dt) = item.body();
+            reply::document(&mut body_reply, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
+        }
+    })?;
+    if is_gat {
+        out.extend_from_slice(&body_reply);
+    } else {
+        reply::mutation(out, req, s, &m);
+    }
+    Ok(())
+}
+
+pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    expect_layout(req, &[0, 4], true, Some(false))?;
+    need_read(s)?;
+    let key = doc_key(s, req.key)?;
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    b.get_locked(VbId(req.vbucket), &key, be_u32(req.extras), |item| {
+        let (body, dt) = item.body();
+        reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
+    })?;
+    Ok(())
+}
+
+pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    expect_layout(req, &[0], true, Some(false))?;
+    need_read(s)?;
+    let key = doc_key(s, req.key)?;
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    b.unlock(VbId(req.vbucket), &key, req.cas)?;
+    reply::status(out, req, Status::Success);
+    Ok(())
+}
+
+/// GET_META: version 1 (20-byte extras) or, when asked with extras byte 2, version 2 (21 bytes, with datatype).
+pub fn get_meta(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    expect_layout(req, &[0, 1], true, Some(false))?;
+    need_read(s)?;
+    let v2 = match req.extras {
+        [] | [1] => false,
+        [2] => true,
+        _ => return Err(KvError::Status(Status::Einval)),
+    };
+    let key = doc_key(s, req.key)?;
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let meta = b.get_meta(VbId(req.vbucket), &key)?;
+    let mut extras = [0u8; 21];
+    extras[..4].copy_from_slice(&u32::from(meta.deleted).to_be_bytes());
+    extras[4..8].copy_from_slice(&meta.flags.to_be_bytes());
+    extras[8..12].copy_from_slice(&meta.expiry.to_be_bytes());
+    extras[12..20].copy_from_slice(&meta.rev.to_be_bytes());
+    extras[20] = meta.datatype.0;
+    let n = if v2 { 21 } else { 20 };
+    reply::with_value(out, req, Status::Success, meta.cas, &extras[..n], &[]);
+    Ok(())
+}
+
+/// GET_RANDOM_KEY: the collection id comes as 4 extras bytes when Collections is negotiated; the reply carries
+/// the key (prefixed the same way), flags and value.
+pub fn get_random_key(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+    let cid = match (req.extras.len(), s.collections()) {
+        (0, _) => 0,
+        (4, true) => be_u32(req.extras),
+        _ => return Err(KvError::Status(Status::Einval)),
+    };
+    need_read(s)?;
+    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let collections = s.collections();
+    b.random_key(cid, |encoded_key, item| {
+        let key: Vec<u8> = if collections {
+            encoded_key.to_vec()
+        } else {
+            let mut k = Vec::new();
+            encode_leb128(0, &mut k);
+            encoded_key[k.len()..].to_vec()
+        };
+        let (body, dt) = item.body();
+        reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &key, body, dt);
+    })?;
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! Per-connection protocol state: negotiated features, authentication, the selected bucket.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use settee_mcbp::Feature;
+
+use crate::auth::{BucketAccess, ScramServer};
+use crate::node::BucketHandle;
+
+/// The HELLO features of one connection, as a bit set indexed by feature code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Features(u64);
+
+impl Features {
+    pub fn has(self, f: Feature) -> bool {
+        self.0 & (1 << f.code()) != 0
+    }
+    pub fn insert(&mut self, f: Feature) {
+        self.0 |= 1 << f.code();
+    }
+}
+
+/// The features settee agrees to, with what each obliges the server to do (PROTOCOL.md §2.2).
+/// Push notifications (0x0d, 0x1f), tracing and SnappyEverywhere are left out until implemented: echoing 0x1f
+/// without pushing would freeze gocbcore's topology.
+pub const SUPPORTED_FEATURES: &[Feature] = &[
+    Feature::TcpNoDelay,
+    Feature::MutationSeqno,
+    Feature::Xattr,
+    Feature::Xerror,
+    Feature::SelectBucket,
+    Feature::Snappy,
+    Feature::Json,
+    Feature::Duplex,
+    Feature::AltRequestSupport,
+    Feature::SyncReplication,
+    Feature::Collections,
+    Feature::PreserveTtl,
+    Feature::VAttr,
+    Feature::SubdocCreateAsDeleted,
+    Feature::SubdocDocumentMacroSupport,
+    Feature::SubdocReplaceBodyWithXattr,
+    Feature::SubdocReplicaRead,
+    Feature::GetClusterConfigWithKnownVersion,
+    Feature::DedupeNotMyVbucketClustermap,
+    Feature::SubdocBinaryXattr,
+];
+
+pub struct Session {
+    pub peer: SocketAddr,
+    pub features: Features,
+    /// The client's HELLO agent string, for logs.
+    pub agent: String,
+    pub user: Option<String>,
+    pub scram: Option<ScramServer>,
+    pub bucket: Option<Arc<BucketHandle>>,
+    pub access: BucketAccess,
+    /// Set when the connection must close after the current batch is written.
+    pub close: bool,
+}
+
+impl Session {
+    pub fn new(peer: SocketAddr) -> Session {
+        Session {
+            peer,
+            features: Features::default(),
+            agent: String::new(),
+            user: None,
+            scram: None,
+            bucket: None,
+            access: BucketAccess::NONE,
+            close: false,
+        }
+    }
+    pub fn has(&self, f: Feature) -> bool {
+        self.features.has(f)
+    }
+    pub fn collections(&self) -> bool {
+        self.features.has(Feature::Collections)
+    }
+}

@@ -1,0 +1,17 @@
+//! The settee node: the only crate that wires everything together. It owns the listeners (KV, REST management,
+//! query), the per-connection protocol state (HELLO features, SASL, the selected bucket), dispatch from opcodes to
+//! engine calls, the cluster configs clients bootstrap from, and the `settee` binary's command line.
+//!
+//! Key types: [`node::Node`] (buckets, users, config revision), [`config::ServerConfig`] (the CLI contract),
+//! [`run`] (start every service and stop on a signal).
+
+pub mod auth;
+pub mod cluster_config;
+pub mod config;
+pub mod error_map;
+pub mod kv;
+pub mod node;
+pub mod rest;
+mod service;
+
+pub use service::{run, RunningNode};

@@ -1,0 +1,33 @@
+//! The `settee` binary.
+
+use clap::{Parser, Subcommand};
+use settee_server::config::ServerConfig;
+
+#[derive(Parser)]
+#[command(name = "settee", version, about = "A memory-first JSON document and key-value database that speaks Couchbase's protocols")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node.
+    Server(ServerConfig),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Server(config) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(settee_server::run(config))
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The node: its buckets, users, ports and the cluster-config revision. Shared by the KV and REST services.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use settee_engine::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
+use settee_types::{Clock, SystemClock};
+
+use crate::auth::{Role, UserStore};
+use crate::config::{BucketTypeArg, ServerConfig};
+
+/// Version reported to clients and tools, which gate features on it (PROTOCOL.md §11.1): the Couchbase release
+/// whose KV behaviour settee implements.
+pub const COUCHBASE_VERSION: &str = "7.6.2-0000-enterprise";
+/// Most buckets a node holds, as Couchbase's default limit.
+pub const BUCKETS_MAX: usize = 30;
+/// The smallest bucket quota Couchbase accepts, in MiB.
+pub const BUCKET_RAM_MB_MIN: u64 = 100;
+
+/// A bucket as the node holds it: the engine bucket plus whether it has been deleted (connections bound to a
+/// deleted bucket are closed).
+pub struct BucketHandle {
+    pub bucket: Bucket,
+    deleted: AtomicBool,
+}
+
+impl BucketHandle {
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+}
+
+impl std::ops::Deref for BucketHandle {
+    type Target = Bucket;
+    fn deref(&self) -> &Bucket {
+        &self.bucket
+    }
+}
+
+/// Why a bucket could not be created or deleted; the REST layer shapes these as Couchbase's errors.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BucketError {
+    #[error("Bucket with given name already exists")]
+    Exists,
+    #[error("Requested resource not found.")]
+    NotFound,
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub struct Node {
+    pub config: ServerConfig,
+    pub clock: Arc<dyn Clock>,
+    pub users: UserStore,
+    /// 32 hex digits identifying this node.
+    pub uuid: String,
+    buckets: RwLock<BTreeMap<String, Arc<BucketHandle>>>,
+    /// The cluster-config revision: grows with every change clients should learn about.
+    rev: AtomicU64,
+    /// Open KV connections.
+    pub kv_connections: AtomicU64,
+    /// When the node started, for uptime statistics.
+    pub started: std::time::Instant,
+}
+
+impl Node {
+    pub fn new(config: ServerConfig) -> anyhow::Result<Arc<Node>> {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let users = UserStore::with_clock(clock.clone());
+        users.upsert(&config.username, "Administrator", Some(&config.password), vec![Role::parse_list("admin")?[0].clone()])?;
+        let node = Arc::new(Node {
+            uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
+            config,
+            clock,
+            users,
+            buckets: RwLock::new(BTreeMap::new()),
+            rev: AtomicU64::new(1),
+            kv_connections: AtomicU64::new(0),
+            started: std::time::Instant::now(),
+        });
+        Ok(node)
+    }
+
+    /// Creates the bucket named on the command line when the node has none.
+    pub fn create_default_bucket(&self) -> Result<(), BucketError> {
+        if !self.buckets.read().is_empty() || self.config.bucket.is_empty() {
+            return Ok(());
+        }
+        let kind = match self.config.bucket_type {
+            BucketTypeArg::Couchbase => BucketKind::Couchbase,
+            BucketTypeArg::Ephemeral => BucketKind::Ephemeral,
+        };
+        let eviction = match kind {
+            BucketKind::Couchbase => EvictionPolicy::ValueOnly,
+            BucketKind::Ephemeral => EvictionPolicy::NoEviction,
+        };
+        self.create_bucket(BucketConfig {
+            name: self.config.bucket.clone(),
+            uuid: String::new(),
+            kind,
+            ram_quota_bytes: self.config.bucket_ram_mb * 1024 * 1024,
+            replicas: self.config.replicas,
+            eviction,
+            max_ttl: 0,
+            flush_enabled: false,
+            durability_min_level: None,
+        })
+        .map(|_| ())
+    }
+
+    pub fn rev(&self) -> u64 {
+        self.rev.load(Ordering::Acquire)
+    }
+    /// Marks a change clients must see (bucket set, manifest, settings).
+    pub fn bump_rev(&self) -> u64 {
+        self.rev.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    pub fn bucket(&self, name: &str) -> Option<Arc<BucketHandle>> {
+        self.buckets.read().get(name).cloned()
+    }
+    pub fn buckets(&self) -> Vec<Arc<BucketHandle>> {
+        self.buckets.read().values().cloned().collect()
+    }
+
+    /// Creates a bucket; a missing uuid is generated.
+    pub fn create_bucket(&self, mut config: BucketConfig) -> Result<Arc<BucketHandle>, BucketError> {
+        validate_bucket_name(&config.name)?;
+        if config.ram_quota_bytes < BUCKET_RAM_MB_MIN * 1024 * 1024 {
+            return Err(BucketError::Invalid(format!("RAM quota cannot be less than {BUCKET_RAM_MB_MIN} MiB")));
+        }
+        if config.replicas > 3 {
+            return Err(BucketError::Invalid("Replica number larger than 3 is not supported.".into()));
+        }
+        let mut buckets = self.buckets.write();
+        if buckets.keys().any(|n| n.eq_ignore_ascii_case(&config.name)) {
+            return Err(BucketError::Exists);
+        }
+        if buckets.len() >= BUCKETS_MAX {
+            return Err(BucketError::Invalid(format!("Cannot create more than {BUCKETS_MAX} buckets")));
+        }
+        if config.uuid.is_empty() {
+            config.uuid = random_hex32(self.clock.now_nanos() ^ fold(config.name.as_bytes()));
+        }
+        let handle = Arc::new(BucketHandle {
+            bucket: Bucket::new(config.clone(), self.clock.clone()),
+            deleted: AtomicBool::new(false),
+        });
+        buckets.insert(config.name.clone(), handle.clone());
+        drop(buckets);
+        self.bump_rev();
+        tracing::info!(bucket = %config.name, kind = ?config.kind, "bucket created");
+        Ok(handle)
+    }
+
+    pub fn delete_bucket(&self, name: &str) -> Result<(), BucketError> {
+        let handle = self.buckets.write().remove(name).ok_or(BucketError::NotFound)?;
+        handle.deleted.store(true, Ordering::Release);
+        self.bump_rev();
+        tracing::info!(bucket = %name, "bucket deleted");
+        Ok(())
+    }
+}
+
+/// Couchbase's bucket naming rule: 1-100 characters of letters, digits, `.`, `%`, `_`, `-`, not starting with `.`.
+fn validate_bucket_name(name: &str) -> Result<(), BucketError> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'%' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(BucketError::Invalid("Bucket name can only contain characters in range A-Z, a-z, 0-9 as well as underscore, period, dash & percent. Consult the documentation.".into()))
+    }
+}
+
+fn fold(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// 32 hex digits from the OS random source, mixed with `salt`.
+pub fn random_hex32(salt: u64) -> String {
+    let a: u64 = rand::random::<u64>() ^ salt;
+    let b: u64 = rand::random();
+    format!("{a:016x}{b:016x}")
+}

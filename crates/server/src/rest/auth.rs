@@ -1,0 +1,205 @@
+//! HTTP Basic authentication and the privilege checks REST handlers make.
+//!
+//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool, and a
+//! successful (user, password) pair is remembered until the user store changes. The cache holds salted SHA-256
+//! digests, never passwords.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use super::error::RestError;
+use super::RestState;
+use crate::auth::{ClusterRole, Role, User};
+
+/// Most remembered logins; the cache is emptied when full (a handful of SDK users is the normal load).
+const AUTH_CACHE_ENTRIES_MAX: usize = 1024;
+
+/// An authenticated caller.
+pub(crate) struct Caller {
+    pub(crate) user: Arc<User>,
+    /// True for the administrator named on the command line: Couchbase's built-in admin (domain "admin").
+    pub(crate) builtin: bool,
+}
+
+impl FromRequestParts<RestState> for Caller {
+    type Rejection = RestError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &RestState) -> Result<Caller, RestError> {
+        let (id, password) = basic_credentials(&parts.headers).ok_or(RestError::Unauthorized)?;
+        authenticate(state, &id, &password).await
+    }
+}
+
+/// Checks `password` for user `id`.
+pub(crate) async fn authenticate(state: &RestState, id: &str, password: &str) -> Result<Caller, RestError> {
+    let users = &state.node.users;
+    // Read the generation before the user, so a change racing with this check can only make the cache entry stale.
+    let generation = users.generation();
+    let user = users.get(id).ok_or(RestError::Unauthorized)?;
+    let key = state.auth.key(id, password);
+    if !state.auth.is_verified(&key, generation) {
+        let credentials = user.credentials.clone();
+        let candidate = password.to_owned();
+        let verify = tokio::task::spawn_blocking(move || credentials.verify_plain(candidate.as_bytes()));
+        if !verify.await.unwrap_or(false) {
+            return Err(RestError::Unauthorized);
+        }
+        state.auth.remember(key, generation);
+    }
+    Ok(Caller { builtin: id == state.node.config.username, user })
+}
+
+/// The user and password of an `Authorization: Basic` header.
+pub(crate) fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = String::from_utf8(BASE64.decode(encoded.trim()).ok()?).ok()?;
+    let (id, password) = decoded.split_once(':')?;
+    Some((id.to_owned(), password.to_owned()))
+}
+
+impl Caller {
+    /// Refuses with 403 naming `permission` unless `allowed`.
+    pub(crate) fn require(&self, allowed: bool, permission: impl FnOnce() -> String) -> Result<(), RestError> {
+        if allowed {
+            Ok(())
+        } else {
+            Err(RestError::Forbidden(permission()))
+        }
+    }
+
+    fn has(&self, role: ClusterRole) -> bool {
+        self.user.roles.contains(&Role::Cluster(role))
+    }
+
+    /// May list `bucket` and read its settings: any access to it, or the right to read cluster settings.
+    pub(crate) fn can_see_bucket(&self, bucket: &str) -> bool {
+        let access = self.user.bucket_access(bucket);
+        self.user.can_read_settings() || access.read || access.write || access.manage
+    }
+
+    /// May edit, flush or delete `bucket` and manage its scopes and collections.
+    pub(crate) fn can_manage_bucket(&self, bucket: &str) -> bool {
+        self.user.bucket_access(bucket).manage
+    }
+
+    /// May create buckets (`cluster.buckets!create`): admin and cluster_admin.
+    pub(crate) fn can_create_buckets(&self) -> bool {
+        self.user.is_admin() || self.has(ClusterRole::ClusterAdmin)
+    }
+
+    /// May create, change and delete local users (`cluster.admin.security.local!write`).
+    pub(crate) fn can_write_security(&self) -> bool {
+        self.user.is_admin() || self.has(ClusterRole::SecurityAdmin) || self.has(ClusterRole::SecurityAdminLocal)
+    }
+
+    /// May list users and roles.
+    pub(crate) fn can_read_security(&self) -> bool {
+        self.can_write_security() || self.user.can_read_settings()
+    }
+}
+
+/// Logins verified since the user store last changed.
+pub(crate) struct AuthCache {
+    /// Random per process, so the digests are useless outside it.
+    salt: [u8; 32],
+    verified: Mutex<HashMap<[u8; 32], u64>>,
+}
+
+impl Default for AuthCache {
+    fn default() -> AuthCache {
+        AuthCache { salt: rand::random(), verified: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl AuthCache {
+    fn key(&self, id: &str, password: &str) -> [u8; 32] {
+        let mut digest = Sha256::new();
+        digest.update(self.salt);
+        digest.update((id.len() as u64).to_le_bytes());
+        digest.update(id.as_bytes());
+        digest.update(password.as_bytes());
+        digest.finalize().into()
+    }
+
+    fn is_verified(&self, key: &[u8; 32], generation: u64) -> bool {
+        self.verified.lock().get(key) == Some(&generation)
+    }
+
+    fn remember(&self, key: [u8; 32], generation: u64) {
+        let mut verified = self.verified.lock();
+        if verified.len() >= AUTH_CACHE_ENTRIES_MAX {
+            verified.clear();
+        }
+        verified.insert(key, generation);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::super::testing::{TestApp, ADMIN};
+    use super::*;
+
+    #[test]
+    fn basic_header_parsing_accepts_only_well_formed_basic() {
+        // Proves scheme case-insensitivity, colons inside passwords, and None for other schemes or bad base64.
+        let headers = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            h
+        };
+        let encoded = BASE64.encode("user:pa:ss");
+        assert_eq!(basic_credentials(&headers(&format!("basic {encoded}"))), Some(("user".into(), "pa:ss".into())));
+        assert_eq!(basic_credentials(&headers(&format!("Bearer {encoded}"))), None);
+        assert_eq!(basic_credentials(&headers("Basic !!!")), None);
+        assert_eq!(basic_credentials(&headers(&format!("Basic {}", BASE64.encode("nocolon")))), None);
+        assert_eq!(basic_credentials(&HeaderMap::new()), None);
+    }
+
+    #[tokio::test]
+    async fn missing_or_wrong_credentials_get_401_with_the_basic_challenge() {
+        // Proves 401 + WWW-Authenticate for no header, a wrong password and an unknown user, and 200 for the admin.
+        let app = TestApp::new();
+        for auth in [None, Some(("Administrator", "wrong")), Some(("nobody", "password"))] {
+            let reply = app.call("GET", "/pools/default", auth, None).await;
+            assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+            assert_eq!(reply.headers[header::WWW_AUTHENTICATE], super::super::error::BASIC_CHALLENGE);
+        }
+        assert_eq!(app.call("GET", "/pools/default", Some(ADMIN), None).await.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn cached_login_is_forgotten_when_the_password_changes() {
+        // Proves a changed password is refused at once although the old one was verified (and cached) before.
+        let app = TestApp::new();
+        app.add_user("u", "old-password", "admin");
+        assert_eq!(app.call("GET", "/pools", Some(("u", "old-password")), None).await.status, StatusCode::OK);
+        app.state.node.users.upsert("u", "", Some("new-password"), Role::parse_list("admin").unwrap()).unwrap();
+        assert_eq!(app.call("GET", "/pools", Some(("u", "old-password")), None).await.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(app.call("GET", "/pools", Some(("u", "new-password")), None).await.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_user_without_the_privilege_gets_403_naming_the_permission() {
+        // Proves the 403 body shape: ns_server's message and the permission list.
+        let app = TestApp::new();
+        app.add_user("reader", "password", "data_reader[default]");
+        let reply = app.call("POST", "/pools/default/buckets", Some(("reader", "password")), Some("name=x")).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN);
+        assert_eq!(reply.json["message"], "Forbidden. User needs one of the following permissions");
+        assert_eq!(reply.json["permissions"][0], "cluster.buckets!create");
+    }
+}

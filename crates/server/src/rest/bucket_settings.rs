@@ -1,0 +1,370 @@
+//! Changing buckets: create (`POST /pools/default/buckets`), edit (`POST .../buckets/<b>`), delete and flush.
+//!
+//! Fields are validated all at once and refused as ns_server refuses them: 400 with `{"errors":{field: message}}`
+//! (both SDKs read every value as a string; "Bucket with given name already exists" maps to BucketExists).
+//! Fields settee accepts without acting on them: compressionMode, conflictResolutionType, storageBackend,
+//! replicaIndex, numVBuckets (always 1024) and the history-retention settings.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use settee_engine::{BucketConfig, BucketKind, EvictionPolicy};
+use settee_types::DurabilityLevel;
+
+use super::auth::Caller;
+use super::error::RestError;
+use super::form::Form;
+use super::RestState;
+use crate::node::{BucketError, BUCKET_RAM_MB_MIN};
+
+const MIB: u64 = 1024 * 1024;
+/// Couchbase's default replica count for a new bucket.
+const DEFAULT_REPLICAS: u8 = 1;
+/// Most replicas a bucket may have.
+const REPLICAS_MAX: u8 = 3;
+
+/// The settings a create or edit form names; `None` means "not sent".
+#[derive(Debug, Default)]
+struct SettingsForm {
+    ram_quota_mb: Option<u64>,
+    replicas: Option<u8>,
+    eviction: Option<EvictionPolicy>,
+    max_ttl: Option<u32>,
+    flush_enabled: Option<bool>,
+    durability: Option<Option<DurabilityLevel>>,
+}
+
+/// `POST /pools/default/buckets`: 202 with an empty body, as ns_server (gocb checks for exactly 202).
+pub(crate) async fn create(State(state): State<RestState>, caller: Caller, body: Bytes) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_create_buckets(), || "cluster.buckets!create".to_owned())?;
+    let form = Form::parse(&body);
+    let mut errors = Map::new();
+    let name = form.get("name").unwrap_or_default().to_owned();
+    if name.is_empty() {
+        errors.insert("name".into(), json!("Bucket name needs to be specified"));
+    }
+    let kind = match form.get("bucketType") {
+        None | Some("couchbase" | "membase") => BucketKind::Couchbase,
+        Some("ephemeral") => BucketKind::Ephemeral,
+        Some("memcached") => {
+            errors.insert("bucketType".into(), json!("memcached buckets are not supported"));
+            BucketKind::Couchbase
+        }
+        Some(_) => {
+            errors.insert("bucketType".into(), json!("invalid bucket type"));
+            BucketKind::Couchbase
+        }
+    };
+    let settings = parse_settings(&form, kind, &mut errors);
+    if settings.ram_quota_mb.is_none() && !errors.contains_key("ramQuota") {
+        errors.insert("ramQuota".into(), json!("RAM quota must be specified"));
+    }
+    if !errors.is_empty() {
+        return Err(validation_failed(&state, errors, settings.ram_quota_mb));
+    }
+    let config = BucketConfig {
+        name,
+        uuid: String::new(),
+        kind,
+        ram_quota_bytes: settings.ram_quota_mb.unwrap_or(BUCKET_RAM_MB_MIN).saturating_mul(MIB),
+        replicas: settings.replicas.unwrap_or(DEFAULT_REPLICAS),
+        eviction: settings.eviction.unwrap_or(match kind {
+            BucketKind::Couchbase => EvictionPolicy::ValueOnly,
+            BucketKind::Ephemeral => EvictionPolicy::NoEviction,
+        }),
+        max_ttl: settings.max_ttl.unwrap_or(0),
+        flush_enabled: settings.flush_enabled.unwrap_or(false),
+        durability_min_level: settings.durability.flatten(),
+    };
+    match state.node.create_bucket(config) {
+        Ok(_) => Ok(StatusCode::ACCEPTED),
+        Err(e) => {
+            let key = if e == BucketError::Exists { "name" } else { "_" };
+            errors.insert(key.into(), json!(e.to_string()));
+            Err(validation_failed(&state, errors, settings.ram_quota_mb))
+        }
+    }
+}
+
+/// `POST /pools/default/buckets/<b>`: applies the fields sent; 200 with an empty body.
+pub(crate) async fn edit(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(bucket): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_manage_bucket(&bucket), || format!("cluster.bucket[{bucket}].settings!write"))?;
+    let handle = state.node.bucket(&bucket).ok_or(RestError::NotFound)?;
+    let kind = handle.config().kind;
+    let form = Form::parse(&body);
+    let mut errors = Map::new();
+    let same_kind = match form.get("bucketType") {
+        None => true,
+        Some("couchbase" | "membase") => kind == BucketKind::Couchbase,
+        Some(other) => other == "ephemeral" && kind == BucketKind::Ephemeral,
+    };
+    if !same_kind {
+        errors.insert("bucketType".into(), json!("Cannot change bucket type."));
+    }
+    let settings = parse_settings(&form, kind, &mut errors);
+    if !errors.is_empty() {
+        return Err(validation_failed(&state, errors, settings.ram_quota_mb));
+    }
+    handle.update_config(|c| {
+        if let Some(mb) = settings.ram_quota_mb {
+            c.ram_quota_bytes = mb.saturating_mul(MIB);
+        }
+        c.replicas = settings.replicas.unwrap_or(c.replicas);
+        c.eviction = settings.eviction.unwrap_or(c.eviction);
+        c.max_ttl = settings.max_ttl.unwrap_or(c.max_ttl);
+        c.flush_enabled = settings.flush_enabled.unwrap_or(c.flush_enabled);
+        c.durability_min_level = settings.durability.unwrap_or(c.durability_min_level);
+    });
+    state.node.bump_rev();
+    tracing::info!(%bucket, "bucket settings changed");
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /pools/default/buckets/<b>`.
+pub(crate) async fn delete(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(bucket): Path<String>,
+) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_manage_bucket(&bucket), || format!("cluster.bucket[{bucket}]!delete"))?;
+    match state.node.delete_bucket(&bucket) {
+        Ok(()) => Ok(StatusCode::OK),
+        Err(_) => Err(RestError::NotFound),
+    }
+}
+
+/// `POST /pools/default/buckets/<b>/controller/doFlush`. A bucket without flush enabled gets ns_server's
+/// top-level `{"_": "Flush is disabled for the bucket"}`, which both SDKs map to BucketNotFlushable.
+pub(crate) async fn flush(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(bucket): Path<String>,
+) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_manage_bucket(&bucket), || format!("cluster.bucket[{bucket}]!flush"))?;
+    let handle = state.node.bucket(&bucket).ok_or(RestError::NotFound)?;
+    if !handle.config().flush_enabled {
+        return Err(RestError::Json(StatusCode::BAD_REQUEST, json!({"_": "Flush is disabled for the bucket"})));
+    }
+    // Flushing walks every vBucket under its lock: keep it off the async workers.
+    let flushed = tokio::task::spawn_blocking(move || handle.flush()).await;
+    match flushed {
+        Ok(()) => {
+            tracing::info!(%bucket, "bucket flushed");
+            Ok(StatusCode::OK)
+        }
+        Err(e) => Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("flush failed: {e}"))),
+    }
+}
+
+/// Parses every settings field `form` carries, recording a message per invalid field in `errors`.
+fn parse_settings(form: &Form, kind: BucketKind, errors: &mut Map<String, Value>) -> SettingsForm {
+    let mut out = SettingsForm::default();
+    let mut fail = |field: &str, message: &str| {
+        errors.insert(field.to_owned(), json!(message));
+    };
+    if let Some(v) = form.get_any(&["ramQuota", "ramQuotaMB"]) {
+        match v.parse::<u64>() {
+            Ok(mb) if mb >= BUCKET_RAM_MB_MIN => out.ram_quota_mb = Some(mb),
+            Ok(_) => fail("ramQuota", &format!("RAM quota cannot be less than {BUCKET_RAM_MB_MIN} MiB")),
+            Err(_) => fail("ramQuota", "The RAM Quota must be specified and must be a positive integer."),
+        }
+    }
+    if let Some(v) = form.get("replicaNumber") {
+        match v.parse::<u8>() {
+            Ok(n) if n <= REPLICAS_MAX => out.replicas = Some(n),
+            Ok(_) => fail("replicaNumber", "Replica number larger than 3 is not supported."),
+            Err(_) => fail("replicaNumber", "The replica number must be specified and must be a non-negative integer."),
+        }
+    }
+    if let Some(v) = form.get("evictionPolicy") {
+        match (kind, EvictionPolicy::parse(v)) {
+            (BucketKind::Couchbase, Some(p @ (EvictionPolicy::ValueOnly | EvictionPolicy::FullEviction))) => {
+                out.eviction = Some(p)
+            }
+            (BucketKind::Ephemeral, Some(p @ (EvictionPolicy::NoEviction | EvictionPolicy::NruEviction))) => {
+                out.eviction = Some(p)
+            }
+            (BucketKind::Couchbase, _) => {
+                fail("evictionPolicy", "Eviction policy must be either 'valueOnly' or 'fullEviction' for couchbase buckets")
+            }
+            (BucketKind::Ephemeral, _) => {
+                fail("evictionPolicy", "Eviction policy must be either 'noEviction' or 'nruEviction' for ephemeral buckets")
+            }
+        }
+    }
+    if let Some(v) = form.get("maxTTL") {
+        match v.parse::<u32>() {
+            Ok(ttl) if ttl <= i32::MAX as u32 => out.max_ttl = Some(ttl),
+            _ => fail("maxTTL", "Max TTL must be an integer between 0 and 2147483647"),
+        }
+    }
+    if let Some(v) = form.get("flushEnabled") {
+        match v {
+            "1" | "true" => out.flush_enabled = Some(true),
+            "0" | "false" => out.flush_enabled = Some(false),
+            _ => fail("flushEnabled", "flushEnabled can only be 1 or 0"),
+        }
+    }
+    if let Some(v) = form.get("durabilityMinLevel") {
+        match (kind, parse_durability(v)) {
+            (BucketKind::Ephemeral, Some(Some(level))) if level.needs_persistence() => fail(
+                "durabilityMinLevel",
+                "Durability minimum level must be either 'none' or 'majority' for ephemeral buckets",
+            ),
+            (_, Some(level)) => out.durability = Some(level),
+            (_, None) => fail("durabilityMinLevel", "Durability minimum level must be one of none, majority, majorityAndPersistActive, persistToMajority"),
+        }
+    }
+    for (field, allowed) in [
+        ("compressionMode", &["off", "passive", "active"][..]),
+        ("conflictResolutionType", &["seqno", "lww", "custom"][..]),
+        ("storageBackend", &["couchstore", "magma"][..]),
+        ("replicaIndex", &["0", "1"][..]),
+    ] {
+        if let Some(v) = form.get(field) {
+            if !allowed.contains(&v) {
+                fail(field, &format!("{field} must be one of {}", allowed.join(", ")));
+            }
+        }
+    }
+    out
+}
+
+/// `none` is `Some(None)`; an unknown name is `None`.
+fn parse_durability(name: &str) -> Option<Option<DurabilityLevel>> {
+    Some(match name {
+        "none" => None,
+        "majority" => Some(DurabilityLevel::Majority),
+        "majorityAndPersistActive" => Some(DurabilityLevel::MajorityAndPersistActive),
+        "persistToMajority" => Some(DurabilityLevel::PersistToMajority),
+        _ => return None,
+    })
+}
+
+/// The REST name of a minimum durability level.
+pub(crate) fn durability_name(level: Option<DurabilityLevel>) -> &'static str {
+    match level {
+        None => "none",
+        Some(DurabilityLevel::Majority) => "majority",
+        Some(DurabilityLevel::MajorityAndPersistActive) => "majorityAndPersistActive",
+        Some(DurabilityLevel::PersistToMajority) => "persistToMajority",
+    }
+}
+
+/// ns_server's validation answer: the errors plus a RAM summary of the quota the request asked for.
+fn validation_failed(state: &RestState, errors: Map<String, Value>, ram_quota_mb: Option<u64>) -> RestError {
+    let other: u64 = state.node.buckets().iter().map(|b| b.config().ram_quota_bytes).sum();
+    let this = ram_quota_mb.unwrap_or(0).saturating_mul(MIB);
+    let body = json!({
+        "errors": errors,
+        "summaries": {
+            "ramSummary": {"total": other.saturating_add(this), "otherBuckets": other, "nodesCount": 1,
+                           "perNodeMegs": ram_quota_mb.unwrap_or(0), "thisAlloc": this, "thisUsed": 0, "free": 0},
+            "hddSummary": {"total": 0, "otherData": 0, "otherBuckets": 0, "thisUsed": 0, "free": 0},
+        },
+    });
+    RestError::Json(StatusCode::BAD_REQUEST, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{TestApp, ADMIN};
+    use super::*;
+
+    #[tokio::test]
+    async fn create_then_read_back_round_trips_the_settings() {
+        // Proves 202 on create and that quota, replicas, eviction, maxTTL, flush and durability read back.
+        let app = TestApp::new();
+        let form = "name=b1&bucketType=couchbase&ramQuotaMB=128&replicaNumber=0&evictionPolicy=fullEviction\
+                    &maxTTL=60&flushEnabled=1&durabilityMinLevel=majority&compressionMode=active&numVBuckets=1024";
+        let reply = app.call("POST", "/pools/default/buckets", Some(ADMIN), Some(form)).await;
+        assert_eq!((reply.status, reply.text.as_str()), (StatusCode::ACCEPTED, ""));
+        let b = app.get_ok("/pools/default/buckets/b1").await;
+        assert_eq!(b["bucketType"], "membase");
+        assert_eq!(b["quota"]["rawRAM"], 128 * MIB);
+        assert_eq!(b["replicaNumber"], 0);
+        assert_eq!(b["evictionPolicy"], "fullEviction");
+        assert_eq!(b["maxTTL"], 60);
+        assert_eq!(b["controllers"]["flush"], "/pools/default/buckets/b1/controller/doFlush");
+        assert_eq!(b["durabilityMinLevel"], "majority");
+        assert_eq!(b["storageBackend"], "couchstore");
+    }
+
+    #[tokio::test]
+    async fn create_refusals_use_ns_server_error_shapes() {
+        // Proves duplicate names, memcached, bad fields and a missing quota each give 400 with string errors.
+        let app = TestApp::new();
+        let post = |form: &'static str| app.call("POST", "/pools/default/buckets", Some(ADMIN), Some(form));
+        let dup = post("name=default&ramQuota=100").await;
+        assert_eq!(dup.status, StatusCode::BAD_REQUEST);
+        assert_eq!(dup.json["errors"]["name"], "Bucket with given name already exists");
+        assert!(dup.json["summaries"]["ramSummary"].is_object());
+        let memcached = post("name=m&ramQuota=100&bucketType=memcached").await;
+        assert_eq!(memcached.json["errors"]["bucketType"], "memcached buckets are not supported");
+        let bad = post("name=x&ramQuota=50&replicaNumber=9&evictionPolicy=noEviction&durabilityMinLevel=no").await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+        for field in ["ramQuota", "replicaNumber", "evictionPolicy", "durabilityMinLevel"] {
+            assert!(bad.json["errors"][field].is_string(), "{field}: {}", bad.text);
+        }
+        assert!(post("name=y").await.json["errors"]["ramQuota"].is_string());
+        assert!(post("ramQuota=100").await.json["errors"]["name"].is_string());
+        let persist = post("name=e&ramQuota=100&bucketType=ephemeral&durabilityMinLevel=persistToMajority").await;
+        assert!(persist.json["errors"]["durabilityMinLevel"].is_string());
+        assert!(app.state.node.bucket("x").is_none());
+    }
+
+    #[tokio::test]
+    async fn edit_changes_settings_and_bumps_the_config_revision() {
+        // Proves 200 on edit, the new values read back, rev grows, and edits of unknown buckets are 404.
+        let app = TestApp::new();
+        let rev = app.state.node.rev();
+        let uri = "/pools/default/buckets/default";
+        let reply = app.call("POST", uri, Some(ADMIN), Some("ramQuotaMB=300&flushEnabled=1&maxTTL=5&bucketType=ephemeral")).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        assert!(app.state.node.rev() > rev);
+        let b = app.get_ok(uri).await;
+        assert_eq!((b["quota"]["rawRAM"].as_u64(), b["maxTTL"].as_u64()), (Some(300 * MIB), Some(5)));
+        assert!(b["controllers"]["flush"].is_string());
+        let kind = app.call("POST", uri, Some(ADMIN), Some("bucketType=couchbase")).await;
+        assert_eq!(kind.status, StatusCode::BAD_REQUEST);
+        let missing = app.call("POST", "/pools/default/buckets/nope", Some(ADMIN), Some("ramQuota=100")).await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn flush_needs_flush_enabled_and_delete_removes_the_bucket() {
+        // Proves flush's 400 body for a disabled bucket, 200 once enabled, and delete 200 then 404.
+        let app = TestApp::new();
+        let flush = "/pools/default/buckets/default/controller/doFlush";
+        let refused = app.call("POST", flush, Some(ADMIN), None).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert_eq!(refused.json, json!({"_": "Flush is disabled for the bucket"}));
+        app.call("POST", "/pools/default/buckets/default", Some(ADMIN), Some("flushEnabled=1")).await;
+        assert_eq!(app.call("POST", flush, Some(ADMIN), None).await.status, StatusCode::OK);
+        let uri = "/pools/default/buckets/default";
+        assert_eq!(app.call("DELETE", uri, Some(ADMIN), None).await.status, StatusCode::OK);
+        let again = app.call("DELETE", uri, Some(ADMIN), None).await;
+        assert_eq!(again.status, StatusCode::NOT_FOUND);
+        assert!(again.text.contains("Requested resource not found."));
+        assert_eq!(app.call("POST", flush, Some(ADMIN), None).await.status, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn bucket_admin_manages_only_its_bucket() {
+        // Proves bucket_admin[default] may edit default but not create buckets or edit others.
+        let app = TestApp::new();
+        app.add_user("ba", "password", "bucket_admin[default]");
+        let me = Some(("ba", "password"));
+        assert_eq!(app.call("POST", "/pools/default/buckets/default", me, Some("maxTTL=1")).await.status, StatusCode::OK);
+        let create = app.call("POST", "/pools/default/buckets", me, Some("name=z&ramQuota=100")).await;
+        assert_eq!(create.status, StatusCode::FORBIDDEN);
+        let other = app.call("DELETE", "/pools/default/buckets/other", me, None).await;
+        assert_eq!(other.status, StatusCode::FORBIDDEN);
+    }
+}

@@ -1,0 +1,124 @@
+//! The REST services: Couchbase's management API on the mgmt port and a stub query service on the query port.
+//!
+//! Every answer is shaped as ns_server (or the query service) shapes it, because the SDKs' managers pattern-match
+//! status codes and message texts (PROTOCOL.md §7 and §11.1). Handlers are plain functions from an authenticated
+//! [`auth::Caller`] and parsed input to JSON or a [`error::RestError`]; one middleware logs every failure once.
+//!
+//! Layout: `pools` (cluster and node views), `buckets` (reading bucket settings and configs), `bucket_settings`
+//! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `query`
+//! (the query port), `auth` (Basic auth and privilege checks), `form` (urlencoded bodies), `error`.
+//!
+//! Not a hot path: handlers allocate freely and log at INFO.
+
+mod auth;
+mod bucket_settings;
+mod buckets;
+mod collections;
+mod error;
+mod form;
+mod pools;
+mod query;
+mod roles;
+mod users;
+
+#[cfg(test)]
+mod testing;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{delete, get, patch, post};
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::node::Node;
+
+/// What every REST handler can reach.
+#[derive(Clone)]
+pub(crate) struct RestState {
+    pub(crate) node: Arc<Node>,
+    pub(crate) auth: Arc<auth::AuthCache>,
+    /// When the service started; `/pools/default` reports the uptime from it.
+    pub(crate) started: Instant,
+}
+
+impl RestState {
+    pub(crate) fn new(node: Arc<Node>) -> RestState {
+        RestState { node, auth: Arc::new(auth::AuthCache::default()), started: Instant::now() }
+    }
+}
+
+/// Serves the management API on `listener` until `shutdown` completes, then lets in-flight requests finish.
+pub async fn serve_mgmt(
+    node: Arc<Node>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+}
+
+/// Serves the query port (`/admin/ping` and a `/query/service` that answers "not implemented") until `shutdown`.
+pub async fn serve_query(
+    node: Arc<Node>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, query::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+}
+
+/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
+pub(crate) fn mgmt_router(state: RestState) -> Router {
+    const BUCKET: &str = "/pools/default/buckets/{bucket}";
+    Router::new()
+        .route("/", get(pools::root))
+        .route("/whoami", get(pools::whoami))
+        .route("/pools", get(pools::pools))
+        .route("/pools/default", get(pools::pool_default))
+        .route("/pools/nodes", get(pools::pool_nodes))
+        .route("/pools/default/nodeServices", get(pools::node_services))
+        .route("/pools/default/buckets", get(buckets::list).post(bucket_settings::create))
+        .route(BUCKET, get(buckets::get).post(bucket_settings::edit).delete(bucket_settings::delete))
+        .route(&format!("{BUCKET}/controller/doFlush"), post(bucket_settings::flush))
+        .route("/pools/default/b/{bucket}", get(buckets::terse))
+        .route("/pools/default/bs/{bucket}", get(buckets::streaming))
+        .route("/pools/default/bucketsStreaming/{bucket}", get(buckets::streaming))
+        .route(&format!("{BUCKET}/scopes"), get(collections::list).post(collections::create_scope))
+        .route(&format!("{BUCKET}/scopes/"), get(collections::list).post(collections::create_scope))
+        .route(&format!("{BUCKET}/scopes/{{scope}}"), delete(collections::drop_scope))
+        .route(&format!("{BUCKET}/scopes/{{scope}}/collections"), post(collections::create_collection))
+        .route(
+            &format!("{BUCKET}/scopes/{{scope}}/collections/{{collection}}"),
+            patch(collections::update_collection).delete(collections::drop_collection),
+        )
+        .route("/settings/rbac/users", get(users::list))
+        .route("/settings/rbac/users/local", get(users::list))
+        .route("/settings/rbac/users/local/{user}", get(users::get).put(users::upsert).delete(users::delete))
+        .route("/settings/rbac/roles", get(users::roles))
+        .route("/settings/rbac/groups", get(users::groups))
+        .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::group))
+        .route("/controller/changePassword", post(users::change_password))
+        .fallback(|| async { error::RestError::NotFound })
+        .layer(middleware::from_fn(log_failures))
+        .with_state(state)
+}
+
+/// Logs each failed request once, with the reason the handler attached (see `RestError`).
+pub(crate) async fn log_failures(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_client_error() || status.is_server_error() {
+        let reason = response.extensions().get::<error::FailureReason>().map_or("", |r| r.0.as_str());
+        if status.is_server_error() {
+            tracing::warn!(%method, %path, status = status.as_u16(), reason, "REST request failed");
+        } else {
+            tracing::info!(%method, %path, status = status.as_u16(), reason, "REST request refused");
+        }
+    }
+    response
+}

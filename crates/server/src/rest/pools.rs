@@ -1,0 +1,293 @@
+//! The cluster and node views: `/`, `/whoami`, `/pools`, `/pools/default`, `/pools/nodes`, `nodeServices`.
+//!
+//! The C++ SDK's `cluster_describe` and tools such as cbc read `/pools/default`; gocb's `WaitUntilReady` needs a
+//! 200 from `/whoami` and the C++ ping one from `/`.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{Html, IntoResponse};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::auth::{self, Caller};
+use super::error::RestError;
+use super::roles::role_json;
+use super::RestState;
+use crate::node::{BUCKETS_MAX, COUCHBASE_VERSION};
+
+/// Cluster compatibility version for 7.6 (`major * 0x10000 + minor`), as ns_server reports it.
+const CLUSTER_COMPATIBILITY: u32 = 7 * 0x10000 + 6;
+/// Quota reported beyond what the buckets hold. settee enforces no cluster-wide quota; reporting headroom lets
+/// tools that compute "free quota" before creating a bucket go ahead.
+const QUOTA_HEADROOM_BYTES: u64 = 4096 * 1024 * 1024;
+const MIB: u64 = 1024 * 1024;
+
+/// `GET /`: Couchbase serves its web console here. Unauthenticated, like ns_server; the SDKs' ping needs a 200.
+pub(crate) async fn root() -> impl IntoResponse {
+    Html("<!DOCTYPE html><html><head><title>settee</title></head><body>settee: a Couchbase-compatible server</body></html>")
+}
+
+/// `GET /whoami`.
+pub(crate) async fn whoami(caller: Caller) -> Json<Value> {
+    let roles: Vec<Value> = caller.user.roles.iter().map(role_json).collect();
+    let domain = if caller.builtin { "admin" } else { "local" };
+    Json(json!({"id": caller.user.id, "domain": domain, "roles": roles, "name": caller.user.name}))
+}
+
+/// `GET /pools`. Without credentials it still answers 200 (ns_server does; readiness probes rely on it), with
+/// `isAdminCreds: false`; wrong credentials get 401.
+pub(crate) async fn pools(State(state): State<RestState>, headers: HeaderMap) -> Result<Json<Value>, RestError> {
+    let caller = match auth::basic_credentials(&headers) {
+        Some((id, password)) => Some(auth::authenticate(&state, &id, &password).await?),
+        None if headers.contains_key(header::AUTHORIZATION) => return Err(RestError::Unauthorized),
+        None => None,
+    };
+    let is_admin = caller.as_ref().is_some_and(|c| c.user.is_admin());
+    let is_ro_admin = caller.as_ref().is_some_and(|c| c.user.can_read_settings()) && !is_admin;
+    let uuid = &state.node.uuid;
+    Ok(Json(json!({
+        "isAdminCreds": is_admin,
+        "isROAdminCreds": is_ro_admin,
+        "isEnterprise": true,
+        "allowedServices": ["kv", "n1ql"],
+        "isDeveloperPreview": false,
+        "packageVariant": "linux",
+        "pools": [{
+            "name": "default",
+            "uri": format!("/pools/default?uuid={uuid}"),
+            "streamingUri": format!("/poolsStreaming/default?uuid={uuid}"),
+        }],
+        "settings": {},
+        "uuid": uuid,
+        "implementationVersion": COUCHBASE_VERSION,
+        "componentsVersion": {"ns_server": COUCHBASE_VERSION, "settee": env!("CARGO_PKG_VERSION")},
+    })))
+}
+
+/// `GET /pools/default`.
+pub(crate) async fn pool_default(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
+    Json(pool_json(&state, &caller, &request_host(&state, &headers), false))
+}
+
+/// `GET /pools/nodes`: the same, with `configuredHostname` on each node (tools build URLs from it).
+pub(crate) async fn pool_nodes(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
+    Json(pool_json(&state, &caller, &request_host(&state, &headers), true))
+}
+
+/// `GET /pools/default/nodeServices`: the bucket-less config (`nodesExt`), as clients bootstrap from over HTTP.
+pub(crate) async fn node_services(State(state): State<RestState>, _caller: Caller, headers: HeaderMap) -> Json<Value> {
+    let mut config = state.node.global_config();
+    replace_host_placeholder(&mut config, &request_host(&state, &headers));
+    Json(config)
+}
+
+fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname: bool) -> Value {
+    let node = &state.node;
+    let buckets: Vec<_> = node.buckets().into_iter().filter(|b| caller.can_see_bucket(&b.name())).collect();
+    let bucket_names: Vec<Value> = buckets
+        .iter()
+        .map(|b| {
+            let cfg = b.config();
+            json!({"bucketName": cfg.name, "uuid": cfg.uuid})
+        })
+        .collect();
+    let (quota_used, mem_used) = node
+        .buckets()
+        .iter()
+        .fold((0u64, 0u64), |(q, m), b| (q.saturating_add(b.config().ram_quota_bytes), m.saturating_add(b.mem_used())));
+    let quota_total = quota_used.saturating_add(QUOTA_HEADROOM_BYTES);
+    let mut this_node = node_json(state, host);
+    if configured_hostname {
+        this_node["configuredHostname"] = this_node["hostname"].clone();
+    }
+    let global = node.global_config();
+    json!({
+        "name": "default",
+        "clusterName": "",
+        "nodes": [this_node],
+        "bucketNames": bucket_names,
+        "buckets": {
+            "uri": format!("/pools/default/buckets?v={}&uuid={}", node.rev(), node.uuid),
+            "terseBucketsBase": "/pools/default/b/",
+            "terseStreamingBucketsBase": "/pools/default/bs/",
+        },
+        "memoryQuota": quota_total / MIB,
+        "indexMemoryQuota": 512,
+        "ftsMemoryQuota": 512,
+        "cbasMemoryQuota": 1024,
+        "eventingMemoryQuota": 256,
+        "storageTotals": {
+            "ram": {
+                "total": quota_total,
+                "quotaTotal": quota_total,
+                "quotaUsed": quota_used,
+                "used": mem_used,
+                "usedByData": mem_used,
+                "quotaUsedPerNode": quota_used,
+                "quotaTotalPerNode": quota_total,
+            },
+            "hdd": {"total": 0, "quotaTotal": 0, "used": 0, "usedByData": 0, "free": 0},
+        },
+        "rebalanceStatus": "none",
+        "balanced": true,
+        "maxBucketCount": BUCKETS_MAX,
+        "clusterCapabilitiesVer": global["clusterCapabilitiesVer"],
+        "clusterCapabilities": global["clusterCapabilities"],
+    })
+}
+
+/// This node as `/pools/default` and bucket details list it. `ports` holds only numbers: the C++ SDK reads every
+/// entry as a u16.
+pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
+    let node = &state.node;
+    let (items, mem_used) =
+        node.buckets().iter().fold((0u64, 0u64), |(i, m), b| (i.saturating_add(b.curr_items()), m.saturating_add(b.mem_used())));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    json!({
+        "hostname": host_port(host, node.config.mgmt_port),
+        "otpNode": format!("ns_1@{host}"),
+        "nodeUUID": node.uuid,
+        "thisNode": true,
+        "version": COUCHBASE_VERSION,
+        "os": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+        "status": "healthy",
+        "clusterMembership": "active",
+        "recoveryType": "none",
+        "clusterCompatibility": CLUSTER_COMPATIBILITY,
+        "uptime": state.started.elapsed().as_secs().to_string(),
+        "cpuCount": cpus,
+        "services": ["kv", "n1ql"],
+        "ports": {"direct": node.config.kv_port},
+        "interestingStats": {"curr_items": items, "curr_items_tot": items, "mem_used": mem_used},
+        "nodeEncryption": false,
+        "addressFamily": "inet",
+    })
+}
+
+/// The host to show in REST answers: the advertised one, or, when the node listens on every interface, the host
+/// the client addressed (its `Host` header).
+pub(crate) fn request_host(state: &RestState, headers: &HeaderMap) -> String {
+    let advertised = state.node.advertised_host();
+    if advertised != "$HOST" {
+        return advertised.to_owned();
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    strip_port(host).to_owned()
+}
+
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.split_once(':') {
+        Some((h, port)) if !port.contains(':') => h,
+        _ => host,
+    }
+}
+
+/// `host:port`, bracketing IPv6 literals.
+pub(crate) fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Replaces the `$HOST` placeholder of terse configs in every string of `value`.
+pub(crate) fn replace_host_placeholder(value: &mut Value, host: &str) {
+    match value {
+        Value::String(s) if s.contains("$HOST") => *s = s.replace("$HOST", host),
+        Value::Array(items) => items.iter_mut().for_each(|v| replace_host_placeholder(v, host)),
+        Value::Object(map) => map.values_mut().for_each(|v| replace_host_placeholder(v, host)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::super::testing::TestApp;
+    use super::*;
+
+    #[tokio::test]
+    async fn root_and_whoami_answer_200_for_the_sdk_readiness_checks() {
+        // Proves `/` needs no credentials and `/whoami` describes the built-in admin as ns_server does.
+        let app = TestApp::new();
+        assert_eq!(app.call("GET", "/", None, None).await.status, StatusCode::OK);
+        let me = app.get_ok("/whoami").await;
+        assert_eq!(me, json!({"id": "Administrator", "domain": "admin", "roles": [{"role": "admin"}], "name": "Administrator"}));
+        app.add_user("reader", "password", "data_reader[default]");
+        let me = app.call("GET", "/whoami", Some(("reader", "password")), None).await.json;
+        assert_eq!((me["domain"].as_str(), me["roles"][0]["bucket_name"].as_str()), (Some("local"), Some("default")));
+    }
+
+    #[tokio::test]
+    async fn pools_reports_version_and_admin_flag_with_or_without_credentials() {
+        // Proves GET /pools is 200 anonymously (isAdminCreds false), 200 for the admin (true), 401 for bad creds.
+        let app = TestApp::new();
+        let anonymous = app.call("GET", "/pools", None, None).await;
+        assert_eq!(anonymous.status, StatusCode::OK);
+        assert_eq!(anonymous.json["isAdminCreds"], false);
+        let pools = app.get_ok("/pools").await;
+        assert_eq!(pools["implementationVersion"], COUCHBASE_VERSION);
+        assert_eq!(pools["isAdminCreds"], true);
+        assert_eq!(pools["isEnterprise"], true);
+        assert_eq!(pools["pools"][0]["name"], "default");
+        assert_eq!(pools["uuid"], app.state.node.uuid.as_str());
+        assert_eq!(app.call("GET", "/pools", Some(("Administrator", "bad")), None).await.status, StatusCode::UNAUTHORIZED);
+    }
+
+    #[tokio::test]
+    async fn pools_default_has_every_field_cluster_describe_reads() {
+        // Proves nodes[] carries hostname/otpNode/version/os/status/services/ports and bucketNames lists `default`.
+        let app = TestApp::new();
+        let pool = app.get_ok("/pools/default").await;
+        let n = &pool["nodes"][0];
+        assert_eq!(n["hostname"], "127.0.0.1:8091");
+        assert_eq!(n["otpNode"], "ns_1@127.0.0.1");
+        assert_eq!(n["version"], COUCHBASE_VERSION);
+        assert!(n["os"].is_string());
+        assert_eq!((n["status"].as_str(), n["clusterMembership"].as_str()), (Some("healthy"), Some("active")));
+        assert_eq!(n["services"], json!(["kv", "n1ql"]));
+        assert_eq!(n["ports"], json!({"direct": 11210}));
+        assert_eq!(pool["clusterName"], "");
+        assert_eq!(pool["bucketNames"][0]["bucketName"], "default");
+        assert!(pool["memoryQuota"].as_u64().unwrap() >= 256);
+        let nodes = app.get_ok("/pools/nodes").await;
+        assert_eq!(nodes["nodes"][0]["configuredHostname"], "127.0.0.1:8091");
+    }
+
+    #[tokio::test]
+    async fn bucket_names_are_filtered_by_access() {
+        // Proves a user only sees buckets they have a role on, as Couchbase filters them.
+        let app = TestApp::new();
+        app.add_user("other", "password", "data_reader[elsewhere]");
+        let reply = app.call("GET", "/pools/default", Some(("other", "password")), None).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.json["bucketNames"], json!([]));
+    }
+
+    #[tokio::test]
+    async fn node_services_is_the_global_config() {
+        // Proves nodeServices carries rev and nodesExt with the kv, mgmt and n1ql ports.
+        let app = TestApp::new();
+        let cfg = app.get_ok("/pools/default/nodeServices").await;
+        assert!(cfg["rev"].as_u64().is_some());
+        assert_eq!(cfg["nodesExt"][0]["services"]["kv"], 11210);
+        assert_eq!(cfg["nodesExt"][0]["services"]["mgmt"], 8091);
+    }
+
+    #[test]
+    fn host_header_ports_are_stripped_and_placeholders_replaced() {
+        // Proves Host parsing for names, IPv4, bracketed IPv6, and `$HOST` replacement inside nested JSON.
+        assert_eq!(strip_port("example.com:8091"), "example.com");
+        assert_eq!(strip_port("10.0.0.1"), "10.0.0.1");
+        assert_eq!(strip_port("[::1]:8091"), "::1");
+        assert_eq!(host_port("::1", 8091), "[::1]:8091");
+        let mut v = json!({"a": ["$HOST:11210", {"h": "$HOST"}], "n": 1});
+        replace_host_placeholder(&mut v, "h1");
+        assert_eq!(v, json!({"a": ["h1:11210", {"h": "h1"}], "n": 1}));
+    }
+}

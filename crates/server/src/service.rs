@@ -1,0 +1,113 @@
+//! Starting and stopping a node: bind every port, run the services and background tasks, stop on a signal.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::ServerConfig;
+use crate::node::Node;
+
+/// How often the expiry pager walks the buckets.
+const EXPIRY_PAGER_INTERVAL: Duration = Duration::from_secs(60);
+/// How long tombstones are kept before the pager purges them (Couchbase's ephemeral metadata purge age).
+const TOMBSTONE_PURGE_AGE_SECS: u32 = 24 * 60 * 60;
+
+/// A node whose services are running; dropping it does not stop it, `stop` does.
+pub struct RunningNode {
+    pub node: Arc<Node>,
+    pub kv_addr: SocketAddr,
+    pub mgmt_addr: SocketAddr,
+    pub query_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningNode {
+    /// Binds the ports of `config` (port 0 picks a free one) and starts every service.
+    pub async fn start(config: ServerConfig) -> anyhow::Result<RunningNode> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+        let bind = |port: u16| {
+            let host = config.host.clone();
+            async move {
+                TcpListener::bind((host.as_str(), port)).await.with_context(|| format!("cannot listen on {host}:{port}"))
+            }
+        };
+        let kv = bind(config.kv_port).await?;
+        let mgmt = bind(config.mgmt_port).await?;
+        let query = bind(config.query_port).await?;
+        let (kv_addr, mgmt_addr, query_addr) = (kv.local_addr()?, mgmt.local_addr()?, query.local_addr()?);
+        let mut config = config;
+        config.kv_port = kv_addr.port();
+        config.mgmt_port = mgmt_addr.port();
+        config.query_port = query_addr.port();
+        let node = Node::new(config)?;
+        node.create_default_bucket().map_err(|e| anyhow::anyhow!("cannot create the default bucket: {e}"))?;
+
+        let (stop, stopped) = watch::channel(false);
+        let on_stop = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.changed().await;
+        };
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(crate::kv::listener::serve_kv(node.clone(), kv, stopped.clone())));
+        let (n, rx) = (node.clone(), stopped.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = crate::rest::serve_mgmt(n, mgmt, on_stop(rx)).await {
+                tracing::error!(error = %e, "management service failed");
+            }
+        }));
+        let (n, rx) = (node.clone(), stopped.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = crate::rest::serve_query(n, query, on_stop(rx)).await {
+                tracing::error!(error = %e, "query service failed");
+            }
+        }));
+        tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
+        tracing::info!(%kv_addr, %mgmt_addr, %query_addr, "settee node ready");
+        Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks })
+    }
+
+    /// Stops accepting, closes connections and waits for the services to end.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+    }
+}
+
+async fn expiry_pager(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(EXPIRY_PAGER_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        for b in node.buckets() {
+            let n = b.run_expiry_pager(TOMBSTONE_PURGE_AGE_SECS);
+            if n > 0 {
+                tracing::debug!(bucket = %b.name(), expired = n, "expiry pager");
+            }
+        }
+    }
+}
+
+/// Runs a node until SIGTERM or SIGINT.
+pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
+    // Handlers go in before the ports open, so a signal sent as soon as the node looks ready still stops it cleanly.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let running = RunningNode::start(config).await?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = int.recv() => tracing::info!("SIGINT: stopping"),
+    }
+    running.stop().await;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! Fixtures for tests: [`TestNode`] runs a node inside the test process on free ports; [`NodeProcess`] runs the
+//! real `settee server` binary, for tests that must see a real process (signals, restarts).
+//!
+//! Dev-dependency only: nothing in the product depends on this crate.
+
+mod process;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use process::NodeProcess;
+pub use settee_client::Connection;
+use settee_mcbp::Feature;
+use settee_server::config::ServerConfig;
+use settee_server::RunningNode;
+
+pub const ADMIN: &str = "Administrator";
+pub const PASSWORD: &str = "password";
+
+/// The features the official SDKs negotiate that matter to tests.
+pub const SDK_FEATURES: &[Feature] = &[
+    Feature::MutationSeqno,
+    Feature::Xattr,
+    Feature::Xerror,
+    Feature::SelectBucket,
+    Feature::Json,
+    Feature::AltRequestSupport,
+    Feature::SyncReplication,
+    Feature::Collections,
+    Feature::PreserveTtl,
+];
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "settee-test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A node running in this process on 127.0.0.1 with free ports and the default bucket.
+pub struct TestNode {
+    pub running: RunningNode,
+    pub data_dir: PathBuf,
+}
+
+impl TestNode {
+    pub async fn start() -> TestNode {
+        TestNode::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(edit: impl FnOnce(&mut ServerConfig)) -> TestNode {
+        let data_dir = temp_dir("node");
+        let mut config = ServerConfig::defaults();
+        config.data_dir = data_dir.clone();
+        config.kv_port = 0;
+        config.mgmt_port = 0;
+        config.query_port = 0;
+        edit(&mut config);
+        let running = RunningNode::start(config).await.expect("node starts");
+        TestNode { running, data_dir }
+    }
+
+    pub fn kv_addr(&self) -> std::net::SocketAddr {
+        self.running.kv_addr
+    }
+
+    /// An authenticated connection to the default bucket with the SDKs' features.
+    pub async fn connect(&self) -> Connection {
+        Connection::connect(self.kv_addr(), ADMIN, PASSWORD, Some("default"), SDK_FEATURES).await.expect("connect")
+    }
+
+    pub async fn stop(self) {
+        self.running.stop().await;
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests against a node running in the test process on real sockets.
+
+mod helpers;
+mod kv_ops;
+mod process;
+mod session;
+mod wire;

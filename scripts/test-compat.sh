@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Runs settee's SDK compatibility suites: the official Python SDK (couchbase 4.6.3, tests/compat/python) and the
+# official Go SDK (gocb v2.11.1, tests/compat/go), each against its own `settee server` started on free ports.
+# Afterwards, if Couchbase's default ports (11210/8091/8093) are free, a short smoke run repeats a subset of both
+# suites on the default ports with a port-less connection string.
+#
+# On a fresh Debian machine it installs what it needs (python3-venv, a Go toolchain, Rust via rustup), creates
+# .venv with the Python requirements, downloads the Go modules, and builds `settee` (debug) unless SETTEE_BIN is set.
+#
+# Environment:
+#   SETTEE_BIN=path                  test this binary instead of building target/debug/settee
+#   SETTEE_COMPAT_SKIP_DEFAULT_PORTS=1  skip the default-port smoke run
+#   PYTEST_ARGS="..."                extra pytest arguments (e.g. "-k subdoc -x")
+#   GO_TEST_ARGS="..."               extra `go test` arguments (e.g. "-run TestKV")
+#   PYCBC_LOG_LEVEL=debug / GOCB_VERBOSE=1  SDK debug logging
+# Exit status: non-zero if any suite failed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+GO_MIN_MINOR=21          # go >= 1.21 can fetch the toolchain go.mod asks for (GOTOOLCHAIN=auto)
+GO_FALLBACK_VERSION=1.23.12
+
+log() { printf '\n== %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        echo "need root to run: $*" >&2; return 1; fi
+}
+
+apt_install() {
+    command -v apt-get >/dev/null || { echo "missing $*, and no apt-get to install it" >&2; return 1; }
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@"
+}
+
+ensure_python() {
+    if ! command -v python3 >/dev/null; then apt_install python3 python3-venv python3-pip; fi
+    if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then apt_install python3-venv; fi
+    if [ ! -x .venv/bin/python ]; then
+        log "creating .venv"
+        python3 -m venv .venv
+    fi
+    log "installing Python requirements"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -r tests/compat/python/requirements.txt
+}
+
+go_minor() { go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/'; }
+
+ensure_go() {
+    if command -v go >/dev/null && [ "$(go_minor || echo 0)" -ge "$GO_MIN_MINOR" ] 2>/dev/null; then
+        :
+    else
+        log "installing Go $GO_FALLBACK_VERSION into /usr/local/go"
+        command -v curl >/dev/null || apt_install curl ca-certificates
+        local arch; arch="$(dpkg --print-architecture 2>/dev/null || uname -m)"
+        case "$arch" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
+        curl -fsSL "https://go.dev/dl/go${GO_FALLBACK_VERSION}.linux-${arch}.tar.gz" -o /tmp/go.tgz
+        as_root rm -rf /usr/local/go
+        as_root tar -C /usr/local -xzf /tmp/go.tgz
+        export PATH="/usr/local/go/bin:$PATH"
+    fi
+    export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+    log "downloading Go modules ($(go version))"
+    (cd tests/compat/go && go mod download)
+}
+
+ensure_settee() {
+    if [ -n "${SETTEE_BIN:-}" ]; then
+        [ -x "$SETTEE_BIN" ] || { echo "SETTEE_BIN=$SETTEE_BIN is not executable" >&2; exit 2; }
+        SETTEE_BIN="$(cd "$(dirname "$SETTEE_BIN")" && pwd)/$(basename "$SETTEE_BIN")"
+        export SETTEE_BIN
+        return
+    fi
+    if ! command -v cargo >/dev/null; then
+        if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; else
+            log "installing Rust (rustup)"
+            command -v curl >/dev/null || apt_install curl ca-certificates
+            command -v cc >/dev/null || apt_install build-essential
+            curl -fsSL https://sh.rustup.rs | sh -s -- -y --profile minimal
+            export PATH="$HOME/.cargo/bin:$PATH"
+        fi
+    fi
+    log "building settee (cargo build -p settee-server)"
+    cargo build -p settee-server
+    export SETTEE_BIN="$ROOT/target/debug/settee"
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+ensure_python
+ensure_go
+ensure_settee
+
+failures=()
+
+log "Python suite (couchbase 4.6.3) against $SETTEE_BIN"
+# shellcheck disable=SC2086
+if ! (cd tests/compat/python && ../../../.venv/bin/python -m pytest ${PYTEST_ARGS:-}); then
+    failures+=("python")
+fi
+
+log "Go suite (gocb v2.11.1) against $SETTEE_BIN"
+# shellcheck disable=SC2086
+if ! (cd tests/compat/go && go test -count=1 -timeout 20m ${GO_TEST_ARGS:-} ./...); then
+    failures+=("go")
+fi
+
+if [ -z "${SETTEE_COMPAT_SKIP_DEFAULT_PORTS:-}" ]; then
+    if port_free 11210 && port_free 8091 && port_free 8093; then
+        log "default-port smoke run (11210/8091/8093, couchbase://127.0.0.1)"
+        if ! (cd tests/compat/python && SETTEE_COMPAT_DEFAULT_PORTS=1 ../../../.venv/bin/python -m pytest -q \
+                test_kv.py test_connection.py -k "not second_server"); then
+            failures+=("python-default-ports")
+        fi
+        if ! (cd tests/compat/go && SETTEE_COMPAT_DEFAULT_PORTS=1 go test -count=1 -timeout 5m \
+                -run 'TestUpsert|TestInsert|TestExists|TestConnectionStringForms|TestBucketWaitUntilReadyAndPing|TestKVInNonDefaultCollection' ./...); then
+            failures+=("go-default-ports")
+        fi
+    else
+        log "default ports busy: skipping the default-port smoke run"
+    fi
+fi
+
+if [ "${#failures[@]}" -gt 0 ]; then
+    log "FAILED: ${failures[*]}"
+    exit 1
+fi
+log "all compatibility suites passed"

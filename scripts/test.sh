@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"). Installs what the tests need, then runs every suite:
+# formatting, the Rust workspace tests (unit, wire, property), and the official-SDK compatibility suites against a
+# real `settee server` process.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== build the settee binary (debug) for the process and SDK tests"
+cargo build --locked -p settee-server --bin settee
+export SETTEE_BIN="$PWD/target/debug/settee"
+
+echo "== rust workspace tests"
+cargo test --locked --workspace
+
+echo "== official SDK compatibility suites"
+scripts/test-compat.sh

@@ -1,0 +1,200 @@
+"""Start and stop a real `settee server` process for the compatibility suite.
+
+The suite talks to the server only through the official Couchbase Python SDK; this module is the one place that
+knows how the binary is found, which ports it gets, how readiness is detected and how it is stopped.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+USERNAME = "Administrator"
+PASSWORD = "password"
+BUCKET = "default"
+
+# Couchbase's well-known ports. The suite uses them only when SETTEE_COMPAT_DEFAULT_PORTS=1.
+DEFAULT_KV_PORT = 11210
+DEFAULT_MGMT_PORT = 8091
+DEFAULT_QUERY_PORT = 8093
+
+READY_TIMEOUT_SECONDS = 120.0
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+def settee_binary() -> Path:
+    """The server binary: $SETTEE_BIN, else the workspace's debug build."""
+    explicit = os.environ.get("SETTEE_BIN")
+    if explicit:
+        return Path(explicit).resolve()
+    return REPO_ROOT / "target" / "debug" / "settee"
+
+
+def free_ports(count: int) -> List[int]:
+    """Distinct TCP ports that were free on 127.0.0.1 a moment ago (all sockets are held until every port is known)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def use_default_ports() -> bool:
+    return os.environ.get("SETTEE_COMPAT_DEFAULT_PORTS", "") not in ("", "0", "false", "no")
+
+
+@dataclass
+class SetteeServer:
+    """One running `settee server` process with its own ports and data directory."""
+
+    kv_port: int
+    mgmt_port: int
+    query_port: int
+    data_dir: Path
+    log_path: Path
+    bucket: str = BUCKET
+    bucket_type: str = "ephemeral"
+    replicas: int = 0
+    process: Optional[subprocess.Popen] = field(default=None, repr=False)
+    _log_file: Optional[object] = field(default=None, repr=False)
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def connection_string(self) -> str:
+        """`couchbase://127.0.0.1:K`, or the bare host when the server runs on Couchbase's default KV port."""
+        if self.kv_port == DEFAULT_KV_PORT:
+            return f"couchbase://{self.host}"
+        return f"couchbase://{self.host}:{self.kv_port}"
+
+    @property
+    def mgmt_url(self) -> str:
+        return f"http://{self.host}:{self.mgmt_port}"
+
+    def command(self) -> List[str]:
+        return [
+            str(settee_binary()), "server",
+            "--data-dir", str(self.data_dir),
+            "--host", self.host,
+            "--kv-port", str(self.kv_port),
+            "--mgmt-port", str(self.mgmt_port),
+            "--query-port", str(self.query_port),
+            "--username", USERNAME,
+            "--password", PASSWORD,
+            "--bucket", self.bucket,
+            "--bucket-type", self.bucket_type,
+            "--bucket-ram-mb", "256",
+            "--replicas", str(self.replicas),
+        ]
+
+    def start(self) -> "SetteeServer":
+        binary = settee_binary()
+        if not binary.is_file():
+            raise RuntimeError(f"settee binary not found at {binary}; build it with "
+                               f"`cargo build -p settee-server` or set SETTEE_BIN")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.command(), stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+        try:
+            self.wait_ready(READY_TIMEOUT_SECONDS)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def http_get(self, path: str, timeout: float = 2.0) -> int:
+        """GET on the management port with the administrator's Basic credentials; returns the HTTP status."""
+        token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+        request = urllib.request.Request(self.mgmt_url + path, headers={"Authorization": f"Basic {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def wait_ready(self, timeout_seconds: float) -> None:
+        """Poll `GET /pools` until it answers 200, the process dies, or the deadline passes."""
+        deadline = time.monotonic() + timeout_seconds
+        last_error = "no attempt"
+        while time.monotonic() < deadline:
+            code = self.process.poll() if self.process else None
+            if code is not None:
+                raise RuntimeError(f"settee exited with status {code} before becoming ready; "
+                                   f"log tail:\n{self.log_tail()}")
+            try:
+                status = self.http_get("/pools", timeout=1.0)
+                if status == 200:
+                    return
+                last_error = f"HTTP {status}"
+            except (OSError, urllib.error.URLError) as e:
+                last_error = repr(e)
+            time.sleep(0.1)
+        raise RuntimeError(f"settee not ready after {timeout_seconds}s ({last_error}); log tail:\n{self.log_tail()}")
+
+    def stop(self, timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> Optional[int]:
+        """SIGTERM, wait with a deadline, SIGKILL as a last resort. Returns the exit status (None if never started)."""
+        if self.process is None:
+            return None
+        code = self.process.poll()
+        if code is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                code = self.process.wait(timeout=timeout_seconds)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout_seconds)
+                code = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        return code
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def new_server(base_dir: Optional[Path] = None, default_ports: bool = False, **kwargs) -> SetteeServer:
+    """A not-yet-started server on free ports (or Couchbase's default ports) with a fresh data directory."""
+    if base_dir is None:
+        base_dir = Path(tempfile.mkdtemp(prefix="settee-compat-"))
+    if default_ports:
+        for port in (DEFAULT_KV_PORT, DEFAULT_MGMT_PORT, DEFAULT_QUERY_PORT):
+            if not port_is_free(port):
+                raise RuntimeError(f"SETTEE_COMPAT_DEFAULT_PORTS is set but port {port} is in use")
+        kv, mgmt, query = DEFAULT_KV_PORT, DEFAULT_MGMT_PORT, DEFAULT_QUERY_PORT
+    else:
+        kv, mgmt, query = free_ports(3)
+    return SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, data_dir=base_dir / "data",
+                        log_path=base_dir / "settee.log", **kwargs)

@@ -1,0 +1,218 @@
+"""Bucket and user management through the SDK's managers (REST on the mgmt port), and role enforcement on KV."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from couchbase.exceptions import (AuthenticationException, BucketAlreadyExistsException,
+                                  BucketDoesNotExistException, BucketNotFlushableException, DocumentNotFoundException,
+                                  UserNotFoundException)
+from couchbase.management.buckets import BucketSettings, BucketType, CreateBucketSettings
+from couchbase.management.users import Role, User
+from couchbase.options import GetOptions, UpsertOptions
+
+from conditions import wait_until
+from sdk_connect import connect
+
+READY_SECONDS = 30.0
+SHORT = timedelta(seconds=2)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def open_ready(cluster, name):
+    """Open bucket `name` and wait until a KV write to it succeeds."""
+    b = cluster.bucket(name)
+    c = b.default_collection()
+
+    def writable():
+        c.upsert("__probe", {"ok": True}, UpsertOptions(timeout=SHORT))
+        return True
+
+    wait_until(writable, READY_SECONDS, f"bucket {name} to accept writes")
+    return b
+
+
+@pytest.fixture(scope="module")
+def buckets(cluster):
+    return cluster.buckets()
+
+
+@pytest.fixture(scope="module")
+def users(cluster):
+    return cluster.users()
+
+
+# --- bucket manager ---------------------------------------------------------------------------------------------
+
+
+def test_get_default_bucket_settings(buckets):
+    """get_bucket on the server's own bucket reports its name, type (ephemeral), RAM quota and replica count."""
+    s = buckets.get_bucket("default")
+    assert s.name == "default"
+    assert s.bucket_type == BucketType.EPHEMERAL
+    assert s.ram_quota_mb == 256
+    assert s.num_replicas == 0
+
+
+def test_bucket_lifecycle_create_get_update_flush_drop(cluster, buckets):
+    """An ephemeral bucket created via the manager is listed, readable, updatable, flushable and droppable."""
+    name = unique("eph")
+    buckets.create_bucket(CreateBucketSettings(name=name, bucket_type=BucketType.EPHEMERAL, ram_quota_mb=100,
+                                               num_replicas=0, flush_enabled=True))
+    try:
+        s = buckets.get_bucket(name)
+        assert s.name == name
+        assert s.bucket_type == BucketType.EPHEMERAL
+        assert s.ram_quota_mb == 100
+        assert s.flush_enabled is True
+
+        assert {"default", name} <= {b.name for b in buckets.get_all_buckets()}
+
+        buckets.update_bucket(BucketSettings(name=name, bucket_type=BucketType.EPHEMERAL, ram_quota_mb=128,
+                                             num_replicas=0, flush_enabled=True))
+        wait_until(lambda: buckets.get_bucket(name).ram_quota_mb == 128, READY_SECONDS, "the RAM quota update")
+
+        c = open_ready(cluster, name).default_collection()
+        for i in range(20):
+            c.upsert(f"doc-{i}", {"i": i})
+        assert c.get("doc-7").content_as[dict] == {"i": 7}
+
+        buckets.flush_bucket(name)
+
+        def flushed():
+            try:
+                c.get("doc-7", GetOptions(timeout=SHORT))
+            except DocumentNotFoundException:
+                return True
+            return False
+
+        wait_until(flushed, READY_SECONDS, "the flushed documents to disappear")
+        for i in range(20):
+            assert c.exists(f"doc-{i}").exists is False
+    finally:
+        buckets.drop_bucket(name)
+
+    with pytest.raises(BucketDoesNotExistException):
+        buckets.get_bucket(name)
+    assert name not in {b.name for b in buckets.get_all_buckets()}
+
+
+def test_create_existing_bucket_raises_already_exists(buckets):
+    """Creating a bucket whose name is taken fails with BucketAlreadyExistsException."""
+    with pytest.raises(BucketAlreadyExistsException):
+        buckets.create_bucket(CreateBucketSettings(name="default", bucket_type=BucketType.EPHEMERAL,
+                                                   ram_quota_mb=100))
+
+
+def test_get_and_drop_missing_bucket_raise_does_not_exist(buckets):
+    """get_bucket and drop_bucket of an unknown name fail with BucketDoesNotExistException."""
+    missing = unique("missing")
+    with pytest.raises(BucketDoesNotExistException):
+        buckets.get_bucket(missing)
+    with pytest.raises(BucketDoesNotExistException):
+        buckets.drop_bucket(missing)
+
+
+def test_flush_disabled_bucket_raises_not_flushable(buckets):
+    """Flushing a bucket created without flush enabled fails with BucketNotFlushableException."""
+    name = unique("noflush")
+    buckets.create_bucket(CreateBucketSettings(name=name, bucket_type=BucketType.EPHEMERAL, ram_quota_mb=100,
+                                               flush_enabled=False))
+    try:
+        with pytest.raises(BucketNotFlushableException):
+            buckets.flush_bucket(name)
+    finally:
+        buckets.drop_bucket(name)
+
+
+# --- user manager and role enforcement --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def seeded(collection, key):
+    collection.upsert(key, {"seeded": True})
+    return key
+
+
+def test_upsert_user_then_get_user(users):
+    """A local user created with a bucket-scoped role is returned by get_user and get_all_users with that role."""
+    name = unique("u")
+    users.upsert_user(User(username=name, password="secret-pw", roles={Role(name="data_reader", bucket="default")}))
+    try:
+        meta = users.get_user(name)
+        assert meta.user.username == name
+        assert {(r.name, r.bucket) for r in meta.user.roles} == {("data_reader", "default")}
+        assert name in {u.user.username for u in users.get_all_users()}
+    finally:
+        users.drop_user(name)
+    with pytest.raises(UserNotFoundException):
+        users.get_user(name)
+
+
+def test_drop_missing_user_raises_user_not_found(users):
+    """Dropping a user that does not exist fails with UserNotFoundException."""
+    with pytest.raises(UserNotFoundException):
+        users.drop_user(unique("ghost"))
+
+
+def test_data_reader_can_read_but_not_write(server, users, seeded):
+    """A data_reader[default] user authenticates over KV, reads documents, and is refused writes (EACCESS →
+    AuthenticationException)."""
+    name = unique("reader")
+    users.upsert_user(User(username=name, password="reader-pw", roles={Role(name="data_reader", bucket="default")}))
+    c = None
+    try:
+        def connected():
+            nonlocal c
+            c = connect(server, username=name, password="reader-pw")
+            return c
+        wait_until(connected, READY_SECONDS, "the new user to be able to connect")
+        coll = c.bucket("default").default_collection()
+        assert coll.get(seeded, GetOptions(timeout=timedelta(seconds=5))).content_as[dict] == {"seeded": True}
+        with pytest.raises(AuthenticationException):
+            coll.upsert(seeded, {"seeded": False}, UpsertOptions(timeout=timedelta(seconds=5)))
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+
+
+def test_data_writer_can_write_but_not_read(server, users, collection, key):
+    """A data_writer[default] user may upsert but not read (Couchbase's data_writer has no read privilege)."""
+    name = unique("writer")
+    users.upsert_user(User(username=name, password="writer-pw", roles={Role(name="data_writer", bucket="default")}))
+    c = None
+    try:
+        def connected():
+            nonlocal c
+            c = connect(server, username=name, password="writer-pw")
+            return c
+        wait_until(connected, READY_SECONDS, "the new user to be able to connect")
+        coll = c.bucket("default").default_collection()
+        coll.upsert(key, {"by": "writer"}, UpsertOptions(timeout=timedelta(seconds=5)))
+        assert collection.get(key).content_as[dict] == {"by": "writer"}
+        with pytest.raises(AuthenticationException):
+            coll.get(key, GetOptions(timeout=timedelta(seconds=5)))
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+
+
+def test_dropped_user_can_no_longer_connect(server, users):
+    """After drop_user the credentials stop working: connecting raises AuthenticationException."""
+    name = unique("gone")
+    users.upsert_user(User(username=name, password="gone-pw", roles={Role(name="data_reader", bucket="default")}))
+    users.drop_user(name)
+    with pytest.raises(AuthenticationException):
+        c = connect(server, username=name, password="gone-pw")
+        try:
+            c.bucket("default").default_collection().get("x", GetOptions(timeout=timedelta(seconds=5)))
+        finally:
+            c.close()
