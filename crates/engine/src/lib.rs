@@ -25,7 +25,7 @@ pub use expiry::absolute_expiry;
 pub use item::{DocKey, ItemView};
 pub use manifest::{Collection, Manifest, ManifestError, Scope};
 pub use ops::{
-    ArithmeticOp, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions, MutationResult, StoreMode,
+    ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions, MutationResult, StoreMode,
     StoreRequest, SubdocMutationResult, WriteOptions,
 };
 pub use stats::BucketStats;

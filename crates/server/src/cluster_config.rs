@@ -70,7 +70,7 @@ impl Node {
     /// The terse bucket config. On one node every vBucket is active here; replica slots are -1.
     pub fn bucket_config(&self, b: &BucketHandle) -> Value {
         let cfg = b.config();
-        let row: Vec<i32> = std::iter::once(0).chain(std::iter::repeat(-1).take(usize::from(cfg.replicas))).collect();
+        let row: Vec<i32> = std::iter::once(0).chain(std::iter::repeat_n(-1, usize::from(cfg.replicas))).collect();
         let map: Vec<&Vec<i32>> = (0..NUM_VBUCKETS).map(|_| &row).collect();
         json!({
             "rev": self.rev(),

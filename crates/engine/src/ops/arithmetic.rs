@@ -15,6 +15,18 @@ pub enum ArithmeticOp {
     Decrement,
 }
 
+/// An INCREMENT or DECREMENT as the protocol carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArithmeticRequest {
+    pub op: ArithmeticOp,
+    pub delta: u64,
+    /// The value a missing document is created with.
+    pub initial: u64,
+    /// Protocol expiry for a created document; 0xFFFFFFFF means "do not create".
+    pub expiry: u32,
+    pub opts: WriteOptions,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArithmeticResult {
     pub value: u64,
@@ -27,16 +39,8 @@ pub const NO_CREATE_EXPIRY: u32 = 0xFFFF_FFFF;
 impl Bucket {
     /// Adds or subtracts `delta`. Increment wraps at 2^64, decrement stops at 0. A missing document is created
     /// with `initial` unless `expiry` is 0xFFFFFFFF.
-    pub fn arithmetic(
-        &self,
-        vb: VbId,
-        key: &DocKey,
-        op: ArithmeticOp,
-        delta: u64,
-        initial: u64,
-        expiry: u32,
-        opts: WriteOptions,
-    ) -> Result<ArithmeticResult, EngineError> {
+    pub fn arithmetic(&self, vb: VbId, key: &DocKey, req: ArithmeticRequest) -> Result<ArithmeticResult, EngineError> {
+        let ArithmeticRequest { op, delta, initial, expiry, opts } = req;
         let ttl_cap = self.collection_ttl(key.cid())?;
         self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());

@@ -11,7 +11,7 @@ use crate::expiry::is_expired;
 use crate::item::StoredItem;
 use crate::vbucket::VbInner;
 
-pub use arithmetic::{ArithmeticOp, ArithmeticResult};
+pub use arithmetic::{ArithmeticOp, ArithmeticRequest, ArithmeticResult};
 pub use read::GetMeta;
 pub use subdoc::{DocFlags, LookupResult, MutateInOptions, SubdocMutationResult};
 pub use write::{StoreMode, StoreRequest};
@@ -84,3 +84,6 @@ pub(crate) fn check_cas_and_lock(item: &StoredItem, cas: Cas, now_secs: u32) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -216,10 +216,12 @@ fn decode_saslname(escaped: &str) -> Result<String, AuthError> {
 }
 
 /// RFC 5802 `printable`: %x21-2B / %x2D-7E, i.e. visible ASCII except the comma.
+/// RFC 5802 asks for printable characters without spaces, but the C++ SDK (1.3.x, in Python 4.6) sends a nonce
+/// such as `0x7b 0xffffff97 0x74 ...`, with spaces: accept spaces, refuse commas and control characters.
 fn is_valid_nonce(nonce: &str) -> bool {
     !nonce.is_empty()
         && nonce.len() <= CLIENT_NONCE_CHARS_MAX
-        && nonce.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',')
+        && nonce.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b',')
 }
 
 /// An extension attribute: one ASCII letter, `=`, then a value.

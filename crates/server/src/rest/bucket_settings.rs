@@ -36,7 +36,11 @@ struct SettingsForm {
 }
 
 /// `POST /pools/default/buckets`: 202 with an empty body, as ns_server (gocb checks for exactly 202).
-pub(crate) async fn create(State(state): State<RestState>, caller: Caller, body: Bytes) -> Result<StatusCode, RestError> {
+pub(crate) async fn create(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
     caller.require(caller.can_create_buckets(), || "cluster.buckets!create".to_owned())?;
     let form = Form::parse(&body);
     let mut errors = Map::new();
@@ -190,12 +194,14 @@ fn parse_settings(form: &Form, kind: BucketKind, errors: &mut Map<String, Value>
             (BucketKind::Ephemeral, Some(p @ (EvictionPolicy::NoEviction | EvictionPolicy::NruEviction))) => {
                 out.eviction = Some(p)
             }
-            (BucketKind::Couchbase, _) => {
-                fail("evictionPolicy", "Eviction policy must be either 'valueOnly' or 'fullEviction' for couchbase buckets")
-            }
-            (BucketKind::Ephemeral, _) => {
-                fail("evictionPolicy", "Eviction policy must be either 'noEviction' or 'nruEviction' for ephemeral buckets")
-            }
+            (BucketKind::Couchbase, _) => fail(
+                "evictionPolicy",
+                "Eviction policy must be either 'valueOnly' or 'fullEviction' for couchbase buckets",
+            ),
+            (BucketKind::Ephemeral, _) => fail(
+                "evictionPolicy",
+                "Eviction policy must be either 'noEviction' or 'nruEviction' for ephemeral buckets",
+            ),
         }
     }
     if let Some(v) = form.get("maxTTL") {
@@ -218,7 +224,10 @@ fn parse_settings(form: &Form, kind: BucketKind, errors: &mut Map<String, Value>
                 "Durability minimum level must be either 'none' or 'majority' for ephemeral buckets",
             ),
             (_, Some(level)) => out.durability = Some(level),
-            (_, None) => fail("durabilityMinLevel", "Durability minimum level must be one of none, majority, majorityAndPersistActive, persistToMajority"),
+            (_, None) => fail(
+                "durabilityMinLevel",
+                "Durability minimum level must be one of none, majority, majorityAndPersistActive, persistToMajority",
+            ),
         }
     }
     for (field, allowed) in [
@@ -325,7 +334,9 @@ mod tests {
         let app = TestApp::new();
         let rev = app.state.node.rev();
         let uri = "/pools/default/buckets/default";
-        let reply = app.call("POST", uri, Some(ADMIN), Some("ramQuotaMB=300&flushEnabled=1&maxTTL=5&bucketType=ephemeral")).await;
+        let reply = app
+            .call("POST", uri, Some(ADMIN), Some("ramQuotaMB=300&flushEnabled=1&maxTTL=5&bucketType=ephemeral"))
+            .await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
         assert!(app.state.node.rev() > rev);
         let b = app.get_ok(uri).await;
@@ -361,7 +372,10 @@ mod tests {
         let app = TestApp::new();
         app.add_user("ba", "password", "bucket_admin[default]");
         let me = Some(("ba", "password"));
-        assert_eq!(app.call("POST", "/pools/default/buckets/default", me, Some("maxTTL=1")).await.status, StatusCode::OK);
+        assert_eq!(
+            app.call("POST", "/pools/default/buckets/default", me, Some("maxTTL=1")).await.status,
+            StatusCode::OK
+        );
         let create = app.call("POST", "/pools/default/buckets", me, Some("name=z&ramQuota=100")).await;
         assert_eq!(create.status, StatusCode::FORBIDDEN);
         let other = app.call("DELETE", "/pools/default/buckets/other", me, None).await;

@@ -96,7 +96,8 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
     let mut vbucket_map = state.node.bucket_config(b)["vBucketServerMap"].take();
     replace_host_placeholder(&mut vbucket_map, host);
     let mem_used = b.mem_used();
-    let quota_percent = if cfg.ram_quota_bytes == 0 { 0.0 } else { mem_used as f64 * 100.0 / cfg.ram_quota_bytes as f64 };
+    let quota_percent =
+        if cfg.ram_quota_bytes == 0 { 0.0 } else { mem_used as f64 * 100.0 / cfg.ram_quota_bytes as f64 };
     let mut node = node_json(state, host);
     node["replication"] = json!(0);
     let mut out = json!({

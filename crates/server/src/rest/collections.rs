@@ -106,7 +106,8 @@ pub(crate) async fn drop_collection(
 
 /// The bucket, when it exists and the caller may change its collections.
 fn manageable(state: &RestState, caller: &Caller, bucket: &str) -> Result<std::sync::Arc<BucketHandle>, RestError> {
-    caller.require(caller.can_manage_bucket(bucket), || format!("cluster.collection[{bucket}:.:.].collections!write"))?;
+    caller
+        .require(caller.can_manage_bucket(bucket), || format!("cluster.collection[{bucket}:.:.].collections!write"))?;
     state.node.bucket(bucket).ok_or(RestError::NotFound)
 }
 

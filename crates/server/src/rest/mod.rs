@@ -122,3 +122,48 @@ pub(crate) async fn log_failures(request: Request, next: Next) -> Response {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::config::ServerConfig;
+
+    /// Sends one HTTP/1.1 request that closes the connection and returns the raw answer.
+    async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        answer
+    }
+
+    #[tokio::test]
+    async fn both_services_answer_over_tcp_and_stop_on_shutdown() {
+        // Proves serve_mgmt and serve_query answer real HTTP/1.1 and return Ok once their shutdown future completes.
+        let node = Node::new(ServerConfig::defaults()).expect("node");
+        let mgmt = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let query = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (mgmt_addr, query_addr) = (mgmt.local_addr().unwrap(), query.local_addr().unwrap());
+        let (stop_mgmt, stopped_mgmt) = tokio::sync::oneshot::channel::<()>();
+        let (stop_query, stopped_query) = tokio::sync::oneshot::channel::<()>();
+        let mgmt_task = tokio::spawn(serve_mgmt(node.clone(), mgmt, async move {
+            let _ = stopped_mgmt.await;
+        }));
+        let query_task = tokio::spawn(serve_query(node, query, async move {
+            let _ = stopped_query.await;
+        }));
+        assert!(raw_get(mgmt_addr, "/").await.starts_with("HTTP/1.1 200"));
+        assert!(raw_get(mgmt_addr, "/pools/default").await.starts_with("HTTP/1.1 401"));
+        assert!(raw_get(query_addr, "/admin/ping").await.starts_with("HTTP/1.1 200"));
+        stop_mgmt.send(()).expect("mgmt still running");
+        stop_query.send(()).expect("query still running");
+        let deadline = Duration::from_secs(10);
+        assert!(tokio::time::timeout(deadline, mgmt_task).await.expect("mgmt stops").expect("no panic").is_ok());
+        assert!(tokio::time::timeout(deadline, query_task).await.expect("query stops").expect("no panic").is_ok());
+    }
+}

@@ -140,8 +140,10 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
 /// entry as a u16.
 pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
     let node = &state.node;
-    let (items, mem_used) =
-        node.buckets().iter().fold((0u64, 0u64), |(i, m), b| (i.saturating_add(b.curr_items()), m.saturating_add(b.mem_used())));
+    let (items, mem_used) = node
+        .buckets()
+        .iter()
+        .fold((0u64, 0u64), |(i, m), b| (i.saturating_add(b.curr_items()), m.saturating_add(b.mem_used())));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     json!({
         "hostname": host_port(host, node.config.mgmt_port),
@@ -217,7 +219,10 @@ mod tests {
         let app = TestApp::new();
         assert_eq!(app.call("GET", "/", None, None).await.status, StatusCode::OK);
         let me = app.get_ok("/whoami").await;
-        assert_eq!(me, json!({"id": "Administrator", "domain": "admin", "roles": [{"role": "admin"}], "name": "Administrator"}));
+        assert_eq!(
+            me,
+            json!({"id": "Administrator", "domain": "admin", "roles": [{"role": "admin"}], "name": "Administrator"})
+        );
         app.add_user("reader", "password", "data_reader[default]");
         let me = app.call("GET", "/whoami", Some(("reader", "password")), None).await.json;
         assert_eq!((me["domain"].as_str(), me["roles"][0]["bucket_name"].as_str()), (Some("local"), Some("default")));
@@ -236,7 +241,10 @@ mod tests {
         assert_eq!(pools["isEnterprise"], true);
         assert_eq!(pools["pools"][0]["name"], "default");
         assert_eq!(pools["uuid"], app.state.node.uuid.as_str());
-        assert_eq!(app.call("GET", "/pools", Some(("Administrator", "bad")), None).await.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            app.call("GET", "/pools", Some(("Administrator", "bad")), None).await.status,
+            StatusCode::UNAUTHORIZED
+        );
     }
 
     #[tokio::test]

@@ -97,7 +97,14 @@ mod tests {
     async fn queries_get_a_fatal_error_the_sdks_can_parse() {
         // Proves the 500 body: requestID, echoed clientContextID, errors[{code,msg}], status, complete metrics.
         let app = TestApp::new().query();
-        let reply = app.call("POST", "/query/service", Some(ADMIN), Some(r#"{"statement":"SELECT 1","client_context_id":"ctx-1"}"#)).await;
+        let reply = app
+            .call(
+                "POST",
+                "/query/service",
+                Some(ADMIN),
+                Some(r#"{"statement":"SELECT 1","client_context_id":"ctx-1"}"#),
+            )
+            .await;
         assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
         let b = reply.json;
         assert_eq!(b["requestID"].as_str().unwrap().len(), 36);

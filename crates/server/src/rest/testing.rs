@@ -52,7 +52,8 @@ impl TestApp {
     pub(crate) async fn call(&self, method: &str, uri: &str, auth: Option<(&str, &str)>, body: Option<&str>) -> Reply {
         let mut request = Request::builder().method(method).uri(uri);
         if let Some((user, password)) = auth {
-            request = request.header(header::AUTHORIZATION, format!("Basic {}", BASE64.encode(format!("{user}:{password}"))));
+            request =
+                request.header(header::AUTHORIZATION, format!("Basic {}", BASE64.encode(format!("{user}:{password}"))));
         }
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");

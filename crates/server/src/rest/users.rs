@@ -27,14 +27,8 @@ const USER_NOT_FOUND: &str = "User was not found.";
 /// `GET /settings/rbac/users` and `/settings/rbac/users/local`.
 pub(crate) async fn list(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
-    let users: Vec<Value> = state
-        .node
-        .users
-        .list()
-        .iter()
-        .filter(|u| u.id != state.node.config.username)
-        .map(|u| user_json(u))
-        .collect();
+    let users: Vec<Value> =
+        state.node.users.list().iter().filter(|u| u.id != state.node.config.username).map(|u| user_json(u)).collect();
     Ok(Json(Value::Array(users)))
 }
 
@@ -127,23 +121,33 @@ pub(crate) async fn put_group(caller: Caller) -> Result<Json<Value>, RestError> 
 }
 
 /// `POST /controller/changePassword`: the caller's own password.
-pub(crate) async fn change_password(State(state): State<RestState>, caller: Caller, body: Bytes) -> Result<StatusCode, RestError> {
+pub(crate) async fn change_password(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
     let form = Form::parse(&body);
     let password = form.get("password").ok_or_else(|| RestError::field("password", "Password is required"))?;
     check_password(password)?;
     let (users, user, password) = (state.node.users.clone(), caller.user.clone(), password.to_owned());
     let stored =
-        tokio::task::spawn_blocking(move || users.upsert(&user.id, &user.name, Some(&password), user.roles.clone())).await;
+        tokio::task::spawn_blocking(move || users.upsert(&user.id, &user.name, Some(&password), user.roles.clone()))
+            .await;
     match stored {
         Ok(Ok(())) => Ok(StatusCode::OK),
         Ok(Err(e)) => Err(RestError::field("password", e.to_string())),
-        Err(e) => Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("changing the password failed: {e}"))),
+        Err(e) => {
+            Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("changing the password failed: {e}")))
+        }
     }
 }
 
 fn refuse_builtin(node: &Node, id: &str) -> Result<(), RestError> {
     if id == node.config.username {
-        return Err(RestError::global(StatusCode::BAD_REQUEST, "The built-in administrator cannot be changed through this API"));
+        return Err(RestError::global(
+            StatusCode::BAD_REQUEST,
+            "The built-in administrator cannot be changed through this API",
+        ));
     }
     Ok(())
 }
@@ -250,7 +254,10 @@ mod tests {
         let put = app.call("PUT", ALICE, Some(ADMIN), Some(form)).await;
         assert_eq!(put.status, StatusCode::OK, "{}", put.text);
         let user = app.get_ok(ALICE).await;
-        assert_eq!((user["id"].as_str(), user["domain"].as_str(), user["name"].as_str()), (Some("alice"), Some("local"), Some("Alice")));
+        assert_eq!(
+            (user["id"].as_str(), user["domain"].as_str(), user["name"].as_str()),
+            (Some("alice"), Some("local"), Some("Alice"))
+        );
         assert_eq!(
             user["roles"][0],
             json!({"bucket_name": "default", "scope_name": "*", "collection_name": "*", "role": "data_reader",
@@ -266,7 +273,10 @@ mod tests {
         }
         let update = app.call("PUT", ALICE, Some(ADMIN), Some("name=A&roles=admin")).await;
         assert_eq!(update.status, StatusCode::OK, "password is optional on update");
-        assert_eq!(app.call("GET", "/whoami", Some(("alice", "secret1")), None).await.json["roles"][0]["role"], "admin");
+        assert_eq!(
+            app.call("GET", "/whoami", Some(("alice", "secret1")), None).await.json["roles"][0]["role"],
+            "admin"
+        );
         assert_eq!(app.call("DELETE", ALICE, Some(ADMIN), None).await.status, StatusCode::OK);
         let gone = app.call("GET", ALICE, Some(ADMIN), None).await;
         assert_eq!((gone.status, gone.json), (StatusCode::NOT_FOUND, json!("Unknown user.")));
@@ -278,14 +288,17 @@ mod tests {
     async fn bad_roles_passwords_and_groups_are_refused_with_field_errors() {
         // Proves the unknown-role message lists every bad role (including undefined buckets), and the other 400s.
         let app = TestApp::new();
-        let bad = app.call("PUT", ALICE, Some(ADMIN), Some("password=secret1&roles=admin,nope,data_reader%5Bmissing%5D")).await;
+        let bad = app
+            .call("PUT", ALICE, Some(ADMIN), Some("password=secret1&roles=admin,nope,data_reader%5Bmissing%5D"))
+            .await;
         assert_eq!(bad.status, StatusCode::BAD_REQUEST);
         assert_eq!(
             bad.json["errors"]["roles"],
             "Cannot assign roles to user because the following roles are unknown, malformed or role parameters are \
              undefined: [nope,data_reader[missing]]"
         );
-        let scoped = app.call("PUT", ALICE, Some(ADMIN), Some("password=secret1&roles=data_reader%5Bdefault:nope%5D")).await;
+        let scoped =
+            app.call("PUT", ALICE, Some(ADMIN), Some("password=secret1&roles=data_reader%5Bdefault:nope%5D")).await;
         assert_eq!(scoped.status, StatusCode::BAD_REQUEST);
         let short = app.call("PUT", ALICE, Some(ADMIN), Some("password=abc&roles=admin")).await;
         assert!(short.json["errors"]["password"].is_string());
@@ -305,7 +318,10 @@ mod tests {
         assert_eq!(app.get_ok("/settings/rbac/groups").await, json!([]));
         let group = app.call("GET", "/settings/rbac/groups/g", Some(ADMIN), None).await;
         assert_eq!((group.status, group.json), (StatusCode::NOT_FOUND, json!("Unknown group.")));
-        assert_eq!(app.call("PUT", "/settings/rbac/groups/g", Some(ADMIN), Some("roles=admin")).await.status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            app.call("PUT", "/settings/rbac/groups/g", Some(ADMIN), Some("roles=admin")).await.status,
+            StatusCode::BAD_REQUEST
+        );
         app.add_user("app", "password", "bucket_full_access[default]");
         let me = Some(("app", "password"));
         assert_eq!(app.call("GET", "/settings/rbac/users", me, None).await.status, StatusCode::FORBIDDEN);
@@ -317,7 +333,8 @@ mod tests {
         // Proves POST /controller/changePassword replaces the caller's password and keeps their roles.
         let app = TestApp::new();
         app.add_user("bob", "password", "data_reader[default]");
-        let reply = app.call("POST", "/controller/changePassword", Some(("bob", "password")), Some("password=newpass")).await;
+        let reply =
+            app.call("POST", "/controller/changePassword", Some(("bob", "password")), Some("password=newpass")).await;
         assert_eq!(reply.status, StatusCode::OK);
         assert_eq!(app.call("GET", "/whoami", Some(("bob", "password")), None).await.status, StatusCode::UNAUTHORIZED);
         let me = app.call("GET", "/whoami", Some(("bob", "newpass")), None).await;

@@ -1,6 +1,6 @@
 //! Hot path: SET, ADD, REPLACE, DELETE, INCREMENT, DECREMENT, APPEND, PREPEND.
 
-use settee_engine::{ArithmeticOp, StoreMode, StoreRequest};
+use settee_engine::{ArithmeticOp, ArithmeticRequest, StoreMode, StoreRequest};
 use settee_mcbp::{encode_response, Opcode, Request};
 use settee_types::{Status, VbId};
 
@@ -65,11 +65,13 @@ pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode)
     let r = b.arithmetic(
         VbId(req.vbucket),
         &key,
-        op,
-        be_u64(&req.extras[..8]),
-        be_u64(&req.extras[8..16]),
-        be_u32(&req.extras[16..]),
-        write_options(req)?,
+        ArithmeticRequest {
+            op,
+            delta: be_u64(&req.extras[..8]),
+            initial: be_u64(&req.extras[8..16]),
+            expiry: be_u32(&req.extras[16..]),
+            opts: write_options(req)?,
+        },
     )?;
     let (t, n) = reply::token(s, &r.mutation);
     encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &r.value.to_be_bytes());

@@ -16,7 +16,7 @@ use super::request::be_u64;
 
 /// HELLO: agree to the requested features settee supports, echoing them in request order. Each HELLO starts over.
 pub fn hello(s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
-    if !req.extras.is_empty() || req.value.len() % 2 != 0 {
+    if !req.extras.is_empty() || !req.value.len().is_multiple_of(2) {
         return Err(KvError::Status(Status::Einval));
     }
     s.agent = String::from_utf8_lossy(&req.key[..req.key.len().min(256)]).into_owned();
