@@ -70,11 +70,7 @@ impl<'a> Tree<'a> {
     }
 
     /// REPLACE: overwrite an existing value (object member or array element).
-    pub(crate) fn replace(
-        &mut self,
-        path: &[PathComponent],
-        value: Cow<'a, str>,
-    ) -> Result<(), Status> {
+    pub(crate) fn replace(&mut self, path: &[PathComponent], value: Cow<'a, str>) -> Result<(), Status> {
         let (last, parents) = path.split_last().ok_or(Status::SubdocValueCantinsert)?;
         check_single(&value, path.len())?;
         let (parent, position) = self.existing_child(parents, last)?;
@@ -111,9 +107,7 @@ impl<'a> Tree<'a> {
         self.check_depth()?;
         match locate(&mut self.root, path)? {
             Located::Found(node) => append(node, items, end),
-            Located::Missing { parent, at } if mkdir_p => {
-                create_chain(parent, &path[at..], array_text(&items))
-            }
+            Located::Missing { parent, at } if mkdir_p => create_chain(parent, &path[at..], array_text(&items)),
             Located::Missing { .. } => Err(Status::SubdocPathEnoent),
         }
     }
@@ -143,29 +137,20 @@ impl<'a> Tree<'a> {
                 if existing.iter().any(|n| n.kind() != Kind::Scalar) {
                     return Err(Status::SubdocPathMismatch);
                 }
-                if existing
-                    .iter()
-                    .any(|n| n.scalar_text() == item.scalar_text())
-                {
+                if existing.iter().any(|n| n.scalar_text() == item.scalar_text()) {
                     return Err(Status::SubdocPathEexists);
                 }
                 existing.push(item);
                 Ok(())
             }
-            Located::Missing { parent, at } if mkdir_p => {
-                create_chain(parent, &path[at..], array_text(&[item]))
-            }
+            Located::Missing { parent, at } if mkdir_p => create_chain(parent, &path[at..], array_text(&[item])),
             Located::Missing { .. } => Err(Status::SubdocPathEnoent),
         }
     }
 
     /// ARRAY_INSERT: insert values before the element the path's final index names; the index may equal the
     /// array's length (append) but not exceed it, and may not be negative.
-    pub(crate) fn insert(
-        &mut self,
-        path: &[PathComponent],
-        value: Cow<'a, str>,
-    ) -> Result<(), Status> {
+    pub(crate) fn insert(&mut self, path: &[PathComponent], value: Cow<'a, str>) -> Result<(), Status> {
         let spans = check_elements(&value, path.len())?;
         let items = pieces(&value, spans)?;
         let Some((PathComponent::Index(index), parents)) = path.split_last() else {
@@ -197,9 +182,7 @@ impl<'a> Tree<'a> {
         let Located::Found(parent) = locate(&mut self.root, parents)? else {
             return Err(Status::SubdocPathEnoent);
         };
-        let position = parent
-            .child_position(last)?
-            .ok_or(Status::SubdocPathEnoent)?;
+        let position = parent.child_position(last)?.ok_or(Status::SubdocPathEnoent)?;
         Ok((parent, position))
     }
 }
@@ -237,8 +220,7 @@ pub(crate) fn create_chain<'a>(
     let text = if nested.is_empty() {
         value
     } else {
-        let mut text =
-            String::with_capacity(value.len() + nested.iter().map(|k| k.len() + 5).sum::<usize>());
+        let mut text = String::with_capacity(value.len() + nested.iter().map(|k| k.len() + 5).sum::<usize>());
         for key in nested {
             text.push_str("{\"");
             text.push_str(key);

@@ -43,37 +43,17 @@ pub fn lookup(
     specs: &[LookupSpec],
     now_secs: u32,
 ) -> Result<Vec<SpecResult>, Status> {
-    let raw: Vec<RawSpec> = specs
-        .iter()
-        .map(|s| RawSpec {
-            opcode: s.opcode,
-            flags: s.flags,
-            path: s.path,
-            value: b"",
-        })
-        .collect();
+    let raw: Vec<RawSpec> =
+        specs.iter().map(|s| RawSpec { opcode: s.opcode, flags: s.flags, path: s.path, value: b"" }).collect();
     let checked = check_request(&raw, false, 0)?;
     let (xattrs, body) = split_value(value, has_xattr)?;
     let view = xattrs.view()?;
-    let doc = Document {
-        body,
-        body_json: body_json(body),
-        xattrs: &xattrs,
-        view,
-        meta,
-        now_secs,
-    };
+    let doc = Document { body, body_json: body_json(body), xattrs: &xattrs, view, meta, now_secs };
     Ok(checked
         .iter()
         .map(|spec| match doc.run(spec) {
-            Ok(value) => SpecResult {
-                status: Status::Success,
-                value,
-            },
-            Err(status) => SpecResult {
-                status,
-                value: Vec::new(),
-            },
+            Ok(value) => SpecResult { status: Status::Success, value },
+            Err(status) => SpecResult { status, value: Vec::new() },
         })
         .collect())
 }
@@ -139,11 +119,7 @@ mod tests {
     const X: u8 = path_flag::XATTR;
 
     fn spec(opcode: u8, flags: u8, path: &str) -> LookupSpec<'_> {
-        LookupSpec {
-            opcode,
-            flags,
-            path: path.as_bytes(),
-        }
+        LookupSpec { opcode, flags, path: path.as_bytes() }
     }
 
     fn stored(body: &str, xattrs: &[(&str, &str)]) -> (Vec<u8>, bool) {
@@ -169,10 +145,7 @@ mod tests {
     /// (status, value as text) per spec.
     fn run(value: &(Vec<u8>, bool), specs: &[LookupSpec]) -> Result<Vec<(Status, String)>, Status> {
         let results = lookup(&value.0, value.1, &meta(), specs, 1234)?;
-        Ok(results
-            .into_iter()
-            .map(|r| (r.status, String::from_utf8(r.value).unwrap()))
-            .collect())
+        Ok(results.into_iter().map(|r| (r.status, String::from_utf8(r.value).unwrap())).collect())
     }
 
     fn ok(value: &str) -> (Status, String) {
@@ -186,10 +159,7 @@ mod tests {
     /// Each spec gets its own result in request order; a missing path does not affect the others.
     #[test]
     fn each_spec_has_its_own_result() {
-        let doc = stored(
-            r#"{"from":"mnunberg","to":"couchbase","list":[1,2,3]}"#,
-            &[],
-        );
+        let doc = stored(r#"{"from":"mnunberg","to":"couchbase","list":[1,2,3]}"#, &[]);
         let specs = [
             spec(op::GET, 0, "from"),
             spec(op::GET, 0, "cc"),
@@ -200,23 +170,14 @@ mod tests {
         let got = run(&doc, &specs).unwrap();
         assert_eq!(
             got,
-            [
-                ok("\"mnunberg\""),
-                err(Status::SubdocPathEnoent),
-                ok(""),
-                ok("3"),
-                err(Status::SubdocPathMismatch)
-            ]
+            [ok("\"mnunberg\""), err(Status::SubdocPathEnoent), ok(""), ok("3"), err(Status::SubdocPathMismatch)]
         );
     }
 
     /// GET_DOC returns the whole body, JSON or not, and PATH_ENOENT for an empty one.
     #[test]
     fn get_doc_returns_the_body() {
-        assert_eq!(
-            run(&stored("not json", &[]), &[spec(op::GET_DOC, 0, "")]).unwrap(),
-            [ok("not json")]
-        );
+        assert_eq!(run(&stored("not json", &[]), &[spec(op::GET_DOC, 0, "")]).unwrap(), [ok("not json")]);
         assert_eq!(
             run(&stored("", &[("_s", "1")]), &[spec(op::GET_DOC, 0, "")]).unwrap(),
             [err(Status::SubdocPathEnoent)]
@@ -227,29 +188,17 @@ mod tests {
     #[test]
     fn body_errors_are_per_spec() {
         let raw = stored("binary", &[]);
-        assert_eq!(
-            run(&raw, &[spec(op::GET, 0, "a")]).unwrap(),
-            [err(Status::SubdocDocNotjson)]
-        );
+        assert_eq!(run(&raw, &[spec(op::GET, 0, "a")]).unwrap(), [err(Status::SubdocDocNotjson)]);
         let doc = stored("{}", &[]);
         let deep = "[0]".repeat(32);
         let specs = [spec(op::GET, 0, "a[x]"), spec(op::GET, 0, &deep)];
-        assert_eq!(
-            run(&doc, &specs).unwrap(),
-            [err(Status::SubdocPathEinval), err(Status::SubdocPathE2big)]
-        );
+        assert_eq!(run(&doc, &specs).unwrap(), [err(Status::SubdocPathEinval), err(Status::SubdocPathE2big)]);
     }
 
     /// Xattr paths read stored xattrs, several keys in one request, alongside the body.
     #[test]
     fn xattrs_are_readable_with_the_body() {
-        let doc = stored(
-            r#"{"a":1}"#,
-            &[
-                ("_sync", r#"{"cas":"0x1","list":[1, 2]}"#),
-                ("meta", "true"),
-            ],
-        );
+        let doc = stored(r#"{"a":1}"#, &[("_sync", r#"{"cas":"0x1","list":[1, 2]}"#), ("meta", "true")]);
         let specs = [
             spec(op::GET, X, "_sync"),
             spec(op::GET, X, "_sync.list[1]"),
@@ -309,27 +258,12 @@ mod tests {
     #[test]
     fn request_errors_fail_everything() {
         let doc = stored("{}", &[]);
-        assert_eq!(
-            run(&doc, &[spec(op::GET, 0, "a"), spec(op::GET, X, "_x")]),
-            Err(Status::SubdocInvalidXattrOrder)
-        );
-        assert_eq!(
-            run(&doc, &[spec(op::DICT_ADD, 0, "a")]),
-            Err(Status::SubdocInvalidCombo)
-        );
-        assert_eq!(
-            run(&doc, &vec![spec(op::GET, 0, "a"); 17]),
-            Err(Status::SubdocInvalidCombo)
-        );
-        assert_eq!(
-            run(&doc, &[spec(op::GET, X, "ThisIsASuperDuperLongPath")]),
-            Err(Status::XattrEinval)
-        );
+        assert_eq!(run(&doc, &[spec(op::GET, 0, "a"), spec(op::GET, X, "_x")]), Err(Status::SubdocInvalidXattrOrder));
+        assert_eq!(run(&doc, &[spec(op::DICT_ADD, 0, "a")]), Err(Status::SubdocInvalidCombo));
+        assert_eq!(run(&doc, &vec![spec(op::GET, 0, "a"); 17]), Err(Status::SubdocInvalidCombo));
+        assert_eq!(run(&doc, &[spec(op::GET, X, "ThisIsASuperDuperLongPath")]), Err(Status::XattrEinval));
         assert_eq!(run(&doc, &[]), Err(Status::SubdocInvalidCombo));
-        assert_eq!(
-            run(&(vec![0, 0, 0, 9], true), &[spec(op::GET, 0, "a")]),
-            Err(Status::XattrEinval)
-        );
+        assert_eq!(run(&(vec![0, 0, 0, 9], true), &[spec(op::GET, 0, "a")]), Err(Status::XattrEinval));
     }
 
     /// A document deeper than 32 levels answers DOC_E2DEEP to path specs but still returns its body whole.

@@ -56,16 +56,9 @@ pub(crate) fn uses_crc32c(value: &[u8]) -> bool {
 }
 
 /// The JSON text a macro value expands to.
-pub(crate) fn expand(
-    value: &[u8],
-    facts: &MutationFacts,
-    meta: &DocMeta,
-) -> Result<String, Status> {
+pub(crate) fn expand(value: &[u8], facts: &MutationFacts, meta: &DocMeta) -> Result<String, Status> {
     if value == CAS {
-        return Ok(format!(
-            "\"0x{:016x}\"",
-            u64::from_le_bytes(facts.cas.to_be_bytes())
-        ));
+        return Ok(format!("\"0x{:016x}\"", u64::from_le_bytes(facts.cas.to_be_bytes())));
     }
     if value == SEQNO {
         return Ok(format!("\"0x{:016x}\"", facts.seqno));
@@ -74,17 +67,11 @@ pub(crate) fn expand(
         return Ok(format!("\"0x{:08x}\"", facts.crc32c));
     }
     let unknown = Status::SubdocXattrUnknownVattrMacro;
-    let inner = value
-        .strip_prefix(DOCUMENT_PREFIX)
-        .and_then(|rest| rest.strip_suffix(SUFFIX))
-        .ok_or(unknown)?;
+    let inner = value.strip_prefix(DOCUMENT_PREFIX).and_then(|rest| rest.strip_suffix(SUFFIX)).ok_or(unknown)?;
     if inner.is_empty() {
         return Ok(document_json(meta));
     }
-    let field = inner
-        .strip_prefix(b".")
-        .and_then(|f| std::str::from_utf8(f).ok())
-        .ok_or(unknown)?;
+    let field = inner.strip_prefix(b".").and_then(|f| std::str::from_utf8(f).ok()).ok_or(unknown)?;
     if !DOCUMENT_MACRO_FIELDS.contains(&field) {
         return Err(unknown);
     }
@@ -96,11 +83,7 @@ mod tests {
     use super::*;
 
     fn facts() -> MutationFacts {
-        MutationFacts {
-            cas: 0x0102_0304_0506_0708,
-            seqno: 0x2a,
-            crc32c: 0xdead_beef,
-        }
+        MutationFacts { cas: 0x0102_0304_0506_0708, seqno: 0x2a, crc32c: 0xdead_beef }
     }
 
     /// The request check accepts exactly the three mutation macros and any quoted $document macro.
@@ -116,13 +99,7 @@ mod tests {
         ] {
             assert!(is_known_macro(value.as_bytes()), "{value}");
         }
-        for value in [
-            "${Mutation.CAS}",
-            "\"${UnknownMacro}\"",
-            "\"${Mutation.cas}\"",
-            "{\"a\":1}",
-            "\"${$document\"",
-        ] {
+        for value in ["${Mutation.CAS}", "\"${UnknownMacro}\"", "\"${Mutation.cas}\"", "{\"a\":1}", "\"${$document\""] {
             assert!(!is_known_macro(value.as_bytes()), "{value}");
         }
     }
@@ -131,54 +108,21 @@ mod tests {
     #[test]
     fn mutation_macros_expand() {
         let meta = DocMeta::default();
-        assert_eq!(
-            expand(CAS, &facts(), &meta).unwrap(),
-            "\"0x0807060504030201\""
-        );
-        assert_eq!(
-            expand(SEQNO, &facts(), &meta).unwrap(),
-            "\"0x000000000000002a\""
-        );
-        assert_eq!(
-            expand(VALUE_CRC32C, &facts(), &meta).unwrap(),
-            "\"0xdeadbeef\""
-        );
+        assert_eq!(expand(CAS, &facts(), &meta).unwrap(), "\"0x0807060504030201\"");
+        assert_eq!(expand(SEQNO, &facts(), &meta).unwrap(), "\"0x000000000000002a\"");
+        assert_eq!(expand(VALUE_CRC32C, &facts(), &meta).unwrap(), "\"0xdeadbeef\"");
     }
 
     /// $document macros expand to the pre-mutation metadata; unknown fields are XATTR_UNKNOWN_VATTR_MACRO.
     #[test]
     fn document_macros_expand() {
-        let meta = DocMeta {
-            cas: 0x10,
-            revid: 3,
-            deleted: true,
-            ..DocMeta::default()
-        };
-        assert_eq!(
-            expand(b"\"${$document.CAS}\"", &facts(), &meta).unwrap(),
-            "\"0x0000000000000010\""
-        );
-        assert_eq!(
-            expand(b"\"${$document.revid}\"", &facts(), &meta).unwrap(),
-            "\"3\""
-        );
-        assert_eq!(
-            expand(b"\"${$document.deleted}\"", &facts(), &meta).unwrap(),
-            "true"
-        );
-        assert!(expand(b"\"${$document}\"", &facts(), &meta)
-            .unwrap()
-            .starts_with("{\"CAS\":"));
-        for bad in [
-            "\"${$document.value_crc32c}\"",
-            "\"${$document.nope}\"",
-            "\"${$documentX}\"",
-        ] {
-            assert_eq!(
-                expand(bad.as_bytes(), &facts(), &meta),
-                Err(Status::SubdocXattrUnknownVattrMacro),
-                "{bad}"
-            );
+        let meta = DocMeta { cas: 0x10, revid: 3, deleted: true, ..DocMeta::default() };
+        assert_eq!(expand(b"\"${$document.CAS}\"", &facts(), &meta).unwrap(), "\"0x0000000000000010\"");
+        assert_eq!(expand(b"\"${$document.revid}\"", &facts(), &meta).unwrap(), "\"3\"");
+        assert_eq!(expand(b"\"${$document.deleted}\"", &facts(), &meta).unwrap(), "true");
+        assert!(expand(b"\"${$document}\"", &facts(), &meta).unwrap().starts_with("{\"CAS\":"));
+        for bad in ["\"${$document.value_crc32c}\"", "\"${$document.nope}\"", "\"${$documentX}\""] {
+            assert_eq!(expand(bad.as_bytes(), &facts(), &meta), Err(Status::SubdocXattrUnknownVattrMacro), "{bad}");
         }
     }
 }

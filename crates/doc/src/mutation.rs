@@ -66,10 +66,7 @@ pub struct SpecFailure {
 
 impl SpecFailure {
     fn request(status: Status) -> SpecFailure {
-        SpecFailure {
-            index: None,
-            status,
-        }
+        SpecFailure { index: None, status }
     }
 }
 
@@ -83,53 +80,29 @@ pub fn mutate(
     specs: &[MutationSpec],
     ctx: &MutationContext,
 ) -> Result<MutationOutcome, SpecFailure> {
-    let raw: Vec<RawSpec> = specs
-        .iter()
-        .map(|s| RawSpec {
-            opcode: s.opcode,
-            flags: s.flags,
-            path: s.path,
-            value: s.value,
-        })
-        .collect();
+    let raw: Vec<RawSpec> =
+        specs.iter().map(|s| RawSpec { opcode: s.opcode, flags: s.flags, path: s.path, value: s.value }).collect();
     let specs = check_request(&raw, true, ctx.doc_flags).map_err(SpecFailure::request)?;
     let has = |flag: u8| ctx.doc_flags & flag != 0;
     if has(doc_flag::REVIVE_DOCUMENT) && existing.is_some() && !meta.deleted {
-        return Err(SpecFailure::request(
-            Status::SubdocCanOnlyReviveDeletedDocuments,
-        ));
+        return Err(SpecFailure::request(Status::SubdocCanOnlyReviveDeletedDocuments));
     }
     let (xattrs, body) = match existing {
         Some((value, has_xattr)) => split_value(value, has_xattr).map_err(SpecFailure::request)?,
         None => (Xattrs::new(), initial_body(&specs, ctx.doc_flags)),
     };
     let view = xattrs.view().map_err(SpecFailure::request)?;
-    let run = Run {
-        view: &view,
-        meta,
-        mkdir_p: has(doc_flag::MKDOC) || has(doc_flag::ADD),
-    };
-    let mut facts = MutationFacts {
-        cas: ctx.new_cas,
-        seqno: ctx.new_seqno,
-        crc32c: 0,
-    };
+    let run = Run { view: &view, meta, mkdir_p: has(doc_flag::MKDOC) || has(doc_flag::ADD) };
+    let mut facts = MutationFacts { cas: ctx.new_cas, seqno: ctx.new_seqno, crc32c: 0 };
     let mut state = run.apply(&specs, body, &facts)?;
-    if specs
-        .iter()
-        .any(|s| s.expand_macros() && uses_crc32c(s.value))
-    {
+    if specs.iter().any(|s| s.expand_macros() && uses_crc32c(s.value)) {
         // `${Mutation.value_crc32c}` is the CRC of the final body, known only after every spec ran, so the specs
         // run a second time with it filled in. The body comes out the same, since only REPLACE_BODY_WITH_XATTR lets
         // an xattr reach the body; copying the CRC into the very body it describes is circular on Couchbase too.
         facts.crc32c = crc32c::crc32c(&state.final_body());
         state = run.apply(&specs, body, &facts)?;
     }
-    let stays_deleted = if existing.is_some() {
-        meta.deleted
-    } else {
-        has(doc_flag::CREATE_AS_DELETED)
-    };
+    let stays_deleted = if existing.is_some() { meta.deleted } else { has(doc_flag::CREATE_AS_DELETED) };
     state.finish(stays_deleted && !has(doc_flag::REVIVE_DOCUMENT))
 }
 
@@ -138,18 +111,12 @@ fn initial_body(specs: &[CheckedSpec], doc_flags: u8) -> &'static [u8] {
     if doc_flags & doc_flag::CREATE_AS_DELETED != 0 {
         return b"";
     }
-    let first = specs
-        .iter()
-        .find(|s| !s.rules.whole_doc && s.op() != SpecOp::ReplaceBodyWithXattr);
+    let first = specs.iter().find(|s| !s.rules.whole_doc && s.op() != SpecOp::ReplaceBodyWithXattr);
     let Some(first) = first else {
         return b"";
     };
-    let pushes = matches!(
-        first.op(),
-        SpecOp::ArrayPushLast | SpecOp::ArrayPushFirst | SpecOp::ArrayAddUnique
-    );
-    let array_root = !first.is_xattr()
-        && (first.path.first() == Some(&b'[') || (first.path.is_empty() && pushes));
+    let pushes = matches!(first.op(), SpecOp::ArrayPushLast | SpecOp::ArrayPushFirst | SpecOp::ArrayAddUnique);
+    let array_root = !first.is_xattr() && (first.path.first() == Some(&b'[') || (first.path.is_empty() && pushes));
     if array_root {
         b"[]"
     } else {
@@ -186,12 +153,7 @@ impl<'a> Run<'_, 'a> {
             match self.run_spec(&mut state, spec, facts) {
                 Ok(Some(value)) => state.results.push((index, value)),
                 Ok(None) => {}
-                Err(status) => {
-                    return Err(SpecFailure {
-                        index: Some(index),
-                        status,
-                    })
-                }
+                Err(status) => return Err(SpecFailure { index: Some(index), status }),
             }
         }
         Ok(state)
@@ -226,26 +188,14 @@ impl<'a> Run<'_, 'a> {
                     Some(text) => Cow::Owned(text),
                     None => value_text(spec)?,
                 };
-                return edit(
-                    spec.op(),
-                    &mut state.xattrs,
-                    &path.components,
-                    value,
-                    mkdir_p,
-                );
+                return edit(spec.op(), &mut state.xattrs, &path.components, value, mkdir_p);
             }
             _ => {
                 let Body::Json(tree) = &mut state.body else {
                     return Err(Status::SubdocDocNotjson);
                 };
                 let path = parse_path(spec.path)?;
-                let result = edit(
-                    spec.op(),
-                    tree,
-                    &path.components,
-                    value_text(spec)?,
-                    mkdir_p,
-                )?;
+                let result = edit(spec.op(), tree, &path.components, value_text(spec)?, mkdir_p)?;
                 state.body_touched = true;
                 return Ok(result);
             }
@@ -280,11 +230,7 @@ fn edit<'a>(
         SpecOp::ArrayPushFirst => tree.push(path, value, End::First, mkdir_p),
         SpecOp::ArrayInsert => tree.insert(path, value),
         SpecOp::ArrayAddUnique => tree.add_unique(path, value, mkdir_p),
-        SpecOp::Counter => {
-            return tree
-                .counter(path, &value, mkdir_p)
-                .map(|v| Some(v.into_bytes()))
-        }
+        SpecOp::Counter => return tree.counter(path, &value, mkdir_p).map(|v| Some(v.into_bytes())),
         // The request checks admit only mutation opcodes, and whole-document ones never get here.
         _ => Err(Status::Einternal),
     }
@@ -361,22 +307,14 @@ impl<'a> State<'a> {
         }
         let body = self.final_body();
         if stays_deleted && !body.is_empty() {
-            return Err(SpecFailure::request(
-                Status::SubdocDeletedDocumentCantHaveValue,
-            ));
+            return Err(SpecFailure::request(Status::SubdocDeletedDocumentCantHaveValue));
         }
         let (value, has_xattr) = join_value(&xattrs, &body);
         if value.len() > VALUE_BYTES_MAX {
             return Err(SpecFailure::request(Status::E2big));
         }
         let is_json = !self.delete_document && matches!(self.body, Body::Json(_));
-        Ok(MutationOutcome {
-            value,
-            has_xattr,
-            is_json,
-            results: self.results,
-            delete_document: self.delete_document,
-        })
+        Ok(MutationOutcome { value, has_xattr, is_json, results: self.results, delete_document: self.delete_document })
     }
 }
 

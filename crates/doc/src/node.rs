@@ -93,18 +93,11 @@ impl<'a> Node<'a> {
 
     /// The position of the child `component` names, None if there is no such child. PATH_MISMATCH if the component
     /// does not fit this value: a key into an array, an index into an object, anything into a scalar.
-    pub(crate) fn child_position(
-        &mut self,
-        component: &PathComponent,
-    ) -> Result<Option<usize>, Status> {
+    pub(crate) fn child_position(&mut self, component: &PathComponent) -> Result<Option<usize>, Status> {
         self.open()?;
         match (self, component) {
-            (Node::Object(members), PathComponent::Key(key)) => {
-                Ok(members.iter().position(|(k, _)| k == key))
-            }
-            (Node::Array(items), PathComponent::Index(index)) => {
-                Ok(resolve_index(*index, items.len()))
-            }
+            (Node::Object(members), PathComponent::Key(key)) => Ok(members.iter().position(|(k, _)| k == key)),
+            (Node::Array(items), PathComponent::Index(index)) => Ok(resolve_index(*index, items.len())),
             _ => Err(Status::SubdocPathMismatch),
         }
     }
@@ -190,10 +183,7 @@ impl<'a> Node<'a> {
 }
 
 /// Splits container text into child nodes; `wrap` decides whether children borrow the text or copy it.
-fn open_text<'t, 'a>(
-    text: &'t str,
-    wrap: impl Fn(&'t str) -> Cow<'a, str>,
-) -> Result<Option<Node<'a>>, Status> {
+fn open_text<'t, 'a>(text: &'t str, wrap: impl Fn(&'t str) -> Cow<'a, str>) -> Result<Option<Node<'a>>, Status> {
     // The text was validated before it became a node, so a failure here is a bug; it is reported, not panicked on.
     let slice = |range: std::ops::Range<usize>| text.get(range).ok_or(Status::Einternal);
     match text.as_bytes().first() {
@@ -224,10 +214,7 @@ fn resolve_index(index: i64, len: usize) -> Option<usize> {
 }
 
 /// Walks `components` from `root`, opening containers on the way.
-pub(crate) fn locate<'n, 'a>(
-    root: &'n mut Node<'a>,
-    components: &[PathComponent],
-) -> Result<Located<'n, 'a>, Status> {
+pub(crate) fn locate<'n, 'a>(root: &'n mut Node<'a>, components: &[PathComponent]) -> Result<Located<'n, 'a>, Status> {
     let mut node = root;
     for (at, component) in components.iter().enumerate() {
         match node.child_position(component)? {
@@ -259,10 +246,7 @@ mod tests {
     #[test]
     fn walk_returns_original_text() {
         let doc = r#"{ "a" : { "b" : [ 1 , 2.50 , {"c": 1e3} ] } }"#;
-        assert_eq!(
-            found_text(doc, "a.b").unwrap().unwrap(),
-            "[ 1 , 2.50 , {\"c\": 1e3} ]"
-        );
+        assert_eq!(found_text(doc, "a.b").unwrap().unwrap(), "[ 1 , 2.50 , {\"c\": 1e3} ]");
         assert_eq!(found_text(doc, "a.b[1]").unwrap().unwrap(), "2.50");
         assert_eq!(found_text(doc, "a.b[-1].c").unwrap().unwrap(), "1e3");
         assert_eq!(found_text(doc, "").unwrap().unwrap(), doc.trim());
@@ -307,9 +291,7 @@ mod tests {
     fn write_keeps_untouched_bytes() {
         let doc = r#"{"a": {"deep": [1.50, 2E3]}, "b": 123456789012345678901234567890}"#;
         let mut root = Node::text(Cow::Borrowed(doc));
-        let Located::Found(b) = locate(&mut root, &comps("b")).unwrap() else {
-            panic!("b exists")
-        };
+        let Located::Found(b) = locate(&mut root, &comps("b")).unwrap() else { panic!("b exists") };
         *b = Node::text(Cow::Borrowed("7"));
         assert_eq!(root.to_text(), r#"{"a":{"deep": [1.50, 2E3]},"b":7}"#);
     }

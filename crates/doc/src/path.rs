@@ -51,10 +51,7 @@ pub fn parse_path(path: &[u8]) -> Result<Path, Status> {
             }
         } else {
             let end = key_end(bytes, pos)?;
-            push(
-                &mut components,
-                PathComponent::Key(unquote(&text[pos..end])?),
-            )?;
+            push(&mut components, PathComponent::Key(unquote(&text[pos..end])?))?;
             pos = end;
             if bytes.get(pos) == Some(&b'.') {
                 pos = skip_separator(bytes, pos)?;
@@ -131,11 +128,7 @@ fn key_end(bytes: &[u8], start: usize) -> Result<usize, Status> {
 /// Removes backtick quoting: a key wholly wrapped in backticks loses them, then single backticks are dropped and
 /// doubled ones become one literal backtick.
 fn unquote(raw: &str) -> Result<String, Status> {
-    let inner = if raw.len() > 1 && raw.starts_with('`') && raw.ends_with('`') {
-        &raw[1..raw.len() - 1]
-    } else {
-        raw
-    };
+    let inner = if raw.len() > 1 && raw.starts_with('`') && raw.ends_with('`') { &raw[1..raw.len() - 1] } else { raw };
     let mut key = String::with_capacity(inner.len());
     let mut chars = inner.chars().peekable();
     while let Some(c) = chars.next() {
@@ -169,14 +162,8 @@ mod tests {
     /// Dotted keys and bracketed indexes parse into components in order.
     #[test]
     fn keys_and_indexes_parse_in_order() {
-        assert_eq!(
-            parse("a.b[0].c").unwrap(),
-            [key("a"), key("b"), Index(0), key("c")]
-        );
-        assert_eq!(
-            parse("foo[0][0][0]").unwrap(),
-            [key("foo"), Index(0), Index(0), Index(0)]
-        );
+        assert_eq!(parse("a.b[0].c").unwrap(), [key("a"), key("b"), Index(0), key("c")]);
+        assert_eq!(parse("foo[0][0][0]").unwrap(), [key("foo"), Index(0), Index(0), Index(0)]);
         assert_eq!(parse("[1][2][3]").unwrap(), [Index(1), Index(2), Index(3)]);
         assert_eq!(parse("a.[0]").unwrap(), [key("a"), Index(0)]);
         assert_eq!(parse("[-1].[-1]").unwrap(), [Index(-1), Index(-1)]);
@@ -193,15 +180,7 @@ mod tests {
     #[test]
     fn only_minus_one_is_a_valid_negative_index() {
         assert_eq!(parse("a[-1]").unwrap(), [key("a"), Index(-1)]);
-        for bad in [
-            "a[-2]",
-            "a[-0]",
-            "a[x]",
-            "a[]",
-            "a[1x]",
-            "a[ 1]",
-            "[99999999999999999999]",
-        ] {
+        for bad in ["a[-2]", "a[-0]", "a[x]", "a[]", "a[1x]", "a[ 1]", "[99999999999999999999]"] {
             assert_eq!(parse(bad), Err(Status::SubdocPathEinval), "{bad}");
         }
         assert_eq!(parse("a[007]").unwrap(), [key("a"), Index(7)]);
@@ -210,18 +189,9 @@ mod tests {
     /// Backticks make path metacharacters literal and a doubled backtick is a literal backtick.
     #[test]
     fn backticks_quote_metacharacters() {
-        assert_eq!(
-            parse("`simple`.`escaped`.`path`").unwrap(),
-            [key("simple"), key("escaped"), key("path")]
-        );
-        assert_eq!(
-            parse("escaped.`arr.idx`[9]").unwrap(),
-            [key("escaped"), key("arr.idx"), Index(9)]
-        );
-        assert_eq!(
-            parse("`BACKTICK``HAPPY`.`CAMPER`").unwrap(),
-            [key("BACKTICK`HAPPY"), key("CAMPER")]
-        );
+        assert_eq!(parse("`simple`.`escaped`.`path`").unwrap(), [key("simple"), key("escaped"), key("path")]);
+        assert_eq!(parse("escaped.`arr.idx`[9]").unwrap(), [key("escaped"), key("arr.idx"), Index(9)]);
+        assert_eq!(parse("`BACKTICK``HAPPY`.`CAMPER`").unwrap(), [key("BACKTICK`HAPPY"), key("CAMPER")]);
         assert_eq!(parse("trailing``").unwrap(), [key("trailing`")]);
         assert_eq!(parse("a`.`b").unwrap(), [key("a.b")]);
         assert_eq!(parse("`a[0]`").unwrap(), [key("a[0]")]);
@@ -230,10 +200,7 @@ mod tests {
     /// Keys stay JSON-escaped; raw quotes, control bytes, bad escapes and \u escapes are refused.
     #[test]
     fn keys_must_be_valid_escaped_json_text() {
-        assert_eq!(
-            parse("\\\"quoted.path").unwrap(),
-            [key("\\\"quoted"), key("path")]
-        );
+        assert_eq!(parse("\\\"quoted.path").unwrap(), [key("\\\"quoted"), key("path")]);
         for bad in ["\"invalid.path", "a\u{1}b", "a\\x", "a\\u0041", "a\\"] {
             assert_eq!(parse(bad), Err(Status::SubdocPathEinval), "{bad:?}");
         }

@@ -223,11 +223,7 @@ fn check_doc_flags(mutator: bool, doc_flags: u8) -> Result<(), Status> {
     Ok(())
 }
 
-fn check_spec<'s>(
-    spec: &RawSpec<'s>,
-    mutator: bool,
-    doc_flags: u8,
-) -> Result<CheckedSpec<'s>, Status> {
+fn check_spec<'s>(spec: &RawSpec<'s>, mutator: bool, doc_flags: u8) -> Result<CheckedSpec<'s>, Status> {
     let rules = rules_for(spec.opcode).ok_or(Status::SubdocInvalidCombo)?;
     if rules.mutator != mutator {
         return Err(Status::SubdocInvalidCombo);
@@ -249,12 +245,7 @@ fn check_spec<'s>(
     if rules.has_value == spec.value.is_empty() {
         return Err(Status::Einval);
     }
-    Ok(CheckedSpec {
-        rules,
-        flags,
-        path: spec.path,
-        value: spec.value,
-    })
+    Ok(CheckedSpec { rules, flags, path: spec.path, value: spec.value })
 }
 
 /// Flag combinations, the xattr key, virtual-xattr writes and macro names.
@@ -286,21 +277,11 @@ mod tests {
     use super::*;
 
     fn lookup(opcode: u8, flags: u8, path: &str) -> RawSpec<'_> {
-        RawSpec {
-            opcode,
-            flags,
-            path: path.as_bytes(),
-            value: b"",
-        }
+        RawSpec { opcode, flags, path: path.as_bytes(), value: b"" }
     }
 
     fn mutation<'s>(opcode: u8, flags: u8, path: &'s str, value: &'s str) -> RawSpec<'s> {
-        RawSpec {
-            opcode,
-            flags,
-            path: path.as_bytes(),
-            value: value.as_bytes(),
-        }
+        RawSpec { opcode, flags, path: path.as_bytes(), value: value.as_bytes() }
     }
 
     fn check(specs: &[RawSpec], mutator: bool) -> Result<(), Status> {
@@ -319,23 +300,11 @@ mod tests {
     #[test]
     fn bad_spec_lists_are_invalid_combo() {
         assert_eq!(check(&[], false), Err(Status::SubdocInvalidCombo));
-        assert_eq!(
-            check(&vec![lookup(op::GET, 0, "a"); 17], false),
-            Err(Status::SubdocInvalidCombo)
-        );
+        assert_eq!(check(&vec![lookup(op::GET, 0, "a"); 17], false), Err(Status::SubdocInvalidCombo));
         assert!(check(&vec![lookup(op::GET, 0, "a"); 16], false).is_ok());
-        assert_eq!(
-            check(&[lookup(0x42, 0, "a")], false),
-            Err(Status::SubdocInvalidCombo)
-        );
-        assert_eq!(
-            check(&[mutation(op::DICT_ADD, 0, "a", "1")], false),
-            Err(Status::SubdocInvalidCombo)
-        );
-        assert_eq!(
-            check(&[lookup(op::GET, 0, "a")], true),
-            Err(Status::SubdocInvalidCombo)
-        );
+        assert_eq!(check(&[lookup(0x42, 0, "a")], false), Err(Status::SubdocInvalidCombo));
+        assert_eq!(check(&[mutation(op::DICT_ADD, 0, "a", "1")], false), Err(Status::SubdocInvalidCombo));
+        assert_eq!(check(&[lookup(op::GET, 0, "a")], true), Err(Status::SubdocInvalidCombo));
     }
 
     /// A bad spec among the first 16 reports its own error rather than the count.
@@ -352,59 +321,25 @@ mod tests {
         let x = lookup(op::EXISTS, path_flag::XATTR, "_sync.cas");
         let body = lookup(op::EXISTS, 0, "meta.author");
         assert!(check(&[x, body], false).is_ok());
-        assert_eq!(
-            check(&[body, x], false),
-            Err(Status::SubdocInvalidXattrOrder)
-        );
+        assert_eq!(check(&[body, x], false), Err(Status::SubdocInvalidXattrOrder));
     }
 
     /// Flags outside an opcode's set, missing mandatory flags, bad paths and values are EINVAL.
     #[test]
     fn invalid_flags_paths_and_values_are_einval() {
+        assert_eq!(check(&[lookup(op::GET, path_flag::MKDIR_P, "a")], false), Err(Status::Einval));
         assert_eq!(
-            check(&[lookup(op::GET, path_flag::MKDIR_P, "a")], false),
+            check(&[lookup(op::GET, path_flag::EXPAND_MACROS | path_flag::XATTR, "_a")], false),
             Err(Status::Einval)
         );
-        assert_eq!(
-            check(
-                &[lookup(
-                    op::GET,
-                    path_flag::EXPAND_MACROS | path_flag::XATTR,
-                    "_a"
-                )],
-                false
-            ),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check(&[lookup(op::GET_DOC, path_flag::XATTR, "")], false),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check(&[lookup(op::GET_DOC, 0, "a")], false),
-            Err(Status::Einval)
-        );
+        assert_eq!(check(&[lookup(op::GET_DOC, path_flag::XATTR, "")], false), Err(Status::Einval));
+        assert_eq!(check(&[lookup(op::GET_DOC, 0, "a")], false), Err(Status::Einval));
         assert_eq!(check(&[lookup(op::GET, 0, "")], false), Err(Status::Einval));
-        assert_eq!(
-            check(&[lookup(op::GET, 0, &"a".repeat(1025))], false),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check(&[mutation(op::DICT_UPSERT, 0, "a", "")], true),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check(&[mutation(op::REMOVE, 0, "a", "1")], true),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check(&[mutation(op::REPLACE, path_flag::MKDIR_P, "a", "1")], true),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check(&[mutation(op::REPLACE_BODY_WITH_XATTR, 0, "a", "")], true),
-            Err(Status::Einval)
-        );
+        assert_eq!(check(&[lookup(op::GET, 0, &"a".repeat(1025))], false), Err(Status::Einval));
+        assert_eq!(check(&[mutation(op::DICT_UPSERT, 0, "a", "")], true), Err(Status::Einval));
+        assert_eq!(check(&[mutation(op::REMOVE, 0, "a", "1")], true), Err(Status::Einval));
+        assert_eq!(check(&[mutation(op::REPLACE, path_flag::MKDIR_P, "a", "1")], true), Err(Status::Einval));
+        assert_eq!(check(&[mutation(op::REPLACE_BODY_WITH_XATTR, 0, "a", "")], true), Err(Status::Einval));
         assert_eq!(
             check(
                 &[mutation(
@@ -426,108 +361,44 @@ mod tests {
     fn xattr_flag_combinations() {
         let cas = "\"${Mutation.CAS}\"";
         let x = path_flag::XATTR;
-        assert!(check(
-            &[mutation(
-                op::DICT_UPSERT,
-                x | path_flag::EXPAND_MACROS,
-                "_sync.cas",
-                cas
-            )],
-            true
-        )
-        .is_ok());
+        assert!(check(&[mutation(op::DICT_UPSERT, x | path_flag::EXPAND_MACROS, "_sync.cas", cas)], true).is_ok());
+        assert_eq!(
+            check(&[mutation(op::DICT_UPSERT, path_flag::EXPAND_MACROS, "_sync.cas", cas)], true),
+            Err(Status::SubdocXattrInvalidFlagCombo)
+        );
+        assert_eq!(
+            check(&[mutation(op::DICT_UPSERT, path_flag::BINARY_VALUE, "a", "1")], true),
+            Err(Status::SubdocXattrInvalidFlagCombo)
+        );
         assert_eq!(
             check(
-                &[mutation(
-                    op::DICT_UPSERT,
-                    path_flag::EXPAND_MACROS,
-                    "_sync.cas",
-                    cas
-                )],
+                &[mutation(op::DICT_UPSERT, x | path_flag::BINARY_VALUE | path_flag::EXPAND_MACROS, "_a", cas)],
                 true
             ),
             Err(Status::SubdocXattrInvalidFlagCombo)
         );
         assert_eq!(
-            check(
-                &[mutation(op::DICT_UPSERT, path_flag::BINARY_VALUE, "a", "1")],
-                true
-            ),
-            Err(Status::SubdocXattrInvalidFlagCombo)
-        );
-        assert_eq!(
-            check(
-                &[mutation(
-                    op::DICT_UPSERT,
-                    x | path_flag::BINARY_VALUE | path_flag::EXPAND_MACROS,
-                    "_a",
-                    cas
-                )],
-                true
-            ),
-            Err(Status::SubdocXattrInvalidFlagCombo)
-        );
-        assert_eq!(
-            check(
-                &[mutation(
-                    op::DICT_UPSERT,
-                    x | path_flag::EXPAND_MACROS,
-                    "_a",
-                    "${UnknownMacro}"
-                )],
-                true
-            ),
+            check(&[mutation(op::DICT_UPSERT, x | path_flag::EXPAND_MACROS, "_a", "${UnknownMacro}")], true),
             Err(Status::SubdocXattrUnknownMacro)
         );
         assert_eq!(
-            check(
-                &[mutation(
-                    op::DICT_UPSERT,
-                    x | path_flag::EXPAND_MACROS,
-                    "_a",
-                    "{\"a\":1}"
-                )],
-                true
-            ),
+            check(&[mutation(op::DICT_UPSERT, x | path_flag::EXPAND_MACROS, "_a", "{\"a\":1}")], true),
             Err(Status::SubdocXattrUnknownMacro)
         );
-        assert!(check(
-            &[mutation(
-                op::DICT_UPSERT,
-                x | path_flag::EXPAND_MACROS,
-                "_a",
-                "\"${$document.CAS}\""
-            )],
-            true
-        )
-        .is_ok());
+        assert!(check(&[mutation(op::DICT_UPSERT, x | path_flag::EXPAND_MACROS, "_a", "\"${$document.CAS}\"")], true)
+            .is_ok());
     }
 
     /// Xattr keys are validated (XATTR_EINVAL) and virtual xattrs cannot be written.
     #[test]
     fn xattr_keys_and_vattrs() {
         assert_eq!(
-            check(
-                &[lookup(
-                    op::EXISTS,
-                    path_flag::XATTR,
-                    "ThisIsASuperDuperLongPath"
-                )],
-                false
-            ),
+            check(&[lookup(op::EXISTS, path_flag::XATTR, "ThisIsASuperDuperLongPath")], false),
             Err(Status::XattrEinval)
         );
         assert!(check(&[lookup(op::GET, path_flag::XATTR, "$document.CAS")], false).is_ok());
         assert_eq!(
-            check(
-                &[mutation(
-                    op::DICT_UPSERT,
-                    path_flag::XATTR,
-                    "$document.CAS",
-                    "1"
-                )],
-                true
-            ),
+            check(&[mutation(op::DICT_UPSERT, path_flag::XATTR, "$document.CAS", "1")], true),
             Err(Status::SubdocXattrCantModifyVattr)
         );
     }
@@ -539,14 +410,8 @@ mod tests {
         let delete = mutation(op::REMOVE_DOC, 0, "", "");
         let body = mutation(op::DICT_UPSERT, 0, "a", "1");
         assert!(check(&[x, delete], true).is_ok());
-        assert_eq!(
-            check(&[delete, body], true),
-            Err(Status::SubdocInvalidCombo)
-        );
-        assert_eq!(
-            check(&[body, delete], true),
-            Err(Status::SubdocInvalidCombo)
-        );
+        assert_eq!(check(&[delete, body], true), Err(Status::SubdocInvalidCombo));
+        assert_eq!(check(&[body, delete], true), Err(Status::SubdocInvalidCombo));
         assert_eq!(check(&[delete, x], true), Err(Status::SubdocInvalidCombo));
     }
 
@@ -555,31 +420,13 @@ mod tests {
     fn doc_flags_are_checked() {
         let upsert = [mutation(op::DICT_UPSERT, 0, "a", "1")];
         assert!(check_request(&upsert, true, doc_flag::MKDOC).is_ok());
-        assert_eq!(
-            check_request(&upsert, true, doc_flag::MKDOC | doc_flag::ADD).map(|_| ()),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check_request(&upsert, true, 0x40).map(|_| ()),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check_request(&upsert, true, doc_flag::REVIVE_DOCUMENT).map(|_| ()),
-            Err(Status::Einval)
-        );
-        assert_eq!(
-            check_request(&upsert, true, doc_flag::REPLICA_READ).map(|_| ()),
-            Err(Status::Einval)
-        );
+        assert_eq!(check_request(&upsert, true, doc_flag::MKDOC | doc_flag::ADD).map(|_| ()), Err(Status::Einval));
+        assert_eq!(check_request(&upsert, true, 0x40).map(|_| ()), Err(Status::Einval));
+        assert_eq!(check_request(&upsert, true, doc_flag::REVIVE_DOCUMENT).map(|_| ()), Err(Status::Einval));
+        assert_eq!(check_request(&upsert, true, doc_flag::REPLICA_READ).map(|_| ()), Err(Status::Einval));
         let replace = [mutation(op::REPLACE, 0, "a", "1")];
-        assert_eq!(
-            check_request(&replace, true, doc_flag::MKDOC).map(|_| ()),
-            Err(Status::Einval)
-        );
+        assert_eq!(check_request(&replace, true, doc_flag::MKDOC).map(|_| ()), Err(Status::Einval));
         let set = [mutation(op::SET_DOC, 0, "", "{}")];
-        assert_eq!(
-            check_request(&set, true, doc_flag::ACCESS_DELETED).map(|_| ()),
-            Err(Status::Einval)
-        );
+        assert_eq!(check_request(&set, true, doc_flag::ACCESS_DELETED).map(|_| ()), Err(Status::Einval));
     }
 }

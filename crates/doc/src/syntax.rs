@@ -358,10 +358,7 @@ mod tests {
     fn object_members_keep_raw_keys_and_values() {
         let text = "{ \"a\\\"b\" : [1, 2] , \"c\":{} }";
         let members = object_members(text).unwrap();
-        let got: Vec<(&str, &str)> = members
-            .into_iter()
-            .map(|(k, v)| (&text[k], &text[v]))
-            .collect();
+        let got: Vec<(&str, &str)> = members.into_iter().map(|(k, v)| (&text[k], &text[v])).collect();
         assert_eq!(got, [("a\\\"b", "[1, 2]"), ("c", "{}")]);
         assert_eq!(object_members("{ }").unwrap().len(), 0);
         assert!(object_members("[1]").is_none());
@@ -371,11 +368,7 @@ mod tests {
     #[test]
     fn array_elements_skip_nested_containers() {
         let text = "[ {\"a\":[1,2]} , \"]\" ,3 ]";
-        let got: Vec<&str> = array_elements(text)
-            .unwrap()
-            .into_iter()
-            .map(|s| &text[s])
-            .collect();
+        let got: Vec<&str> = array_elements(text).unwrap().into_iter().map(|s| &text[s]).collect();
         assert_eq!(got, ["{\"a\":[1,2]}", "\"]\"", "3"]);
         assert_eq!(array_elements("[]").unwrap().len(), 0);
         assert!(array_elements("{}").is_none());
@@ -402,9 +395,7 @@ mod tests {
             Just(serde_json::Value::Null),
             any::<bool>().prop_map(serde_json::Value::Bool),
             any::<i64>().prop_map(serde_json::Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(serde_json::Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
             ".{0,8}".prop_map(serde_json::Value::String),
         ];
         leaf.prop_recursive(4, 32, 4, |inner| {

@@ -30,10 +30,7 @@ impl<'a> Tree<'a> {
 
     /// A tree over a node known to be valid JSON using `levels` levels.
     pub(crate) fn new(root: Node<'a>, levels: usize) -> Tree<'a> {
-        Tree {
-            root,
-            too_deep: levels > LEVELS_MAX,
-        }
+        Tree { root, too_deep: levels > LEVELS_MAX }
     }
 
     /// Fails with DOC_E2DEEP if the document is deeper than Couchbase can parse.
@@ -109,68 +106,36 @@ mod tests {
         assert_eq!(run(doc, "name", Read::Get).unwrap(), "\"Allagash Brewing\"");
         assert_eq!(run(doc, "list", Read::Get).unwrap(), "[1, 2 ,3]");
         assert_eq!(run(doc, "n.x", Read::Get).unwrap(), "null");
-        assert_eq!(
-            run(doc, "missing", Read::Get),
-            Err(Status::SubdocPathEnoent)
-        );
-        assert_eq!(
-            run(doc, "list[3]", Read::Get),
-            Err(Status::SubdocPathEnoent)
-        );
-        assert_eq!(
-            run(doc, "name.x", Read::Get),
-            Err(Status::SubdocPathMismatch)
-        );
+        assert_eq!(run(doc, "missing", Read::Get), Err(Status::SubdocPathEnoent));
+        assert_eq!(run(doc, "list[3]", Read::Get), Err(Status::SubdocPathEnoent));
+        assert_eq!(run(doc, "name.x", Read::Get), Err(Status::SubdocPathMismatch));
     }
 
     /// EXISTS answers with an empty value, or the same errors GET gives.
     #[test]
     fn exists_has_no_value() {
         assert_eq!(run(r#"{"a":1}"#, "a", Read::Exists).unwrap(), "");
-        assert_eq!(
-            run(r#"{"a":1}"#, "b", Read::Exists),
-            Err(Status::SubdocPathEnoent)
-        );
+        assert_eq!(run(r#"{"a":1}"#, "b", Read::Exists), Err(Status::SubdocPathEnoent));
     }
 
     /// GET_COUNT counts array elements and object members, and refuses scalars.
     #[test]
     fn get_count_counts_containers() {
-        assert_eq!(
-            run(r#"{"array":[1,2,3,4]}"#, "array", Read::Count).unwrap(),
-            "4"
-        );
-        assert_eq!(
-            run(r#"{"array":[1,2,3,4]}"#, "array[0]", Read::Count),
-            Err(Status::SubdocPathMismatch)
-        );
+        assert_eq!(run(r#"{"array":[1,2,3,4]}"#, "array", Read::Count).unwrap(), "4");
+        assert_eq!(run(r#"{"array":[1,2,3,4]}"#, "array[0]", Read::Count), Err(Status::SubdocPathMismatch));
         assert_eq!(run("[]", "", Read::Count).unwrap(), "0");
         assert_eq!(run(r#"{"a":1,"b":2}"#, "", Read::Count).unwrap(), "2");
-        assert_eq!(
-            run(r#"{"array":[[]]}"#, "array[-1]", Read::Count).unwrap(),
-            "0"
-        );
-        assert_eq!(
-            run("{}", "non.exist.path", Read::Count),
-            Err(Status::SubdocPathEnoent)
-        );
+        assert_eq!(run(r#"{"array":[[]]}"#, "array[-1]", Read::Count).unwrap(), "0");
+        assert_eq!(run("{}", "non.exist.path", Read::Count), Err(Status::SubdocPathEnoent));
     }
 
     /// A document at the depth limit is readable at its deepest point; one level more makes every path DOC_E2DEEP.
     #[test]
     fn documents_deeper_than_the_limit_are_e2deep() {
-        let at_limit = format!(
-            "{}1{}",
-            "[".repeat(LEVELS_MAX - 1),
-            "]".repeat(LEVELS_MAX - 1)
-        );
+        let at_limit = format!("{}1{}", "[".repeat(LEVELS_MAX - 1), "]".repeat(LEVELS_MAX - 1));
         let deepest = "[0]".repeat(LEVELS_MAX - 1);
         assert_eq!(run(&at_limit, &deepest, Read::Get).unwrap(), "1");
-        let too_deep = format!(
-            "{{\"a\":1,\"b\":{}{}}}",
-            "[".repeat(LEVELS_MAX),
-            "]".repeat(LEVELS_MAX)
-        );
+        let too_deep = format!("{{\"a\":1,\"b\":{}{}}}", "[".repeat(LEVELS_MAX), "]".repeat(LEVELS_MAX));
         assert_eq!(run(&too_deep, "a", Read::Get), Err(Status::SubdocDocE2deep));
     }
 }

@@ -32,9 +32,7 @@ const DOCUMENT_FIELDS: [(&str, FieldText); 11] = [
     ("exptime", |m| m.exptime.to_string()),
     ("flags", |m| m.flags.to_string()),
     // The CAS is a hybrid logical clock in nanoseconds, so its seconds are the last modification time.
-    ("last_modified", |m| {
-        format!("\"{}\"", m.cas / NANOS_PER_SEC)
-    }),
+    ("last_modified", |m| format!("\"{}\"", m.cas / NANOS_PER_SEC)),
     ("revid", |m| format!("\"{}\"", m.revid)),
     ("seqno", |m| hex64(m.seqno)),
     ("value_bytes", |m| m.value_bytes.to_string()),
@@ -60,10 +58,7 @@ pub(crate) fn document_json(meta: &DocMeta) -> String {
 
 /// One member of `$document` as JSON text.
 pub(crate) fn document_field(meta: &DocMeta, name: &str) -> Option<String> {
-    DOCUMENT_FIELDS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, field)| field(meta))
+    DOCUMENT_FIELDS.iter().find(|(n, _)| *n == name).map(|(_, field)| field(meta))
 }
 
 /// `$vbucket`: the vBucket's hybrid logical clock, in seconds, as a decimal string.
@@ -80,12 +75,7 @@ pub(crate) fn xtoc_json(xattrs: &Xattrs) -> String {
 
 /// A tree holding the single virtual xattr `key`, for a lookup to walk. SUBDOC_XATTR_UNKNOWN_VATTR for any `$`
 /// name that is not one of the three.
-pub(crate) fn vattr_tree(
-    key: &str,
-    meta: &DocMeta,
-    xattrs: &Xattrs,
-    now_secs: u32,
-) -> Result<Tree<'static>, Status> {
+pub(crate) fn vattr_tree(key: &str, meta: &DocMeta, xattrs: &Xattrs, now_secs: u32) -> Result<Tree<'static>, Status> {
     let text = match key {
         DOCUMENT => document_json(meta),
         VBUCKET => vbucket_json(now_secs),
@@ -93,10 +83,7 @@ pub(crate) fn vattr_tree(
         _ => return Err(Status::SubdocXattrUnknownVattr),
     };
     let levels = check_value(&text).ok_or(Status::Einternal)? + 1;
-    let root = Node::Object(vec![(
-        Cow::Owned(key.to_string()),
-        Node::text(Cow::Owned(text)),
-    )]);
+    let root = Node::Object(vec![(Cow::Owned(key.to_string()), Node::text(Cow::Owned(text)))]);
     Ok(Tree::new(root, levels))
 }
 
@@ -146,10 +133,7 @@ mod tests {
         assert_eq!(v["vbucket_uuid"], "0x0000000000abcdef");
         assert_eq!(v["value_crc32c"], "0xdeadbeef");
         assert_eq!(v["revid"], "7");
-        assert_eq!(
-            v["last_modified"],
-            (0x1700_0000_0000_0001u64 / 1_000_000_000).to_string()
-        );
+        assert_eq!(v["last_modified"], (0x1700_0000_0000_0001u64 / 1_000_000_000).to_string());
         assert_eq!(v["exptime"], 1_700_000_000);
         assert_eq!(v["flags"], 0x0200_0006);
         assert_eq!(v["value_bytes"], 13);
@@ -164,10 +148,7 @@ mod tests {
     /// A field on its own is the same text as inside the object.
     #[test]
     fn fields_match_the_whole_object() {
-        assert_eq!(
-            document_field(&meta(), "CAS").unwrap(),
-            "\"0x1700000000000001\""
-        );
+        assert_eq!(document_field(&meta(), "CAS").unwrap(), "\"0x1700000000000001\"");
         assert_eq!(document_field(&meta(), "deleted").unwrap(), "false");
         assert_eq!(document_field(&meta(), "nope"), None);
     }
@@ -183,10 +164,7 @@ mod tests {
     /// $vbucket carries the clock as a decimal string in real mode; $XTOC lists xattr names in order.
     #[test]
     fn vbucket_and_xtoc() {
-        assert_eq!(
-            vbucket_json(1234),
-            r#"{"HLC":{"mode":"real","now":"1234"}}"#
-        );
+        assert_eq!(vbucket_json(1234), r#"{"HLC":{"mode":"real","now":"1234"}}"#);
         let mut x = Xattrs::new();
         x.set("_sync", b"1".to_vec());
         x.set("user", b"2".to_vec());

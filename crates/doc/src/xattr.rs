@@ -36,10 +36,7 @@ impl Xattrs {
         while pos < len {
             let pair_len = read_u32(section, pos)?;
             let start = pos + 4;
-            let end = start
-                .checked_add(pair_len)
-                .filter(|&end| end <= len)
-                .ok_or(Status::XattrEinval)?;
+            let end = start.checked_add(pair_len).filter(|&end| end <= len).ok_or(Status::XattrEinval)?;
             let (key, value) = split_pair(section.get(start..end).ok_or(Status::XattrEinval)?)?;
             if pairs.iter().any(|(k, _)| k == key) {
                 return Err(Status::XattrEinval);
@@ -52,10 +49,7 @@ impl Xattrs {
 
     /// The JSON text stored under `key`.
     pub fn get(&self, key: &str) -> Option<&[u8]> {
-        self.pairs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_slice())
+        self.pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice())
     }
 
     /// Stores `json` under `key`, in place if the key exists, else after the existing keys. The caller provides
@@ -95,11 +89,7 @@ impl Xattrs {
         if self.pairs.is_empty() {
             return Vec::new();
         }
-        let body_len: usize = self
-            .pairs
-            .iter()
-            .map(|(k, v)| 4 + k.len() + v.len() + 2)
-            .sum();
+        let body_len: usize = self.pairs.iter().map(|(k, v)| 4 + k.len() + v.len() + 2).sum();
         let mut out = Vec::with_capacity(4 + body_len);
         out.extend_from_slice(&be_u32(body_len).to_be_bytes());
         for (key, value) in &self.pairs {
@@ -123,11 +113,7 @@ pub(crate) struct XattrView<'x> {
 impl<'x> XattrView<'x> {
     /// A fresh tree over the xattrs; trees are cheap because they borrow the values until walked into.
     pub(crate) fn tree(&self) -> Tree<'x> {
-        let members = self
-            .members
-            .iter()
-            .map(|(k, v)| (Cow::Borrowed(*k), Node::text(Cow::Borrowed(*v))))
-            .collect();
+        let members = self.members.iter().map(|(k, v)| (Cow::Borrowed(*k), Node::text(Cow::Borrowed(*v)))).collect();
         Tree::new(Node::Object(members), self.levels)
     }
 }
@@ -143,10 +129,7 @@ impl Xattrs {
             members.push((key.as_str(), value));
         }
         // The object itself is one level above its values.
-        Ok(XattrView {
-            members,
-            levels: deepest + 1,
-        })
+        Ok(XattrView { members, levels: deepest + 1 })
     }
 
     /// Rebuilds xattrs from a tree made by `XattrView::tree` and then edited.
@@ -154,10 +137,8 @@ impl Xattrs {
         let Node::Object(members) = &tree.root else {
             return Err(Status::Einternal);
         };
-        let pairs = members
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.to_text().into_owned().into_bytes()))
-            .collect();
+        let pairs =
+            members.iter().map(|(key, value)| (key.to_string(), value.to_text().into_owned().into_bytes())).collect();
         Ok(Xattrs { pairs })
     }
 }
@@ -186,17 +167,11 @@ pub fn join_value(xattrs: &Xattrs, body: &[u8]) -> (Vec<u8>, bool) {
 
 /// The length of the section starting at the front of `bytes`, prefix included, if the prefix is there.
 fn section_len(bytes: &[u8]) -> Result<usize, Status> {
-    read_u32(bytes, 0)?
-        .checked_add(4)
-        .filter(|&len| len <= bytes.len())
-        .ok_or(Status::XattrEinval)
+    read_u32(bytes, 0)?.checked_add(4).filter(|&len| len <= bytes.len()).ok_or(Status::XattrEinval)
 }
 
 fn read_u32(bytes: &[u8], pos: usize) -> Result<usize, Status> {
-    let raw: [u8; 4] = bytes
-        .get(pos..pos + 4)
-        .and_then(|b| b.try_into().ok())
-        .ok_or(Status::XattrEinval)?;
+    let raw: [u8; 4] = bytes.get(pos..pos + 4).and_then(|b| b.try_into().ok()).ok_or(Status::XattrEinval)?;
     usize::try_from(u32::from_be_bytes(raw)).map_err(|_| Status::XattrEinval)
 }
 
@@ -208,15 +183,9 @@ fn be_u32(len: usize) -> u32 {
 
 /// `key 0x00 value 0x00`, exactly.
 fn split_pair(pair: &[u8]) -> Result<(&str, &str), Status> {
-    let key_end = pair
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or(Status::XattrEinval)?;
+    let key_end = pair.iter().position(|&b| b == 0).ok_or(Status::XattrEinval)?;
     let rest = &pair[key_end + 1..];
-    let value_end = rest
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or(Status::XattrEinval)?;
+    let value_end = rest.iter().position(|&b| b == 0).ok_or(Status::XattrEinval)?;
     if value_end + 1 != rest.len() {
         return Err(Status::XattrEinval);
     }
@@ -268,10 +237,7 @@ mod tests {
     fn set_remove_and_retain_system() {
         let mut x = sample();
         x.set("_sync", b"2".to_vec());
-        assert_eq!(
-            x.iter().map(|(k, _)| k).collect::<Vec<_>>(),
-            ["_sync", "meta"]
-        );
+        assert_eq!(x.iter().map(|(k, _)| k).collect::<Vec<_>>(), ["_sync", "meta"]);
         assert_eq!(x.get("_sync"), Some(&b"2"[..]));
         x.retain_system();
         assert_eq!(x.len(), 1);
@@ -324,10 +290,7 @@ mod tests {
         ] {
             assert_eq!(Xattrs::parse(&bad), Err(Status::XattrEinval), "{bad:?}");
         }
-        assert_eq!(
-            split_value(&[0, 0, 0, 10, 0], true).map(|_| ()),
-            Err(Status::XattrEinval)
-        );
+        assert_eq!(split_value(&[0, 0, 0, 10, 0], true).map(|_| ()), Err(Status::XattrEinval));
     }
 
     proptest! {

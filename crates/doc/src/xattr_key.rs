@@ -80,17 +80,9 @@ mod tests {
     /// Ordinary, system and virtual keys are legal, with or without a path after them.
     #[test]
     fn legal_keys() {
-        for path in [
-            "mydata",
-            "mydata.foobar",
-            "mydata[0]",
-            "_sync",
-            "_sync.cas",
-            "$document",
-            "$XTOC",
-            "a b",
-            "\u{e9}t\u{e9}",
-        ] {
+        for path in
+            ["mydata", "mydata.foobar", "mydata[0]", "_sync", "_sync.cas", "$document", "$XTOC", "a b", "\u{e9}t\u{e9}"]
+        {
             assert!(is_valid_xattr_path(path.as_bytes()), "{path}");
         }
     }
@@ -98,9 +90,7 @@ mod tests {
     /// Empty keys, lone `_`/`$`, leading punctuation or control bytes, NULs and bad UTF-8 are illegal.
     #[test]
     fn illegal_keys() {
-        for path in [
-            "", ".", ".a", "[0]", "_", "$", "_.a", "!a", "#a", "`a`", "\u{1}a", "a\0b", "-a",
-        ] {
+        for path in ["", ".", ".a", "[0]", "_", "$", "_.a", "!a", "#a", "`a`", "\u{1}a", "a\0b", "-a"] {
             assert!(!is_valid_xattr_path(path.as_bytes()), "{path:?}");
         }
         assert!(!is_valid_xattr_path(b"ab\xff"));
@@ -114,11 +104,7 @@ mod tests {
             let key = &long[..len];
             assert_eq!(is_valid_xattr_path(key.as_bytes()), len < 16, "{key}");
             let with_path = format!("{key}.x");
-            assert_eq!(
-                is_valid_xattr_path(with_path.as_bytes()),
-                len < 16,
-                "{with_path}"
-            );
+            assert_eq!(is_valid_xattr_path(with_path.as_bytes()), len < 16, "{with_path}");
         }
     }
 
@@ -128,14 +114,8 @@ mod tests {
         let parse = |p: &str| parse_xattr_path(p.as_bytes()).map(|p| p.components);
         let key = |k: &str| PathComponent::Key(k.to_string());
         assert_eq!(parse("_sync").unwrap(), [key("_sync")]);
-        assert_eq!(
-            parse("_sync.a[1]").unwrap(),
-            [key("_sync"), key("a"), PathComponent::Index(1)]
-        );
-        assert_eq!(
-            parse("_sync[0]").unwrap(),
-            [key("_sync"), PathComponent::Index(0)]
-        );
+        assert_eq!(parse("_sync.a[1]").unwrap(), [key("_sync"), key("a"), PathComponent::Index(1)]);
+        assert_eq!(parse("_sync[0]").unwrap(), [key("_sync"), PathComponent::Index(0)]);
         assert_eq!(parse("_sync.`a.b`").unwrap(), [key("_sync"), key("a.b")]);
         assert_eq!(parse("_sync."), Err(Status::SubdocPathEinval));
         assert_eq!(parse("_sync..a"), Err(Status::SubdocPathEinval));

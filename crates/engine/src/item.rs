@@ -102,11 +102,7 @@ impl<'a> ItemView<'a> {
         if !self.datatype.has_xattr() {
             return (self.value, self.datatype);
         }
-        let section = self
-            .value
-            .get(..4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .unwrap_or(0);
+        let section = self.value.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize).unwrap_or(0);
         let body = self.value.get(4 + section..).unwrap_or(&[]);
         (body, self.datatype.without(Datatype::XATTR))
     }

@@ -25,8 +25,8 @@ pub use expiry::absolute_expiry;
 pub use item::{DocKey, ItemView};
 pub use manifest::{Collection, Manifest, ManifestError, Scope};
 pub use ops::{
-    ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions, MutationResult, StoreMode,
-    StoreRequest, SubdocMutationResult, WriteOptions,
+    ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions,
+    MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
 };
 pub use stats::BucketStats;
 pub use vbucket::{ObservedSeqnos, VBucket, VbState};

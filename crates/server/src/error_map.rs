@@ -15,7 +15,8 @@ pub fn error_map_json() -> String {
         let mut entry = json!({"name": s.name(), "desc": s.description(), "attrs": attrs});
         if attrs.contains(&"retry-later") {
             // Exponential backoff, as Couchbase advertises for temporary failures.
-            entry["retry"] = json!({"strategy": "exponential", "interval": 10, "after": 0, "max-duration": 500, "ceil": 100});
+            entry["retry"] =
+                json!({"strategy": "exponential", "interval": 10, "after": 0, "max-duration": 500, "ceil": 100});
         }
         errors.insert(format!("{:x}", s.code()), entry);
     }

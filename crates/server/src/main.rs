@@ -4,7 +4,11 @@ use clap::{Parser, Subcommand};
 use settee_server::config::ServerConfig;
 
 #[derive(Parser)]
-#[command(name = "settee", version, about = "A memory-first JSON document and key-value database that speaks Couchbase's protocols")]
+#[command(
+    name = "settee",
+    version,
+    about = "A memory-first JSON document and key-value database that speaks Couchbase's protocols"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -19,9 +23,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     match cli.command {

@@ -69,7 +69,12 @@ impl Node {
     pub fn new(config: ServerConfig) -> anyhow::Result<Arc<Node>> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let users = UserStore::with_clock(clock.clone());
-        users.upsert(&config.username, "Administrator", Some(&config.password), vec![Role::parse_list("admin")?[0].clone()])?;
+        users.upsert(
+            &config.username,
+            "Administrator",
+            Some(&config.password),
+            vec![Role::parse_list("admin")?[0].clone()],
+        )?;
         let node = Arc::new(Node {
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
             config,

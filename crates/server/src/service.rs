@@ -35,7 +35,9 @@ impl RunningNode {
         let bind = |port: u16| {
             let host = config.host.clone();
             async move {
-                TcpListener::bind((host.as_str(), port)).await.with_context(|| format!("cannot listen on {host}:{port}"))
+                TcpListener::bind((host.as_str(), port))
+                    .await
+                    .with_context(|| format!("cannot listen on {host}:{port}"))
             }
         };
         let kv = bind(config.kv_port).await?;

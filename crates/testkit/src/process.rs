@@ -44,7 +44,9 @@ impl NodeProcess {
         let p = NodeProcess { child, kv_port: kv, mgmt_port: mgmt, query_port: query, data_dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", mgmt)).is_ok() && std::net::TcpStream::connect(("127.0.0.1", kv)).is_ok() {
+            if std::net::TcpStream::connect(("127.0.0.1", mgmt)).is_ok()
+                && std::net::TcpStream::connect(("127.0.0.1", kv)).is_ok()
+            {
                 return Ok(p);
             }
             std::thread::sleep(Duration::from_millis(20));

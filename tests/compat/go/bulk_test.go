@@ -3,6 +3,7 @@ package compat
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,21 +28,27 @@ func bulkValue(i int) bulkDoc {
 	return bulkDoc{I: i, Sq: i * i, Pad: string(pad)}
 }
 
-// 5,000 upserts from 5,000 goroutines all succeed with distinct CASes and every document reads back unchanged.
+// 5,000 upserts from 5,000 goroutines, all in flight at once, succeed; within each vBucket seqnos and CASes
+// increase together; every document then reads back unchanged. gocbcore queues at most 2,048 requests per
+// connection by default, so this test uses its own connection with room for all 5,000.
 func TestBulkConcurrentUpserts(t *testing.T) {
 	prefix := uniqueKey(t)
+	c, err := connectAs(srv, srv.connStr()+"?max_queue_size=8192", adminUser, adminPassword)
+	requireNoError(t, err, "Connect")
+	defer c.Close(nil)
+	b := c.Bucket(bucketName)
+	requireNoError(t, b.WaitUntilReady(20*time.Second, nil), "WaitUntilReady")
+	collection := b.DefaultCollection()
 	var wg sync.WaitGroup
 	errs := make([]error, bulkDocs)
-	cases := make([]gocb.Cas, bulkDocs)
+	results := make([]*gocb.MutationResult, bulkDocs)
 	for i := 0; i < bulkDocs; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			m, err := collection.Upsert(fmt.Sprintf("%s-%d", prefix, i), bulkValue(i), &gocb.UpsertOptions{Timeout: 30 * time.Second})
 			errs[i] = err
-			if err == nil {
-				cases[i] = m.Cas()
-			}
+			results[i] = m
 		}(i)
 	}
 	wg.Wait()
@@ -58,12 +65,26 @@ func TestBulkConcurrentUpserts(t *testing.T) {
 	if failed > 0 {
 		t.Fatalf("%d of %d upserts failed; first: %v", failed, bulkDocs, first)
 	}
-	seen := make(map[gocb.Cas]bool, bulkDocs)
-	for _, c := range cases {
-		seen[c] = true
+	// The HLC is per vBucket: within one vBucket a higher seqno always carries a higher CAS.
+	type mut struct {
+		seq uint64
+		cas gocb.Cas
 	}
-	if len(seen) != bulkDocs {
-		t.Fatalf("only %d distinct CAS values for %d mutations", len(seen), bulkDocs)
+	byVB := map[uint64][]mut{}
+	for _, r := range results {
+		tok := r.MutationToken()
+		if tok == nil || r.Cas() == 0 {
+			t.Fatalf("mutation without token or CAS: %+v", r)
+		}
+		byVB[tok.PartitionID()] = append(byVB[tok.PartitionID()], mut{tok.SequenceNumber(), r.Cas()})
+	}
+	for vb, muts := range byVB {
+		sort.Slice(muts, func(a, b int) bool { return muts[a].seq < muts[b].seq })
+		for j := 1; j < len(muts); j++ {
+			if muts[j].seq == muts[j-1].seq || muts[j].cas <= muts[j-1].cas {
+				t.Fatalf("vBucket %d: seqno/CAS not strictly increasing: %+v then %+v", vb, muts[j-1], muts[j])
+			}
+		}
 	}
 
 	var bad atomic.Int64

@@ -44,10 +44,10 @@ func TestConnectionStringForms(t *testing.T) {
 	}
 }
 
-// Cluster-level WaitUntilReady for KV and management passes (NOOP; GET /whoami on the mgmt port).
-func TestClusterWaitUntilReadyKVAndMgmt(t *testing.T) {
+// Cluster-level WaitUntilReady for the management service passes (GET /whoami on the mgmt port must answer 200).
+func TestClusterWaitUntilReadyMgmt(t *testing.T) {
 	err := cluster.WaitUntilReady(20*time.Second, &gocb.WaitUntilReadyOptions{
-		ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeKeyValue, gocb.ServiceTypeManagement},
+		ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeManagement},
 	})
 	requireNoError(t, err, "Cluster.WaitUntilReady")
 	d, err := cluster.Diagnostics(nil)

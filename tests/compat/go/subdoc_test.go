@@ -125,10 +125,10 @@ func TestMutateInAllSpecTypes(t *testing.T) {
 	got := bodyOf(t, key)
 	want := map[string]interface{}{
 		"name": "couch", "seats": 3.0, "color": "red", "n": 15.0,
-		"tags":  []interface{}{"first", "second", "red", "velvet", "soft", "unique"},
-		"dims":  map[string]interface{}{"w": 200.0},
-		"more":  []interface{}{1.0, 2.0},
-		"deep":  map[string]interface{}{"a": map[string]interface{}{"b": true}},
+		"tags": []interface{}{"first", "second", "red", "velvet", "soft", "unique"},
+		"dims": map[string]interface{}{"w": 200.0},
+		"more": []interface{}{1.0, 2.0},
+		"deep": map[string]interface{}{"a": map[string]interface{}{"b": true}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("body after MutateIn:\n got %v\nwant %v", got, want)
@@ -164,13 +164,16 @@ func TestMutateInErrors(t *testing.T) {
 	}
 }
 
-// MutateIn with a stale CAS fails with ErrCasMismatch.
+// MutateIn with a stale CAS gets KEY_EEXISTS; gocb 2.11 deliberately reports it as ErrDocumentExists for MutateIn
+// (GOCBC-1019 in kvprovider_coresubdoc.go), and nothing is written.
 func TestMutateInStaleCas(t *testing.T) {
 	key := uniqueKey(t)
 	old := upsertBase(t, key)
-	upsertBase(t, key)
+	current := upsertBase(t, key)
 	_, err := collection.MutateIn(key, []gocb.MutateInSpec{gocb.UpsertSpec("a", 1, nil)}, &gocb.MutateInOptions{Cas: old})
-	requireErrorIs(t, err, gocb.ErrCasMismatch, "MutateIn stale CAS")
+	requireErrorIs(t, err, gocb.ErrDocumentExists, "MutateIn stale CAS")
+	_, err = collection.MutateIn(key, []gocb.MutateInSpec{gocb.UpsertSpec("a", 1, nil)}, &gocb.MutateInOptions{Cas: current})
+	requireNoError(t, err, "MutateIn current CAS")
 }
 
 // Store semantics: Upsert creates a missing document, Insert creates then refuses, Replace needs the document.

@@ -31,7 +31,15 @@ def test_upsert_multi_5000_then_get_multi(collection):
     res = collection.upsert_multi(docs, UpsertMultiOptions(timeout=BULK_TIMEOUT))
     assert res.all_ok, dict(list(res.exceptions.items())[:5])
     assert len(res.results) == DOC_COUNT
-    assert len({r.cas for r in res.results.values()}) == DOC_COUNT, "every mutation must get its own CAS"
+    by_vbucket = {}
+    for r in res.results.values():
+        t = r.mutation_token()
+        by_vbucket.setdefault(t.partition_id, []).append((t.sequence_number, r.cas))
+    for vb, muts in by_vbucket.items():
+        muts.sort()
+        cases = [cas for _, cas in muts]
+        # The HLC is per vBucket: within one, later mutations (higher seqno) always get a higher CAS.
+        assert all(a < b for a, b in zip(cases, cases[1:])), f"vBucket {vb}: CAS not increasing with seqno"
 
     got = collection.get_multi(list(docs), GetMultiOptions(timeout=BULK_TIMEOUT))
     assert got.all_ok, dict(list(got.exceptions.items())[:5])

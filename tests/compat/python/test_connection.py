@@ -48,12 +48,6 @@ def test_wait_until_ready_for_kv_and_management(cluster):
     assert cluster.diagnostics().state == ClusterState.Online
 
 
-def test_bucket_wait_until_ready(bucket):
-    """Bucket-level wait_until_ready (KV only) succeeds on the open bucket."""
-    bucket.wait_until_ready(timedelta(seconds=20), WaitUntilReadyOptions(service_types=[ServiceType.KeyValue]))
-    assert bucket.ping(PingOptions(service_types=[ServiceType.KeyValue])).endpoints[ServiceType.KeyValue]
-
-
 def test_cluster_ping_reports_kv_and_mgmt_ok(server, cluster, bucket):
     """ping answers OK for the KV endpoint (NOOP) and the management endpoint (GET /), on the advertised ports."""
     result = cluster.ping(PingOptions(service_types=[ServiceType.KeyValue, ServiceType.Management],

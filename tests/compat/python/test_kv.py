@@ -155,12 +155,13 @@ def test_raw_json_transcoder_returns_exact_bytes(collection, key):
 
 
 def test_flags_are_stored_verbatim(collection, key):
-    """Flags written by one transcoder are returned unchanged: a binary document refuses to decode as JSON/string."""
+    """Flags written by one transcoder are returned unchanged: a binary document refuses to decode as JSON/string
+    (the SDK decodes lazily, on `.value`)."""
     collection.upsert(key, b"\x00\x01binary", UpsertOptions(transcoder=RawBinaryTranscoder()))
     with pytest.raises(ValueFormatException):
-        collection.get(key, GetOptions(transcoder=RawStringTranscoder()))
+        collection.get(key, GetOptions(transcoder=RawStringTranscoder())).value
     with pytest.raises(ValueFormatException):
-        collection.get(key, GetOptions(transcoder=RawJSONTranscoder()))
+        collection.get(key, GetOptions(transcoder=RawJSONTranscoder())).value
 
 
 def test_legacy_transcoder_round_trips_str_and_bytes(collection, key):

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from couchbase.exceptions import (AuthenticationException, BucketAlreadyExistsException,
+from couchbase.exceptions import (AuthenticationException, BucketAlreadyExistsException, CouchbaseException,
                                   BucketDoesNotExistException, BucketNotFlushableException, DocumentNotFoundException,
                                   UserNotFoundException)
 from couchbase.management.buckets import BucketSettings, BucketType, CreateBucketSettings
@@ -155,10 +155,23 @@ def test_upsert_user_then_get_user(users):
         users.get_user(name)
 
 
+# The C++ core's errc::management::user_not_found.
+USER_NOT_FOUND_EC = 603
+
+
 def test_drop_missing_user_raises_user_not_found(users):
-    """Dropping a user that does not exist fails with UserNotFoundException."""
-    with pytest.raises(UserNotFoundException):
+    """Dropping a missing user gets 404 "User was not found." (ns_server's text), which the C++ core reports as
+    user_not_found (ec 603); Python 4.6.3 only maps GET's "Unknown user." body to UserNotFoundException, so here it
+    raises a plain CouchbaseException carrying that code."""
+    with pytest.raises(CouchbaseException) as info:
         users.drop_user(unique("ghost"))
+    assert info.value.error_code == USER_NOT_FOUND_EC, repr(info.value)
+
+
+def test_get_missing_user_raises_user_not_found(users):
+    """get_user of a missing user gets 404 "Unknown user." → UserNotFoundException."""
+    with pytest.raises(UserNotFoundException):
+        users.get_user(unique("ghost"))
 
 
 def test_data_reader_can_read_but_not_write(server, users, seeded):

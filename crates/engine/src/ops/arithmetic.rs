@@ -96,7 +96,10 @@ impl Bucket {
             let cas = next.cas;
             let delta_bytes = inner.install(key.encoded(), next);
             self.charge(delta_bytes);
-            Ok(ArithmeticResult { value, mutation: MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid } })
+            Ok(ArithmeticResult {
+                value,
+                mutation: MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid },
+            })
         });
         let (hit, miss) = match op {
             ArithmeticOp::Increment => (&self.stats.incr_hits, &self.stats.incr_misses),

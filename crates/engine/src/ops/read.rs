@@ -72,7 +72,8 @@ impl Bucket {
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<R, EngineError> {
         self.collection_ttl(key.cid())?;
-        let secs = if lock_secs == 0 || lock_secs > limits::LOCK_SECS_MAX { limits::LOCK_SECS_DEFAULT } else { lock_secs };
+        let secs =
+            if lock_secs == 0 || lock_secs > limits::LOCK_SECS_MAX { limits::LOCK_SECS_DEFAULT } else { lock_secs };
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
             let delta = expire_in_place(inner, key.encoded(), now_ns, now);

@@ -34,11 +34,7 @@ fn bucket() -> (Bucket, Arc<ManualClock>) {
 }
 
 fn set(b: &Bucket, key: &DocKey, value: &[u8], expiry: u32) -> Result<crate::MutationResult, EngineError> {
-    b.store(
-        VbId(1),
-        key,
-        StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry, opts: WriteOptions::default() },
-    )
+    b.store(VbId(1), key, StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry, opts: WriteOptions::default() })
 }
 
 fn read(b: &Bucket, key: &DocKey) -> Result<Vec<u8>, EngineError> {

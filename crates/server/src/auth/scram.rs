@@ -215,7 +215,6 @@ fn decode_saslname(escaped: &str) -> Result<String, AuthError> {
     Ok(decoded)
 }
 
-/// RFC 5802 `printable`: %x21-2B / %x2D-7E, i.e. visible ASCII except the comma.
 /// RFC 5802 asks for printable characters without spaces, but the C++ SDK (1.3.x, in Python 4.6) sends a nonce
 /// such as `0x7b 0xffffff97 0x74 ...`, with spaces: accept spaces, refuse commas and control characters.
 fn is_valid_nonce(nonce: &str) -> bool {

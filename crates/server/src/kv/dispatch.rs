@@ -41,6 +41,12 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u
         return reply::status(out, req, Status::Eaccess);
     }
     if let Some(b) = &s.bucket {
+        let generation = node.users.generation();
+        if generation != s.users_generation {
+            // Roles changed (or the user was deleted): recompute what this connection may do with its bucket.
+            s.access = node.users.bucket_access(s.user.as_deref().unwrap_or_default(), &b.name());
+            s.users_generation = generation;
+        }
         if b.is_deleted() {
             // kv_engine disconnects clients of a deleted bucket; they reconnect and learn it is gone.
             tracing::info!(peer = %s.peer, "closing connection bound to a deleted bucket");
@@ -97,7 +103,12 @@ fn write_error(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>, e
             let body = serde_json::to_vec(&node.bucket_config(b)).unwrap_or_default();
             reply::json(out, req, status, &body);
         }
-        (KvError::Engine(EngineError::UnknownCollection { manifest_uid } | EngineError::UnknownScope { manifest_uid }), _) => {
+        (
+            KvError::Engine(
+                EngineError::UnknownCollection { manifest_uid } | EngineError::UnknownScope { manifest_uid },
+            ),
+            _,
+        ) => {
             let body = format!(r#"{{"manifest_uid":"{manifest_uid:x}"}}"#);
             reply::json(out, req, status, body.as_bytes());
         }

@@ -62,7 +62,18 @@ pub fn document(
         let mut enc = snap::raw::Encoder::new();
         if let Ok(compressed) = enc.compress_vec(body) {
             if compressed.len() < body.len() - body.len() / 8 {
-                encode_response(out, req.opcode, 0, req.opaque, cas, dt.with(Datatype::SNAPPY).0, &[], extras, key, &compressed);
+                encode_response(
+                    out,
+                    req.opcode,
+                    0,
+                    req.opaque,
+                    cas,
+                    dt.with(Datatype::SNAPPY).0,
+                    &[],
+                    extras,
+                    key,
+                    &compressed,
+                );
                 return;
             }
         }

@@ -56,6 +56,8 @@ pub struct Session {
     pub scram: Option<ScramServer>,
     pub bucket: Option<Arc<BucketHandle>>,
     pub access: BucketAccess,
+    /// The user store's generation `access` was computed at; a role change makes it stale.
+    pub users_generation: u64,
     /// Set when the connection must close after the current batch is written.
     pub close: bool,
 }
@@ -70,6 +72,7 @@ impl Session {
             scram: None,
             bucket: None,
             access: BucketAccess::NONE,
+            users_generation: 0,
             close: false,
         }
     }

@@ -6,7 +6,14 @@ use settee_testkit::{TestNode, ADMIN, PASSWORD, SDK_FEATURES};
 
 use crate::helpers::{get, req, set, vb};
 
-async fn call(c: &mut Connection, op: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> settee_client::OwnedResponse {
+async fn call(
+    c: &mut Connection,
+    op: u8,
+    key: &[u8],
+    extras: &[u8],
+    value: &[u8],
+    cas: u64,
+) -> settee_client::OwnedResponse {
     let k = c.key(0, key);
     c.call(op, &k, extras, value, vb(key), cas).await.unwrap()
 }
@@ -136,7 +143,13 @@ async fn limits_and_bad_input() {
 }
 
 fn durable_set<'a>(key: &'a [u8], framing: &'a [u8]) -> Request<'a> {
-    Request { magic: Magic::AltClientRequest, framing, vbucket: vb(&key[1..]), extras: &[0; 8], ..req(0x01, key, &[], b"v") }
+    Request {
+        magic: Magic::AltClientRequest,
+        framing,
+        vbucket: vb(&key[1..]),
+        extras: &[0; 8],
+        ..req(0x01, key, &[], b"v")
+    }
 }
 
 /// With 0 replicas majority is met by the active alone; persist levels are refused on a memory-only bucket; a bad

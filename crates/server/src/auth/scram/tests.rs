@@ -144,6 +144,16 @@ fn y_flag_is_accepted_and_bound_into_the_proof() {
     assert_eq!(server.step(message.as_bytes()).unwrap().0, "alice");
 }
 
+#[test]
+fn client_nonce_with_spaces_as_the_cxx_sdk_sends_is_accepted() {
+    // Regression: the C++ SDK (Python 4.6) sends a client nonce containing spaces; the exchange must succeed.
+    let lookup = users("alice", "pw");
+    let client = TestClient::new(ScramHash::Sha512, "alice", "pw", "0x7b 0xffffff97 0x74");
+    let (server, server_first) = ScramServer::start(ScramHash::Sha512, &client.client_first(), &lookup).unwrap();
+    let (client_final, _) = client.client_final(&server_first);
+    assert_eq!(server.step(&client_final).unwrap().0, "alice");
+}
+
 /// Runs one exchange against a published vector: the given server nonce and salt, and a fixed client-final.
 fn run_vector(hash: ScramHash, salt_b64: &str, server_nonce: &str, messages: [&str; 4]) {
     let [client_first, server_first, client_final, server_final] = messages;
@@ -206,7 +216,7 @@ fn malformed_client_first_gives_malformed() {
         b"n,,n=al=2,r=abc",
         b"n,,n=,r=abc",
         b"n,,n=alice,r=",
-        b"n,,n=alice,r=a b",
+        b"n,,n=alice,r=a\tb",
         b"n,,n=alice",
         b"n,,n=alice,r=abc\xff",
     ];

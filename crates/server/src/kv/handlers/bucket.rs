@@ -28,7 +28,10 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> K
             push("curr_items", b.curr_items().to_string());
             push("mem_used", b.mem_used().to_string());
             push("ep_max_size", cfg.ram_quota_bytes.to_string());
-            push("ep_bucket_type", if cfg.kind == settee_engine::BucketKind::Ephemeral { "ephemeral" } else { "persistent" }.to_string());
+            push(
+                "ep_bucket_type",
+                if cfg.kind == settee_engine::BucketKind::Ephemeral { "ephemeral" } else { "persistent" }.to_string(),
+            );
             let ops: u64 = b.stats().pairs().iter().filter(|(k, _)| k.starts_with("cmd_")).map(|(_, v)| v).sum();
             push("ops", ops.to_string());
             for (k, v) in b.stats().pairs() {

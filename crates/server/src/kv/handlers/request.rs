@@ -11,7 +11,12 @@ use crate::kv::dispatch::KvError;
 use crate::kv::session::Session;
 
 /// Checks the extras length and whether key and value are present as the opcode requires; EINVAL otherwise.
-pub(crate) fn expect_layout(req: &Request<'_>, extras: &[usize], key: bool, value: Option<bool>) -> Result<(), KvError> {
+pub(crate) fn expect_layout(
+    req: &Request<'_>,
+    extras: &[usize],
+    key: bool,
+    value: Option<bool>,
+) -> Result<(), KvError> {
     let ok = extras.contains(&req.extras.len())
         && (req.key.is_empty() != key)
         && value.is_none_or(|must| req.value.is_empty() != must);
@@ -59,7 +64,11 @@ pub(crate) fn request_value<'a>(s: &Session, req: &Request<'a>) -> Result<Cow<'a
 /// CAS, durability and preserve-TTL for a mutation.
 pub(crate) fn write_options(req: &Request<'_>) -> Result<WriteOptions, KvError> {
     let frames = RequestFrameInfos::parse(req.framing).map_err(|_| KvError::Status(Status::Einval))?;
-    Ok(WriteOptions { cas: req.cas, durability: frames.durability.map(|(level, _)| level), preserve_ttl: frames.preserve_ttl })
+    Ok(WriteOptions {
+        cas: req.cas,
+        durability: frames.durability.map(|(level, _)| level),
+        preserve_ttl: frames.preserve_ttl,
+    })
 }
 
 pub(crate) fn be_u32(b: &[u8]) -> u32 {

@@ -63,7 +63,9 @@ fn mutation_extras(s: &Session, e: &[u8]) -> Result<(u32, Option<u32>, u8), KvEr
         1 => (0, None, e[0]),
         4 => (be_u32(e), None, 0),
         5 => (be_u32(e), None, e[4]),
-        8 | 9 if s.has(Feature::SubdocBinaryXattr) => (be_u32(e), Some(be_u32(&e[4..])), e.get(8).copied().unwrap_or(0)),
+        8 | 9 if s.has(Feature::SubdocBinaryXattr) => {
+            (be_u32(e), Some(be_u32(&e[4..])), e.get(8).copied().unwrap_or(0))
+        }
         _ => return Err(einval()),
     })
 }
