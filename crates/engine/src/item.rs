@@ -1,29 +1,32 @@
 //! Hot path: the stored item and the borrowed view handed to readers.
 
+use std::borrow::Cow;
+
 use settee_mcbp::{decode_leb128, encode_leb128};
 use settee_types::{Cas, CollectionId, Datatype, Seqno};
 
 /// A document key as the engine stores it: the LEB128 collection id followed by the key bytes. Keeping the prefix
-/// in the stored key makes keys of different collections distinct without a second table.
+/// in the stored key makes keys of different collections distinct without a second table. A key that arrives with
+/// its prefix (Collections negotiated, as the SDKs do) is borrowed from the request, not copied.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DocKey {
-    encoded: Vec<u8>,
+pub struct DocKey<'a> {
+    encoded: Cow<'a, [u8]>,
     cid: CollectionId,
     prefix_len: usize,
 }
 
-impl DocKey {
-    pub fn new(cid: CollectionId, key: &[u8]) -> DocKey {
+impl<'a> DocKey<'a> {
+    pub fn new(cid: CollectionId, key: &[u8]) -> DocKey<'static> {
         let mut encoded = Vec::with_capacity(key.len() + 2);
         encode_leb128(cid, &mut encoded);
         let prefix_len = encoded.len();
         encoded.extend_from_slice(key);
-        DocKey { encoded, cid, prefix_len }
+        DocKey { encoded: Cow::Owned(encoded), cid, prefix_len }
     }
     /// Parses a key that already carries its collection prefix; None if the prefix is malformed.
-    pub fn from_encoded(encoded: &[u8]) -> Option<DocKey> {
+    pub fn from_encoded(encoded: &'a [u8]) -> Option<DocKey<'a>> {
         let (cid, prefix_len) = decode_leb128(encoded)?;
-        Some(DocKey { encoded: encoded.to_vec(), cid, prefix_len })
+        Some(DocKey { encoded: Cow::Borrowed(encoded), cid, prefix_len })
     }
     pub fn cid(&self) -> CollectionId {
         self.cid
@@ -123,7 +126,7 @@ mod tests {
         let k = DocKey::new(0x555, b"foo");
         assert_eq!(k.encoded(), &[0xD5, 0x0A, b'f', b'o', b'o']);
         assert_eq!((k.cid(), k.key()), (0x555, &b"foo"[..]));
-        assert_eq!(DocKey::from_encoded(k.encoded()), Some(k));
+        assert_eq!(DocKey::from_encoded(k.encoded()).as_ref(), Some(&k));
         assert_eq!(DocKey::from_encoded(&[0x80]), None);
     }
 

@@ -340,3 +340,50 @@ func TestMutateInExpiry(t *testing.T) {
 	requireNoError(t, err, "MutateIn with expiry")
 	requireNear(t, expiryTime(t, key), time.Now().Add(time.Hour), "expiry")
 }
+
+// A document created as deleted (CREATE_AS_DELETED, as transactions stage inserts) is a tombstone: invisible to
+// Get, readable with ACCESS_DELETED, and an ordinary Insert of the key still succeeds.
+func TestCreateAsDeletedTombstone(t *testing.T) {
+	key := uniqueKey(t)
+	opts := &gocb.MutateInOptions{StoreSemantic: gocb.StoreSemanticsInsert}
+	opts.Internal.DocFlags = gocb.SubdocDocFlagCreateAsDeleted | gocb.SubdocDocFlagAccessDeleted
+	_, err := collection.MutateIn(key, []gocb.MutateInSpec{
+		gocb.UpsertSpec("_txn", map[string]string{"state": "staged"}, &gocb.UpsertSpecOptions{IsXattr: true, CreatePath: true}),
+	}, opts)
+	requireNoError(t, err, "MutateIn create-as-deleted")
+	_, err = collection.Get(key, nil)
+	requireErrorIs(t, err, gocb.ErrDocumentNotFound, "Get of a tombstone")
+
+	lopts := &gocb.LookupInOptions{}
+	lopts.Internal.DocFlags = gocb.SubdocDocFlagAccessDeleted
+	res, err := collection.LookupIn(key, []gocb.LookupInSpec{
+		gocb.GetSpec("_txn", xattr()), gocb.GetSpec("$document.deleted", xattr()),
+	}, lopts)
+	requireNoError(t, err, "LookupIn access-deleted")
+	var txn map[string]string
+	var deleted bool
+	requireNoError(t, res.ContentAt(0, &txn), "_txn")
+	requireNoError(t, res.ContentAt(1, &deleted), "$document.deleted")
+	if txn["state"] != "staged" || !deleted {
+		t.Fatalf("tombstone xattr %v deleted=%v", txn, deleted)
+	}
+	_, err = collection.Insert(key, "alive", nil)
+	requireNoError(t, err, "Insert over a tombstone")
+}
+
+// `$vbucket.HLC.now` reports the vBucket clock in seconds.
+func TestVbucketVirtualXattr(t *testing.T) {
+	key := uniqueKey(t)
+	upsertBase(t, key)
+	res, err := collection.LookupIn(key, []gocb.LookupInSpec{gocb.GetSpec("$vbucket.HLC", xattr())}, nil)
+	requireNoError(t, err, "LookupIn $vbucket")
+	var hlc struct {
+		Now  string `json:"now"`
+		Mode string `json:"mode"`
+	}
+	requireNoError(t, res.ContentAt(0, &hlc), "$vbucket.HLC")
+	now, err := strconv.ParseInt(hlc.Now, 10, 64)
+	if err != nil || now-time.Now().Unix() > 300 || time.Now().Unix()-now > 300 {
+		t.Fatalf("$vbucket.HLC = %+v", hlc)
+	}
+}

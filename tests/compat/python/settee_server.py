@@ -57,7 +57,9 @@ def free_ports(count: int) -> List[int]:
 
 
 def port_is_free(port: int) -> bool:
+    """True if a listener could bind `port` (with SO_REUSEADDR, as servers do, so TIME_WAIT leftovers don't count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

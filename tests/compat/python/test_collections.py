@@ -164,11 +164,13 @@ def test_kv_in_missing_scope_raises_scope_not_found(bucket, key):
 
 
 def test_kv_in_missing_collection_times_out(bucket, named, key):
-    """A KV op on a missing collection gets UNKNOWN_COLLECTION, which the SDK retries until its timeout."""
+    """A KV op on a missing collection gets UNKNOWN_COLLECTION from GET_COLLECTION_ID, which the SDK retries until
+    its timeout: UnAmbiguousTimeoutException with retry reason key_value_collection_outdated."""
     scope, _, _ = named
     c = bucket.scope(scope).collection(unique("nocoll"))
-    with pytest.raises((UnAmbiguousTimeoutException, CollectionNotFoundException)):
+    with pytest.raises(UnAmbiguousTimeoutException) as info:
         c.get(key, GetOptions(timeout=SHORT))
+    assert "key_value_collection_outdated" in (info.value.error_context.retry_reasons or set()), repr(info.value)
 
 
 def test_drop_collection_removes_it(bucket, manager, named, key):

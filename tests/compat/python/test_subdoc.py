@@ -9,9 +9,9 @@ import pytest
 
 import couchbase.subdocument as SD
 from couchbase.exceptions import (CasMismatchException, DocumentExistsException, DocumentNotFoundException,
-                                  DocumentNotJsonException, PathExistsException, PathMismatchException,
-                                  PathNotFoundException)
-from couchbase.options import GetOptions, MutateInOptions, UpsertOptions
+                                  DocumentNotJsonException, InvalidArgumentException, PathExistsException,
+                                  PathMismatchException, PathNotFoundException)
+from couchbase.options import GetOptions, LookupInOptions, MutateInOptions, UpsertOptions
 from couchbase.subdocument import MutationMacro, StoreSemantics, convert_macro_cas_to_cas
 from couchbase.transcoder import RawBinaryTranscoder, RawJSONTranscoder
 
@@ -381,3 +381,60 @@ def test_mutation_macro_in_array_append(collection, key):
     hist = collection.lookup_in(key, [SD.get("hist", xattr=True)]).content_as[list](0)
     assert len(hist) == 1
     assert convert_macro_cas_to_cas(hist[0]) == res.cas
+
+
+# --- limits, virtual $vbucket and tombstones --------------------------------------------------------------------
+
+
+def test_vbucket_virtual_xattr_reports_hlc(collection, key):
+    """`$vbucket.HLC` reports the vBucket's hybrid logical clock: `now` in seconds (decimal string) and its mode."""
+    collection.upsert(key, base_doc())
+    hlc = collection.lookup_in(key, [SD.get("$vbucket.HLC", xattr=True)]).content_as[dict](0)
+    assert abs(int(hlc["now"]) - time.time()) < 300, hlc
+    assert hlc["mode"] in ("real", "logical"), hlc
+
+
+def test_path_longer_than_1024_bytes_is_invalid(collection, key):
+    """kv_engine's validator refuses a path over 1024 bytes with EINVAL (InvalidArgumentException); a 1024-byte
+    path is valid and simply not found."""
+    collection.upsert(key, base_doc())
+    with pytest.raises(InvalidArgumentException):
+        collection.lookup_in(key, [SD.get("a" * 1025)])
+    res = collection.lookup_in(key, [SD.get("a" * 1024)])
+    with pytest.raises(PathNotFoundException):
+        res.content_as[str](0)
+
+
+def test_macro_in_array_addunique_is_refused(collection, key):
+    """Couchbase refuses macro expansion in array_add_unique (EINVAL → InvalidArgumentException)."""
+    collection.upsert(key, base_doc())
+    with pytest.raises(InvalidArgumentException):
+        collection.mutate_in(key, [SD.array_addunique("set", MutationMacro.cas(), create_parents=True)])
+
+
+def test_tombstone_keeps_system_xattrs_only(collection, key):
+    """Removing a document leaves a tombstone that keeps system (`_`) xattrs and drops user xattrs and the body:
+    a normal lookup is DocumentNotFound, an access_deleted lookup sees `_sys` and `$document.deleted` = true."""
+    collection.upsert(key, base_doc())
+    collection.mutate_in(key, [SD.upsert("_sys", {"txn": 1}, xattr=True), SD.upsert("user", {"u": 1}, xattr=True)])
+    collection.remove(key)
+    with pytest.raises(DocumentNotFoundException):
+        collection.lookup_in(key, [SD.get("_sys", xattr=True)])
+    res = collection.lookup_in(key, [SD.get("_sys", xattr=True), SD.exists("user", xattr=True),
+                                     SD.get("$document.deleted", xattr=True)],
+                               LookupInOptions(access_deleted=True))
+    assert res.content_as[dict](0) == {"txn": 1}
+    assert res.exists(1) is False
+    assert res.content_as[bool](2) is True
+
+
+def test_access_deleted_mutation_updates_tombstone_xattr(collection, key):
+    """mutate_in with access_deleted writes a system xattr on a tombstone without reviving the document."""
+    collection.upsert(key, base_doc())
+    collection.remove(key)
+    collection.mutate_in(key, [SD.upsert("_txn", {"state": "pending"}, xattr=True, create_parents=True)],
+                         MutateInOptions(access_deleted=True))
+    with pytest.raises(DocumentNotFoundException):
+        collection.get(key)
+    res = collection.lookup_in(key, [SD.get("_txn", xattr=True)], LookupInOptions(access_deleted=True))
+    assert res.content_as[dict](0) == {"state": "pending"}

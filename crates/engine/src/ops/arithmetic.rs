@@ -39,7 +39,12 @@ pub const NO_CREATE_EXPIRY: u32 = 0xFFFF_FFFF;
 impl Bucket {
     /// Adds or subtracts `delta`. Increment wraps at 2^64, decrement stops at 0. A missing document is created
     /// with `initial` unless `expiry` is 0xFFFFFFFF.
-    pub fn arithmetic(&self, vb: VbId, key: &DocKey, req: ArithmeticRequest) -> Result<ArithmeticResult, EngineError> {
+    pub fn arithmetic(
+        &self,
+        vb: VbId,
+        key: &DocKey<'_>,
+        req: ArithmeticRequest,
+    ) -> Result<ArithmeticResult, EngineError> {
         let ArithmeticRequest { op, delta, initial, expiry, opts } = req;
         let ttl_cap = self.collection_ttl(key.cid())?;
         self.check_durability(opts.durability)?;

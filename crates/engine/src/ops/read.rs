@@ -24,7 +24,7 @@ pub struct GetMeta {
 impl Bucket {
     /// Reads a live document; `f` sees it under the vBucket lock (so the caller can encode without copying).
     /// A locked document reads with CAS `LOCKED_CAS`.
-    pub fn get<R>(&self, vb: VbId, key: &DocKey, f: impl FnOnce(ItemView<'_>) -> R) -> Result<R, EngineError> {
+    pub fn get<R>(&self, vb: VbId, key: &DocKey<'_>, f: impl FnOnce(ItemView<'_>) -> R) -> Result<R, EngineError> {
         self.collection_ttl(key.cid())?;
         BucketStats::bump(&self.stats.cmd_get);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
@@ -67,7 +67,7 @@ impl Bucket {
     pub fn get_locked<R>(
         &self,
         vb: VbId,
-        key: &DocKey,
+        key: &DocKey<'_>,
         lock_secs: u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<R, EngineError> {
@@ -89,7 +89,7 @@ impl Bucket {
         })
     }
 
-    pub fn unlock(&self, vb: VbId, key: &DocKey, cas: u64) -> Result<(), EngineError> {
+    pub fn unlock(&self, vb: VbId, key: &DocKey<'_>, cas: u64) -> Result<(), EngineError> {
         self.collection_ttl(key.cid())?;
         let now = self.clock.now_secs();
         self.with_active(vb, |inner| {
@@ -109,7 +109,7 @@ impl Bucket {
     pub fn touch<R>(
         &self,
         vb: VbId,
-        key: &DocKey,
+        key: &DocKey<'_>,
         expiry: u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<(MutationResult, R), EngineError> {

@@ -77,7 +77,7 @@ impl Bucket {
     pub fn lookup_in(
         &self,
         vb: VbId,
-        key: &DocKey,
+        key: &DocKey<'_>,
         specs: &[LookupSpec<'_>],
         flags: DocFlags,
     ) -> Result<LookupResult, EngineError> {
@@ -105,7 +105,7 @@ impl Bucket {
     pub fn mutate_in(
         &self,
         vb: VbId,
-        key: &DocKey,
+        key: &DocKey<'_>,
         specs: &[MutationSpec<'_>],
         opts: MutateInOptions,
     ) -> Result<SubdocMutationResult, EngineError> {
@@ -136,7 +136,7 @@ impl Bucket {
         &self,
         inner: &mut VbInner,
         vb: VbId,
-        key: &DocKey,
+        key: &DocKey<'_>,
         specs: &[MutationSpec<'_>],
         opts: MutateInOptions,
         ttl_cap: Option<u32>,

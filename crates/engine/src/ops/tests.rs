@@ -33,7 +33,7 @@ fn bucket() -> (Bucket, Arc<ManualClock>) {
     bucket_with(256 << 20)
 }
 
-fn set(b: &Bucket, key: &DocKey, value: &[u8], expiry: u32) -> Result<crate::MutationResult, EngineError> {
+fn set(b: &Bucket, key: &DocKey<'_>, value: &[u8], expiry: u32) -> Result<crate::MutationResult, EngineError> {
     b.store(VbId(1), key, StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry, opts: WriteOptions::default() })
 }
 

@@ -31,7 +31,7 @@ pub struct StoreRequest<'a> {
 }
 
 impl Bucket {
-    pub fn store(&self, vb: VbId, key: &DocKey, req: StoreRequest<'_>) -> Result<MutationResult, EngineError> {
+    pub fn store(&self, vb: VbId, key: &DocKey<'_>, req: StoreRequest<'_>) -> Result<MutationResult, EngineError> {
         if req.value.len() > limits::VALUE_BYTES_MAX {
             return Err(EngineError::TooBig);
         }
@@ -88,7 +88,7 @@ impl Bucket {
         })
     }
 
-    pub fn delete(&self, vb: VbId, key: &DocKey, opts: WriteOptions) -> Result<MutationResult, EngineError> {
+    pub fn delete(&self, vb: VbId, key: &DocKey<'_>, opts: WriteOptions) -> Result<MutationResult, EngineError> {
         self.collection_ttl(key.cid())?;
         self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
@@ -112,7 +112,7 @@ impl Bucket {
     pub fn concat(
         &self,
         vb: VbId,
-        key: &DocKey,
+        key: &DocKey<'_>,
         data: &[u8],
         prepend: bool,
         opts: WriteOptions,

@@ -29,7 +29,7 @@ pub(crate) fn expect_layout(
 
 /// The document key: with Collections negotiated the key starts with a LEB128 collection id, otherwise it is in
 /// the default collection. The bare key must be 1..=250 bytes.
-pub(crate) fn doc_key(s: &Session, raw: &[u8]) -> Result<DocKey, KvError> {
+pub(crate) fn doc_key<'a>(s: &Session, raw: &'a [u8]) -> Result<DocKey<'a>, KvError> {
     let key = if s.collections() {
         DocKey::from_encoded(raw).ok_or(KvError::Status(Status::Einval))?
     } else {
