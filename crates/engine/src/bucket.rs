@@ -164,6 +164,11 @@ impl Bucket {
         Ok((result, after.uid))
     }
 
+    /// Replaces the manifest wholesale, as when a restarted node restores its metadata.
+    pub fn restore_manifest(&self, manifest: Manifest) {
+        *self.manifest.write() = Arc::new(manifest);
+    }
+
     /// The maxTTL in force for a collection, or UNKNOWN_COLLECTION.
     pub(crate) fn collection_ttl(&self, cid: CollectionId) -> Result<Option<u32>, EngineError> {
         let m = self.manifest.read();

@@ -1,6 +1,7 @@
 //! The collections manifest of a bucket: scopes, collections, their ids and the manifest uid that grows with every
 //! change. Uids are printed as hex strings, as the SDKs parse them.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use settee_types::CollectionId;
 
@@ -10,7 +11,7 @@ const FIRST_USER_ID: u32 = 8;
 const COLLECTIONS_MAX: usize = 1000;
 const NAME_BYTES_MAX: usize = 251;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Collection {
     pub name: String,
     pub uid: CollectionId,
@@ -19,14 +20,15 @@ pub struct Collection {
     pub history: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scope {
     pub name: String,
     pub uid: u32,
     pub collections: Vec<Collection>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serialisable so the node can keep manifests across restarts (ids must never be reused).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub uid: u64,
     pub scopes: Vec<Scope>,

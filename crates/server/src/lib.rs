@@ -10,6 +10,7 @@ pub mod cluster_config;
 pub mod config;
 pub mod error_map;
 pub mod kv;
+pub mod metadata;
 pub mod node;
 pub mod rest;
 mod service;

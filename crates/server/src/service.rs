@@ -49,7 +49,9 @@ impl RunningNode {
         config.mgmt_port = mgmt_addr.port();
         config.query_port = query_addr.port();
         let node = Node::new(config)?;
-        node.create_default_bucket().map_err(|e| anyhow::anyhow!("cannot create the default bucket: {e}"))?;
+        if !crate::metadata::load(&node)? {
+            node.create_default_bucket().map_err(|e| anyhow::anyhow!("cannot create the default bucket: {e}"))?;
+        }
 
         let (stop, stopped) = watch::channel(false);
         let on_stop = |mut rx: watch::Receiver<bool>| async move {
@@ -69,6 +71,7 @@ impl RunningNode {
                 tracing::error!(error = %e, "query service failed");
             }
         }));
+        tasks.push(tokio::spawn(crate::metadata::saver(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
         tracing::info!(%kv_addr, %mgmt_addr, %query_addr, "settee node ready");
         Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks })

@@ -2,7 +2,7 @@
 
 use settee_types::{Datatype, VbId};
 
-use super::{check_cas_and_lock, expire_in_place, MutationResult, WriteOptions};
+use super::{check_cas_and_lock, MutationResult, WriteOptions};
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::expiry::{absolute_expiry, cap_expiry};
@@ -50,8 +50,7 @@ impl Bucket {
         self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            let d = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(d);
+            self.expire_lazily(inner, key, now_ns, now);
             let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
             let (value, next) = match existing {
                 None if expiry == NO_CREATE_EXPIRY || opts.cas != 0 => return Err(EngineError::NotFound),

@@ -35,6 +35,14 @@ pub struct MutationResult {
     pub vbuuid: VbUuid,
 }
 
+impl crate::Bucket {
+    /// Expiry on access: an expired item becomes a tombstone before any operation looks at it.
+    pub(crate) fn expire_lazily(&self, inner: &mut VbInner, key: &crate::DocKey<'_>, now_nanos: u64, now_secs: u32) {
+        let delta = expire_in_place(inner, key.encoded(), now_nanos, now_secs);
+        self.charge(delta);
+    }
+}
+
 /// If the item under `key` is live but expired, replaces it with a tombstone (a new seqno, as Couchbase records an
 /// expiration) and returns the change in charged bytes.
 pub(crate) fn expire_in_place(inner: &mut VbInner, key: &[u8], now_nanos: u64, now_secs: u32) -> isize {

@@ -2,7 +2,7 @@
 
 use settee_types::{limits, CollectionId, Datatype, VbId, LOCKED_CAS};
 
-use super::{expire_in_place, MutationResult};
+use super::MutationResult;
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::expiry::{absolute_expiry, cap_expiry};
@@ -29,8 +29,7 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_get);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             match inner.table.get(key.encoded()) {
                 Some(item) if !item.deleted => {
                     let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas };
@@ -48,8 +47,7 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             Ok(GetMeta {
                 deleted: item.deleted,
@@ -76,8 +74,7 @@ impl Bucket {
             if lock_secs == 0 || lock_secs > limits::LOCK_SECS_MAX { limits::LOCK_SECS_DEFAULT } else { lock_secs };
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             let cas = inner.next_cas(now_ns);
             let item = inner.table.get_mut(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             if item.is_locked(now) {
@@ -116,8 +113,7 @@ impl Bucket {
         let ttl_cap = self.collection_ttl(key.cid())?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             let item = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             if item.is_locked(now) {
                 return Err(EngineError::Locked);

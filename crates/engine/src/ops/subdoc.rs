@@ -4,7 +4,7 @@
 use settee_doc::{DocMeta, LookupSpec, MutationContext, MutationSpec, SpecResult};
 use settee_types::{limits, Datatype, Status, VbId, LOCKED_CAS};
 
-use super::{check_cas_and_lock, expire_in_place, MutationResult, WriteOptions};
+use super::{check_cas_and_lock, MutationResult, WriteOptions};
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::expiry::{absolute_expiry, cap_expiry};
@@ -88,8 +88,7 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_lookup);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            let d = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(d);
+            self.expire_lazily(inner, key, now_ns, now);
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             if item.deleted && !flags.has(DocFlags::ACCESS_DELETED) {
                 return Err(EngineError::NotFound);
@@ -125,8 +124,7 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_mutation);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            let d = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(d);
+            self.expire_lazily(inner, key, now_ns, now);
             self.mutate_locked(inner, vb, key, specs, opts, ttl_cap, now_ns, now)
         })
     }

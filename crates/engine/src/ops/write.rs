@@ -2,7 +2,7 @@
 
 use settee_types::{limits, Datatype, VbId};
 
-use super::{check_cas_and_lock, expire_in_place, tombstone_of, MutationResult, WriteOptions};
+use super::{check_cas_and_lock, tombstone_of, MutationResult, WriteOptions};
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::expiry::{absolute_expiry, cap_expiry};
@@ -44,8 +44,7 @@ impl Bucket {
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let json = is_json(req.value);
         self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
             match (req.mode, existing) {
                 (StoreMode::Add, Some(_)) => return Err(EngineError::Exists),
@@ -93,8 +92,7 @@ impl Bucket {
         self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             check_cas_and_lock(old, opts.cas, now)?;
             let mut tomb = tombstone_of(old, now);
@@ -121,8 +119,7 @@ impl Bucket {
         self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            let delta = expire_in_place(inner, key.encoded(), now_ns, now);
-            self.charge(delta);
+            self.expire_lazily(inner, key, now_ns, now);
             let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotStored)?;
             check_cas_and_lock(old, opts.cas, now)?;
             let (xattrs, body) = settee_doc::split_value(&old.value, old.datatype.has_xattr())

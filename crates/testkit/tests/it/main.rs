@@ -2,6 +2,7 @@
 
 mod helpers;
 mod kv_ops;
+mod metadata;
 mod process;
 mod session;
 mod wire;

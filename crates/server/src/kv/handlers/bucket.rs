@@ -6,6 +6,7 @@ use settee_mcbp::{encode_response, Request};
 use settee_types::{Status, VbId};
 
 use super::request::be_u64;
+use super::selected_bucket;
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
 use crate::kv::session::Session;
@@ -14,7 +15,7 @@ use crate::node::{Node, COUCHBASE_VERSION};
 /// STAT: one reply per statistic (key = name, value = decimal text) and an empty reply to end the group.
 /// Groups: "" (default), "memory", "uuid". Other groups are KEY_ENOENT, as kv_engine answers unknown ones.
 pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let cfg = b.config();
     let mut stats: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: String| stats.push((k.to_owned(), v));
@@ -63,7 +64,7 @@ pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRes
     if !s.access.read {
         return Err(KvError::Status(Status::Eaccess));
     }
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let _asked = be_u64(req.value);
     let o = b.observe_seqno(VbId(req.vbucket))?;
     let mut body = Vec::with_capacity(27);
@@ -77,7 +78,7 @@ pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRes
 }
 
 pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let body = b.manifest().to_json().to_string();
     reply::json(out, req, Status::Success, body.as_bytes());
     Ok(())
@@ -88,7 +89,7 @@ pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Vec<u8
 pub fn get_collection_id(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
     let raw = if req.value.is_empty() { req.key } else { req.value };
     let path = std::str::from_utf8(raw).map_err(|_| KvError::Status(Status::Einval))?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let (uid, cid) = b.resolve_collection(path)?;
     let mut extras = [0u8; 12];
     extras[..8].copy_from_slice(&uid.to_be_bytes());

@@ -9,4 +9,4 @@ pub mod subdoc;
 
 mod request;
 
-pub(crate) use request::{doc_key, expect_layout, request_value, write_options};
+pub(crate) use request::{doc_key, expect_layout, request_value, selected_bucket, write_options};

@@ -5,7 +5,7 @@ use settee_mcbp::{encode_response, Opcode, Request};
 use settee_types::{Status, VbId};
 
 use super::request::{be_u32, be_u64};
-use super::{doc_key, expect_layout, request_value, write_options};
+use super::{doc_key, expect_layout, request_value, selected_bucket, write_options};
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
 use crate::kv::session::Session;
@@ -28,7 +28,7 @@ pub fn store(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> K
         Opcode::Replace => StoreMode::Replace,
         _ => StoreMode::Set,
     };
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let m = b.store(
         VbId(req.vbucket),
         &key,
@@ -48,7 +48,7 @@ pub fn delete(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     need_write(s)?;
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let m = b.delete(VbId(req.vbucket), &key, write_options(req)?)?;
     reply::mutation(out, req, s, &m);
     Ok(())
@@ -60,7 +60,7 @@ pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode)
     expect_layout(req, &[20], true, Some(false))?;
     need_write(s)?;
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let op = if op == Opcode::Increment { ArithmeticOp::Increment } else { ArithmeticOp::Decrement };
     let r = b.arithmetic(
         VbId(req.vbucket),
@@ -83,7 +83,7 @@ pub fn concat(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> 
     need_write(s)?;
     let key = doc_key(s, req.key)?;
     let value = request_value(s, req)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let m = b.concat(VbId(req.vbucket), &key, &value, op == Opcode::Prepend, write_options(req)?)?;
     reply::mutation(out, req, s, &m);
     Ok(())

@@ -9,6 +9,12 @@ use settee_types::{limits, Datatype, Status};
 
 use crate::kv::dispatch::KvError;
 use crate::kv::session::Session;
+use crate::node::BucketHandle;
+
+/// The bucket the connection selected (dispatch already answered NO_BUCKET for commands that need one).
+pub(crate) fn selected_bucket(s: &Session) -> Result<&BucketHandle, KvError> {
+    s.bucket.as_deref().ok_or(KvError::Status(Status::NoBucket))
+}
 
 /// Checks the extras length and whether key and value are present as the opcode requires; EINVAL otherwise.
 pub(crate) fn expect_layout(

@@ -5,7 +5,7 @@ use settee_mcbp::{encode_leb128, Opcode, Request};
 use settee_types::{Status, VbId};
 
 use super::request::be_u32;
-use super::{doc_key, expect_layout};
+use super::{doc_key, expect_layout, selected_bucket};
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
 use crate::kv::session::Session;
@@ -27,7 +27,7 @@ pub fn get(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvR
     if op == Opcode::GetReplica {
         return Err(KvError::Engine(EngineError::NotMyVbucket));
     }
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     b.get(VbId(req.vbucket), &key, |item| {
         let (body, dt) = item.body();
         reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
@@ -42,7 +42,7 @@ pub fn touch(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> K
         return Err(KvError::Status(Status::Eaccess));
     }
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let expiry = be_u32(req.extras);
     let is_gat = op == Opcode::Gat;
     let mut body_reply = Vec::new();
@@ -64,7 +64,7 @@ pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult
     expect_layout(req, &[0, 4], true, Some(false))?;
     need_read(s)?;
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     b.get_locked(VbId(req.vbucket), &key, be_u32(req.extras), |item| {
         let (body, dt) = item.body();
         reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
@@ -76,7 +76,7 @@ pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     need_read(s)?;
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     b.unlock(VbId(req.vbucket), &key, req.cas)?;
     reply::status(out, req, Status::Success);
     Ok(())
@@ -92,7 +92,7 @@ pub fn get_meta(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
         _ => return Err(KvError::Status(Status::Einval)),
     };
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let meta = b.get_meta(VbId(req.vbucket), &key)?;
     let mut extras = [0u8; 21];
     extras[..4].copy_from_slice(&u32::from(meta.deleted).to_be_bytes());
@@ -114,7 +114,7 @@ pub fn get_random_key(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRe
         _ => return Err(KvError::Status(Status::Einval)),
     };
     need_read(s)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let collections = s.collections();
     b.random_key(cid, |encoded_key, item| {
         let key: Vec<u8> = if collections {

@@ -7,7 +7,7 @@ use settee_mcbp::{encode_response, Feature, Opcode, Request};
 use settee_types::{limits, Datatype, Status, VbId};
 
 use super::request::be_u32;
-use super::{doc_key, write_options};
+use super::{doc_key, selected_bucket, write_options};
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
 use crate::kv::session::Session;
@@ -81,7 +81,7 @@ pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResu
     }
     let key = doc_key(s, req.key)?;
     let specs = parse_lookup_specs(req.value)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     if doc_flags & DocFlags::REPLICA_READ != 0 {
         // This node holds no replica vBuckets.
         return Err(KvError::Engine(EngineError::NotMyVbucket));
@@ -112,7 +112,7 @@ pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRe
     }
     let key = doc_key(s, req.key)?;
     let specs = parse_mutation_specs(req.value)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let opts = MutateInOptions { doc_flags: DocFlags(doc_flags), expiry, user_flags, write: write_options(req)? };
     match b.mutate_in(VbId(req.vbucket), &key, &specs, opts) {
         Ok(r) => {
@@ -152,7 +152,7 @@ pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode
     let path = req.value.get(..path_len).ok_or_else(einval)?;
     let value = &req.value[path_len..];
     let key = doc_key(s, req.key)?;
-    let b = s.bucket.as_ref().ok_or(KvError::Status(Status::NoBucket))?;
+    let b = selected_bucket(s)?;
     let is_lookup = matches!(op, Opcode::SubdocGet | Opcode::SubdocExists | Opcode::SubdocGetCount);
     if is_lookup {
         let doc_flags = match e.len() {
