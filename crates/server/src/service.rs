@@ -25,6 +25,8 @@ pub struct RunningNode {
     pub query_addr: SocketAddr,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// Held for the node's lifetime: an exclusive lock on `<data-dir>/LOCK`.
+    _data_dir_lock: std::fs::File,
 }
 
 impl RunningNode {
@@ -32,6 +34,7 @@ impl RunningNode {
     pub async fn start(config: ServerConfig) -> anyhow::Result<RunningNode> {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+        let data_dir_lock = lock_data_dir(&config.data_dir)?;
         let bind = |port: u16| {
             let host = config.host.clone();
             async move {
@@ -74,7 +77,7 @@ impl RunningNode {
         tasks.push(tokio::spawn(crate::metadata::saver(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
         tracing::info!(%kv_addr, %mgmt_addr, %query_addr, "settee node ready");
-        Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks })
+        Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks, _data_dir_lock: data_dir_lock })
     }
 
     /// Stops accepting, closes connections and waits for the services to end.
@@ -83,6 +86,24 @@ impl RunningNode {
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
+    }
+}
+
+/// Two nodes sharing a data directory would overwrite each other's files: refuse to start instead.
+fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            anyhow::bail!("data directory {} is in use by another settee process", dir.display())
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
     }
 }
 

@@ -72,3 +72,17 @@ async fn default_bucket_is_created_only_on_first_start() {
     second.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A second node on the same data directory refuses to start while the first runs.
+#[tokio::test]
+async fn data_directory_is_locked() {
+    let dir = settee_testkit::temp_dir("lock");
+    let first = start(&dir).await;
+    let mut config = ServerConfig::defaults();
+    config.data_dir = dir.clone();
+    (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
+    let err = RunningNode::start(config).await.err().expect("second node refused");
+    assert!(err.to_string().contains("in use by another settee process"), "{err}");
+    first.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
