@@ -89,6 +89,13 @@ if ! (cd tests/compat/python && ../../../.venv/bin/python -m pytest ${PYTEST_ARG
     failures+=("python")
 fi
 
+log "Python suite again on a persistent (couchbase) bucket"
+# shellcheck disable=SC2086
+if ! (cd tests/compat/python && SETTEE_COMPAT_BUCKET_TYPE=couchbase ../../../.venv/bin/python -m pytest \
+        --ignore=test_persistence.py ${PYTEST_ARGS:-}); then
+    failures+=("python-couchbase-bucket")
+fi
+
 log "Go suite (gocb v2.11.1) against $SETTEE_BIN"
 # shellcheck disable=SC2086
 if ! (cd tests/compat/go && go test -count=1 -timeout 20m ${GO_TEST_ARGS:-} ./...); then

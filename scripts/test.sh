@@ -12,6 +12,9 @@ echo "== build the settee binary (debug) for the process and SDK tests"
 cargo build --locked -p settee-server --bin settee
 export SETTEE_BIN="$PWD/target/debug/settee"
 
+echo "== memcached (the settee bench tests drive a real one)"
+command -v memcached || (apt-get update -qq && apt-get install -y -qq memcached)
+
 echo "== rust workspace tests"
 cargo test --locked --workspace
 

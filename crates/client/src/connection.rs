@@ -1,6 +1,13 @@
-use settee_mcbp::{decode_response, encode_leb128, encode_request, Feature, Magic, Request};
+//! One KV connection: a socket, a read buffer that frames are decoded from in place, and a write buffer that
+//! pipelined requests are queued into and flushed with one write.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use settee_mcbp::{decode_response, encode_leb128, encode_request, Feature, Magic, Opcode, Request, Response};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A reply, owning its parts.
@@ -16,6 +23,21 @@ pub struct OwnedResponse {
     pub value: Vec<u8>,
 }
 
+impl OwnedResponse {
+    fn of(r: &Response<'_>) -> OwnedResponse {
+        OwnedResponse {
+            opcode: r.opcode,
+            status: r.status,
+            opaque: r.opaque,
+            cas: r.cas,
+            datatype: r.datatype,
+            extras: r.extras.to_vec(),
+            key: r.key.to_vec(),
+            value: r.value.to_vec(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("i/o: {0}")]
@@ -26,26 +48,44 @@ pub enum ClientError {
     Status { what: &'static str, status: u16 },
     #[error("connection closed")]
     Closed,
+    #[error("bad cluster config: {0}")]
+    Config(String),
 }
+
+/// Initial read buffer; it grows to hold the largest frame seen.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// One KV connection.
+///
+/// Two ways to use it: `call`/`send` write one request and wait for its reply (tests, bootstrap); `queue`, `flush`,
+/// `fill` and `next_response` pipeline many requests and decode their replies in place without copying (bench).
 pub struct Connection {
     stream: TcpStream,
-    buf: Vec<u8>,
+    /// Received bytes live in `rbuf[rstart..rend]`; the rest of `rbuf` is zeroed space to read into.
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    wbuf: Vec<u8>,
     next_opaque: u32,
     collections: bool,
+    features: Vec<Feature>,
 }
 
-const OP_HELLO: u8 = 0x1f;
-const OP_SASL_AUTH: u8 = 0x21;
-const OP_SELECT_BUCKET: u8 = 0x89;
-
 impl Connection {
-    /// Connects without any handshake (for tests that drive the protocol by hand).
+    /// Connects without any handshake (for tests that drive the protocol by hand, and for plain memcached).
     pub async fn connect_raw(addr: std::net::SocketAddr) -> Result<Connection, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Connection { stream, buf: Vec::with_capacity(64 * 1024), next_opaque: 1, collections: false })
+        Ok(Connection {
+            stream,
+            rbuf: vec![0; READ_BUFFER_BYTES],
+            rstart: 0,
+            rend: 0,
+            wbuf: Vec::with_capacity(READ_BUFFER_BYTES),
+            next_opaque: 1,
+            collections: false,
+            features: Vec::new(),
+        })
     }
 
     /// Connects, negotiates `features`, authenticates with PLAIN and selects `bucket` (if any).
@@ -57,24 +97,56 @@ impl Connection {
         features: &[Feature],
     ) -> Result<Connection, ClientError> {
         let mut c = Connection::connect_raw(addr).await?;
-        let hello: Vec<u8> = features.iter().flat_map(|f| f.code().to_be_bytes()).collect();
-        let r = c.call(OP_HELLO, b"settee-client", &[], &hello, 0, 0).await?;
-        c.collections = r.value.chunks(2).any(|p| p == Feature::Collections.code().to_be_bytes());
+        c.hello("settee-client", features).await?;
+        c.sasl_plain(user, password).await?;
+        if let Some(b) = bucket {
+            c.select_bucket(b).await?;
+        }
+        Ok(c)
+    }
+
+    /// HELLO: asks for `features` and records what the server agreed to.
+    pub async fn hello(&mut self, agent: &str, features: &[Feature]) -> Result<(), ClientError> {
+        let asked: Vec<u8> = features.iter().flat_map(|f| f.code().to_be_bytes()).collect();
+        let r = self.call(Opcode::Hello as u8, agent.as_bytes(), &[], &asked, 0, 0).await?;
+        if r.status != 0 {
+            return Err(ClientError::Status { what: "HELLO", status: r.status });
+        }
+        self.features =
+            r.value.chunks_exact(2).filter_map(|p| Feature::from_code(u16::from_be_bytes([p[0], p[1]]))).collect();
+        self.collections = self.has(Feature::Collections);
+        Ok(())
+    }
+
+    /// SASL PLAIN authentication.
+    pub async fn sasl_plain(&mut self, user: &str, password: &str) -> Result<(), ClientError> {
         let mut plain = vec![0u8];
         plain.extend_from_slice(user.as_bytes());
         plain.push(0);
         plain.extend_from_slice(password.as_bytes());
-        let r = c.call(OP_SASL_AUTH, b"PLAIN", &[], &plain, 0, 0).await?;
+        let r = self.call(Opcode::SaslAuth as u8, b"PLAIN", &[], &plain, 0, 0).await?;
         if r.status != 0 {
             return Err(ClientError::Status { what: "SASL_AUTH", status: r.status });
         }
-        if let Some(b) = bucket {
-            let r = c.call(OP_SELECT_BUCKET, b.as_bytes(), &[], &[], 0, 0).await?;
-            if r.status != 0 {
-                return Err(ClientError::Status { what: "SELECT_BUCKET", status: r.status });
-            }
+        Ok(())
+    }
+
+    pub async fn select_bucket(&mut self, bucket: &str) -> Result<(), ClientError> {
+        let r = self.call(Opcode::SelectBucket as u8, bucket.as_bytes(), &[], &[], 0, 0).await?;
+        if r.status != 0 {
+            return Err(ClientError::Status { what: "SELECT_BUCKET", status: r.status });
         }
-        Ok(c)
+        Ok(())
+    }
+
+    /// Whether the server agreed to `f` in HELLO.
+    pub fn has(&self, f: Feature) -> bool {
+        self.features.contains(&f)
+    }
+
+    /// Whether keys on this connection carry a LEB128 collection prefix.
+    pub fn collections(&self) -> bool {
+        self.collections
     }
 
     /// The key as sent on this connection: with the collection prefix when Collections was negotiated.
@@ -97,38 +169,30 @@ impl Connection {
         vbucket: u16,
         cas: u64,
     ) -> Result<OwnedResponse, ClientError> {
-        let opaque = self.next_opaque;
-        self.next_opaque = self.next_opaque.wrapping_add(1);
         let req = Request {
             magic: Magic::ClientRequest,
             opcode,
             datatype: 0,
             vbucket,
-            opaque,
+            opaque: 0,
             cas,
             framing: &[],
             extras,
             key,
             value,
         };
-        let mut out = Vec::new();
-        encode_request(&mut out, &req);
-        self.send_raw(&out).await?;
-        self.read_response().await
+        self.send(&req).await
     }
 
     /// Sends a request built by the caller (any magic, framing or datatype) with a fresh opaque, and waits for
     /// its reply.
     pub async fn send(&mut self, req: &Request<'_>) -> Result<OwnedResponse, ClientError> {
-        let mut req = *req;
-        req.opaque = self.next_opaque;
-        self.next_opaque = self.next_opaque.wrapping_add(1);
-        let mut out = Vec::new();
-        encode_request(&mut out, &req);
-        self.send_raw(&out).await?;
+        self.queue(req);
+        self.flush().await?;
         self.read_response().await
     }
 
+    /// Writes bytes as they are (for tests that send malformed frames).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
         self.stream.write_all(bytes).await?;
         Ok(())
@@ -137,30 +201,10 @@ impl Connection {
     /// Reads the next frame from the server.
     pub async fn read_response(&mut self) -> Result<OwnedResponse, ClientError> {
         loop {
-            match decode_response(&self.buf, FRAME_BODY_BYTES_MAX) {
-                Ok(Some((r, n))) => {
-                    let owned = OwnedResponse {
-                        opcode: r.opcode,
-                        status: r.status,
-                        opaque: r.opaque,
-                        cas: r.cas,
-                        datatype: r.datatype,
-                        extras: r.extras.to_vec(),
-                        key: r.key.to_vec(),
-                        value: r.value.to_vec(),
-                    };
-                    self.buf.drain(..n);
-                    return Ok(owned);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(ClientError::Protocol(e.to_string())),
+            if let Some(r) = self.next_response()? {
+                return Ok(OwnedResponse::of(&r));
             }
-            let mut chunk = [0u8; 16 * 1024];
-            let n = self.stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Err(ClientError::Closed);
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
+            self.fill().await?;
         }
     }
 
@@ -168,10 +212,171 @@ impl Connection {
     pub async fn closed_by_server(&mut self) -> bool {
         let mut chunk = [0u8; 1024];
         loop {
-            match self.stream.read(&mut chunk).await {
+            match tokio::io::AsyncReadExt::read(&mut self.stream, &mut chunk).await {
                 Ok(0) | Err(_) => return true,
                 Ok(_) => continue,
             }
         }
+    }
+
+    // ---- pipelining ----
+
+    /// Appends `req` to the write buffer with a fresh opaque, which it returns. Nothing is sent until `flush`.
+    pub fn queue(&mut self, req: &Request<'_>) -> u32 {
+        let opaque = self.next_opaque;
+        self.next_opaque = self.next_opaque.wrapping_add(1);
+        encode_request(&mut self.wbuf, &Request { opaque, ..*req });
+        opaque
+    }
+
+    /// Bytes queued and not yet flushed.
+    pub fn queued_bytes(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Writes every queued request with one write.
+    pub async fn flush(&mut self) -> Result<(), ClientError> {
+        if !self.wbuf.is_empty() {
+            self.stream.write_all(&self.wbuf).await?;
+            self.wbuf.clear();
+        }
+        Ok(())
+    }
+
+    /// Decodes the next complete frame already received, borrowing it from the read buffer; None when more bytes
+    /// are needed (call `fill`).
+    pub fn next_response(&mut self) -> Result<Option<Response<'_>>, ClientError> {
+        match decode_response(&self.rbuf[self.rstart..self.rend], FRAME_BODY_BYTES_MAX) {
+            Ok(Some((r, n))) => {
+                self.rstart += n;
+                Ok(Some(r))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(ClientError::Protocol(e.to_string())),
+        }
+    }
+
+    /// Waits for more bytes from the server and appends them to the read buffer. Cancel-safe: bytes are kept as
+    /// soon as they are read, so it can be raced against a timer.
+    pub async fn fill(&mut self) -> Result<usize, ClientError> {
+        poll_fn(|cx| self.poll_fill(cx)).await
+    }
+
+    /// The poll form of [`Connection::fill`], for waiting on several connections at once.
+    pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, ClientError>> {
+        self.make_room();
+        let mut rb = ReadBuf::new(&mut self.rbuf[self.rend..]);
+        match Pin::new(&mut self.stream).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                if n == 0 {
+                    return Poll::Ready(Err(ClientError::Closed));
+                }
+                self.rend += n;
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Moves the unread bytes to the front when that frees space, and grows the buffer when a frame does not fit.
+    fn make_room(&mut self) {
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        if self.rend < self.rbuf.len() && self.rstart < self.rbuf.len() / 2 {
+            return;
+        }
+        self.rbuf.copy_within(self.rstart..self.rend, 0);
+        self.rend -= self.rstart;
+        self.rstart = 0;
+        if self.rend == self.rbuf.len() {
+            // A frame larger than the buffer: the header bounds it by FRAME_BODY_BYTES_MAX, checked in decode.
+            let grown = (self.rbuf.len() * 2).min(FRAME_BODY_BYTES_MAX + 2 * settee_mcbp::HEADER_BYTES);
+            self.rbuf.resize(grown.max(self.rbuf.len() + 1), 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use settee_mcbp::encode_response;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// A fake server: accepts one connection, reads `expect` request bytes, then writes `reply` in two pieces that
+    /// split a frame in the middle.
+    async fn fake_server(expect: usize, reply: Vec<u8>) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut got = vec![0; expect];
+            s.read_exact(&mut got).await.unwrap();
+            let cut = reply.len() / 2 + 3;
+            s.write_all(&reply[..cut]).await.unwrap();
+            s.flush().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            s.write_all(&reply[cut..]).await.unwrap();
+        });
+        addr
+    }
+
+    fn get(key: &[u8]) -> Request<'_> {
+        Request {
+            magic: Magic::ClientRequest,
+            opcode: 0,
+            datatype: 0,
+            vbucket: 0,
+            opaque: 0,
+            cas: 0,
+            framing: &[],
+            extras: &[],
+            key,
+            value: &[],
+        }
+    }
+
+    /// Queued requests get consecutive opaques and go out in one flush; replies split across reads decode in
+    /// order, borrowed from the read buffer, including one larger than the initial buffer.
+    #[tokio::test]
+    async fn pipelined_replies_decode_in_order_across_reads() {
+        let big = vec![7u8; READ_BUFFER_BYTES * 3];
+        let mut reply = Vec::new();
+        encode_response(&mut reply, 0, 0, 1, 11, 0, &[], &[], &[], b"one");
+        encode_response(&mut reply, 0, 1, 2, 0, 0, &[], &[], &[], &[]);
+        encode_response(&mut reply, 0, 0, 3, 33, 0, &[], &[], &[], &big);
+        let addr = fake_server(3 * (24 + 1), reply).await;
+        let mut c = Connection::connect_raw(addr).await.unwrap();
+        assert_eq!([c.queue(&get(b"a")), c.queue(&get(b"b")), c.queue(&get(b"c"))], [1, 2, 3]);
+        assert_eq!(c.queued_bytes(), 75);
+        c.flush().await.unwrap();
+        assert_eq!(c.queued_bytes(), 0);
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            match c.next_response().unwrap() {
+                Some(r) => seen.push((r.opaque, r.status, r.cas, r.value.len())),
+                None => {
+                    c.fill().await.unwrap();
+                }
+            }
+        }
+        assert_eq!(seen, [(1, 0, 11, 3), (2, 1, 0, 0), (3, 0, 33, big.len())]);
+        assert!(matches!(c.fill().await, Err(ClientError::Closed)));
+    }
+
+    /// `call` and `read_response` keep working on top of the pipelining buffers.
+    #[tokio::test]
+    async fn call_returns_an_owned_reply() {
+        let mut reply = Vec::new();
+        encode_response(&mut reply, 0x0a, 0, 1, 0, 0, &[], &[1, 2], b"k", b"v");
+        let addr = fake_server(24, reply).await;
+        let mut c = Connection::connect_raw(addr).await.unwrap();
+        let r = c.call(0x0a, &[], &[], &[], 0, 0).await.unwrap();
+        assert_eq!((r.opcode, r.opaque, r.extras, r.key, r.value), (0x0a, 1, vec![1, 2], b"k".to_vec(), b"v".to_vec()));
+        assert!(!c.collections() && c.key(8, b"x") == b"x");
     }
 }

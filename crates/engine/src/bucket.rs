@@ -1,6 +1,6 @@
 //! A bucket: its settings, its vBuckets, its collections manifest and its memory account.
 
-use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -73,13 +73,22 @@ pub struct Bucket {
     mem_used: AtomicIsize,
     /// Copies of each vBucket this cluster can hold right now (nodes that are up); on one node, 1.
     available_copies: AtomicU64,
+    /// Set when a write to disk or an fsync failed: writes get TMPFAIL until the node restarts, because no write
+    /// may be acknowledged as durable again.
+    pub(crate) store_failed: AtomicBool,
+    /// True while warmup loads the bucket from disk; KV requests get TMPFAIL meanwhile.
+    warming_up: AtomicBool,
+    /// Called when a vBucket's checkpoint goes from empty to non-empty, so the flusher wakes without polling.
+    pub(crate) dirty_notifier: std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Bucket {
     pub fn new(config: BucketConfig, clock: Arc<dyn Clock>) -> Bucket {
         let seed = clock.now_nanos() ^ fnv(config.uuid.as_bytes());
-        let vbuckets =
-            (0..limits::NUM_VBUCKETS).map(|v| VBucket::new(VbId(v), splitmix64(seed.wrapping_add(v.into())))).collect();
+        let persistent = config.kind == BucketKind::Couchbase;
+        let vbuckets = (0..limits::NUM_VBUCKETS)
+            .map(|v| VBucket::new(VbId(v), splitmix64(seed.wrapping_add(v.into())), persistent))
+            .collect();
         Bucket {
             config: RwLock::new(config),
             vbuckets,
@@ -88,7 +97,29 @@ impl Bucket {
             stats: BucketStats::default(),
             mem_used: AtomicIsize::new(0),
             available_copies: AtomicU64::new(1),
+            store_failed: AtomicBool::new(false),
+            warming_up: AtomicBool::new(false),
+            dirty_notifier: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Registers the flusher's wake-up call (once per bucket).
+    pub fn set_dirty_notifier(&self, notify: Arc<dyn Fn() + Send + Sync>) {
+        let _ = self.dirty_notifier.set(notify);
+    }
+
+    /// Couchbase buckets persist; ephemeral buckets live in memory only.
+    pub fn is_persistent(&self) -> bool {
+        self.config.read().kind == BucketKind::Couchbase
+    }
+    pub fn is_warming_up(&self) -> bool {
+        self.warming_up.load(Ordering::Acquire)
+    }
+    pub fn set_warming_up(&self, on: bool) {
+        self.warming_up.store(on, Ordering::Release);
+    }
+    pub fn store_failed(&self) -> bool {
+        self.store_failed.load(Ordering::Acquire)
     }
 
     pub fn config(&self) -> BucketConfig {
@@ -119,7 +150,13 @@ impl Bucket {
         self.mem_used.load(Ordering::Relaxed).max(0) as u64
     }
     pub fn curr_items(&self) -> u64 {
-        self.vbuckets.iter().map(|v| v.inner.lock().live_items as u64).sum()
+        self.vbuckets
+            .iter()
+            .map(|v| {
+                let inner = v.inner.lock();
+                (inner.live_items + inner.ejected_items) as u64
+            })
+            .sum()
     }
     pub fn set_available_copies(&self, copies: u64) {
         self.available_copies.store(copies.max(1), Ordering::Relaxed);
@@ -199,6 +236,9 @@ impl Bucket {
         vb: VbId,
         f: impl FnOnce(&mut VbInner) -> Result<R, EngineError>,
     ) -> Result<R, EngineError> {
+        if self.warming_up.load(Ordering::Acquire) {
+            return Err(EngineError::TempFail);
+        }
         let vbucket = self.vbucket(vb).ok_or(EngineError::NotMyVbucket)?;
         let mut inner = vbucket.inner.lock();
         if inner.state != VbState::Active {
@@ -213,49 +253,71 @@ impl Bucket {
 
     /// Refuses a write that would grow the bucket past its quota (ephemeral buckets cannot evict).
     pub(crate) fn check_quota(&self, growth: usize) -> Result<(), EngineError> {
-        let quota = self.config.read().ram_quota_bytes;
+        if self.store_failed.load(Ordering::Acquire) {
+            return Err(EngineError::TempFail);
+        }
+        let (quota, kind) = {
+            let c = self.config.read();
+            (c.ram_quota_bytes, c.kind)
+        };
         if self.mem_used() + growth as u64 > quota {
             BucketStats::bump(&self.stats.tmp_oom_errors);
-            return Err(EngineError::OutOfMemory);
+            // Ephemeral buckets cannot evict (ENOMEM, as Couchbase's); persistent ones ask the client to retry
+            // while the item pager frees memory.
+            return Err(if kind == BucketKind::Ephemeral { EngineError::OutOfMemory } else { EngineError::TempFail });
         }
         Ok(())
     }
 
     /// Couchbase's durability rules for this bucket and topology: persist levels need a persistent bucket, and a
     /// majority of the configured copies (replicas + 1) must be able to acknowledge.
-    pub(crate) fn check_durability(&self, level: Option<DurabilityLevel>) -> Result<(), EngineError> {
+    /// Returns the level in force (the request's, raised to the bucket's minimum), if any.
+    pub(crate) fn check_durability(
+        &self,
+        level: Option<DurabilityLevel>,
+    ) -> Result<Option<DurabilityLevel>, EngineError> {
         let (kind, replicas, min) = {
             let c = self.config.read();
             (c.kind, c.replicas, c.durability_min_level)
         };
-        let Some(level) = level.max(min) else { return Ok(()) };
-        // Until persistence exists both bucket kinds are memory-only, so persist levels are refused for both.
-        let _ = kind;
-        if level.needs_persistence() {
+        let Some(level) = level.max(min) else { return Ok(None) };
+        if level.needs_persistence() && kind == BucketKind::Ephemeral {
             return Err(EngineError::DurabilityInvalidLevel);
         }
         let copies = u64::from(replicas) + 1;
         if replicas >= 3 || copies / 2 + 1 > self.available_copies.load(Ordering::Relaxed) {
             return Err(EngineError::DurabilityImpossible);
         }
-        Ok(())
+        Ok(Some(level))
     }
 
     pub fn observe_seqno(&self, vb: VbId) -> Result<ObservedSeqnos, EngineError> {
         self.with_active(vb, |inner| {
-            // Memory is the only copy until persistence lands: what is in memory is all there is to "persist".
-            Ok(ObservedSeqnos {
-                vbuuid: inner.uuid,
-                persisted_seqno: inner.high_seqno,
-                current_seqno: inner.high_seqno,
-            })
+            // An ephemeral bucket has no disk: what is in memory is all there is to "persist".
+            let persisted = if inner.persistent { inner.persisted_seqno } else { inner.high_seqno };
+            Ok(ObservedSeqnos { vbuuid: inner.uuid, persisted_seqno: persisted, current_seqno: inner.high_seqno })
         })
     }
 
-    /// Removes every item, as a bucket flush does. Seqnos keep growing so mutation tokens stay meaningful.
+    /// Removes every item, as a bucket flush does. Seqnos keep growing so mutation tokens stay meaningful. A
+    /// persistent bucket deletes every document (tombstones the flusher writes), so nothing comes back at warmup.
     pub fn flush(&self) {
+        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
+            if inner.persistent {
+                let live: Vec<Box<[u8]>> =
+                    inner.table.iter().filter(|(_, i)| !i.deleted).map(|(k, _)| k.clone()).collect();
+                for k in live {
+                    let mut tomb = crate::ops::tombstone_of(&inner.table[&k], now);
+                    tomb.value = Box::default();
+                    tomb.datatype = settee_types::Datatype::RAW;
+                    tomb.cas = inner.next_cas(now_ns);
+                    let delta = inner.install(&k, tomb);
+                    self.charge(delta);
+                }
+                continue;
+            }
             let keys: Vec<Box<[u8]>> = inner.table.keys().cloned().collect();
             let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));

@@ -35,6 +35,13 @@ pub enum EngineError {
     SyncWriteInProgress,
     #[error("bucket memory quota exhausted")]
     OutOfMemory,
+    #[error("temporary failure (warming up, memory full or disk failed)")]
+    TempFail,
+    /// The item (or its value) is on disk only: fetch it in the background, then retry the operation.
+    #[error("item is not resident")]
+    NeedFetch,
+    #[error("the durable write may or may not have been persisted")]
+    SyncWriteAmbiguous,
     #[error("sub-document request failed: {0:?}")]
     Subdoc(Status),
     #[error("sub-document spec {index} failed: {status:?}")]
@@ -59,6 +66,8 @@ impl EngineError {
             EngineError::DurabilityImpossible => Status::DurabilityImpossible,
             EngineError::SyncWriteInProgress => Status::SyncWriteInProgress,
             EngineError::OutOfMemory => Status::Enomem,
+            EngineError::TempFail | EngineError::NeedFetch => Status::Etmpfail,
+            EngineError::SyncWriteAmbiguous => Status::SyncWriteAmbiguous,
             EngineError::Subdoc(s) => *s,
             EngineError::SubdocSpec { .. } => Status::SubdocMultiPathFailure,
         }

@@ -14,8 +14,11 @@ impl Hlc {
         self.last = if physical > self.last { physical } else { self.last + 1 };
         self.last
     }
+    /// The last CAS handed out (or observed).
+    pub(crate) fn last(&self) -> u64 {
+        self.last
+    }
     /// Never hand out a CAS at or below one already seen (for values restored from elsewhere).
-    #[allow(dead_code)]
     pub(crate) fn observe(&mut self, cas: u64) {
         self.last = self.last.max(cas);
     }

@@ -58,6 +58,10 @@ pub(crate) struct StoredItem {
     pub deleted: bool,
     /// Unix seconds until which the document is locked by GET_LOCKED; 0 = unlocked.
     pub locked_until: u32,
+    /// The value is in memory (false once the item pager ejected it; it is on disk).
+    pub resident: bool,
+    /// Accessed since the item pager last looked (second-chance ejection).
+    pub referenced: bool,
 }
 
 impl StoredItem {

@@ -11,16 +11,19 @@
 
 mod bucket;
 mod error;
+mod eviction;
 mod expiry;
 mod hlc;
 mod item;
 mod manifest;
 mod ops;
+mod persistence;
 mod stats;
 mod vbucket;
 
 pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
 pub use error::EngineError;
+pub use eviction::{HIGH_WATERMARK_PERCENT, LOW_WATERMARK_PERCENT};
 pub use expiry::absolute_expiry;
 pub use item::{DocKey, ItemView};
 pub use manifest::{Collection, Manifest, ManifestError, Scope};
@@ -28,5 +31,9 @@ pub use ops::{
     ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions,
     MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
 };
+pub use persistence::{DirtyBatch, ItemSnapshot};
 pub use stats::BucketStats;
-pub use vbucket::{ObservedSeqnos, VBucket, VbState};
+pub use vbucket::{ObservedSeqnos, PersistWaiter, VBucket, VbState};
+
+#[cfg(test)]
+mod persistence_tests;

@@ -23,6 +23,8 @@ pub struct BucketStats {
     pub cmd_mutation: AtomicU64,
     pub expired: AtomicU64,
     pub tmp_oom_errors: AtomicU64,
+    pub ejected: AtomicU64,
+    pub bg_fetched: AtomicU64,
 }
 
 impl BucketStats {
@@ -52,6 +54,8 @@ impl BucketStats {
             ("cmd_mutation", g(&self.cmd_mutation)),
             ("ep_expired", g(&self.expired)),
             ("ep_tmp_oom_errors", g(&self.tmp_oom_errors)),
+            ("ep_num_value_ejects", g(&self.ejected)),
+            ("ep_bg_fetched", g(&self.bg_fetched)),
         ]
     }
 }

@@ -29,27 +29,53 @@ pub struct VBucket {
     pub(crate) inner: Mutex<VbInner>,
 }
 
+/// Called once when a durable write's persistence completes (Ok) or can no longer complete (Err).
+pub type PersistWaiter = Box<dyn FnOnce(Result<(), crate::EngineError>) + Send>;
+
 pub(crate) struct VbInner {
     pub state: VbState,
+    /// Whether mutations are queued for the flusher (Couchbase buckets) or live in memory only.
+    pub persistent: bool,
+    /// The checkpoint: keys in mutation order, with the seqno of each mutation, not yet handed to the flusher.
+    pub dirty: Vec<(Box<[u8]>, Seqno)>,
+    /// Every mutation up to this seqno is on disk and fsynced.
+    pub persisted_seqno: Seqno,
+    /// Durable writes waiting for `persisted_seqno` to reach their seqno, in seqno order.
+    pub persist_waiters: Vec<(Seqno, PersistWaiter)>,
+    /// Keys with a durable write that is not yet persisted, and that write's seqno: a second write to such a key
+    /// gets SYNC_WRITE_IN_PROGRESS.
+    pub sync_writes: HashMap<Box<[u8]>, Seqno>,
     pub table: HashMap<Box<[u8]>, StoredItem>,
     pub high_seqno: Seqno,
     pub uuid: VbUuid,
     pub hlc: Hlc,
     /// Items that are not tombstones.
     pub live_items: usize,
+    /// Live items ejected whole (full eviction): they exist on disk only.
+    pub ejected_items: usize,
+    /// Keys a background fetch found on neither memory nor disk (full eviction), each consumed by the retried
+    /// operation.
+    pub known_absent: hashbrown::HashSet<Box<[u8]>>,
 }
 
 impl VBucket {
-    pub(crate) fn new(id: VbId, uuid: VbUuid) -> VBucket {
+    pub(crate) fn new(id: VbId, uuid: VbUuid, persistent: bool) -> VBucket {
         VBucket {
             id,
             inner: Mutex::new(VbInner {
                 state: VbState::Active,
+                persistent,
+                dirty: Vec::new(),
+                persisted_seqno: 0,
+                persist_waiters: Vec::new(),
+                sync_writes: HashMap::new(),
                 table: HashMap::new(),
                 high_seqno: 0,
                 uuid,
                 hlc: Hlc::default(),
                 live_items: 0,
+                ejected_items: 0,
+                known_absent: hashbrown::HashSet::new(),
             }),
         }
     }
@@ -68,6 +94,13 @@ impl VBucket {
     pub fn uuid(&self) -> VbUuid {
         self.inner.lock().uuid
     }
+    pub fn persisted_seqno(&self) -> Seqno {
+        self.inner.lock().persisted_seqno
+    }
+    /// Mutations waiting for the flusher (the disk write queue).
+    pub fn dirty_len(&self) -> usize {
+        self.inner.lock().dirty.len()
+    }
 }
 
 impl VbInner {
@@ -84,8 +117,14 @@ impl VbInner {
     pub(crate) fn install(&mut self, key: &[u8], mut item: StoredItem) -> isize {
         self.high_seqno += 1;
         item.seqno = self.high_seqno;
+        if self.persistent {
+            self.dirty.push((key.into(), item.seqno));
+        }
         let new_bytes = item.footprint(key.len()) as isize;
         let now_live = !item.deleted;
+        if self.ejected_items > 0 {
+            self.known_absent.remove(key);
+        }
         match self.table.get_mut(key) {
             Some(old) => {
                 let delta = new_bytes - old.footprint(key.len()) as isize;
@@ -102,6 +141,28 @@ impl VbInner {
                     self.live_items += 1;
                 }
                 self.table.insert(key.into(), item);
+                new_bytes
+            }
+        }
+    }
+
+    /// Puts an item read from disk in place as it is (no new seqno, not dirty); returns the change in charged bytes.
+    pub(crate) fn load(&mut self, key: &[u8], item: StoredItem) -> isize {
+        let new_bytes = item.footprint(key.len()) as isize;
+        let live = !item.deleted;
+        match self.table.insert(key.into(), item) {
+            Some(old) => {
+                match (old.deleted, live) {
+                    (true, true) => self.live_items += 1,
+                    (false, false) => self.live_items -= 1,
+                    _ => {}
+                }
+                new_bytes - old.footprint(key.len()) as isize
+            }
+            None => {
+                if live {
+                    self.live_items += 1;
+                }
                 new_bytes
             }
         }

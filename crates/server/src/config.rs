@@ -37,11 +37,11 @@ pub struct ServerConfig {
     /// Bucket created on first start when no bucket exists.
     #[arg(long, default_value = "default")]
     pub bucket: String,
-    /// Type of that bucket. `couchbase` buckets are memory-only until persistence lands.
-    #[arg(long, value_enum, default_value_t = BucketTypeArg::Ephemeral)]
+    /// Type of that bucket: `couchbase` (persistent, memory-first) or `ephemeral` (memory only).
+    #[arg(long, value_enum, default_value_t = BucketTypeArg::Couchbase)]
     pub bucket_type: BucketTypeArg,
-    /// RAM quota of that bucket, in MiB.
-    #[arg(long, default_value_t = 256)]
+    /// RAM quota of that bucket, in MiB (at least 1 here; the REST API keeps Couchbase's 100 MiB floor).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub bucket_ram_mb: u64,
     /// Replica count of that bucket (0-3).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
@@ -52,6 +52,17 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// The defaults with a fresh data directory under the system temp dir, so tests never write into the
+    /// working directory, and an ephemeral default bucket, so unit tests open no store.
+    pub fn for_tests() -> ServerConfig {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut c = ServerConfig::defaults();
+        c.bucket_type = BucketTypeArg::Ephemeral;
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        c.data_dir = std::env::temp_dir().join(format!("settee-unit-{}-{n}", std::process::id()));
+        c
+    }
+
     /// The configuration a test or an embedding program starts from: the CLI defaults.
     pub fn defaults() -> ServerConfig {
         use clap::Parser;

@@ -12,6 +12,7 @@ pub mod error_map;
 pub mod kv;
 pub mod metadata;
 pub mod node;
+pub mod persistence;
 pub mod rest;
 mod service;
 

@@ -75,6 +75,7 @@ impl RunningNode {
             }
         }));
         tasks.push(tokio::spawn(crate::metadata::saver(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
         tracing::info!(%kv_addr, %mgmt_addr, %query_addr, "settee node ready");
         Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks, _data_dir_lock: data_dir_lock })
@@ -86,6 +87,8 @@ impl RunningNode {
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
+        let node = self.node.clone();
+        let _ = tokio::task::spawn_blocking(move || node.stop_buckets()).await;
     }
 }
 
@@ -118,6 +121,30 @@ async fn expiry_pager(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             let n = b.run_expiry_pager(TOMBSTONE_PURGE_AGE_SECS);
             if n > 0 {
                 tracing::debug!(bucket = %b.name(), expired = n, "expiry pager");
+            }
+        }
+    }
+}
+
+/// How often the item pager checks memory against the high watermark.
+const ITEM_PAGER_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Ejects values (or items) of persistent buckets past their high watermark, off the async workers.
+async fn item_pager(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(ITEM_PAGER_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        for b in node.buckets() {
+            if b.persistence.is_none() || !b.over_high_watermark() {
+                continue;
+            }
+            let bucket = b.bucket.clone();
+            match tokio::task::spawn_blocking(move || bucket.run_item_pager()).await {
+                Ok(n) => tracing::debug!(bucket = %b.name(), ejected = n, "item pager"),
+                Err(e) => tracing::error!(error = %e, "item pager task failed"),
             }
         }
     }

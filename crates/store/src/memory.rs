@@ -1,15 +1,18 @@
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use parking_lot::RwLock;
 use settee_types::{limits::NUM_VBUCKETS, Seqno, VbId};
 
-use crate::{Record, StoreError, VbStore};
+use crate::record::{check_batch, check_vb};
+use crate::vb_state::check_state;
+use crate::{Record, StoreError, VbStateRecord, VbStore};
 
 #[derive(Default)]
 struct VbData {
-    by_key: HashMap<Vec<u8>, Record>,
+    by_key: BTreeMap<Vec<u8>, Record>,
     by_seqno: BTreeMap<Seqno, Vec<u8>>,
     high_seqno: Seqno,
+    state: Option<VbStateRecord>,
 }
 
 /// The in-memory [`VbStore`]: the reference the conformance suite is checked against, and the store of ephemeral
@@ -26,6 +29,7 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     fn vb(&self, vb: VbId) -> Result<&RwLock<VbData>, StoreError> {
+        check_vb(vb)?;
         self.vbuckets.get(usize::from(vb.0)).ok_or(StoreError::Io(format!("no vBucket {}", vb.0)))
     }
 
@@ -48,14 +52,25 @@ fn checked(vb: VbId, r: &Record) -> Result<Record, StoreError> {
 }
 
 impl VbStore for MemoryStore {
-    fn write_batch(&self, vb: VbId, batch: &[Record]) -> Result<(), StoreError> {
+    fn write_batch_with_state(
+        &self,
+        vb: VbId,
+        batch: &[Record],
+        state: Option<&VbStateRecord>,
+    ) -> Result<(), StoreError> {
         let mut data = self.vb(vb)?.write();
+        if let Some(s) = state {
+            check_state(vb, s)?;
+        }
+        data.high_seqno = check_batch(vb, batch, data.high_seqno)?;
         for r in batch {
             if let Some(old) = data.by_key.insert(r.key.clone(), r.clone()) {
                 data.by_seqno.remove(&old.meta.seqno);
             }
             data.by_seqno.insert(r.meta.seqno, r.key.clone());
-            data.high_seqno = data.high_seqno.max(r.meta.seqno);
+        }
+        if let Some(s) = state {
+            data.state = Some(s.clone());
         }
         Ok(())
     }
@@ -70,6 +85,9 @@ impl VbStore for MemoryStore {
     }
 
     fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
+        if from > to {
+            return Ok(());
+        }
         let data = self.vb(vb)?.read();
         for key in data.by_seqno.range(from..=to).map(|(_, k)| k) {
             if let Some(r) = data.by_key.get(key) {
@@ -79,8 +97,54 @@ impl VbStore for MemoryStore {
         Ok(())
     }
 
+    fn scan_keys(&self, vb: VbId, with_values: bool, f: &mut dyn FnMut(Record) -> bool) -> Result<(), StoreError> {
+        let data = self.vb(vb)?.read();
+        if with_values {
+            for r in data.by_seqno.values().filter_map(|k| data.by_key.get(k)) {
+                if !f(checked(vb, r)?) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        for r in data.by_key.values() {
+            let meta_only = Record { key: r.key.clone(), value: Vec::new(), meta: r.meta, crc32c: r.crc32c };
+            if !f(meta_only) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn high_seqno(&self, vb: VbId) -> Result<Seqno, StoreError> {
         Ok(self.vb(vb)?.read().high_seqno)
+    }
+
+    fn vb_state(&self, vb: VbId) -> Result<Option<VbStateRecord>, StoreError> {
+        Ok(self.vb(vb)?.read().state.clone())
+    }
+
+    fn purge_tombstones(&self, vb: VbId, deleted_before_secs: u32) -> Result<u64, StoreError> {
+        let mut data = self.vb(vb)?.write();
+        let doomed: Vec<(Vec<u8>, Seqno)> = data
+            .by_key
+            .values()
+            .filter(|r| r.meta.deleted && r.meta.expiry < deleted_before_secs)
+            .map(|r| (r.key.clone(), r.meta.seqno))
+            .collect();
+        for (key, seqno) in &doomed {
+            data.by_key.remove(key);
+            data.by_seqno.remove(seqno);
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    fn compact(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        0
     }
 }
 

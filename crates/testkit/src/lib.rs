@@ -43,6 +43,15 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// Waits (up to 30 s) until every bucket of the node has finished warmup, so tests start against a serving node.
+pub async fn wait_for_warmup(running: &RunningNode) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while running.node.buckets().iter().any(|b| b.is_warming_up()) {
+        assert!(std::time::Instant::now() < deadline, "warmup did not finish within 30 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// A node running in this process on 127.0.0.1 with free ports and the default bucket.
 pub struct TestNode {
     pub running: RunningNode,
@@ -63,6 +72,7 @@ impl TestNode {
         config.query_port = 0;
         edit(&mut config);
         let running = RunningNode::start(config).await.expect("node starts");
+        wait_for_warmup(&running).await;
         TestNode { running, data_dir }
     }
 

@@ -71,6 +71,15 @@ def use_default_ports() -> bool:
     return os.environ.get("SETTEE_COMPAT_DEFAULT_PORTS", "") not in ("", "0", "false", "no")
 
 
+def suite_bucket_type() -> str:
+    """The type of the suite's bucket: `ephemeral` (default) or `couchbase` (persistent), from
+    SETTEE_COMPAT_BUCKET_TYPE, so the same suite runs against both."""
+    value = os.environ.get("SETTEE_COMPAT_BUCKET_TYPE", "ephemeral")
+    if value not in ("ephemeral", "couchbase"):
+        raise ValueError(f"SETTEE_COMPAT_BUCKET_TYPE must be ephemeral or couchbase, not {value!r}")
+    return value
+
+
 @dataclass
 class SetteeServer:
     """One running `settee server` process with its own ports and data directory."""
@@ -81,8 +90,9 @@ class SetteeServer:
     data_dir: Path
     log_path: Path
     bucket: str = BUCKET
-    bucket_type: str = "ephemeral"
+    bucket_type: str = field(default_factory=lambda: suite_bucket_type())
     replicas: int = 0
+    ram_mb: int = 256
     process: Optional[subprocess.Popen] = field(default=None, repr=False)
     _log_file: Optional[object] = field(default=None, repr=False)
 
@@ -113,7 +123,7 @@ class SetteeServer:
             "--password", PASSWORD,
             "--bucket", self.bucket,
             "--bucket-type", self.bucket_type,
-            "--bucket-ram-mb", "256",
+            "--bucket-ram-mb", str(self.ram_mb),
             "--replicas", str(self.replicas),
         ]
 

@@ -1,4 +1,5 @@
-"""Synchronous durability (the durability frame info) on an ephemeral, single-node bucket."""
+"""Synchronous durability (the durability frame info) on a single-node bucket: ephemeral buckets refuse the
+persist levels, persistent (couchbase) buckets honour them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from couchbase.options import (DecrementOptions, IncrementOptions, InsertOptions
                                ReplaceOptions, SignedInt64, UpsertOptions)
 
 from conditions import wait_until
+from settee_server import suite_bucket_type
+
+EPHEMERAL_ONLY = pytest.mark.skipif(suite_bucket_type() != "ephemeral", reason="ephemeral-bucket behaviour")
+PERSISTENT_ONLY = pytest.mark.skipif(suite_bucket_type() != "couchbase", reason="persistent-bucket behaviour")
 
 MAJORITY = ServerDurability(DurabilityLevel.MAJORITY)
 PERSIST_ACTIVE = ServerDurability(DurabilityLevel.MAJORITY_AND_PERSIST_TO_ACTIVE)
@@ -42,6 +47,7 @@ def test_majority_applies_to_every_mutation_kind(collection, binary, key):
     assert collection.exists(key).exists is False
 
 
+@EPHEMERAL_ONLY
 def test_persist_to_majority_on_ephemeral_raises_invalid_level(collection, key):
     """PERSIST_TO_MAJORITY is meaningless for a memory-only bucket: DURABILITY_INVALID_LEVEL →
     DurabilityInvalidLevelException, and nothing is written."""
@@ -50,12 +56,14 @@ def test_persist_to_majority_on_ephemeral_raises_invalid_level(collection, key):
     assert collection.exists(key).exists is False
 
 
+@EPHEMERAL_ONLY
 def test_majority_and_persist_active_on_ephemeral_raises_invalid_level(collection, key):
     """MAJORITY_AND_PERSIST_TO_ACTIVE is also refused on an ephemeral bucket with DurabilityInvalidLevelException."""
     with pytest.raises(DurabilityInvalidLevelException):
         collection.upsert(key, {"v": 1}, UpsertOptions(durability=PERSIST_ACTIVE))
 
 
+@EPHEMERAL_ONLY
 def test_persist_level_on_mutate_in_raises_invalid_level(collection, key):
     """The durability check applies to sub-document mutations too."""
     collection.upsert(key, {"v": 1})
@@ -84,3 +92,16 @@ def test_majority_with_unreachable_replica_raises_impossible(cluster):
         assert c.get("plain").content_as[dict] == {"ok": True}
     finally:
         buckets.drop_bucket(name)
+
+
+@PERSISTENT_ONLY
+def test_persist_levels_succeed_on_a_persistent_bucket(collection, binary, key):
+    """On a couchbase bucket both persist levels are acknowledged (after the flusher's fsync) for every mutation
+    kind, and the values are readable."""
+    for level in (PERSIST_ACTIVE, PERSIST_MAJORITY):
+        collection.upsert(key, {"v": 1}, UpsertOptions(durability=level))
+        collection.mutate_in(key, [SD.upsert("w", 2)], MutateInOptions(durability=level))
+        assert collection.get(key).content_as[dict] == {"v": 1, "w": 2}
+        assert binary.increment(key + "-n", IncrementOptions(durability=level)).content >= 0
+        collection.remove(key, RemoveOptions(durability=level))
+        assert collection.exists(key).exists is False

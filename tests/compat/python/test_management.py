@@ -15,6 +15,7 @@ from couchbase.management.users import Role, User
 from couchbase.options import GetOptions, UpsertOptions
 
 from conditions import wait_until
+from settee_server import suite_bucket_type
 from sdk_connect import connect
 
 READY_SECONDS = 30.0
@@ -55,7 +56,8 @@ def test_get_default_bucket_settings(buckets):
     """get_bucket on the server's own bucket reports its name, type (ephemeral), RAM quota and replica count."""
     s = buckets.get_bucket("default")
     assert s.name == "default"
-    assert s.bucket_type == BucketType.EPHEMERAL
+    expected = BucketType.EPHEMERAL if suite_bucket_type() == "ephemeral" else BucketType.COUCHBASE
+    assert s.bucket_type == expected
     assert s.ram_quota_mb == 256
     assert s.num_replicas == 0
 

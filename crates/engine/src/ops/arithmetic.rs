@@ -47,10 +47,11 @@ impl Bucket {
     ) -> Result<ArithmeticResult, EngineError> {
         let ArithmeticRequest { op, delta, initial, expiry, opts } = req;
         let ttl_cap = self.collection_ttl(key.cid())?;
-        self.check_durability(opts.durability)?;
+        let level = self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
+            Self::check_sync_write(inner, key)?;
             let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
             let (value, next) = match existing {
                 None if expiry == NO_CREATE_EXPIRY || opts.cas != 0 => return Err(EngineError::NotFound),
@@ -66,6 +67,8 @@ impl Bucket {
                         datatype: Datatype::JSON,
                         deleted: false,
                         locked_until: 0,
+                        resident: true,
+                        referenced: true,
                     };
                     (initial, item)
                 }
@@ -97,13 +100,7 @@ impl Bucket {
             next.value = bytes.into_boxed_slice();
             next.datatype = if has_xattr { Datatype::JSON.with(Datatype::XATTR) } else { Datatype::JSON };
             next.cas = inner.next_cas(now_ns);
-            let cas = next.cas;
-            let delta_bytes = inner.install(key.encoded(), next);
-            self.charge(delta_bytes);
-            Ok(ArithmeticResult {
-                value,
-                mutation: MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid },
-            })
+            Ok(ArithmeticResult { value, mutation: self.commit(inner, vb, key, next, level) })
         });
         let (hit, miss) = match op {
             ArithmeticOp::Increment => (&self.stats.incr_hits, &self.stats.incr_misses),

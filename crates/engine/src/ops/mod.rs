@@ -33,6 +33,9 @@ pub struct MutationResult {
     pub cas: Cas,
     pub seqno: Seqno,
     pub vbuuid: VbUuid,
+    /// A durable write that must not be acknowledged before its seqno is persisted
+    /// (see [`crate::Bucket::when_persisted`]).
+    pub await_persistence: bool,
 }
 
 impl crate::Bucket {
@@ -79,6 +82,8 @@ pub(crate) fn tombstone_of(item: &StoredItem, now_secs: u32) -> StoredItem {
         datatype: if has_xattr { Datatype::XATTR } else { Datatype::RAW },
         deleted: true,
         locked_until: 0,
+        resident: true,
+        referenced: true,
     }
 }
 

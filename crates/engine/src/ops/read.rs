@@ -29,7 +29,7 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_get);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
             match inner.table.get(key.encoded()) {
                 Some(item) if !item.deleted => {
                     let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas };
@@ -47,7 +47,7 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, false)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             Ok(GetMeta {
                 deleted: item.deleted,
@@ -74,7 +74,7 @@ impl Bucket {
             if lock_secs == 0 || lock_secs > limits::LOCK_SECS_MAX { limits::LOCK_SECS_DEFAULT } else { lock_secs };
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
             let cas = inner.next_cas(now_ns);
             let item = inner.table.get_mut(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             if item.is_locked(now) {
@@ -113,7 +113,8 @@ impl Bucket {
         let ttl_cap = self.collection_ttl(key.cid())?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
+            Self::check_sync_write(inner, key)?;
             let item = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             if item.is_locked(now) {
                 return Err(EngineError::Locked);
@@ -122,11 +123,10 @@ impl Bucket {
             next.expiry = cap_expiry(absolute_expiry(expiry, now), ttl_cap, now);
             next.cas = inner.next_cas(now_ns);
             next.rev += 1;
-            let cas = next.cas;
-            inner.install(key.encoded(), next);
+            let m = self.commit(inner, vb, key, next, None);
             let item = &inner.table[key.encoded()];
-            let out = f(ItemView::of(item, cas));
-            Ok((MutationResult { vb, cas, seqno: item.seqno, vbuuid: inner.uuid }, out))
+            let out = f(ItemView::of(item, m.cas));
+            Ok((m, out))
         });
         BucketStats::bump(if r.is_ok() { &self.stats.touch_hits } else { &self.stats.touch_misses });
         r
@@ -144,6 +144,7 @@ impl Bucket {
             let inner = vb.inner.lock();
             let found = inner.table.iter().find(|(k, item)| {
                 !item.deleted
+                    && item.resident
                     && !crate::expiry::is_expired(item.expiry, now)
                     && settee_mcbp::decode_leb128(k).is_some_and(|(c, _)| c == cid)
             });

@@ -88,7 +88,7 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_lookup);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             if item.deleted && !flags.has(DocFlags::ACCESS_DELETED) {
                 return Err(EngineError::NotFound);
@@ -120,12 +120,13 @@ impl Bucket {
             return Err(EngineError::Invalid("mutation doc flags"));
         }
         let ttl_cap = self.collection_ttl(key.cid())?;
-        self.check_durability(opts.write.durability)?;
+        let level = self.check_durability(opts.write.durability)?;
         BucketStats::bump(&self.stats.cmd_mutation);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
-            self.mutate_locked(inner, vb, key, specs, opts, ttl_cap, now_ns, now)
+            self.prepare_key(inner, key, now_ns, now, true)?;
+            Self::check_sync_write(inner, key)?;
+            self.mutate_locked(inner, vb, key, specs, opts, (ttl_cap, level), now_ns, now)
         })
     }
 
@@ -137,7 +138,7 @@ impl Bucket {
         key: &DocKey<'_>,
         specs: &[MutationSpec<'_>],
         opts: MutateInOptions,
-        ttl_cap: Option<u32>,
+        (ttl_cap, level): (Option<u32>, Option<settee_types::DurabilityLevel>),
         now_ns: u64,
         now: u32,
     ) -> Result<SubdocMutationResult, EngineError> {
@@ -215,11 +216,11 @@ impl Bucket {
             datatype,
             deleted,
             locked_until: 0,
+            resident: true,
+            referenced: true,
         };
-        let delta = inner.install(key.encoded(), item);
-        self.charge(delta);
         Ok(SubdocMutationResult {
-            mutation: MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid },
+            mutation: self.commit(inner, vb, key, item, level),
             results: outcome.results,
             deleted,
         })

@@ -39,12 +39,13 @@ impl Bucket {
             return Err(EngineError::Invalid("ADD with a CAS"));
         }
         let ttl_cap = self.collection_ttl(key.cid())?;
-        self.check_durability(req.opts.durability)?;
+        let level = self.check_durability(req.opts.durability)?;
         BucketStats::bump(&self.stats.cmd_set);
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let json = is_json(req.value);
         self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
+            Self::check_sync_write(inner, key)?;
             let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
             match (req.mode, existing) {
                 (StoreMode::Add, Some(_)) => return Err(EngineError::Exists),
@@ -80,27 +81,25 @@ impl Bucket {
                 datatype,
                 deleted: false,
                 locked_until: 0,
+                resident: true,
+                referenced: true,
             };
-            let delta = inner.install(key.encoded(), item);
-            self.charge(delta);
-            Ok(MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid })
+            Ok(self.commit(inner, vb, key, item, level))
         })
     }
 
     pub fn delete(&self, vb: VbId, key: &DocKey<'_>, opts: WriteOptions) -> Result<MutationResult, EngineError> {
         self.collection_ttl(key.cid())?;
-        self.check_durability(opts.durability)?;
+        let level = self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         let r = self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
+            Self::check_sync_write(inner, key)?;
             let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             check_cas_and_lock(old, opts.cas, now)?;
             let mut tomb = tombstone_of(old, now);
             tomb.cas = inner.next_cas(now_ns);
-            let cas = tomb.cas;
-            let delta = inner.install(key.encoded(), tomb);
-            self.charge(delta);
-            Ok(MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid })
+            Ok(self.commit(inner, vb, key, tomb, level))
         });
         BucketStats::bump(if r.is_ok() { &self.stats.delete_hits } else { &self.stats.delete_misses });
         r
@@ -116,10 +115,11 @@ impl Bucket {
         opts: WriteOptions,
     ) -> Result<MutationResult, EngineError> {
         self.collection_ttl(key.cid())?;
-        self.check_durability(opts.durability)?;
+        let level = self.check_durability(opts.durability)?;
         let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
         self.with_active(vb, |inner| {
-            self.expire_lazily(inner, key, now_ns, now);
+            self.prepare_key(inner, key, now_ns, now, true)?;
+            Self::check_sync_write(inner, key)?;
             let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotStored)?;
             check_cas_and_lock(old, opts.cas, now)?;
             let (xattrs, body) = settee_doc::split_value(&old.value, old.datatype.has_xattr())
@@ -148,10 +148,7 @@ impl Bucket {
             next.rev += 1;
             next.locked_until = 0;
             next.cas = inner.next_cas(now_ns);
-            let cas = next.cas;
-            let delta = inner.install(key.encoded(), next);
-            self.charge(delta);
-            Ok(MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid })
+            Ok(self.commit(inner, vb, key, next, level))
         })
     }
 }

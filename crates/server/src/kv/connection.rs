@@ -11,14 +11,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::dispatch::dispatch;
+use super::pending::Out;
+use super::reply;
 use super::session::Session;
 use crate::node::Node;
+use settee_types::Status;
 
 /// Read buffer size to start with; it grows to hold one whole frame at most.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Stop executing a batch once this many reply bytes wait, and write them first, so a pipeline of large GETs
 /// cannot make the server buffer without bound.
 const WRITE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// A request that still finds its item ejected after this many background fetches gets TMPFAIL (the item pager
+/// is racing it); the client retries.
+const FETCH_ATTEMPTS_MAX: u32 = 3;
 /// Buffers above this size are released after use so idle connections stay small.
 const IDLE_BUFFER_BYTES_MAX: usize = 256 * 1024;
 
@@ -32,7 +38,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
     let (mut rd, mut wr) = stream.into_split();
     let mut session = Session::new(peer);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-    let mut wbuf: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
+    let mut wbuf = Out { buf: Vec::with_capacity(READ_BUFFER_BYTES), ..Out::default() };
     loop {
         let read = tokio::select! {
             r = rd.read_buf(&mut rbuf) => r,
@@ -51,12 +57,32 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
         loop {
             match decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX) {
                 Ok(Some((req, n))) => {
+                    let mut fetches = 0;
                     dispatch(&node, &mut session, &req, &mut wbuf);
+                    while let Some(fetch) = wbuf.fetch.take() {
+                        // The request touched an item that is on disk only: fetch it, then run the request again.
+                        if fetches == FETCH_ATTEMPTS_MAX {
+                            reply::status(&mut wbuf, &req, Status::Etmpfail);
+                            break;
+                        }
+                        fetches += 1;
+                        fetch.run().await;
+                        dispatch(&node, &mut session, &req, &mut wbuf);
+                    }
                     used += n;
                     if session.close {
                         break;
                     }
-                    if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
+                    if let Some(pending) = wbuf.pending.take() {
+                        // Requests run in order: send what is ready, then wait for this reply before the next.
+                        let reply = pending.resolve().await;
+                        wbuf.extend_from_slice(&reply);
+                        if wr.write_all(&wbuf).await.is_err() {
+                            fatal = true;
+                            break;
+                        }
+                        wbuf.clear();
+                    } else if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
                         if wr.write_all(&wbuf).await.is_err() {
                             fatal = true;
                             break;
@@ -86,7 +112,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
             rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
         }
         if wbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
-            wbuf = Vec::with_capacity(READ_BUFFER_BYTES);
+            wbuf.buf = Vec::with_capacity(READ_BUFFER_BYTES);
         }
     }
     let _ = wr.shutdown().await;

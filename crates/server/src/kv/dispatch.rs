@@ -2,6 +2,7 @@
 //! kv_engine applies them: known opcode, authenticated (or on the pre-auth allow-list), bucket selected, request
 //! syntax; handlers then see only well-formed requests.
 
+use crate::kv::pending::{Fetch, Out};
 use settee_engine::EngineError;
 use settee_mcbp::{Opcode, Request};
 use settee_types::Status;
@@ -31,7 +32,7 @@ impl From<EngineError> for KvError {
 
 pub type KvResult = Result<(), KvError>;
 
-pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) {
+pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) {
     let Some(op) = Opcode::from_byte(req.opcode) else {
         tracing::debug!(opcode = req.opcode, peer = %s.peer, "unknown opcode");
         return reply::status(out, req, Status::UnknownCommand);
@@ -93,12 +94,21 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u
 
 /// Writes an error reply. NOT_MY_VBUCKET carries the bucket config so the client can re-route; unknown
 /// collections and scopes carry the manifest uid.
-fn write_error(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>, e: KvError) {
+fn write_error(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out, e: KvError) {
     let status = match &e {
         KvError::Status(st) => *st,
         KvError::Engine(err) => err.status(),
     };
     match (&e, &s.bucket) {
+        (KvError::Engine(EngineError::NeedFetch), Some(b)) => {
+            // No reply yet: the connection fetches the item and runs the request again.
+            let mut key = Vec::with_capacity(req.key.len() + 1);
+            if !s.collections() {
+                settee_mcbp::encode_leb128(0, &mut key);
+            }
+            key.extend_from_slice(req.key);
+            out.fetch = Some(Fetch { bucket: b.clone(), vb: settee_types::VbId(req.vbucket), key });
+        }
         (KvError::Engine(EngineError::NotMyVbucket), Some(b)) => {
             let body = serde_json::to_vec(&node.bucket_config(b)).unwrap_or_default();
             reply::json(out, req, status, &body);

@@ -7,5 +7,6 @@ pub mod connection;
 pub mod dispatch;
 pub mod handlers;
 pub mod listener;
+pub mod pending;
 pub mod reply;
 pub mod session;

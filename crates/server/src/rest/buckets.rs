@@ -100,6 +100,10 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
         if cfg.ram_quota_bytes == 0 { 0.0 } else { mem_used as f64 * 100.0 / cfg.ram_quota_bytes as f64 };
     let mut node = node_json(state, host);
     node["replication"] = json!(0);
+    if b.is_warming_up() {
+        // Couchbase shows a bucket that is loading from disk as warming up on its node.
+        node["status"] = json!("warmup");
+    }
     let mut out = json!({
         "name": name,
         "nodeLocator": "vbucket",

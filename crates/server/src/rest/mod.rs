@@ -145,7 +145,7 @@ mod tests {
     #[tokio::test]
     async fn both_services_answer_over_tcp_and_stop_on_shutdown() {
         // Proves serve_mgmt and serve_query answer real HTTP/1.1 and return Ok once their shutdown future completes.
-        let node = Node::new(ServerConfig::defaults()).expect("node");
+        let node = Node::new(crate::config::ServerConfig::for_tests()).expect("node");
         let mgmt = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let query = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let (mgmt_addr, query_addr) = (mgmt.local_addr().unwrap(), query.local_addr().unwrap());

@@ -156,7 +156,7 @@ fn durable_set<'a>(key: &'a [u8], framing: &'a [u8]) -> Request<'a> {
 /// level is EINVAL; with 1 replica on one node majority is DURABILITY_IMPOSSIBLE.
 #[tokio::test]
 async fn durability_rules() {
-    let node = TestNode::start().await;
+    let node = TestNode::start_with(|c| c.bucket_type = settee_server::config::BucketTypeArg::Ephemeral).await;
     let mut c = node.connect().await;
     let k = c.key(0, b"d");
     assert_eq!(c.send(&durable_set(&k, &[0x11, 0x01])).await.unwrap().status, 0);

@@ -3,6 +3,7 @@
 mod helpers;
 mod kv_ops;
 mod metadata;
+mod persistence;
 mod process;
 mod session;
 mod wire;

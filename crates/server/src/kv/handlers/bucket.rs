@@ -1,5 +1,6 @@
 //! Bucket-level commands: STAT, OBSERVE_SEQNO, GET_COLLECTIONS_MANIFEST, GET_COLLECTION_ID.
 
+use crate::kv::pending::Out;
 use std::sync::atomic::Ordering;
 
 use settee_mcbp::{encode_response, Request};
@@ -13,8 +14,8 @@ use crate::kv::session::Session;
 use crate::node::{Node, COUCHBASE_VERSION};
 
 /// STAT: one reply per statistic (key = name, value = decimal text) and an empty reply to end the group.
-/// Groups: "" (default), "memory", "uuid". Other groups are KEY_ENOENT, as kv_engine answers unknown ones.
-pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+/// Groups: "" (default), "memory", "uuid", "vbucket-seqno". Other groups are KEY_ENOENT, as kv_engine answers unknown ones.
+pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let b = selected_bucket(s)?;
     let cfg = b.config();
     let mut stats: Vec<(String, String)> = Vec::new();
@@ -38,6 +39,19 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> K
             for (k, v) in b.stats().pairs() {
                 push(k, v.to_string());
             }
+            let queue: usize = (0..b.num_vbuckets()).filter_map(|v| b.vbucket(VbId(v))).map(|vb| vb.dirty_len()).sum();
+            push("ep_queue_size", queue.to_string());
+            push("ep_warmup_thread", if b.is_warming_up() { "running" } else { "complete" }.to_string());
+            push("vb_active_perc_mem_resident", b.resident_ratio().to_string());
+            push("ep_persistence_failed", u8::from(b.store_failed()).to_string());
+        }
+        b"vbucket-seqno" => {
+            for v in 0..b.num_vbuckets() {
+                let Some(vb) = b.vbucket(VbId(v)) else { continue };
+                push(&format!("vb_{v}:high_seqno"), vb.high_seqno().to_string());
+                push(&format!("vb_{v}:last_persisted_seqno"), vb.persisted_seqno().to_string());
+                push(&format!("vb_{v}:uuid"), vb.uuid().to_string());
+            }
         }
         b"memory" => {
             push("mem_used", b.mem_used().to_string());
@@ -57,7 +71,7 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> K
 
 /// OBSERVE_SEQNO: value = vbuuid (8 bytes). Reply format 0: format u8, vb u16, vbuuid u64, persisted seqno u64,
 /// current seqno u64.
-pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     if req.value.len() != 8 || !req.extras.is_empty() || !req.key.is_empty() {
         return Err(KvError::Status(Status::Einval));
     }
@@ -77,7 +91,7 @@ pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRes
     Ok(())
 }
 
-pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let b = selected_bucket(s)?;
     let body = b.manifest().to_json().to_string();
     reply::json(out, req, Status::Success, body.as_bytes());
@@ -86,7 +100,7 @@ pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Vec<u8
 
 /// GET_COLLECTION_ID: the path `scope.collection` comes in the value (older clients put it in the key). Reply:
 /// 12 extras bytes, manifest uid u64 then collection id u32.
-pub fn get_collection_id(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_collection_id(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let raw = if req.value.is_empty() { req.key } else { req.value };
     let path = std::str::from_utf8(raw).map_err(|_| KvError::Status(Status::Einval))?;
     let b = selected_bucket(s)?;

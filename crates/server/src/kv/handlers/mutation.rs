@@ -1,5 +1,6 @@
 //! Hot path: SET, ADD, REPLACE, DELETE, INCREMENT, DECREMENT, APPEND, PREPEND.
 
+use crate::kv::pending::Out;
 use settee_engine::{ArithmeticOp, ArithmeticRequest, StoreMode, StoreRequest};
 use settee_mcbp::{encode_response, Opcode, Request};
 use settee_types::{Status, VbId};
@@ -18,7 +19,7 @@ fn need_write(s: &Session) -> Result<(), KvError> {
     }
 }
 
-pub fn store(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+pub fn store(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[8], true, None)?;
     need_write(s)?;
     let key = doc_key(s, req.key)?;
@@ -40,23 +41,27 @@ pub fn store(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> K
             opts: write_options(req)?,
         },
     )?;
+    let start = out.len();
     reply::mutation(out, req, s, &m);
+    out.await_persistence(start, b, &m, req);
     Ok(())
 }
 
-pub fn delete(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn delete(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     need_write(s)?;
     let key = doc_key(s, req.key)?;
     let b = selected_bucket(s)?;
     let m = b.delete(VbId(req.vbucket), &key, write_options(req)?)?;
+    let start = out.len();
     reply::mutation(out, req, s, &m);
+    out.await_persistence(start, b, &m, req);
     Ok(())
 }
 
 /// INCREMENT / DECREMENT: extras are delta u64, initial u64, expiry u32; the reply value is the new count as an
 /// 8-byte big-endian number and the extras are the mutation token.
-pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[20], true, Some(false))?;
     need_write(s)?;
     let key = doc_key(s, req.key)?;
@@ -74,17 +79,21 @@ pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode)
         },
     )?;
     let (t, n) = reply::token(s, &r.mutation);
+    let start = out.len();
     encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &r.value.to_be_bytes());
+    out.await_persistence(start, b, &r.mutation, req);
     Ok(())
 }
 
-pub fn concat(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+pub fn concat(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[0], true, None)?;
     need_write(s)?;
     let key = doc_key(s, req.key)?;
     let value = request_value(s, req)?;
     let b = selected_bucket(s)?;
     let m = b.concat(VbId(req.vbucket), &key, &value, op == Opcode::Prepend, write_options(req)?)?;
+    let start = out.len();
     reply::mutation(out, req, s, &m);
+    out.await_persistence(start, b, &m, req);
     Ok(())
 }

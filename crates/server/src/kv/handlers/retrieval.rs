@@ -1,5 +1,6 @@
 //! Hot path: GET, GET_REPLICA, TOUCH, GAT, GET_LOCKED, UNLOCK, GET_META, GET_RANDOM_KEY.
 
+use crate::kv::pending::Out;
 use settee_engine::EngineError;
 use settee_mcbp::{encode_leb128, Opcode, Request};
 use settee_types::{Status, VbId};
@@ -20,7 +21,7 @@ fn need_read(s: &Session) -> Result<(), KvError> {
 
 /// GET, and GET_REPLICA (this node holds no replica vBuckets, so the latter is NOT_MY_VBUCKET, as Couchbase
 /// answers for a vBucket it is not a replica of).
-pub fn get(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+pub fn get(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     need_read(s)?;
     let key = doc_key(s, req.key)?;
@@ -36,7 +37,7 @@ pub fn get(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvR
 }
 
 /// TOUCH (reply: CAS and token) and GAT (reply: like GET).
-pub fn touch(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+pub fn touch(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[4], true, Some(false))?;
     if !s.access.write || (op == Opcode::Gat && !s.access.read) {
         return Err(KvError::Status(Status::Eaccess));
@@ -60,7 +61,7 @@ pub fn touch(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> K
     Ok(())
 }
 
-pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0, 4], true, Some(false))?;
     need_read(s)?;
     let key = doc_key(s, req.key)?;
@@ -72,7 +73,7 @@ pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult
     Ok(())
 }
 
-pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     need_read(s)?;
     let key = doc_key(s, req.key)?;
@@ -83,7 +84,7 @@ pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
 }
 
 /// GET_META: version 1 (20-byte extras) or, when asked with extras byte 2, version 2 (21 bytes, with datatype).
-pub fn get_meta(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_meta(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0, 1], true, Some(false))?;
     need_read(s)?;
     let v2 = match req.extras {
@@ -107,7 +108,7 @@ pub fn get_meta(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
 
 /// GET_RANDOM_KEY: the collection id comes as 4 extras bytes when Collections is negotiated; the reply carries
 /// the key (prefixed the same way), flags and value.
-pub fn get_random_key(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_random_key(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let cid = match (req.extras.len(), s.collections()) {
         (0, _) => 0,
         (4, true) => be_u32(req.extras),

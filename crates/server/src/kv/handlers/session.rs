@@ -1,5 +1,6 @@
 //! Connection setup: HELLO, SASL, error map, bucket selection, cluster configs, NOOP.
 
+use crate::kv::pending::Out;
 use std::sync::OnceLock;
 
 use settee_mcbp::{Feature, Request};
@@ -15,7 +16,7 @@ use crate::node::{Node, COUCHBASE_VERSION};
 use super::request::be_u64;
 
 /// HELLO: agree to the requested features settee supports, echoing them in request order. Each HELLO starts over.
-pub fn hello(s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn hello(s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     if !req.extras.is_empty() || !req.value.len().is_multiple_of(2) {
         return Err(KvError::Status(Status::Einval));
     }
@@ -35,12 +36,12 @@ pub fn hello(s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult 
     Ok(())
 }
 
-pub fn sasl_list_mechs(req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn sasl_list_mechs(req: &Request<'_>, out: &mut Out) -> KvResult {
     reply::with_value(out, req, Status::Success, 0, &[], auth::supported_mechanisms().as_bytes());
     Ok(())
 }
 
-pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     s.scram = None;
     let lookup = |user: &str| node.users.credentials(user);
     let outcome = Mechanism::parse(req.key).and_then(|mech| match mech {
@@ -64,7 +65,7 @@ pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<
     Ok(())
 }
 
-pub fn sasl_step(_node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn sasl_step(_node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let Some(server) = s.scram.take() else {
         return Err(KvError::Status(Status::AuthError));
     };
@@ -88,7 +89,7 @@ fn authenticated(s: &mut Session, user: String) {
     s.access = crate::auth::BucketAccess::NONE;
 }
 
-pub fn get_error_map(req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_error_map(req: &Request<'_>, out: &mut Out) -> KvResult {
     static MAP: OnceLock<String> = OnceLock::new();
     if req.value.len() != 2 || u16::from_be_bytes([req.value[0], req.value[1]]) == 0 {
         return Err(KvError::Status(Status::Einval));
@@ -99,7 +100,7 @@ pub fn get_error_map(req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
 
 /// SELECT_BUCKET: a bucket the user may not touch, or that does not exist, is EACCESS (the C++ SDK reports it as
 /// bucket-not-found at once).
-pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let name = std::str::from_utf8(req.key).map_err(|_| KvError::Status(Status::Einval))?;
     if name.is_empty() {
         s.bucket = None;
@@ -123,7 +124,7 @@ pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut 
 
 /// GET_CLUSTER_CONFIG: the bucket config, or the global one without a bucket. A client that already holds this
 /// revision (16-byte extras: epoch, rev) gets an empty success.
-pub fn get_cluster_config(node: &Node, s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn get_cluster_config(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     match req.extras.len() {
         0 => {}
         16 => {
@@ -144,12 +145,12 @@ pub fn get_cluster_config(node: &Node, s: &Session, req: &Request<'_>, out: &mut
     Ok(())
 }
 
-pub fn noop(req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn noop(req: &Request<'_>, out: &mut Out) -> KvResult {
     reply::status(out, req, Status::Success);
     Ok(())
 }
 
-pub fn version(req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn version(req: &Request<'_>, out: &mut Out) -> KvResult {
     reply::with_value(out, req, Status::Success, 0, &[], COUCHBASE_VERSION.as_bytes());
     Ok(())
 }

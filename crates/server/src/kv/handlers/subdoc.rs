@@ -1,6 +1,7 @@
 //! Sub-document commands: SUBDOC_MULTI_LOOKUP, SUBDOC_MULTI_MUTATION and the single-path opcodes, which run as a
 //! one-spec request and answer in the single-path layout.
 
+use crate::kv::pending::Out;
 use settee_doc::{LookupSpec, MutationSpec};
 use settee_engine::{DocFlags, EngineError, MutateInOptions};
 use settee_mcbp::{encode_response, Feature, Opcode, Request};
@@ -70,7 +71,7 @@ fn mutation_extras(s: &Session, e: &[u8]) -> Result<(u32, Option<u32>, u8), KvEr
     })
 }
 
-pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let doc_flags = match req.extras {
         [] => 0,
         [f] => *f,
@@ -105,7 +106,7 @@ pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResu
     Ok(())
 }
 
-pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvResult {
+pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let (expiry, user_flags, doc_flags) = mutation_extras(s, req.extras)?;
     if !s.access.write {
         return Err(KvError::Status(Status::Eaccess));
@@ -126,7 +127,9 @@ pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRe
             let removed = specs.iter().any(|sp| sp.opcode == SPEC_OP_REMOVE_DOC);
             let status = if r.deleted && !removed { Status::SubdocSuccessDeleted } else { Status::Success };
             let (t, n) = reply::token(s, &r.mutation);
+            let start = out.len();
             encode_response(out, req.opcode, status.code(), req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &body);
+            out.await_persistence(start, b, &r.mutation, req);
             Ok(())
         }
         Err(EngineError::SubdocSpec { index, status }) => {
@@ -142,7 +145,7 @@ pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Vec<u8>) -> KvRe
 
 /// A single-path opcode: extras = path length u16, path flags u8, [expiry u32 (mutations)], [doc flags u8];
 /// the body holds the path then the value.
-pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode) -> KvResult {
+pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     let e = req.extras;
     if e.len() < 3 {
         return Err(einval());
@@ -190,7 +193,9 @@ pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Vec<u8>, op: Opcode
         Ok(r) => {
             let (t, n) = reply::token(s, &r.mutation);
             let value = r.results.first().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+            let start = out.len();
             encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], value);
+            out.await_persistence(start, b, &r.mutation, req);
             Ok(())
         }
         Err(EngineError::SubdocSpec { status, .. }) => Err(KvError::Status(status)),

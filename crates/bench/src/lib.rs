@@ -1,0 +1,63 @@
+//! `settee bench`: a load generator in the spirit of cbc-pillowfight and YCSB that drives settee (or Couchbase)
+//! through the smart client, and plain memcached through its binary protocol, with the same requests, so the two
+//! can be measured side by side.
+//!
+//! - [`BenchCommand`] / [`run`]: the command line (`settee bench ...`, `settee bench plot ...`,
+//!   `settee bench compare ...`).
+//! - [`run_bench`]: one run (load phase, run phase) returning a [`BenchResult`], the JSON document `--json` writes.
+//! - Workloads: the pillowfight GET/SET mix and YCSB core workloads A, B, C, D, F with YCSB's zipfian, uniform and
+//!   latest key choice. Latency goes into HdrHistograms per operation type; `--rate-limit` runs open loop.
+//!
+//! It depends on the client and the codec only, never on the server or the engine.
+
+mod cli;
+mod compare;
+mod distribution;
+mod driver;
+mod keys;
+mod link;
+mod plot;
+mod progress;
+mod report;
+mod rng;
+mod runner;
+mod spec;
+mod stats;
+mod values;
+mod workload;
+
+pub use cli::{BenchCommand, BenchSubcommand, CompareArgs, Durability, PlotArgs, RunArgs};
+pub use distribution::RequestDistribution;
+pub use keys::KeyFormat;
+pub use report::{BenchResult, LatencySummary, OpResult, PhaseResult, TimelinePoint, RESULT_FORMAT_VERSION};
+pub use runner::run_bench;
+pub use spec::{Spec, SpecError};
+pub use workload::Workload;
+
+/// Why `settee bench` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Client(#[from] settee_client::ClientError),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs `settee bench` as parsed from its command line.
+pub fn run(cmd: BenchCommand) -> Result<(), BenchError> {
+    match cmd.command {
+        Some(BenchSubcommand::Plot(p)) => plot::plot_files(&p),
+        Some(BenchSubcommand::Compare(c)) => compare::compare_files(&c),
+        None => run_bench(&cmd.run).map(|_| ()),
+    }
+}
+
+/// Reads a result file written with `--json`.
+pub fn read_result(path: &std::path::Path) -> Result<BenchResult, BenchError> {
+    let bytes = std::fs::read(path)?;
+    serde_json::from_slice(&bytes).map_err(|e| BenchError::Invalid(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,251 @@
+//! What a run records: per operation type an HdrHistogram of latencies (nanoseconds, 3 significant digits) and
+//! counts of successes, misses and errors; per reporting interval a histogram over all operations for the live
+//! progress line and the timeline.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+/// The highest latency a histogram tracks exactly; slower operations are recorded as this value.
+const LATENCY_NS_MAX: u64 = 60_000_000_000;
+
+/// The operation types a run reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    /// A document read (GET; YCSB "read").
+    Get = 0,
+    /// An upsert of an existing record (SET; YCSB "update").
+    Set = 1,
+    /// An upsert of a new record (YCSB load and "insert").
+    Insert = 2,
+    /// YCSB "read-modify-write": a GET, then a SET of the same key once the GET answered; one operation.
+    Rmw = 3,
+}
+
+pub(crate) const OP_KINDS: [OpKind; 4] = [OpKind::Get, OpKind::Set, OpKind::Insert, OpKind::Rmw];
+
+impl OpKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            OpKind::Get => "get",
+            OpKind::Set => "set",
+            OpKind::Insert => "insert",
+            OpKind::Rmw => "rmw",
+        }
+    }
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    /// KEY_ENOENT on a read: reported apart from errors (reads of records not yet loaded are expected with
+    /// `--no-population`).
+    NotFound,
+    /// Any other status.
+    Status(u16),
+    /// No reply within the operation timeout.
+    Timeout,
+    /// The connection failed with the operation in flight.
+    ConnectionLost,
+}
+
+impl Outcome {
+    pub(crate) fn of_status(status: u16, read: bool) -> Outcome {
+        match status {
+            0 => Outcome::Ok,
+            1 if read => Outcome::NotFound,
+            s => Outcome::Status(s),
+        }
+    }
+
+    fn error_name(self) -> Option<String> {
+        match self {
+            Outcome::Ok | Outcome::NotFound => None,
+            Outcome::Status(s) => Some(format!("{} (0x{s:02x})", status_name(s))),
+            Outcome::Timeout => Some("timeout".into()),
+            Outcome::ConnectionLost => Some("connection lost".into()),
+        }
+    }
+}
+
+/// Names of the statuses a load generator is likely to see.
+fn status_name(s: u16) -> &'static str {
+    match s {
+        0x01 => "KEY_ENOENT",
+        0x02 => "KEY_EEXISTS",
+        0x03 => "E2BIG",
+        0x04 => "EINVAL",
+        0x05 => "NOT_STORED",
+        0x07 => "NOT_MY_VBUCKET",
+        0x20 => "AUTH_ERROR",
+        0x24 => "EACCESS",
+        0x81 => "UNKNOWN_COMMAND",
+        0x82 => "ENOMEM",
+        0x86 => "TMPFAIL",
+        0x88 => "UNKNOWN_COLLECTION",
+        0xa0 => "DURABILITY_INVALID_LEVEL",
+        0xa1 => "DURABILITY_IMPOSSIBLE",
+        0xa2 => "SYNC_WRITE_IN_PROGRESS",
+        0xa3 => "SYNC_WRITE_AMBIGUOUS",
+        _ => "status",
+    }
+}
+
+/// One finished operation, as the driver hands it to the recorder.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Completion {
+    pub kind: OpKind,
+    pub latency_ns: u64,
+    pub outcome: Outcome,
+}
+
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("static histogram bounds are valid")
+}
+
+/// Totals of one operation type.
+#[derive(Clone, Debug)]
+pub(crate) struct OpTotals {
+    pub latency: Histogram<u64>,
+    pub ok: u64,
+    pub not_found: u64,
+    pub errors: u64,
+}
+
+impl OpTotals {
+    fn new() -> OpTotals {
+        OpTotals { latency: new_histogram(), ok: 0, not_found: 0, errors: 0 }
+    }
+    pub(crate) fn ops(&self) -> u64 {
+        self.ok + self.not_found + self.errors
+    }
+}
+
+/// The recorder of one worker thread (behind a mutex the reporter also takes once a second), and the merged
+/// totals of a phase.
+#[derive(Clone, Debug)]
+pub(crate) struct PhaseStats {
+    pub ops: [Option<OpTotals>; 4],
+    pub errors_by: BTreeMap<String, u64>,
+    pub interval: Histogram<u64>,
+    pub interval_ops: u64,
+    pub interval_errors: u64,
+}
+
+impl PhaseStats {
+    pub(crate) fn new() -> PhaseStats {
+        PhaseStats {
+            ops: [None, None, None, None],
+            errors_by: BTreeMap::new(),
+            interval: new_histogram(),
+            interval_ops: 0,
+            interval_errors: 0,
+        }
+    }
+
+    pub(crate) fn record(&mut self, c: &Completion) {
+        let t = self.ops[c.kind as usize].get_or_insert_with(OpTotals::new);
+        t.latency.saturating_record(c.latency_ns.max(1));
+        self.interval.saturating_record(c.latency_ns.max(1));
+        self.interval_ops += 1;
+        match c.outcome {
+            Outcome::Ok => t.ok += 1,
+            Outcome::NotFound => t.not_found += 1,
+            other => {
+                t.errors += 1;
+                self.interval_errors += 1;
+                if let Some(name) = other.error_name() {
+                    *self.errors_by.entry(name).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    /// Adds `other`'s totals (not its interval) into these.
+    pub(crate) fn merge_totals(&mut self, other: &PhaseStats) {
+        for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
+            if let Some(theirs) = theirs {
+                let mine = mine.get_or_insert_with(OpTotals::new);
+                // Both histograms share bounds, so adding cannot fail.
+                let _ = mine.latency.add(&theirs.latency);
+                mine.ok += theirs.ok;
+                mine.not_found += theirs.not_found;
+                mine.errors += theirs.errors;
+            }
+        }
+        for (k, v) in &other.errors_by {
+            *self.errors_by.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    /// Moves the interval's histogram and counts into `into`, leaving them empty here.
+    pub(crate) fn drain_interval(&mut self, into: &mut IntervalStats) {
+        let _ = into.latency.add(&self.interval);
+        into.ops += self.interval_ops;
+        into.errors += self.interval_errors;
+        self.interval.reset();
+        self.interval_ops = 0;
+        self.interval_errors = 0;
+    }
+}
+
+/// One reporting interval over all threads.
+#[derive(Clone, Debug)]
+pub(crate) struct IntervalStats {
+    pub latency: Histogram<u64>,
+    pub ops: u64,
+    pub errors: u64,
+}
+
+impl IntervalStats {
+    pub(crate) fn new() -> IntervalStats {
+        IntervalStats { latency: new_histogram(), ops: 0, errors: 0 }
+    }
+    pub(crate) fn reset(&mut self) {
+        self.latency.reset();
+        self.ops = 0;
+        self.errors = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(kind: OpKind, latency_ns: u64, outcome: Outcome) -> Completion {
+        Completion { kind, latency_ns, outcome }
+    }
+
+    /// Outcomes land in the right counters, errors are named by status, and merging adds everything up.
+    #[test]
+    fn records_and_merges_counts() {
+        let mut a = PhaseStats::new();
+        a.record(&c(OpKind::Get, 1_000, Outcome::Ok));
+        a.record(&c(OpKind::Get, 2_000, Outcome::NotFound));
+        a.record(&c(OpKind::Set, 3_000, Outcome::Status(0x86)));
+        let mut b = PhaseStats::new();
+        b.record(&c(OpKind::Set, 4_000, Outcome::Timeout));
+        b.merge_totals(&a);
+        let get = b.ops[0].as_ref().unwrap();
+        assert_eq!((get.ok, get.not_found, get.errors, get.ops()), (1, 1, 0, 2));
+        let set = b.ops[1].as_ref().unwrap();
+        assert_eq!((set.errors, set.latency.len()), (2, 2));
+        assert_eq!(b.errors_by.get("TMPFAIL (0x86)"), Some(&1));
+        assert_eq!(b.errors_by.get("timeout"), Some(&1));
+        assert_eq!(Outcome::of_status(1, false), Outcome::Status(1));
+    }
+
+    /// Draining the interval moves its counts out and leaves it empty; totals are untouched.
+    #[test]
+    fn interval_drains() {
+        let mut a = PhaseStats::new();
+        a.record(&c(OpKind::Get, 5_000, Outcome::Ok));
+        a.record(&c(OpKind::Get, 5_000, Outcome::Status(4)));
+        let mut i = IntervalStats::new();
+        a.drain_interval(&mut i);
+        assert_eq!((i.ops, i.errors, i.latency.len()), (2, 1, 2));
+        assert_eq!((a.interval_ops, a.interval.len()), (0, 0));
+        assert_eq!(a.ops[0].as_ref().unwrap().ops(), 2);
+    }
+}

@@ -1,0 +1,200 @@
+//! The cluster map a smart client routes by: the terse bucket config from GET_CLUSTER_CONFIG (or the body of a
+//! NOT_MY_VBUCKET reply), reduced to what routing needs: the KV endpoint of every node and the active node of
+//! every vBucket.
+
+use serde_json::Value;
+
+use crate::connection::ClientError;
+
+/// A parsed bucket config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    pub rev_epoch: i64,
+    pub rev: i64,
+    pub bucket: Option<String>,
+    /// KV endpoints (`host:port`), indexed as `vbucket_map` indexes them.
+    pub kv_nodes: Vec<String>,
+    /// The index into `kv_nodes` of each vBucket's active copy; -1 when it has none.
+    pub vbucket_map: Vec<i32>,
+    pub num_replicas: u32,
+}
+
+impl ClusterConfig {
+    /// Parses a config. `$HOST` (which a node listening on every interface advertises) becomes `seed_host`, the
+    /// host the client bootstrapped from.
+    pub fn parse(body: &[u8], seed_host: &str) -> Result<ClusterConfig, ClientError> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| ClientError::Config(e.to_string()))?;
+        let bad = |what: &str| ClientError::Config(what.to_owned());
+        let map = &v["vBucketServerMap"];
+        let vbucket_map: Vec<i32> = map["vBucketMap"]
+            .as_array()
+            .ok_or_else(|| bad("no vBucketServerMap.vBucketMap"))?
+            .iter()
+            .map(|row| row.get(0).and_then(Value::as_i64).map(|n| n as i32).ok_or_else(|| bad("vBucketMap row")))
+            .collect::<Result<_, _>>()?;
+        if vbucket_map.is_empty() || vbucket_map.len() > usize::from(u16::MAX) {
+            return Err(bad("vBucketMap length"));
+        }
+        let kv_nodes = kv_endpoints(&v, seed_host)?;
+        if let Some(n) = vbucket_map.iter().find(|&&n| n >= kv_nodes.len() as i32) {
+            return Err(ClientError::Config(format!("vBucketMap names node {n} of {}", kv_nodes.len())));
+        }
+        Ok(ClusterConfig {
+            rev_epoch: v["revEpoch"].as_i64().unwrap_or(0),
+            rev: v["rev"].as_i64().unwrap_or(0),
+            bucket: v["name"].as_str().map(str::to_owned),
+            kv_nodes,
+            vbucket_map,
+            num_replicas: map["numReplicas"].as_u64().unwrap_or(0) as u32,
+        })
+    }
+
+    pub fn num_vbuckets(&self) -> u16 {
+        // Parse bounds the map by u16::MAX entries.
+        self.vbucket_map.len() as u16
+    }
+
+    /// The vBucket of a key (without its collection prefix), as every Couchbase client computes it.
+    pub fn vbucket_of(&self, key: &[u8]) -> u16 {
+        vbucket_of(key, self.num_vbuckets())
+    }
+
+    /// The index into `kv_nodes` of the node holding `vb` active, if any.
+    pub fn active_node(&self, vb: u16) -> Option<usize> {
+        self.vbucket_map.get(usize::from(vb)).and_then(|&n| usize::try_from(n).ok())
+    }
+
+    /// Whether this config supersedes `other` (compared by epoch, then revision).
+    pub fn is_newer_than(&self, other: &ClusterConfig) -> bool {
+        (self.rev_epoch, self.rev) > (other.rev_epoch, other.rev)
+    }
+}
+
+/// CRC32 (IEEE) of the key, bits 16..31, modulo the vBucket count.
+pub fn vbucket_of(key: &[u8], num_vbuckets: u16) -> u16 {
+    let crc = crc32fast::hash(key);
+    (((crc >> 16) & 0x7fff) % u32::from(num_vbuckets.max(1))) as u16
+}
+
+/// The KV endpoints in `serverList` order (the order `vBucketMap` indexes), each confirmed against `nodesExt` when
+/// the config has it; with no `serverList`, the KV services of `nodesExt` in order.
+fn kv_endpoints(v: &Value, seed_host: &str) -> Result<Vec<String>, ClientError> {
+    let ext: Vec<String> = v["nodesExt"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter_map(|n| {
+                    let port = n["services"]["kv"].as_u64()?;
+                    let host = n["hostname"].as_str().unwrap_or("$HOST");
+                    Some(host_port(&substitute(host, seed_host), port))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(list) = v["vBucketServerMap"]["serverList"].as_array() else {
+        return if ext.is_empty() { Err(ClientError::Config("no KV nodes".into())) } else { Ok(ext) };
+    };
+    list.iter()
+        .map(|s| {
+            let s = s.as_str().ok_or_else(|| ClientError::Config("serverList entry".into()))?;
+            let s = s.replace("$HOST", &bracket(seed_host));
+            if !ext.is_empty() && !ext.contains(&s) {
+                return Err(ClientError::Config(format!("serverList entry {s} is not a KV node of nodesExt")));
+            }
+            Ok(s)
+        })
+        .collect()
+}
+
+fn substitute(host: &str, seed_host: &str) -> String {
+    if host == "$HOST" {
+        seed_host.to_owned()
+    } else {
+        host.to_owned()
+    }
+}
+
+fn bracket(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+fn host_port(host: &str, port: u64) -> String {
+    format!("{}:{port}", bracket(host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(server_list: &str, nodes_ext: &str, map: &str) -> Vec<u8> {
+        format!(
+            r#"{{"rev":7,"revEpoch":1,"name":"default","nodeLocator":"vbucket",
+                "vBucketServerMap":{{"hashAlgorithm":"CRC","numReplicas":1,"serverList":{server_list},
+                "vBucketMap":{map}}},"nodesExt":{nodes_ext}}}"#
+        )
+        .into_bytes()
+    }
+
+    /// A two-node config routes each vBucket to the node its map row names first, in serverList order.
+    #[test]
+    fn routes_by_vbucket_map_and_server_list() {
+        let body = config(
+            r#"["10.0.0.1:11210","10.0.0.2:11210"]"#,
+            r#"[{"hostname":"10.0.0.2","services":{"kv":11210}},{"hostname":"10.0.0.1","services":{"kv":11210}}]"#,
+            "[[1,0],[0,1],[-1,-1],[1,0]]",
+        );
+        let c = ClusterConfig::parse(&body, "seed").unwrap();
+        assert_eq!(c.kv_nodes, ["10.0.0.1:11210", "10.0.0.2:11210"]);
+        assert_eq!((c.rev, c.num_vbuckets(), c.num_replicas), (7, 4, 1));
+        assert_eq!(
+            [c.active_node(0), c.active_node(1), c.active_node(2), c.active_node(9)],
+            [Some(1), Some(0), None, None]
+        );
+    }
+
+    /// `$HOST` and a missing nodesExt hostname both mean the host the client bootstrapped from.
+    #[test]
+    fn host_placeholder_is_the_seed_host() {
+        let body = config(r#"["$HOST:11210"]"#, r#"[{"services":{"kv":11210,"mgmt":8091}}]"#, "[[0]]");
+        let c = ClusterConfig::parse(&body, "127.0.0.1").unwrap();
+        assert_eq!(c.kv_nodes, ["127.0.0.1:11210"]);
+        let c = ClusterConfig::parse(&body, "::1").unwrap();
+        assert_eq!(c.kv_nodes, ["[::1]:11210"]);
+    }
+
+    /// A map that names a node the config does not list, or a serverList nodesExt does not confirm, is refused.
+    #[test]
+    fn inconsistent_configs_are_errors() {
+        let ext = r#"[{"hostname":"a","services":{"kv":1}}]"#;
+        assert!(ClusterConfig::parse(&config(r#"["a:1"]"#, ext, "[[1]]"), "s").is_err());
+        assert!(ClusterConfig::parse(&config(r#"["b:1"]"#, ext, "[[0]]"), "s").is_err());
+        assert!(ClusterConfig::parse(b"{}", "s").is_err());
+        assert!(ClusterConfig::parse(b"not json", "s").is_err());
+    }
+
+    /// The crc32fast-based hash agrees with the one the server and the SDKs use.
+    #[test]
+    fn vbucket_hash_matches_the_protocol_reference() {
+        for key in [&b"foo"[..], b"", b"00000000000000000042", b"user6284781860667377211"] {
+            assert_eq!(vbucket_of(key, 1024), settee_types::vbucket_for_key(key, 1024).0);
+        }
+        assert_eq!(vbucket_of(b"anything", 1), 0);
+    }
+
+    /// Newer means a higher (epoch, rev) pair.
+    #[test]
+    fn newer_compares_epoch_then_rev() {
+        let body = config(r#"["a:1"]"#, "[]", "[[0]]");
+        let a = ClusterConfig::parse(&body, "s").unwrap();
+        let mut b = a.clone();
+        b.rev += 1;
+        assert!(b.is_newer_than(&a) && !a.is_newer_than(&b) && !a.is_newer_than(&a));
+        b.rev_epoch = 0;
+        assert!(a.is_newer_than(&b));
+    }
+}

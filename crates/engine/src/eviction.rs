@@ -1,0 +1,166 @@
+//! Memory quota enforcement for persistent buckets: the item pager ejects values (value eviction) or whole items
+//! (full eviction) of persisted, not-recently-used items when memory passes the high watermark, until it falls
+//! under the low watermark; an operation that meets an ejected item asks for a background fetch and is retried.
+//!
+//! Only items whose seqno is persisted may be ejected, so ejection never loses a write.
+
+use settee_types::VbId;
+
+use crate::bucket::{Bucket, EvictionPolicy};
+use crate::error::EngineError;
+use crate::item::DocKey;
+use crate::persistence::ItemSnapshot;
+use crate::vbucket::{VbInner, VbState};
+
+/// Fractions of the quota (percent) at which the pager starts and stops ejecting.
+pub const HIGH_WATERMARK_PERCENT: u64 = 85;
+pub const LOW_WATERMARK_PERCENT: u64 = 75;
+
+impl Bucket {
+    fn full_eviction(&self) -> bool {
+        self.config().eviction == EvictionPolicy::FullEviction
+    }
+
+    /// Makes sure an operation can see the item under `key`: with `needs_value`, an ejected value must be
+    /// fetched first; under full eviction, a key not in memory may be on disk and must be fetched (or found
+    /// absent) first. Then applies expiry on access.
+    pub(crate) fn prepare_key(
+        &self,
+        inner: &mut VbInner,
+        key: &DocKey<'_>,
+        now_ns: u64,
+        now: u32,
+        needs_value: bool,
+    ) -> Result<(), EngineError> {
+        match inner.table.get_mut(key.encoded()) {
+            Some(item) if !item.resident && needs_value => return Err(EngineError::NeedFetch),
+            Some(item) => item.referenced = true,
+            None if inner.ejected_items > 0 && !inner.known_absent.remove(key.encoded()) => {
+                return Err(EngineError::NeedFetch)
+            }
+            None => {}
+        }
+        self.expire_lazily(inner, key, now_ns, now);
+        Ok(())
+    }
+
+    /// Completes a background fetch: puts the value (or, under full eviction, the whole item) read from disk back,
+    /// unless the item changed meanwhile; records a key the disk does not have either.
+    pub fn complete_fetch(&self, vb: VbId, key: &[u8], found: Option<ItemSnapshot>) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let mut inner = vbucket.inner.lock();
+        crate::stats::BucketStats::bump(&self.stats.bg_fetched);
+        let delta = match (inner.table.get_mut(key), found) {
+            (Some(item), Some(snap)) if !item.resident && item.seqno == snap.seqno => {
+                item.value = snap.value.into_boxed_slice();
+                item.resident = true;
+                item.value.len() as isize
+            }
+            (None, Some(snap)) => {
+                inner.ejected_items = inner.ejected_items.saturating_sub(1);
+                let mut stored = crate::persistence::stored_of(snap);
+                stored.referenced = true;
+                inner.load(key, stored)
+            }
+            (None, None) => {
+                // Bounded: each entry is consumed by the retried operation that asked for it.
+                if inner.known_absent.len() < KNOWN_ABSENT_MAX {
+                    inner.known_absent.insert(key.into());
+                }
+                0
+            }
+            _ => 0,
+        };
+        drop(inner);
+        self.charge(delta);
+    }
+
+    /// One pass of the item pager. Returns the number of values or items ejected.
+    pub fn run_item_pager(&self) -> u64 {
+        let quota = self.config().ram_quota_bytes;
+        let high = quota / 100 * HIGH_WATERMARK_PERCENT;
+        let low = quota / 100 * LOW_WATERMARK_PERCENT;
+        if !self.is_persistent() || self.mem_used() <= high {
+            return 0;
+        }
+        let full = self.full_eviction();
+        let mut ejected = 0;
+        // Two sweeps: the first clears "referenced" bits (second chance), the second ejects what stayed unused.
+        for _ in 0..2 {
+            for v in 0..self.num_vbuckets() {
+                if self.mem_used() <= low {
+                    break;
+                }
+                let Some(vbucket) = self.vbucket(VbId(v)) else { continue };
+                let mut inner = vbucket.inner.lock();
+                if inner.state != VbState::Active {
+                    continue;
+                }
+                let (n, freed) = eject_from(&mut inner, full);
+                drop(inner);
+                self.charge(-(freed as isize));
+                ejected += n;
+            }
+        }
+        self.stats.ejected.fetch_add(ejected, std::sync::atomic::Ordering::Relaxed);
+        ejected
+    }
+
+    /// Whether memory is past the high watermark (the server wakes the pager).
+    pub fn over_high_watermark(&self) -> bool {
+        self.mem_used() > self.config().ram_quota_bytes / 100 * HIGH_WATERMARK_PERCENT
+    }
+
+    /// Share of live items whose value is in memory, in percent.
+    pub fn resident_ratio(&self) -> u64 {
+        let (mut live, mut resident) = (0u64, 0u64);
+        for v in 0..self.num_vbuckets() {
+            if let Some(vb) = self.vbucket(VbId(v)) {
+                let inner = vb.inner.lock();
+                live += (inner.live_items + inner.ejected_items) as u64;
+                resident += inner.table.values().filter(|i| !i.deleted && i.resident).count() as u64;
+            }
+        }
+        if live == 0 {
+            100
+        } else {
+            resident * 100 / live
+        }
+    }
+}
+
+const KNOWN_ABSENT_MAX: usize = 4096;
+
+/// Ejects clean, unreferenced, unlocked items of one vBucket; returns (count, bytes freed).
+fn eject_from(inner: &mut VbInner, full: bool) -> (u64, usize) {
+    let persisted = inner.persisted_seqno;
+    let mut doomed = Vec::new();
+    let mut freed = 0;
+    let mut count = 0;
+    for (key, item) in inner.table.iter_mut() {
+        if item.seqno > persisted || item.locked_until != 0 || (!full && (!item.resident || item.deleted)) {
+            continue;
+        }
+        if item.referenced {
+            item.referenced = false;
+            continue;
+        }
+        if full {
+            doomed.push(key.clone());
+        } else {
+            freed += item.value.len();
+            item.value = Box::default();
+            item.resident = false;
+            count += 1;
+        }
+    }
+    for key in doomed {
+        let was_live = inner.table.get(&key).is_some_and(|i| !i.deleted);
+        freed += inner.purge(&key);
+        if was_live {
+            inner.ejected_items += 1;
+        }
+        count += 1;
+    }
+    (count, freed)
+}

@@ -1,0 +1,205 @@
+//! The engine's side of persistence: the checkpoint (dirty keys in mutation order) that the flusher drains, the
+//! persisted seqno it advances, durable writes waiting for it, and loading items back from disk (warmup).
+//!
+//! The engine does no I/O: the server's flusher and warmup workers move [`ItemSnapshot`]s between these calls and
+//! the store.
+
+use settee_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbUuid};
+
+use crate::bucket::Bucket;
+use crate::error::EngineError;
+use crate::item::{DocKey, StoredItem};
+use crate::ops::MutationResult;
+use crate::vbucket::{PersistWaiter, VbInner};
+
+/// An item as it travels to and from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemSnapshot {
+    /// The encoded key (collection prefix included).
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub cas: Cas,
+    pub seqno: Seqno,
+    pub rev: u64,
+    pub flags: u32,
+    pub expiry: u32,
+    pub datatype: u8,
+    pub deleted: bool,
+    /// The value was not read (warmup of keys and metadata only): the item is loaded non-resident.
+    pub value_missing: bool,
+}
+
+/// What the flusher takes from one vBucket in one round: the latest version of every dirty key, and the seqno up
+/// to which everything will be persisted once the batch is on disk.
+#[derive(Debug)]
+pub struct DirtyBatch {
+    pub vb: VbId,
+    pub items: Vec<ItemSnapshot>,
+    pub up_to: Seqno,
+    pub vbuuid: VbUuid,
+    pub max_cas: Cas,
+}
+
+impl Bucket {
+    /// Installs a mutation and, for a durable write that needs persistence, registers it so that the next write
+    /// to the key gets SYNC_WRITE_IN_PROGRESS until it is persisted.
+    pub(crate) fn commit(
+        &self,
+        inner: &mut VbInner,
+        vb: VbId,
+        key: &DocKey<'_>,
+        item: StoredItem,
+        level: Option<DurabilityLevel>,
+    ) -> MutationResult {
+        let cas = item.cas;
+        let delta = inner.install(key.encoded(), item);
+        self.charge(delta);
+        if inner.dirty.len() == 1 {
+            if let Some(notify) = self.dirty_notifier.get() {
+                notify();
+            }
+        }
+        let await_persistence = inner.persistent && level.is_some();
+        if await_persistence {
+            inner.sync_writes.insert(key.encoded().into(), inner.high_seqno);
+        }
+        MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid, await_persistence }
+    }
+
+    /// Every write checks this first: a key with an unpersisted durable write is busy.
+    pub(crate) fn check_sync_write(inner: &VbInner, key: &DocKey<'_>) -> Result<(), EngineError> {
+        match inner.sync_writes.get(key.encoded()) {
+            Some(seqno) if *seqno > inner.persisted_seqno => Err(EngineError::SyncWriteInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty.
+    pub fn drain_dirty(&self, vb: VbId) -> Option<DirtyBatch> {
+        let vbucket = self.vbucket(vb)?;
+        let mut inner = vbucket.inner.lock();
+        if inner.dirty.is_empty() {
+            return None;
+        }
+        let dirty = std::mem::take(&mut inner.dirty);
+        let mut items = Vec::with_capacity(dirty.len());
+        let mut seen = hashbrown::HashSet::with_capacity(dirty.len());
+        // Newest first, so each key is written once, at its latest version.
+        for (key, _) in dirty.iter().rev() {
+            if !seen.insert(&key[..]) {
+                continue;
+            }
+            if let Some(item) = inner.table.get(&key[..]) {
+                items.push(snapshot(key, item));
+            }
+        }
+        items.reverse();
+        Some(DirtyBatch { vb, items, up_to: inner.high_seqno, vbuuid: inner.uuid, max_cas: inner.hlc.last() })
+    }
+
+    /// Called by the flusher once a batch is fsynced: advances the persisted seqno and completes the durable
+    /// writes it covers.
+    pub fn mark_persisted(&self, vb: VbId, up_to: Seqno) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let ready: Vec<PersistWaiter> = {
+            let mut inner = vbucket.inner.lock();
+            debug_assert!(up_to <= inner.high_seqno, "persisted seqno beyond the high seqno");
+            inner.persisted_seqno = inner.persisted_seqno.max(up_to);
+            let persisted = inner.persisted_seqno;
+            inner.sync_writes.retain(|_, seqno| *seqno > persisted);
+            let waiters = std::mem::take(&mut inner.persist_waiters);
+            let (ready, waiting): (Vec<_>, Vec<_>) = waiters.into_iter().partition(|(s, _)| *s <= persisted);
+            inner.persist_waiters = waiting;
+            ready.into_iter().map(|(_, w)| w).collect()
+        };
+        for w in ready {
+            w(Ok(()));
+        }
+    }
+
+    /// Calls `waiter` once `seqno` of `vb` is persisted (at once if it already is), or with an error if the store
+    /// fails first.
+    pub fn when_persisted(&self, vb: VbId, seqno: Seqno, waiter: PersistWaiter) {
+        if self.store_failed() {
+            return waiter(Err(EngineError::TempFail));
+        }
+        let Some(vbucket) = self.vbucket(vb) else { return waiter(Err(EngineError::NotMyVbucket)) };
+        let mut inner = vbucket.inner.lock();
+        if inner.persisted_seqno >= seqno {
+            drop(inner);
+            return waiter(Ok(()));
+        }
+        inner.persist_waiters.push((seqno, waiter));
+    }
+
+    /// The store failed: nothing more can be made durable. Writes get TMPFAIL from now on, and every waiting
+    /// durable write learns that it is ambiguous (it may or may not be on disk).
+    pub fn fail_persistence(&self) {
+        self.store_failed.store(true, std::sync::atomic::Ordering::Release);
+        for v in 0..self.num_vbuckets() {
+            let Some(vbucket) = self.vbucket(VbId(v)) else { continue };
+            let waiters = std::mem::take(&mut vbucket.inner.lock().persist_waiters);
+            for (_, w) in waiters {
+                w(Err(EngineError::SyncWriteAmbiguous));
+            }
+        }
+    }
+
+    /// Warmup: after a vBucket's items are loaded, continues its seqnos and CAS values from what disk holds
+    /// (everything on disk is persisted) and records how many items stayed on disk only (full eviction).
+    /// The vBucket keeps the fresh vbuuid it got at start: a restart begins a new history, as a failover would.
+    pub fn restore_vbucket(&self, vb: VbId, high_seqno: Seqno, max_cas: Cas, items_on_disk_only: usize) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let mut inner = vbucket.inner.lock();
+        inner.high_seqno = inner.high_seqno.max(high_seqno);
+        inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
+        inner.ejected_items += items_on_disk_only;
+        inner.hlc.observe(max_cas);
+    }
+
+    /// Warmup: puts an item read from disk into the hash table without a new seqno and without marking it dirty.
+    pub fn load_item(&self, vb: VbId, item: ItemSnapshot) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let mut inner = vbucket.inner.lock();
+        inner.hlc.observe(item.cas);
+        inner.high_seqno = inner.high_seqno.max(item.seqno);
+        let key = item.key.clone();
+        let delta = inner.load(&key, stored_of(item));
+        drop(inner);
+        self.charge(delta);
+    }
+}
+
+/// An item read from disk, as the hash table holds it. A snapshot without a value (warmup of keys only) makes a
+/// non-resident item.
+pub(crate) fn stored_of(item: ItemSnapshot) -> StoredItem {
+    let resident = !(item.value.is_empty() && item.value_missing);
+    StoredItem {
+        value: item.value.into_boxed_slice(),
+        cas: item.cas,
+        seqno: item.seqno,
+        rev: item.rev,
+        flags: item.flags,
+        expiry: item.expiry,
+        datatype: Datatype(item.datatype),
+        deleted: item.deleted,
+        locked_until: 0,
+        resident,
+        referenced: false,
+    }
+}
+
+fn snapshot(key: &[u8], item: &StoredItem) -> ItemSnapshot {
+    ItemSnapshot {
+        key: key.to_vec(),
+        value: item.value.to_vec(),
+        cas: item.cas,
+        seqno: item.seqno,
+        rev: item.rev,
+        flags: item.flags,
+        expiry: item.expiry,
+        datatype: item.datatype.0,
+        deleted: item.deleted,
+        value_missing: false,
+    }
+}

@@ -1,0 +1,180 @@
+//! Persistence and eviction seen from the engine: checkpoints, persisted seqnos, durable-write waiters,
+//! SYNC_WRITE_IN_PROGRESS, ejection and background fetch, warmup loading.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use settee_types::{DurabilityLevel, ManualClock, VbId};
+
+use crate::{
+    Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, ItemSnapshot, StoreMode, StoreRequest,
+    WriteOptions,
+};
+
+fn persistent(quota: u64, eviction: EvictionPolicy) -> Bucket {
+    let config = BucketConfig {
+        name: "p".into(),
+        uuid: "0123456789abcdef0123456789abcdef".into(),
+        kind: BucketKind::Couchbase,
+        ram_quota_bytes: quota,
+        replicas: 0,
+        eviction,
+        max_ttl: 0,
+        flush_enabled: false,
+        durability_min_level: None,
+    };
+    Bucket::new(config, Arc::new(ManualClock::new(1_700_000_000)))
+}
+
+fn write(
+    b: &Bucket,
+    key: &[u8],
+    value: &[u8],
+    durability: Option<DurabilityLevel>,
+) -> Result<crate::MutationResult, EngineError> {
+    let opts = WriteOptions { durability, ..Default::default() };
+    b.store(VbId(0), &DocKey::new(0, key), StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry: 0, opts })
+}
+
+/// The flusher's view: a drained checkpoint holds each key once at its latest version, and `up_to` is the high
+/// seqno; marking it persisted moves the persisted seqno.
+#[test]
+fn checkpoint_drains_latest_versions() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    write(&b, b"a", b"1", None).unwrap();
+    write(&b, b"b", b"1", None).unwrap();
+    write(&b, b"a", b"2", None).unwrap();
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    let got: Vec<(&[u8], &[u8], u64)> = batch.items.iter().map(|i| (&i.key[1..], &i.value[..], i.seqno)).collect();
+    assert_eq!(got, vec![(&b"b"[..], &b"1"[..], 2), (&b"a"[..], &b"2"[..], 3)]);
+    assert_eq!(batch.up_to, 3);
+    assert!(b.drain_dirty(VbId(0)).is_none());
+    assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 0);
+    b.mark_persisted(VbId(0), 3);
+    assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 3);
+}
+
+/// A durable write holds its key (SYNC_WRITE_IN_PROGRESS for the next writer) and its waiter until the seqno is
+/// persisted; then both are released.
+#[test]
+fn durable_write_waits_for_persistence() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let m = write(&b, b"d", b"1", Some(DurabilityLevel::PersistToMajority)).unwrap();
+    assert!(m.await_persistence);
+    assert_eq!(write(&b, b"d", b"2", None), Err(EngineError::SyncWriteInProgress));
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    b.when_persisted(
+        VbId(0),
+        m.seqno,
+        Box::new(move |r| {
+            assert_eq!(r, Ok(()));
+            d.fetch_add(1, Ordering::SeqCst);
+        }),
+    );
+    assert_eq!(done.load(Ordering::SeqCst), 0);
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    b.mark_persisted(VbId(0), batch.up_to);
+    assert_eq!(done.load(Ordering::SeqCst), 1);
+    assert!(write(&b, b"d", b"2", None).is_ok());
+}
+
+/// When the store fails, waiting durable writes are told they are ambiguous and new writes get TMPFAIL.
+#[test]
+fn store_failure_makes_waiters_ambiguous() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let m = write(&b, b"d", b"1", Some(DurabilityLevel::MajorityAndPersistActive)).unwrap();
+    let outcome = Arc::new(parking_lot::Mutex::new(None));
+    let o = outcome.clone();
+    b.when_persisted(VbId(0), m.seqno, Box::new(move |r| *o.lock() = Some(r)));
+    b.fail_persistence();
+    assert_eq!(*outcome.lock(), Some(Err(EngineError::SyncWriteAmbiguous)));
+    assert_eq!(write(&b, b"x", b"1", None), Err(EngineError::TempFail));
+}
+
+/// Ephemeral buckets still refuse persist levels.
+#[test]
+fn ephemeral_buckets_refuse_persist_levels() {
+    let mut b = persistent(64 << 20, EvictionPolicy::NoEviction);
+    b = {
+        let mut c = b.config();
+        c.kind = BucketKind::Ephemeral;
+        Bucket::new(c, Arc::new(ManualClock::new(1)))
+    };
+    assert_eq!(
+        write(&b, b"k", b"v", Some(DurabilityLevel::PersistToMajority)),
+        Err(EngineError::DurabilityInvalidLevel)
+    );
+}
+
+/// Past the high watermark the pager ejects persisted values (never dirty ones); reading an ejected value asks
+/// for a fetch, and completing the fetch makes it readable again.
+#[test]
+fn value_eviction_and_background_fetch() {
+    let b = persistent(1 << 20, EvictionPolicy::ValueOnly);
+    let value = vec![b'v'; 10_000];
+    for i in 0..95 {
+        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
+    }
+    assert!(b.over_high_watermark());
+    assert_eq!(b.run_item_pager(), 0, "nothing is persisted yet, so nothing may be ejected");
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    b.mark_persisted(VbId(0), batch.up_to);
+    assert!(b.run_item_pager() > 0);
+    assert!(!b.over_high_watermark());
+    let ejected =
+        (0..95).find(|i| b.get(VbId(0), &DocKey::new(0, format!("k{i}").as_bytes()), |_| ()).is_err()).unwrap();
+    let key = DocKey::new(0, format!("k{ejected}").as_bytes());
+    assert_eq!(b.get(VbId(0), &key, |_| ()), Err(EngineError::NeedFetch));
+    let on_disk = batch.items.into_iter().find(|i| i.key == key.encoded()).unwrap();
+    b.complete_fetch(VbId(0), key.encoded(), Some(on_disk));
+    assert_eq!(b.get(VbId(0), &key, |i| i.body().0.len()).unwrap(), 10_000);
+    assert!(b.resident_ratio() < 100);
+}
+
+/// Under full eviction whole items go; a miss must ask the disk before answering, and a key the disk does not
+/// have either is then NOT_FOUND.
+#[test]
+fn full_eviction_fetches_before_answering_a_miss() {
+    let b = persistent(1 << 20, EvictionPolicy::FullEviction);
+    let value = vec![b'v'; 10_000];
+    for i in 0..95 {
+        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
+    }
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    b.mark_persisted(VbId(0), batch.up_to);
+    assert!(b.run_item_pager() > 0);
+    assert_eq!(b.curr_items(), 95, "ejected items still count");
+    let missing = DocKey::new(0, b"never-written");
+    assert_eq!(b.get(VbId(0), &missing, |_| ()), Err(EngineError::NeedFetch));
+    b.complete_fetch(VbId(0), missing.encoded(), None);
+    assert_eq!(b.get(VbId(0), &missing, |_| ()), Err(EngineError::NotFound));
+}
+
+/// Warmup loads items without marking them dirty and continues seqnos and CAS values after what disk holds;
+/// an item loaded without its value is fetched on access.
+#[test]
+fn warmup_loading() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let snap = |key: &[u8], seqno, with_value: bool| ItemSnapshot {
+        key: DocKey::new(0, key).encoded().to_vec(),
+        value: if with_value { b"disk".to_vec() } else { Vec::new() },
+        cas: 5_000_000_000_000_000_000,
+        seqno,
+        rev: 1,
+        flags: 0,
+        expiry: 0,
+        datatype: 0,
+        deleted: false,
+        value_missing: !with_value,
+    };
+    b.load_item(VbId(0), snap(b"a", 7, true));
+    b.load_item(VbId(0), snap(b"b", 9, false));
+    b.restore_vbucket(VbId(0), 9, 5_000_000_000_000_000_000, 0);
+    assert!(b.drain_dirty(VbId(0)).is_none());
+    assert_eq!(b.get(VbId(0), &DocKey::new(0, b"a"), |i| i.body().0.to_vec()).unwrap(), b"disk");
+    assert_eq!(b.get(VbId(0), &DocKey::new(0, b"b"), |_| ()), Err(EngineError::NeedFetch));
+    let m = write(&b, b"c", b"new", None).unwrap();
+    assert_eq!(m.seqno, 10);
+    assert!(m.cas > 5_000_000_000_000_000_000);
+}

@@ -1,0 +1,113 @@
+//! Persistence workers for Couchbase buckets: the flusher threads that drain the engine's checkpoints into the
+//! store with one fsync per round (group commit), background fetches of ejected items, the item pager, and warmup.
+//! The engine does no I/O; these workers move `ItemSnapshot`s between it and the `VbStore`.
+
+mod fetch;
+mod flusher;
+mod records;
+mod warmup;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+use settee_engine::Bucket;
+use settee_store::VbStore;
+
+pub use fetch::fetch_item;
+pub use warmup::WarmupReport;
+
+/// Flusher threads per bucket; each owns the vBuckets `vb % FLUSHER_SHARDS == shard`.
+pub const FLUSHER_SHARDS: u16 = 2;
+
+/// Wakes flusher threads when a checkpoint becomes non-empty.
+#[derive(Default)]
+pub(crate) struct FlushSignal {
+    pending: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl FlushSignal {
+    pub(crate) fn notify(&self) {
+        *self.pending.lock() = true;
+        self.cv.notify_all();
+    }
+    /// Waits for a notification or the timeout; returns whether one came.
+    pub(crate) fn wait(&self, timeout: std::time::Duration) -> bool {
+        let mut p = self.pending.lock();
+        if !*p {
+            self.cv.wait_for(&mut p, timeout);
+        }
+        std::mem::replace(&mut *p, false)
+    }
+}
+
+/// The running persistence of one bucket.
+pub struct Persistence {
+    pub store: Arc<dyn VbStore>,
+    pub dir: PathBuf,
+    signal: Arc<FlushSignal>,
+    stop: Arc<AtomicBool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Persistence {
+    /// Opens the bucket's store, loads it (warmup runs in the background; the bucket answers TMPFAIL until it
+    /// finishes) and starts the flushers.
+    pub fn start(bucket: Arc<Bucket>, dir: &Path) -> anyhow::Result<Arc<Persistence>> {
+        std::fs::create_dir_all(dir)?;
+        let store = records::open_store(dir)?;
+        let p = Arc::new(Persistence {
+            store,
+            dir: dir.to_path_buf(),
+            signal: Arc::new(FlushSignal::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Mutex::new(Vec::new()),
+        });
+        let signal = p.signal.clone();
+        bucket.set_dirty_notifier(Arc::new(move || signal.notify()));
+        bucket.set_warming_up(true);
+        let mut threads = p.threads.lock();
+        let (b, store) = (bucket.clone(), p.store.clone());
+        let name = bucket.name();
+        let flushers_after_warmup = p.clone();
+        threads.push(std::thread::Builder::new().name(format!("warmup-{name}")).spawn(move || {
+            warmup::run(&b, store.as_ref());
+            flushers_after_warmup.start_flushers(b);
+        })?);
+        drop(threads);
+        Ok(p)
+    }
+
+    fn start_flushers(self: &Arc<Self>, bucket: Arc<Bucket>) {
+        let mut threads = self.threads.lock();
+        for shard in 0..FLUSHER_SHARDS {
+            let ctx = flusher::Flusher {
+                bucket: bucket.clone(),
+                store: self.store.clone(),
+                signal: self.signal.clone(),
+                stop: self.stop.clone(),
+                shard,
+            };
+            match std::thread::Builder::new().name(format!("flusher-{shard}")).spawn(move || ctx.run()) {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start a flusher thread");
+                    bucket.fail_persistence();
+                }
+            }
+        }
+    }
+
+    /// Flushes what is dirty, stops the workers and waits for them.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.signal.notify();
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}

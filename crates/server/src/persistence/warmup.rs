@@ -1,0 +1,63 @@
+//! Warmup: loads a persistent bucket from disk before it serves. Keys and metadata of every item are loaded;
+//! values are loaded while memory stays under the low watermark, the rest stay on disk (non-resident) and are
+//! fetched on access. Under full eviction, items beyond the watermark are not loaded at all.
+
+use std::time::Instant;
+
+use settee_engine::{Bucket, EvictionPolicy, LOW_WATERMARK_PERCENT};
+use settee_store::VbStore;
+use settee_types::VbId;
+
+use super::records::snapshot_of;
+
+/// What warmup did, for the log and the benchmark record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WarmupReport {
+    pub items: u64,
+    pub values: u64,
+    pub seconds: f64,
+}
+
+pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
+    let started = Instant::now();
+    let config = bucket.config();
+    let value_budget = config.ram_quota_bytes / 100 * LOW_WATERMARK_PERCENT;
+    let full = config.eviction == EvictionPolicy::FullEviction;
+    let mut report = WarmupReport::default();
+    for v in 0..bucket.num_vbuckets() {
+        let vb = VbId(v);
+        let mut max_cas = 0;
+        let mut skipped = 0;
+        let manifest = bucket.manifest();
+        let result = store.scan_seqnos(vb, 0, u64::MAX, &mut |r| {
+            max_cas = max_cas.max(r.meta.cas);
+            // Items of collections dropped before the restart stay on disk until compaction; never load them.
+            let cid = settee_mcbp::decode_leb128(&r.key).map(|(cid, _)| cid);
+            if cid.is_none_or(|cid| manifest.collection(cid).is_none()) {
+                return;
+            }
+            let with_value = bucket.mem_used() < value_budget;
+            if !with_value && full {
+                skipped += 1;
+                return;
+            }
+            report.items += 1;
+            report.values += u64::from(with_value);
+            bucket.load_item(vb, snapshot_of(r, with_value));
+        });
+        if let Err(e) = result {
+            tracing::error!(bucket = %config.name, vb = v, error = %e, "warmup cannot read the vBucket: persistence stopped");
+            bucket.fail_persistence();
+            break;
+        }
+        let state = store.vb_state(vb).ok().flatten();
+        let high = store.high_seqno(vb).unwrap_or(0).max(state.as_ref().map_or(0, |s| s.high_seqno));
+        let max_cas = max_cas.max(state.as_ref().map_or(0, |s| s.max_cas));
+        bucket.restore_vbucket(vb, high, max_cas, skipped);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    bucket.set_warming_up(false);
+    let rate = report.items as f64 / report.seconds.max(1e-9);
+    tracing::info!(bucket = %config.name, items = report.items, values = report.values, seconds = report.seconds, items_per_sec = rate as u64, "warmup complete");
+    report
+}

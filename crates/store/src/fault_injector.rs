@@ -1,0 +1,75 @@
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The file-system seam of [`crate::FjallStore`]: fjall does its own I/O, so faults are injected at the store
+/// boundary instead, consulted before every write (batch, vBucket state, purge, compaction) and every sync. An
+/// injected failure is handled exactly like a real one: the call fails and the store is poisoned.
+///
+/// Shared as an `Arc` between the test (or an operator hook) and the store; all switches are atomics, so it can be
+/// flipped while writers run. A store opened without one never fails on purpose.
+#[derive(Debug, Default)]
+pub struct FaultInjector {
+    fail_next_write: AtomicBool,
+    fail_next_sync: AtomicBool,
+    disk_full: AtomicBool,
+}
+
+impl FaultInjector {
+    pub fn new() -> FaultInjector {
+        FaultInjector::default()
+    }
+
+    /// The next write fails with an I/O error (EIO), once.
+    pub fn fail_next_write(&self) {
+        self.fail_next_write.store(true, Ordering::SeqCst);
+    }
+
+    /// The next sync fails with an I/O error (EIO), once, as a failed fsync would.
+    pub fn fail_next_sync(&self) {
+        self.fail_next_sync.store(true, Ordering::SeqCst);
+    }
+
+    /// While set, every write and sync fails with "no space left on device" (ENOSPC), as on a full disk.
+    pub fn set_disk_full(&self, full: bool) {
+        self.disk_full.store(full, Ordering::SeqCst);
+    }
+
+    pub(crate) fn before_write(&self) -> io::Result<()> {
+        self.check(&self.fail_next_write)
+    }
+
+    pub(crate) fn before_sync(&self) -> io::Result<()> {
+        self.check(&self.fail_next_sync)
+    }
+
+    fn check(&self, one_shot: &AtomicBool) -> io::Result<()> {
+        if self.disk_full.load(Ordering::SeqCst) {
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "no space left on device (injected)"));
+        }
+        if one_shot.swap(false, Ordering::SeqCst) {
+            return Err(io::Error::other("input/output error (injected)"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One-shot faults fire once; the disk-full switch fails everything until cleared.
+    #[test]
+    fn one_shot_faults_fire_once_and_disk_full_persists() {
+        let f = FaultInjector::new();
+        assert!(f.before_write().is_ok() && f.before_sync().is_ok());
+        f.fail_next_write();
+        assert!(f.before_sync().is_ok());
+        assert!(f.before_write().is_err());
+        assert!(f.before_write().is_ok());
+        f.set_disk_full(true);
+        assert_eq!(f.before_sync().unwrap_err().kind(), io::ErrorKind::StorageFull);
+        assert_eq!(f.before_write().unwrap_err().kind(), io::ErrorKind::StorageFull);
+        f.set_disk_full(false);
+        assert!(f.before_write().is_ok());
+    }
+}

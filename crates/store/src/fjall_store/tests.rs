@@ -1,0 +1,129 @@
+use std::sync::Arc;
+
+use settee_types::VbId;
+
+use super::{layout, FjallConfig, FjallStore};
+use crate::conformance::{self, record};
+use crate::{FaultInjector, StoreError, VbStore};
+
+fn open(dir: &std::path::Path) -> FjallStore {
+    FjallStore::open(dir).expect("open store")
+}
+
+/// The fjall store passes the whole conformance suite, including the checks that close and reopen it.
+#[test]
+fn fjall_store_conforms() {
+    let root = tempfile::tempdir().unwrap();
+    conformance::run_all_persistent(root.path(), open);
+}
+
+/// A damaged key-index entry is corruption on every path that reads it (get, metadata scan, purge, writes to it).
+#[test]
+fn damaged_key_index_entry_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let vb = VbId(3);
+    s.write_batch(vb, &[record(b"k", b"v", 1, true)]).unwrap();
+    let kk = layout::key_index_key(vb, b"k");
+    let mut entry = s.by_key.get(&kk).unwrap().unwrap().to_vec();
+    entry[10] ^= 0x80;
+    s.by_key.insert(&kk, entry).unwrap();
+    let corrupt = StoreError::Corrupt { vb, seqno: 0 };
+    assert_eq!(s.get(vb, b"k"), Err(corrupt.clone()));
+    assert_eq!(s.scan_keys(vb, false, &mut |_| true), Err(corrupt.clone()));
+    assert_eq!(s.purge_tombstones(vb, u32::MAX), Err(corrupt.clone()));
+    assert_eq!(s.write_batch(vb, &[record(b"k", b"v", 2, false)]), Err(corrupt));
+    assert!(!s.is_poisoned(), "corruption is not a failed write");
+}
+
+/// A key index entry whose seqno entry is missing, or holds another key's record, is corruption, not a miss.
+#[test]
+fn key_index_pointing_at_the_wrong_record_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let vb = VbId(4);
+    s.write_batch(vb, &[record(b"a", b"1", 1, false), record(b"b", b"2", 2, false)]).unwrap();
+    s.by_seqno.remove(layout::seqno_index_key(vb, 1)).unwrap();
+    assert_eq!(s.get(vb, b"a"), Err(StoreError::Corrupt { vb, seqno: 1 }));
+    let b_entry = s.by_key.get(layout::key_index_key(vb, b"b")).unwrap().unwrap();
+    let kk = layout::key_index_key(vb, b"a");
+    let (meta, crc) = layout::decode_key_entry(&layout::key_index_key(vb, b"b"), &b_entry).unwrap();
+    let forged = crate::Record { key: b"a".to_vec(), value: Vec::new(), meta, crc32c: crc };
+    s.by_key.insert(&kk, layout::encode_key_entry(&kk, &forged)).unwrap();
+    assert_eq!(s.get(vb, b"a"), Err(StoreError::Corrupt { vb, seqno: 2 }), "seqno 2 holds key b, not a");
+}
+
+/// After an injected write failure every call is refused as poisoned, nothing of the failed batch is stored, and
+/// reopening clears the poison with earlier synced data intact.
+#[test]
+fn failed_write_poisons_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(FaultInjector::new());
+    let config = FjallConfig { faults: Some(faults.clone()), ..FjallConfig::default() };
+    let vb = VbId(9);
+    {
+        let s = FjallStore::open_with(dir.path(), config.clone()).unwrap();
+        s.write_batch(vb, &[record(b"a", b"1", 1, false)]).unwrap();
+        s.sync().unwrap();
+        faults.fail_next_write();
+        assert!(matches!(s.write_batch(vb, &[record(b"b", b"1", 2, false)]), Err(StoreError::Io(_))));
+        assert!(s.is_poisoned());
+        assert_eq!(s.write_batch(vb, &[record(b"c", b"1", 3, false)]), Err(StoreError::Poisoned));
+        assert_eq!(s.sync(), Err(StoreError::Poisoned));
+        assert_eq!(s.get(vb, b"a"), Err(StoreError::Poisoned));
+        assert_eq!(s.high_seqno(vb), Err(StoreError::Poisoned));
+        assert_eq!(s.scan_keys(vb, true, &mut |_| true), Err(StoreError::Poisoned));
+        assert_eq!(s.compact(), Err(StoreError::Poisoned));
+    }
+    let s = FjallStore::open_with(dir.path(), config).unwrap();
+    assert_eq!(s.get(vb, b"a").unwrap().unwrap().value, b"1");
+    assert_eq!((s.get(vb, b"b").unwrap(), s.high_seqno(vb).unwrap()), (None, 1));
+}
+
+/// A failed sync poisons the store: the caller is told, and no later write can be mistaken for durable.
+#[test]
+fn failed_sync_poisons() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(FaultInjector::new());
+    let s =
+        FjallStore::open_with(dir.path(), FjallConfig { faults: Some(faults.clone()), ..Default::default() }).unwrap();
+    s.write_batch(VbId(1), &[record(b"a", b"1", 1, false)]).unwrap();
+    faults.fail_next_sync();
+    assert!(matches!(s.sync(), Err(StoreError::Io(_))));
+    assert_eq!(s.write_batch(VbId(1), &[record(b"b", b"1", 2, false)]), Err(StoreError::Poisoned));
+    assert_eq!(s.sync(), Err(StoreError::Poisoned));
+}
+
+/// A second store cannot open a directory that is already open (fjall's lock), so two writers never share it.
+#[test]
+fn second_open_of_the_same_directory_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = open(dir.path());
+    assert!(matches!(FjallStore::open(dir.path()), Err(StoreError::Io(_))));
+}
+
+/// A store written by a different format version is refused instead of misread.
+#[test]
+fn unknown_format_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        s.vb_meta.insert(layout::FORMAT_KEY, [layout::FORMAT_VERSION + 1]).unwrap();
+    }
+    assert!(matches!(FjallStore::open(dir.path()), Err(StoreError::Io(msg)) if msg.contains("format")));
+}
+
+/// A record above its vBucket's persisted high seqno cannot come from a complete batch: opening reports it.
+#[test]
+fn record_above_the_high_seqno_is_corrupt_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let vb = VbId(12);
+    {
+        let s = open(dir.path());
+        s.write_batch(vb, &[record(b"a", b"1", 1, false)]).unwrap();
+        let r = record(b"z", b"1", 5, false);
+        let sk = layout::seqno_index_key(vb, 5);
+        s.by_seqno.insert(sk, layout::encode_seqno_entry(&sk, &r)).unwrap();
+    }
+    assert_eq!(FjallStore::open(dir.path()).err(), Some(StoreError::Corrupt { vb, seqno: 5 }));
+}

@@ -1,0 +1,208 @@
+//! The [`VbStore`] operations of [`FjallStore`]: the write path (read-before-write on the key index, one fjall
+//! batch per call) and the read paths, each verifying every value it returns.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use fjall::{PersistMode, Readable, UserKey};
+use settee_types::{Seqno, VbId};
+
+use super::{layout, FjallStore};
+use crate::record::{check_batch, check_vb};
+use crate::vb_state::check_state;
+use crate::{Record, StoreError, VbStateRecord, VbStore};
+
+/// Tombstones removed per fjall batch by a purge, which bounds the batch held in memory.
+const PURGE_BATCH_RECORDS_MAX: usize = 4096;
+
+impl FjallStore {
+    fn cached_high_seqno(&self, vb: VbId) -> Seqno {
+        self.high_seqnos[usize::from(vb.0)].load(Ordering::Acquire)
+    }
+
+    /// The seqno the current version of `key` is stored at, from the key index. The caller holds the vBucket's
+    /// write lock, so the answer stays true until its batch commits.
+    fn stored_seqno(&self, vb: VbId, key: &[u8]) -> Result<Option<Seqno>, StoreError> {
+        let kk = layout::key_index_key(vb, key);
+        let Some(v) = self.by_key.get(&kk).map_err(|e| self.read_failed(vb, e))? else { return Ok(None) };
+        let (meta, _) = layout::decode_key_entry(&kk, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+        Ok(Some(meta.seqno))
+    }
+
+    /// Removes the listed tombstones (key index key, seqno) from both indexes in one batch.
+    fn remove_tombstones(&self, vb: VbId, doomed: &mut Vec<(UserKey, Seqno)>) -> Result<u64, StoreError> {
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        self.before_io("purge_tombstones", false)?;
+        let mut batch = self.db.batch();
+        let count = doomed.len() as u64;
+        for (kk, seqno) in doomed.drain(..) {
+            batch.remove(&self.by_key, kk);
+            batch.remove(&self.by_seqno, layout::seqno_index_key(vb, seqno));
+        }
+        batch.commit().map_err(|e| self.poison("purge_tombstones", e))?;
+        Ok(count)
+    }
+}
+
+fn seqno_of(index_key: &[u8]) -> Seqno {
+    index_key.get(2..10).and_then(|s| s.try_into().ok()).map(u64::from_be_bytes).unwrap_or(0)
+}
+
+impl VbStore for FjallStore {
+    fn write_batch_with_state(
+        &self,
+        vb: VbId,
+        batch: &[Record],
+        state: Option<&VbStateRecord>,
+    ) -> Result<(), StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        if let Some(s) = state {
+            check_state(vb, s)?;
+        }
+        if batch.is_empty() && state.is_none() {
+            return Ok(());
+        }
+        let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
+        let high = check_batch(vb, batch, self.cached_high_seqno(vb))?;
+        let mut fjall_batch = self.db.batch();
+        // Keys written earlier in this batch: their previous seqno entry is the one this batch just added.
+        let mut in_batch: HashMap<&[u8], Seqno> = HashMap::new();
+        for r in batch {
+            let previous = match in_batch.get(r.key.as_slice()) {
+                Some(&seqno) => Some(seqno),
+                None => self.stored_seqno(vb, &r.key)?,
+            };
+            if let Some(previous) = previous {
+                fjall_batch.remove(&self.by_seqno, layout::seqno_index_key(vb, previous));
+            }
+            let kk = layout::key_index_key(vb, &r.key);
+            let entry = layout::encode_key_entry(&kk, r);
+            fjall_batch.insert(&self.by_key, kk, entry);
+            let sk = layout::seqno_index_key(vb, r.meta.seqno);
+            fjall_batch.insert(&self.by_seqno, sk, layout::encode_seqno_entry(&sk, r));
+            in_batch.insert(&r.key, r.meta.seqno);
+        }
+        if !batch.is_empty() {
+            let hk = layout::high_seqno_key(vb);
+            fjall_batch.insert(&self.vb_meta, hk, layout::encode_high_seqno(&hk, high));
+        }
+        if let Some(s) = state {
+            let sk = layout::vb_state_key(vb);
+            fjall_batch.insert(&self.vb_meta, sk, layout::encode_vb_state(&sk, s));
+        }
+        self.before_io("write_batch", false)?;
+        fjall_batch.commit().map_err(|e| self.poison("write_batch", e))?;
+        self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.before_io("sync", true)?;
+        self.db.persist(PersistMode::SyncAll).map_err(|e| self.poison("sync", e))
+    }
+
+    fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<Record>, StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        // One snapshot for both lookups, so a concurrent write superseding this version in between cannot make
+        // the key index point at a seqno entry that is already gone.
+        let snapshot = self.db.snapshot();
+        let kk = layout::key_index_key(vb, key);
+        let Some(ke) = snapshot.get(&self.by_key, &kk).map_err(|e| self.read_failed(vb, e))? else {
+            return Ok(None);
+        };
+        let (meta, crc) = layout::decode_key_entry(&kk, &ke).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+        let corrupt = StoreError::Corrupt { vb, seqno: meta.seqno };
+        let sk = layout::seqno_index_key(vb, meta.seqno);
+        let se = snapshot.get(&self.by_seqno, sk).map_err(|e| self.read_failed(vb, e))?.ok_or(corrupt.clone())?;
+        let record = layout::decode_seqno_entry(&sk, &se).ok_or(corrupt.clone())?;
+        if record.key != key || record.meta != meta || record.crc32c != crc {
+            return Err(corrupt);
+        }
+        Ok(Some(record))
+    }
+
+    fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        if from > to {
+            return Ok(());
+        }
+        let range = layout::seqno_index_key(vb, from)..=layout::seqno_index_key(vb, to);
+        for guard in self.by_seqno.range(range) {
+            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
+            f(layout::decode_seqno_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: seqno_of(&k) })?);
+        }
+        Ok(())
+    }
+
+    fn scan_keys(&self, vb: VbId, with_values: bool, f: &mut dyn FnMut(Record) -> bool) -> Result<(), StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        if with_values {
+            for guard in self.by_seqno.prefix(layout::vb_prefix(vb)) {
+                let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
+                let record =
+                    layout::decode_seqno_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: seqno_of(&k) })?;
+                if !f(record) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
+            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
+            let (meta, crc32c) = layout::decode_key_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+            let key = k.get(2..).unwrap_or_default().to_vec();
+            if !f(Record { key, value: Vec::new(), meta, crc32c }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn high_seqno(&self, vb: VbId) -> Result<Seqno, StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        Ok(self.cached_high_seqno(vb))
+    }
+
+    fn vb_state(&self, vb: VbId) -> Result<Option<VbStateRecord>, StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        let key = layout::vb_state_key(vb);
+        let Some(v) = self.vb_meta.get(key).map_err(|e| self.read_failed(vb, e))? else { return Ok(None) };
+        layout::decode_vb_state(&key, &v).map(Some).ok_or(StoreError::Corrupt { vb, seqno: 0 })
+    }
+
+    fn purge_tombstones(&self, vb: VbId, deleted_before_secs: u32) -> Result<u64, StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
+        let mut purged = 0;
+        let mut doomed = Vec::new();
+        for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
+            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
+            let (meta, _) = layout::decode_key_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+            if meta.deleted && meta.expiry < deleted_before_secs {
+                doomed.push((k, meta.seqno));
+            }
+            if doomed.len() >= PURGE_BATCH_RECORDS_MAX {
+                purged += self.remove_tombstones(vb, &mut doomed)?;
+            }
+        }
+        Ok(purged + self.remove_tombstones(vb, &mut doomed)?)
+    }
+
+    fn compact(&self) -> Result<(), StoreError> {
+        self.before_io("compact", false)?;
+        self.compact_all()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        FjallStore::walk_bytes(&self.path)
+    }
+}

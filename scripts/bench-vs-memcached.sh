@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# settee beside memcached on this machine (issue 4): builds the release binary, starts memcached (Debian package,
+# installed if missing) and two settee nodes (an ephemeral bucket and a persistent "couchbase" bucket), loads the
+# same items into each, then runs identical `settee bench` workloads against the three in alternation for ROUNDS
+# rounds and prints ops/s and latency with the settee/memcached ratio (median over rounds). Then p99 at half of
+# each target's peak (batch 1, open loop), and the resident memory per item of each target.
+#
+# Workloads: 100% set, 95/5 get/set, 50/50, 100% get; 200-byte values; batch 1 and batch 50; ITEMS keys.
+#
+# Every measured run waits until no rustc/cargo process is running, and is repeated (up to 3 times) if one
+# started while it ran, so a parallel build does not skew the record.
+#
+# Environment (defaults in brackets):
+#   ROUNDS [3]  DURATION [10] seconds per run  WARMUP [1] seconds  ITEMS [1000000]  VALUE_BYTES [200]
+#   CLIENT_THREADS [2]  CLIENT_CONNS [4] connections per client thread  MC_THREADS [nproc] memcached threads
+#   MEM_ITEMS [1000000] items for the memory measurement (0 skips it)  SKIP_LATENCY=1 skips the half-load runs
+#   SETTEE_BIN=path  use this binary instead of building target/release/settee
+#   OUT [target/bench/<date>]  where results, tables and charts go
+#   BASE_PORT [27100]  ports BASE_PORT..BASE_PORT+60 must be free
+#   QUICK=1  a smoke run: 1 round of 2 s, 20,000 items
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+if [ "${QUICK:-0}" = 1 ]; then
+    : "${ROUNDS:=1}" "${DURATION:=2}" "${WARMUP:=0.5}" "${ITEMS:=20000}" "${MEM_ITEMS:=20000}"
+fi
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-10}"
+WARMUP="${WARMUP:-1}"
+ITEMS="${ITEMS:-1000000}"
+VALUE_BYTES="${VALUE_BYTES:-200}"
+CLIENT_THREADS="${CLIENT_THREADS:-2}"
+CLIENT_CONNS="${CLIENT_CONNS:-4}"
+MC_THREADS="${MC_THREADS:-$(nproc)}"
+MEM_ITEMS="${MEM_ITEMS:-1000000}"
+BASE_PORT="${BASE_PORT:-27100}"
+OUT="${OUT:-target/bench/$(date +%Y%m%d-%H%M%S)}"
+RAM_MB=$(( ITEMS * 600 / 1048576 + 1024 ))
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        echo "need root to run: $*" >&2; return 1; fi
+}
+
+ensure_memcached() {
+    if ! command -v memcached >/dev/null; then
+        log "installing memcached (Debian package)"
+        as_root apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq memcached
+    fi
+}
+
+# Blocks while a compiler runs on this machine (the measurements share its cores).
+wait_idle() {
+    local waited=0
+    while pgrep -x rustc >/dev/null || pgrep -x cargo >/dev/null; do
+        [ "$waited" = 0 ] && echo "   (waiting for rustc/cargo to finish)" >&2
+        waited=1
+        sleep 10
+    done
+}
+
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$OUT/data-"*
+}
+trap cleanup EXIT
+
+ensure_memcached
+if [ -z "${SETTEE_BIN:-}" ]; then
+    log "building settee (release)"
+    cargo build --release -p settee-server
+    SETTEE_BIN="$ROOT/target/release/settee"
+fi
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "nproc: $(nproc)"
+    echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
+    echo "kernel: $(uname -r)"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+    echo "memcached: $(memcached -V) with -t $MC_THREADS"
+    echo "rustc: $(rustc -V 2>/dev/null || echo unknown)"
+    echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP ITEMS=$ITEMS VALUE_BYTES=$VALUE_BYTES" \
+        "CLIENT_THREADS=$CLIENT_THREADS CLIENT_CONNS=$CLIENT_CONNS MEM_ITEMS=$MEM_ITEMS"
+} | tee "$OUT/machine.txt"
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+    local deadline=$((SECONDS + 60))
+    until ! port_free "$1"; do
+        [ $SECONDS -lt $deadline ] || { echo "nothing listens on $1 after 60 s" >&2; exit 1; }
+        sleep 0.2
+    done
+}
+
+# start_memcached PORT MEGABYTES -> pid in STARTED_PID
+start_memcached() {
+    port_free "$1" || { echo "port $1 is busy" >&2; exit 1; }
+    local user=()
+    [ "$(id -u)" -eq 0 ] && user=(-u root)
+    memcached "${user[@]}" -l 127.0.0.1 -p "$1" -U 0 -B binary -m "$2" -t "$MC_THREADS" -c 4096 &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+    wait_port "$1"
+}
+
+# start_settee NAME KVPORT BUCKET_TYPE -> pid in STARTED_PID
+start_settee() {
+    local kv=$2
+    port_free "$kv" || { echo "port $kv is busy" >&2; exit 1; }
+    rm -rf "$OUT/data-$1"
+    SETTEE_LOG=warn "$SETTEE_BIN" server --data-dir "$OUT/data-$1" --host 127.0.0.1 --kv-port "$kv" \
+        --mgmt-port $((kv + 1)) --query-port $((kv + 2)) --bucket-type "$3" --bucket-ram-mb "$RAM_MB" &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+    wait_port "$kv"
+    wait_port $((kv + 1))
+}
+
+bench() { "$SETTEE_BIN" bench "$@"; }
+
+# measured FILE ARGS...: one bench run, repeated (up to 3 times) if a compiler ran at the same time.
+measured() {
+    local file=$1; shift
+    local attempt flag="$OUT/.busy"
+    for attempt in 1 2 3; do
+        wait_idle
+        rm -f "$flag"
+        ( while :; do if pgrep -x rustc >/dev/null || pgrep -x cargo >/dev/null; then touch "$flag"; fi; sleep 1; done ) &
+        local watcher=$!
+        bench "$@" --json "$file" --quiet
+        kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null || true
+        [ -e "$flag" ] || return 0
+        echo "   a compiler ran during $(basename "$file"); measuring again ($attempt/3)" >&2
+        echo "$(basename "$file") attempt $attempt: rustc/cargo ran during the run" >>"$OUT/contended.txt"
+    done
+    echo "   $(basename "$file"): kept the third attempt although a compiler ran" >&2
+}
+
+ops_per_sec() { python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["run"]["ops_per_sec"]))' "$1"; }
+
+declare -A SPEC
+MC_PORT=$BASE_PORT
+EPH_KV=$((BASE_PORT + 10))
+PER_KV=$((BASE_PORT + 20))
+SPEC[memcached]="memcached://127.0.0.1:$MC_PORT"
+SPEC[settee-ephemeral]="couchbase://127.0.0.1:$EPH_KV/default"
+SPEC[settee-persistent]="couchbase://127.0.0.1:$PER_KV/default"
+TARGETS=(memcached settee-ephemeral settee-persistent)
+
+log "starting memcached and settee (ephemeral, persistent)"
+start_memcached "$MC_PORT" "$RAM_MB"
+start_settee ephemeral "$EPH_KV" ephemeral
+start_settee persistent "$PER_KV" couchbase
+
+COMMON=(-t "$CLIENT_THREADS" --connections "$CLIENT_CONNS" -I "$ITEMS" -m "$VALUE_BYTES" -M "$VALUE_BYTES")
+
+log "loading $ITEMS items of $VALUE_BYTES bytes into each target"
+for t in "${TARGETS[@]}"; do
+    measured "$OUT/load-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" -B 100 --populate-only --label "$t" \
+        --case "load $ITEMS items"
+done
+
+# name|options|description
+CASES=(
+    "set100-b1|-r 100 -B 1|100% set, batch 1"
+    "get95-b1|-r 5 -B 1|95/5 get/set, batch 1"
+    "get50-b1|-r 50 -B 1|50/50 get/set, batch 1"
+    "get100-b1|-r 0 -B 1|100% get, batch 1"
+    "set100-b50|-r 100 -B 50|100% set, batch 50"
+    "get95-b50|-r 5 -B 50|95/5 get/set, batch 50"
+    "get50-b50|-r 50 -B 50|50/50 get/set, batch 50"
+    "get100-b50|-r 0 -B 50|100% get, batch 50"
+)
+
+for round in $(seq 1 "$ROUNDS"); do
+    log "round $round of $ROUNDS"
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r name opts desc <<<"$c"
+        for t in "${TARGETS[@]}"; do
+            echo "   $desc: $t" >&2
+            # shellcheck disable=SC2086
+            measured "$OUT/r$round-$name-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" $opts --no-population \
+                -d "$DURATION" --warmup "$WARMUP" --seed "$round" --label "$t" --case "$desc"
+        done
+    done
+done
+
+if [ "${SKIP_LATENCY:-0}" != 1 ]; then
+    log "p99 at half of each target's peak (95/5 get/set, batch 1, open loop)"
+    for round in $(seq 1 "$ROUNDS"); do
+        for t in "${TARGETS[@]}"; do
+            peak=$(ops_per_sec "$OUT/r$round-get95-b1-$t.json")
+            rate=$(( peak / 2 > 0 ? peak / 2 : 1 ))
+            echo "   round $round, $t: $rate ops/s (half of $peak)" >&2
+            measured "$OUT/r$round-half-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" -r 5 -B 1 --no-population \
+                -d "$DURATION" --warmup "$WARMUP" --seed "$round" --rate-limit "$rate" --label "$t" \
+                --case "95/5, batch 1, at half of the target's peak"
+        done
+    done
+fi
+
+log "results (median of $ROUNDS rounds; ratio = target / memcached)"
+bench compare --baseline memcached "$OUT"/r*-*.json --output "$OUT/table.md"
+for c in "${CASES[@]}"; do
+    IFS='|' read -r name _ desc <<<"$c"
+    bench plot "$OUT/r1-$name-"*.json --output "$OUT/$name.svg" --title "$desc (round 1)" >/dev/null
+done
+
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+PIDS=()
+
+if [ "$MEM_ITEMS" -gt 0 ]; then
+    log "memory per item: $MEM_ITEMS items, 36-byte UUID keys, $VALUE_BYTES-byte values, fresh servers"
+    RAM_MB=$(( MEM_ITEMS * 600 / 1048576 + 1024 ))
+    rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+    {
+        echo "| target | items | RSS before (MiB) | RSS after (MiB) | bytes per item | key + value | overhead per item |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+    } >"$OUT/memory.md"
+    for t in "${TARGETS[@]}"; do
+        case $t in
+            memcached) start_memcached $((BASE_PORT + 30)) "$RAM_MB"; spec="memcached://127.0.0.1:$((BASE_PORT + 30))" ;;
+            settee-ephemeral) start_settee mem-eph $((BASE_PORT + 40)) ephemeral; spec="couchbase://127.0.0.1:$((BASE_PORT + 40))/default" ;;
+            settee-persistent) start_settee mem-per $((BASE_PORT + 50)) couchbase; spec="couchbase://127.0.0.1:$((BASE_PORT + 50))/default" ;;
+        esac
+        pid=$STARTED_PID
+        sleep 1
+        before=$(rss_kb "$pid")
+        measured "$OUT/memory-$t.json" --spec "$spec" -t 2 --connections 2 -B 100 -I "$MEM_ITEMS" --key-format uuid \
+            -m "$VALUE_BYTES" -M "$VALUE_BYTES" --populate-only --label "$t" --case "memory"
+        sleep 2
+        after=$(rss_kb "$pid")
+        python3 - "$t" "$MEM_ITEMS" "$before" "$after" "$VALUE_BYTES" >>"$OUT/memory.md" <<'EOF'
+import sys
+t, n, before, after, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+per = (after - before) * 1024 / n
+kv = 36 + value
+print(f"| {t} | {n} | {before/1024:.1f} | {after/1024:.1f} | {per:.1f} | {kv} | {per - kv:.1f} |")
+EOF
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    cat "$OUT/memory.md"
+fi
+
+log "done: $OUT (table.md, memory.md, *.svg, one JSON result per run)"

@@ -1,0 +1,160 @@
+"""Persistent (couchbase) buckets through the official SDK: durable writes survive SIGKILL, data survives a
+restart (warmup), and a bucket holds far more data than its RAM quota."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import signal
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from couchbase.durability import DurabilityLevel, ServerDurability
+from couchbase.options import UpsertOptions, GetOptions
+from couchbase.transcoder import RawBinaryTranscoder
+
+from conditions import wait_until
+from sdk_connect import connect
+from settee_server import SetteeServer, new_server
+
+CRASH_ROUNDS = 4
+PERSIST = UpsertOptions(durability=ServerDurability(DurabilityLevel.PERSIST_TO_MAJORITY),
+                        timeout=timedelta(seconds=10))
+
+
+def start_on(data_root: Path, **kwargs) -> SetteeServer:
+    """A persistent-bucket server on fresh ports over the data directory under `data_root`."""
+    server = new_server(base_dir=data_root, bucket_type="couchbase", **kwargs)
+    return server.start()
+
+
+def collection_of(cluster):
+    bucket = cluster.bucket("default")
+    return bucket.default_collection()
+
+
+def test_persist_levels_are_accepted_on_a_persistent_bucket():
+    """persistToMajority and majorityAndPersistActive writes succeed on a couchbase bucket and the value is there."""
+    root = Path(tempfile.mkdtemp(prefix="settee-persist-"))
+    server = start_on(root)
+    try:
+        cluster = connect(server)
+        coll = collection_of(cluster)
+        for level in (DurabilityLevel.PERSIST_TO_MAJORITY, DurabilityLevel.MAJORITY_AND_PERSIST_TO_ACTIVE):
+            key = f"lvl-{level.name}"
+            coll.upsert(key, {"level": level.name}, UpsertOptions(durability=ServerDurability(level)))
+            assert coll.get(key).content_as[dict] == {"level": level.name}
+        cluster.close()
+    finally:
+        server.stop()
+
+
+def test_acknowledged_persisted_writes_survive_sigkill():
+    """Under a persistToMajority write load the server is killed with SIGKILL at a random moment, several times;
+    after every restart each write the SDK acknowledged is readable with its value (no acknowledged write lost,
+    no wrong value)."""
+    root = Path(tempfile.mkdtemp(prefix="settee-crash-"))
+    acked: dict[str, dict] = {}
+    rng = random.Random(7)
+    for round_no in range(CRASH_ROUNDS):
+        server = start_on(root)
+        cluster = connect(server)
+        coll = collection_of(cluster)
+        # Everything acknowledged before the previous kill must be here.
+        wait_until(lambda: coll.get(next(iter(acked))) if acked else True, 30, "warmup to finish")
+        for key, value in acked.items():
+            assert coll.get(key).content_as[dict] == value, f"round {round_no}: {key} lost or wrong"
+        stop = threading.Event()
+
+        def writer(worker: int) -> None:
+            i = 0
+            while not stop.is_set():
+                key = f"r{round_no}-w{worker}-{i}"
+                value = {"round": round_no, "worker": worker, "i": i}
+                try:
+                    coll.upsert(key, value, PERSIST)
+                    acked[key] = value
+                except Exception:  # noqa: BLE001 - writes in flight at the kill are allowed to fail
+                    return
+                i += 1
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.3, 1.0))
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=10)
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        cluster.close()
+        server.stop()
+    assert len(acked) > 50, "the load must have acknowledged writes for the test to mean anything"
+    server = start_on(root)
+    try:
+        cluster = connect(server)
+        coll = collection_of(cluster)
+        for key, value in acked.items():
+            assert coll.get(key).content_as[dict] == value, f"final check: {key} lost or wrong"
+        cluster.close()
+    finally:
+        server.stop()
+
+
+def test_data_survives_a_clean_restart():
+    """Documents written without durability are flushed at shutdown (SIGTERM) and loaded again by warmup."""
+    root = Path(tempfile.mkdtemp(prefix="settee-warmup-"))
+    server = start_on(root)
+    docs = {f"warm-{i}": {"i": i, "pad": "x" * 100} for i in range(3000)}
+    try:
+        cluster = connect(server)
+        coll = collection_of(cluster)
+        coll.upsert_multi(docs)
+        cluster.close()
+    finally:
+        assert server.stop() == 0
+    server = start_on(root)
+    try:
+        cluster = connect(server)
+        coll = collection_of(cluster)
+        got = coll.get_multi(list(docs))
+        assert got.all_ok, got.exceptions
+        for key, result in got.results.items():
+            assert result.content_as[dict] == docs[key]
+        cluster.close()
+    finally:
+        server.stop()
+
+
+def test_bucket_holds_ten_times_its_quota():
+    """A 16 MiB bucket takes 160 MiB of 100 KiB values (the item pager ejects values to disk) and every value reads
+    back intact (background fetches)."""
+    root = Path(tempfile.mkdtemp(prefix="settee-evict-"))
+    server = start_on(root, ram_mb=16)
+    try:
+        cluster = connect(server)
+        bucket = cluster.bucket("default")
+        coll = bucket.default_collection()
+        rng = random.Random(11)
+        digests = {}
+        batch = {}
+        for i in range(1600):
+            value = rng.randbytes(100 * 1024)
+            key = f"big-{i}"
+            digests[key] = hashlib.sha256(value).hexdigest()
+            batch[key] = value
+            if len(batch) == 50:
+                result = coll.upsert_multi(batch, transcoder=RawBinaryTranscoder())
+                assert result.all_ok, result.exceptions
+                batch = {}
+        for key, digest in digests.items():
+            value = coll.get(key, GetOptions(transcoder=RawBinaryTranscoder())).content_as[bytes]
+            assert hashlib.sha256(value).hexdigest() == digest, key
+        cluster.close()
+    finally:
+        server.stop()
