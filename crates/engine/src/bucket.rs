@@ -108,6 +108,11 @@ impl Bucket {
         let _ = self.dirty_notifier.set(notify);
     }
 
+    /// The bucket's clock, in Unix seconds.
+    pub fn now_secs(&self) -> u32 {
+        self.clock.now_secs()
+    }
+
     /// Couchbase buckets persist; ephemeral buckets live in memory only.
     pub fn is_persistent(&self) -> bool {
         self.config.read().kind == BucketKind::Couchbase
@@ -241,10 +246,11 @@ impl Bucket {
         }
         let vbucket = self.vbucket(vb).ok_or(EngineError::NotMyVbucket)?;
         let mut inner = vbucket.inner.lock();
-        if inner.state != VbState::Active {
-            return Err(EngineError::NotMyVbucket);
+        match inner.state {
+            VbState::Active => f(&mut inner),
+            VbState::Failed => Err(EngineError::VbucketFailed),
+            _ => Err(EngineError::NotMyVbucket),
         }
-        f(&mut inner)
     }
 
     pub(crate) fn charge(&self, delta: isize) {

@@ -37,6 +37,9 @@ pub enum EngineError {
     OutOfMemory,
     #[error("temporary failure (warming up, memory full or disk failed)")]
     TempFail,
+    /// The vBucket was taken out of service (its stored data failed a checksum).
+    #[error("vBucket out of service after a checksum mismatch")]
+    VbucketFailed,
     /// The item (or its value) is on disk only: fetch it in the background, then retry the operation.
     #[error("item is not resident")]
     NeedFetch,
@@ -67,6 +70,7 @@ impl EngineError {
             EngineError::SyncWriteInProgress => Status::SyncWriteInProgress,
             EngineError::OutOfMemory => Status::Enomem,
             EngineError::TempFail | EngineError::NeedFetch => Status::Etmpfail,
+            EngineError::VbucketFailed => Status::Einternal,
             EngineError::SyncWriteAmbiguous => Status::SyncWriteAmbiguous,
             EngineError::Subdoc(s) => *s,
             EngineError::SubdocSpec { .. } => Status::SubdocMultiPathFailure,

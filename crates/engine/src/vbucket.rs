@@ -14,6 +14,9 @@ pub enum VbState {
     Replica,
     Pending,
     Dead,
+    /// Taken out of service after its stored data failed a checksum: requests get EINTERNAL rather than data that
+    /// might be wrong.
+    Failed,
 }
 
 /// Seqnos reported by OBSERVE_SEQNO.

@@ -46,6 +46,10 @@ pub struct ServerConfig {
     /// Replica count of that bucket (0-3).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub replicas: u8,
+    /// Tombstones (deleted documents) older than this many seconds are purged from memory and disk by the
+    /// pagers and compaction (Couchbase's metadata purge interval, 3 days).
+    #[arg(long, default_value_t = 3 * 24 * 60 * 60)]
+    pub metadata_purge_age_secs: u32,
     /// Most concurrent KV connections; further connections are closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,

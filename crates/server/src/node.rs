@@ -169,6 +169,14 @@ impl Node {
         Ok(handle)
     }
 
+    /// Compacts a persistent bucket on the blocking pool (nothing to do for an ephemeral one).
+    pub async fn compact_bucket(&self, b: &Arc<BucketHandle>) -> anyhow::Result<u64> {
+        let Some(p) = b.persistence.clone() else { return Ok(0) };
+        let (bucket, age) = (b.bucket.clone(), self.config.metadata_purge_age_secs);
+        let purged = tokio::task::spawn_blocking(move || p.compact(&bucket, age)).await??;
+        Ok(purged)
+    }
+
     /// Stops every bucket's persistence after flushing what is dirty (clean shutdown).
     pub fn stop_buckets(&self) {
         for b in self.buckets() {

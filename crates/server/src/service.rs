@@ -14,7 +14,8 @@ use crate::node::Node;
 
 /// How often the expiry pager walks the buckets.
 const EXPIRY_PAGER_INTERVAL: Duration = Duration::from_secs(60);
-/// How long tombstones are kept before the pager purges them (Couchbase's ephemeral metadata purge age).
+/// How long an ephemeral bucket's tombstones are kept before the pager purges them (Couchbase's ephemeral metadata
+/// purge age); persistent buckets use `--metadata-purge-age-secs`.
 const TOMBSTONE_PURGE_AGE_SECS: u32 = 24 * 60 * 60;
 
 /// A node whose services are running; dropping it does not stop it, `stop` does.
@@ -76,6 +77,7 @@ impl RunningNode {
         }));
         tasks.push(tokio::spawn(crate::metadata::saver(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
         tracing::info!(%kv_addr, %mgmt_addr, %query_addr, "settee node ready");
         Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks, _data_dir_lock: data_dir_lock })
@@ -118,9 +120,30 @@ async fn expiry_pager(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             _ = stopped.changed() => return,
         }
         for b in node.buckets() {
-            let n = b.run_expiry_pager(TOMBSTONE_PURGE_AGE_SECS);
+            let age = if b.persistence.is_some() { node.config.metadata_purge_age_secs } else { TOMBSTONE_PURGE_AGE_SECS };
+            let n = b.run_expiry_pager(age);
             if n > 0 {
                 tracing::debug!(bucket = %b.name(), expired = n, "expiry pager");
+            }
+        }
+    }
+}
+
+/// How often every persistent bucket is compacted (tombstone purge and space reclaim).
+const COMPACTION_INTERVAL: Duration = Duration::from_secs(60 * 60);
+
+/// Compacts every persistent bucket periodically, off the async workers.
+async fn compactor(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(COMPACTION_INTERVAL);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        for b in node.buckets() {
+            if let Err(e) = node.compact_bucket(&b).await {
+                tracing::error!(bucket = %b.name(), error = %e, "compaction failed");
             }
         }
     }

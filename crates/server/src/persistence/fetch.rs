@@ -18,6 +18,12 @@ pub async fn fetch_item(bucket: Arc<Bucket>, store: Arc<dyn VbStore>, vb: VbId, 
     .await;
     match outcome {
         Ok((key, Ok(found))) => bucket.complete_fetch(vb, &key, found.map(|r| snapshot_of(r, true))),
+        Ok((_, Err(e @ settee_store::StoreError::Corrupt { .. }))) => {
+            tracing::error!(bucket = %bucket.name(), vb = vb.0, error = %e, "vBucket taken out of service: stored data failed its checksum");
+            if let Some(vbucket) = bucket.vbucket(vb) {
+                vbucket.set_state(settee_engine::VbState::Failed);
+            }
+        }
         Ok((_, Err(e))) => tracing::error!(bucket = %bucket.name(), vb = vb.0, error = %e, "background fetch failed"),
         Err(e) => tracing::error!(error = %e, "background fetch task failed"),
     }

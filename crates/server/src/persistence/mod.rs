@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 use settee_engine::Bucket;
-use settee_store::VbStore;
+use settee_store::{FaultInjector, VbStore};
 
 pub use fetch::fetch_item;
 pub use warmup::WarmupReport;
@@ -48,6 +48,8 @@ impl FlushSignal {
 pub struct Persistence {
     pub store: Arc<dyn VbStore>,
     pub dir: PathBuf,
+    /// The store's file-system seam: tests switch on a full disk or a failing fsync through it.
+    pub faults: Arc<FaultInjector>,
     signal: Arc<FlushSignal>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -58,10 +60,12 @@ impl Persistence {
     /// finishes) and starts the flushers.
     pub fn start(bucket: Arc<Bucket>, dir: &Path) -> anyhow::Result<Arc<Persistence>> {
         std::fs::create_dir_all(dir)?;
-        let store = records::open_store(dir)?;
+        let faults = Arc::new(FaultInjector::new());
+        let store = records::open_store(dir, faults.clone())?;
         let p = Arc::new(Persistence {
             store,
             dir: dir.to_path_buf(),
+            faults,
             signal: Arc::new(FlushSignal::default()),
             stop: Arc::new(AtomicBool::new(false)),
             threads: Mutex::new(Vec::new()),
@@ -99,6 +103,29 @@ impl Persistence {
                 }
             }
         }
+    }
+
+    /// Compaction: purges tombstones deleted more than `purge_age_secs` ago from every vBucket on disk, then lets the
+    /// store reclaim the space of superseded versions and purged records. Blocking; run it off the async workers.
+    pub fn compact(&self, bucket: &Bucket, purge_age_secs: u32) -> Result<u64, settee_store::StoreError> {
+        let started = std::time::Instant::now();
+        let before = self.store.disk_bytes();
+        // Tombstones deleted at or before `now - purge_age` go.
+        let cutoff = bucket.now_secs().saturating_sub(purge_age_secs).saturating_add(1);
+        let mut purged = 0;
+        for v in 0..bucket.num_vbuckets() {
+            purged += self.store.purge_tombstones(settee_types::VbId(v), cutoff)?;
+        }
+        self.store.compact()?;
+        tracing::info!(
+            bucket = %bucket.name(),
+            purged,
+            disk_bytes_before = before,
+            disk_bytes_after = self.store.disk_bytes(),
+            seconds = started.elapsed().as_secs_f64(),
+            "compaction complete"
+        );
+        Ok(purged)
     }
 
     /// Flushes what is dirty, stops the workers and waits for them.

@@ -4,11 +4,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use settee_engine::ItemSnapshot;
-use settee_store::{Record, RecordMeta, VbStore};
+use settee_store::{FaultInjector, FjallConfig, FjallStore, Record, RecordMeta, VbStore};
 
-pub(crate) fn open_store(dir: &Path) -> anyhow::Result<Arc<dyn VbStore>> {
+/// Opens the bucket's fjall store with `faults` as its file-system seam (tests use it to simulate a full disk).
+pub(crate) fn open_store(dir: &Path, faults: Arc<FaultInjector>) -> anyhow::Result<Arc<dyn VbStore>> {
+    let config = FjallConfig { faults: Some(faults), ..FjallConfig::default() };
     let store =
-        settee_store::FjallStore::open(dir).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", dir.display()))?;
+        FjallStore::open_with(dir, config).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", dir.display()))?;
     Ok(Arc::new(store))
 }
 

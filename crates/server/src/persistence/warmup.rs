@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use settee_engine::{Bucket, EvictionPolicy, LOW_WATERMARK_PERCENT};
-use settee_store::VbStore;
+use settee_engine::{Bucket, EvictionPolicy, VbState, LOW_WATERMARK_PERCENT};
+use settee_store::{StoreError, VbStore};
 use settee_types::VbId;
 
 use super::records::snapshot_of;
@@ -45,10 +45,21 @@ pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
             report.values += u64::from(with_value);
             bucket.load_item(vb, snapshot_of(r, with_value));
         });
-        if let Err(e) = result {
-            tracing::error!(bucket = %config.name, vb = v, error = %e, "warmup cannot read the vBucket: persistence stopped");
-            bucket.fail_persistence();
-            break;
+        match result {
+            Ok(()) => {}
+            Err(e @ StoreError::Corrupt { .. }) => {
+                // Serve the other vBuckets; this one answers EINTERNAL instead of possibly wrong data.
+                tracing::error!(bucket = %config.name, vb = v, error = %e, "vBucket taken out of service: stored data failed its checksum");
+                if let Some(vbucket) = bucket.vbucket(vb) {
+                    vbucket.set_state(VbState::Failed);
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::error!(bucket = %config.name, vb = v, error = %e, "warmup cannot read the store: persistence stopped");
+                bucket.fail_persistence();
+                break;
+            }
         }
         let state = store.vb_state(vb).ok().flatten();
         let high = store.high_seqno(vb).unwrap_or(0).max(state.as_ref().map_or(0, |s| s.high_seqno));

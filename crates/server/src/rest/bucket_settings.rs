@@ -166,6 +166,24 @@ pub(crate) async fn flush(
     }
 }
 
+/// `POST .../controller/compactBucket`: starts a compaction (tombstone purge and space reclaim) and answers at
+/// once, as Couchbase does; progress shows in the log and in `basicStats.diskUsed`.
+pub(crate) async fn compact(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(bucket): Path<String>,
+) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_manage_bucket(&bucket), || format!("cluster.bucket[{bucket}]!compact"))?;
+    let handle = state.node.bucket(&bucket).ok_or(RestError::NotFound)?;
+    let node = state.node.clone();
+    tokio::spawn(async move {
+        if let Err(e) = node.compact_bucket(&handle).await {
+            tracing::error!(%bucket, error = %e, "compaction failed");
+        }
+    });
+    Ok(StatusCode::OK)
+}
+
 /// Parses every settings field `form` carries, recording a message per invalid field in `errors`.
 fn parse_settings(form: &Form, kind: BucketKind, errors: &mut Map<String, Value>) -> SettingsForm {
     let mut out = SettingsForm::default();

@@ -135,7 +135,7 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
             "opsPerSec": 0,
             "diskFetches": 0,
             "itemCount": b.curr_items(),
-            "diskUsed": 0,
+            "diskUsed": b.persistence.as_ref().map_or(0, |p| p.store.disk_bytes()),
             "dataUsed": mem_used,
             "memUsed": mem_used,
             "vbActiveNumNonResident": 0,

@@ -83,6 +83,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/pools/default/buckets", get(buckets::list).post(bucket_settings::create))
         .route(BUCKET, get(buckets::get).post(bucket_settings::edit).delete(bucket_settings::delete))
         .route(&format!("{BUCKET}/controller/doFlush"), post(bucket_settings::flush))
+        .route(&format!("{BUCKET}/controller/compactBucket"), post(bucket_settings::compact))
         .route("/pools/default/b/{bucket}", get(buckets::terse))
         .route("/pools/default/bs/{bucket}", get(buckets::streaming))
         .route("/pools/default/bucketsStreaming/{bucket}", get(buckets::streaming))

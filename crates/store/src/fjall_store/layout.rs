@@ -51,6 +51,11 @@ pub(crate) fn seqno_index_key(vb: VbId, seqno: Seqno) -> [u8; 10] {
     k
 }
 
+/// The seqno of a `by_seqno` key (`u64::MAX` for a malformed one, which no real record has).
+pub(crate) fn seqno_of_index_key(index_key: &[u8]) -> Seqno {
+    u64_at(index_key, 2).unwrap_or(u64::MAX)
+}
+
 pub(crate) fn high_seqno_key(vb: VbId) -> [u8; 3] {
     let [a, b] = vb_prefix(vb);
     [TAG_HIGH_SEQNO, a, b]

@@ -23,6 +23,7 @@ use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSepara
 use parking_lot::Mutex;
 use settee_types::{limits::NUM_VBUCKETS, VbId};
 
+use crate::record::check_vb;
 use crate::{FaultInjector, StoreError};
 use layout::{BY_KEY, BY_SEQNO, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION, HIGH_SEQNO_PREFIX, VB_META};
 
@@ -63,6 +64,8 @@ pub struct FjallStore {
     high_seqnos: Box<[AtomicU64]>,
     /// One per vBucket: serialises a vBucket's read-before-write (old seqno lookup) with its commit.
     write_locks: Box<[Mutex<()>]>,
+    /// vBuckets found damaged when the store was opened: every call on them returns `Corrupt`.
+    damaged: Box<[AtomicBool]>,
     poisoned: AtomicBool,
     faults: Option<Arc<FaultInjector>>,
 }
@@ -78,6 +81,7 @@ impl FjallStore {
         std::fs::create_dir_all(path).map_err(|e| StoreError::Io(format!("creating {}: {e}", path.display())))?;
         let db = Database::builder(path)
             .cache_size(config.cache_bytes)
+            .journal_compression(CompressionType::None)
             .worker_threads(config.worker_threads.max(1))
             .open()
             .map_err(|e| io("database", e))?;
@@ -98,6 +102,7 @@ impl FjallStore {
             vb_meta,
             high_seqnos: (0..NUM_VBUCKETS).map(|_| AtomicU64::new(0)).collect(),
             write_locks: (0..NUM_VBUCKETS).map(|_| Mutex::new(())).collect(),
+            damaged: (0..NUM_VBUCKETS).map(|_| AtomicBool::new(false)).collect(),
             poisoned: AtomicBool::new(false),
             faults: config.faults,
         };
@@ -116,24 +121,42 @@ impl FjallStore {
     }
 
     /// Reads every vBucket's high-seqno marker and checks the invariant that no record lies above it (the marker is
-    /// written in the same batch as the records, so a record above it means the store is damaged).
+    /// written in the same batch as the records, so a record above it means damage). A vBucket that fails either
+    /// check is taken out of service, logged once here; the other vBuckets stay usable.
     fn load_high_seqnos(&self) -> Result<(), StoreError> {
         for guard in self.vb_meta.prefix(HIGH_SEQNO_PREFIX) {
             let (k, v) = guard.into_inner().map_err(|e| self.read_failed(VbId(0), e))?;
-            let vb = layout::vb_of_meta_key(&k).filter(|vb| vb.0 < NUM_VBUCKETS);
-            let vb = vb.ok_or(StoreError::Corrupt { vb: VbId(0), seqno: 0 })?;
-            let high = layout::decode_high_seqno(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
-            self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release);
+            let Some(vb) = layout::vb_of_meta_key(&k).filter(|vb| vb.0 < NUM_VBUCKETS) else {
+                return Err(StoreError::Corrupt { vb: VbId(0), seqno: 0 });
+            };
+            match layout::decode_high_seqno(&k, &v) {
+                Some(high) => self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release),
+                None => self.take_out_of_service(vb, 0, "its high seqno entry fails its checksum"),
+            }
         }
         for vb in (0..NUM_VBUCKETS).map(VbId) {
-            let last = self.by_seqno.prefix(layout::vb_prefix(vb)).next_back();
-            if let Some(guard) = last {
-                let k = guard.key().map_err(|e| self.read_failed(vb, e))?;
-                let seqno = k.get(2..10).and_then(|s| s.try_into().ok()).map(u64::from_be_bytes).unwrap_or(u64::MAX);
-                if seqno > self.high_seqnos[usize::from(vb.0)].load(Ordering::Acquire) {
-                    return Err(StoreError::Corrupt { vb, seqno });
-                }
+            let Some(guard) = self.by_seqno.prefix(layout::vb_prefix(vb)).next_back() else { continue };
+            let k = guard.key().map_err(|e| self.read_failed(vb, e))?;
+            let seqno = layout::seqno_of_index_key(&k);
+            if seqno > self.high_seqnos[usize::from(vb.0)].load(Ordering::Acquire) {
+                self.take_out_of_service(vb, seqno, "a record lies above its persisted high seqno");
             }
+        }
+        Ok(())
+    }
+
+    fn take_out_of_service(&self, vb: VbId, seqno: u64, why: &str) {
+        tracing::error!(store = %self.path.display(), vb = vb.0, seqno, "vBucket is damaged and out of service: {why}");
+        self.damaged[usize::from(vb.0)].store(true, Ordering::Release);
+    }
+
+    /// The checks every vBucket operation starts with: the store is not poisoned, the vBucket exists and is not
+    /// damaged.
+    fn usable(&self, vb: VbId) -> Result<(), StoreError> {
+        self.check_open()?;
+        check_vb(vb)?;
+        if self.damaged[usize::from(vb.0)].load(Ordering::Acquire) {
+            return Err(StoreError::Corrupt { vb, seqno: 0 });
         }
         Ok(())
     }

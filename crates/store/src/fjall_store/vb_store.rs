@@ -8,7 +8,7 @@ use fjall::{PersistMode, Readable, UserKey};
 use settee_types::{Seqno, VbId};
 
 use super::{layout, FjallStore};
-use crate::record::{check_batch, check_vb};
+use crate::record::check_batch;
 use crate::vb_state::check_state;
 use crate::{Record, StoreError, VbStateRecord, VbStore};
 
@@ -46,10 +46,6 @@ impl FjallStore {
     }
 }
 
-fn seqno_of(index_key: &[u8]) -> Seqno {
-    index_key.get(2..10).and_then(|s| s.try_into().ok()).map(u64::from_be_bytes).unwrap_or(0)
-}
-
 impl VbStore for FjallStore {
     fn write_batch_with_state(
         &self,
@@ -57,8 +53,7 @@ impl VbStore for FjallStore {
         batch: &[Record],
         state: Option<&VbStateRecord>,
     ) -> Result<(), StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         if let Some(s) = state {
             check_state(vb, s)?;
         }
@@ -68,14 +63,15 @@ impl VbStore for FjallStore {
         let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
         let high = check_batch(vb, batch, self.cached_high_seqno(vb))?;
         let mut fjall_batch = self.db.batch();
-        // Keys written earlier in this batch: their previous seqno entry is the one this batch just added.
-        let mut in_batch: HashMap<&[u8], Seqno> = HashMap::new();
-        for r in batch {
-            let previous = match in_batch.get(r.key.as_slice()) {
-                Some(&seqno) => Some(seqno),
-                None => self.stored_seqno(vb, &r.key)?,
-            };
-            if let Some(previous) = previous {
+        // Only the last record of a key in the batch is written: an earlier one would be superseded within the
+        // same fjall batch, and one fjall batch must not write and remove the same fjall key (both would carry
+        // the same fjall seqno, leaving their order to the memtable).
+        let last_of_key: HashMap<&[u8], usize> = batch.iter().enumerate().map(|(i, r)| (&r.key[..], i)).collect();
+        for (i, r) in batch.iter().enumerate() {
+            if last_of_key.get(&r.key[..]) != Some(&i) {
+                continue;
+            }
+            if let Some(previous) = self.stored_seqno(vb, &r.key)? {
                 fjall_batch.remove(&self.by_seqno, layout::seqno_index_key(vb, previous));
             }
             let kk = layout::key_index_key(vb, &r.key);
@@ -83,7 +79,6 @@ impl VbStore for FjallStore {
             fjall_batch.insert(&self.by_key, kk, entry);
             let sk = layout::seqno_index_key(vb, r.meta.seqno);
             fjall_batch.insert(&self.by_seqno, sk, layout::encode_seqno_entry(&sk, r));
-            in_batch.insert(&r.key, r.meta.seqno);
         }
         if !batch.is_empty() {
             let hk = layout::high_seqno_key(vb);
@@ -105,8 +100,7 @@ impl VbStore for FjallStore {
     }
 
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<Record>, StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         // One snapshot for both lookups, so a concurrent write superseding this version in between cannot make
         // the key index point at a seqno entry that is already gone.
         let snapshot = self.db.snapshot();
@@ -126,27 +120,26 @@ impl VbStore for FjallStore {
     }
 
     fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         if from > to {
             return Ok(());
         }
         let range = layout::seqno_index_key(vb, from)..=layout::seqno_index_key(vb, to);
         for guard in self.by_seqno.range(range) {
             let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
-            f(layout::decode_seqno_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: seqno_of(&k) })?);
+            f(layout::decode_seqno_entry(&k, &v)
+                .ok_or(StoreError::Corrupt { vb, seqno: layout::seqno_of_index_key(&k) })?);
         }
         Ok(())
     }
 
     fn scan_keys(&self, vb: VbId, with_values: bool, f: &mut dyn FnMut(Record) -> bool) -> Result<(), StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         if with_values {
             for guard in self.by_seqno.prefix(layout::vb_prefix(vb)) {
                 let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
-                let record =
-                    layout::decode_seqno_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: seqno_of(&k) })?;
+                let record = layout::decode_seqno_entry(&k, &v)
+                    .ok_or(StoreError::Corrupt { vb, seqno: layout::seqno_of_index_key(&k) })?;
                 if !f(record) {
                     break;
                 }
@@ -165,22 +158,19 @@ impl VbStore for FjallStore {
     }
 
     fn high_seqno(&self, vb: VbId) -> Result<Seqno, StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         Ok(self.cached_high_seqno(vb))
     }
 
     fn vb_state(&self, vb: VbId) -> Result<Option<VbStateRecord>, StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         let key = layout::vb_state_key(vb);
         let Some(v) = self.vb_meta.get(key).map_err(|e| self.read_failed(vb, e))? else { return Ok(None) };
         layout::decode_vb_state(&key, &v).map(Some).ok_or(StoreError::Corrupt { vb, seqno: 0 })
     }
 
     fn purge_tombstones(&self, vb: VbId, deleted_before_secs: u32) -> Result<u64, StoreError> {
-        self.check_open()?;
-        check_vb(vb)?;
+        self.usable(vb)?;
         let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
         let mut purged = 0;
         let mut doomed = Vec::new();

@@ -80,3 +80,102 @@ async fn data_survives_a_restart() {
     node.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+async fn wait_until_flushed(node: &RunningNode) {
+    let b = node.node.bucket("default").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let dirty = || (0..1024).filter_map(|v| b.vbucket(settee_types::VbId(v))).map(|vb| vb.dirty_len()).sum::<usize>();
+    while dirty() > 0 || (0..1024).any(|v| b.vbucket(settee_types::VbId(v)).is_some_and(|vb| vb.persisted_seqno() < vb.high_seqno())) {
+        assert!(std::time::Instant::now() < deadline, "flusher did not catch up in 30 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Writing N documents, deleting them all and compacting (with a zero purge age) brings disk use back close to
+/// what it was before the data: the space of values and tombstones is reclaimed.
+#[tokio::test]
+async fn compaction_reclaims_space_of_deleted_documents() {
+    let dir = settee_testkit::temp_dir("compact");
+    let mut config = ServerConfig::defaults();
+    config.data_dir = dir.clone();
+    config.bucket_type = BucketTypeArg::Couchbase;
+    config.metadata_purge_age_secs = 0;
+    (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
+    let node = RunningNode::start(config).await.unwrap();
+    settee_testkit::wait_for_warmup(&node).await;
+    let mut c = Connection::connect(node.kv_addr, ADMIN, PASSWORD, Some("default"), SDK_FEATURES).await.unwrap();
+    let handle = node.node.bucket("default").unwrap();
+    let store = handle.persistence.as_ref().unwrap().store.clone();
+    let empty = store.disk_bytes();
+    let value = vec![b'x'; 2000];
+    for i in 0..5000u32 {
+        assert_eq!(set(&mut c, format!("doc-{i}").as_bytes(), &value, 0, 0).await.status, 0);
+    }
+    wait_until_flushed(&node).await;
+    node.node.compact_bucket(&handle).await.unwrap();
+    let full = store.disk_bytes();
+    for i in 0..5000u32 {
+        let k = c.key(0, format!("doc-{i}").as_bytes());
+        assert_eq!(c.call(0x04, &k, &[], &[], vb(format!("doc-{i}").as_bytes()), 0).await.unwrap().status, 0);
+    }
+    wait_until_flushed(&node).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // tombstones must be at least a second old
+    let purged = node.node.compact_bucket(&handle).await.unwrap();
+    let after = store.disk_bytes();
+    println!("disk bytes: empty {empty}, 10 MB written {full}, deleted and compacted {after}, purged {purged}");
+    assert_eq!(purged, 5000);
+    assert!(full > 5000 * 2000, "the data reached the disk ({full} bytes)");
+    assert!(after < full / 5, "space not reclaimed: {after} bytes left of {full}");
+    node.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A full disk (through the store's file-system seam) never yields a false success: the durable write in flight
+/// is SYNC_WRITE_AMBIGUOUS and later writes get TMPFAIL, while reads keep working.
+#[tokio::test]
+async fn full_disk_turns_writes_into_tmpfail() {
+    let dir = settee_testkit::temp_dir("diskfull");
+    let node = start(&dir).await;
+    let mut c = connect_when_warm(&node).await;
+    assert_eq!(set(&mut c, b"before", b"ok", 0, 0).await.status, 0);
+    wait_until_flushed(&node).await;
+    node.node.bucket("default").unwrap().persistence.as_ref().unwrap().faults.set_disk_full(true);
+    let k = c.key(0, b"durable");
+    let r = Request {
+        magic: Magic::AltClientRequest,
+        framing: &[0x13, 0x03, 0x13, 0x88],
+        vbucket: vb(b"durable"),
+        ..req(0x01, &k, &[0; 8], b"v")
+    };
+    assert_eq!(c.send(&r).await.unwrap().status, 0xa3, "durable write on a full disk is ambiguous");
+    assert_eq!(set(&mut c, b"after", b"v", 0, 0).await.status, 0x86, "writes get TMPFAIL once the store failed");
+    assert_eq!(get(&mut c, b"before").await.value, b"ok");
+    node.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A record that fails its checksum at warmup takes its vBucket out of service (EINTERNAL), and the other
+/// vBuckets keep serving.
+#[tokio::test]
+async fn corrupt_record_takes_its_vbucket_out_of_service() {
+    let dir = settee_testkit::temp_dir("corrupt");
+    let node = start(&dir).await;
+    let mut c = connect_when_warm(&node).await;
+    assert_eq!(set(&mut c, b"victim", b"v1", 0, 0).await.status, 0);
+    assert_eq!(set(&mut c, b"bystander", b"v2", 0, 0).await.status, 0);
+    assert_ne!(vb(b"victim"), vb(b"bystander"));
+    let bucket_dir = node.node.bucket("default").unwrap().persistence.as_ref().unwrap().dir.clone();
+    node.stop().await;
+    {
+        let store = settee_store::FjallStore::open(&bucket_dir).unwrap();
+        let mut key = vec![0u8];
+        key.extend_from_slice(b"victim");
+        store.corrupt_for_test(settee_types::VbId(vb(b"victim")), &key);
+    }
+    let node = start(&dir).await;
+    let mut c = connect_when_warm(&node).await;
+    assert_eq!(get(&mut c, b"victim").await.status, 0x84);
+    assert_eq!(get(&mut c, b"bystander").await.value, b"v2");
+    node.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
