@@ -14,6 +14,8 @@
 #   ROUNDS [3]  DURATION [10] seconds per run  WARMUP [1] seconds  ITEMS [1000000]  VALUE_BYTES [200]
 #   CLIENT_THREADS [2]  CLIENT_CONNS [4] connections per client thread  MC_THREADS [nproc] memcached threads
 #   MEM_ITEMS [1000000] items for the memory measurement (0 skips it)  SKIP_LATENCY=1 skips the half-load runs
+#   SERVER_CPUS, CLIENT_CPUS  pin the servers / the client to these CPUs (taskset lists, e.g. 1 and 0)
+#   SETTEE_WORKERS  settee's tokio worker threads (TOKIO_WORKER_THREADS; default: one per CPU)
 #   SETTEE_BIN=path  use this binary instead of building target/release/settee
 #   OUT [target/bench/<date>]  where results, tables and charts go
 #   BASE_PORT [27100]  ports BASE_PORT..BASE_PORT+60 must be free
@@ -34,6 +36,10 @@ VALUE_BYTES="${VALUE_BYTES:-200}"
 CLIENT_THREADS="${CLIENT_THREADS:-2}"
 CLIENT_CONNS="${CLIENT_CONNS:-4}"
 MC_THREADS="${MC_THREADS:-$(nproc)}"
+SERVER_PIN=()
+CLIENT_PIN=()
+[ -n "${SERVER_CPUS:-}" ] && SERVER_PIN=(taskset -c "$SERVER_CPUS")
+[ -n "${CLIENT_CPUS:-}" ] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
 MEM_ITEMS="${MEM_ITEMS:-1000000}"
 BASE_PORT="${BASE_PORT:-27100}"
 OUT="${OUT:-target/bench/$(date +%Y%m%d-%H%M%S)}"
@@ -91,7 +97,8 @@ fi
     echo "memcached: $(memcached -V) with -t $MC_THREADS"
     echo "rustc: $(rustc -V 2>/dev/null || echo unknown)"
     echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP ITEMS=$ITEMS VALUE_BYTES=$VALUE_BYTES" \
-        "CLIENT_THREADS=$CLIENT_THREADS CLIENT_CONNS=$CLIENT_CONNS MEM_ITEMS=$MEM_ITEMS"
+        "CLIENT_THREADS=$CLIENT_THREADS CLIENT_CONNS=$CLIENT_CONNS MEM_ITEMS=$MEM_ITEMS" \
+        "SERVER_CPUS=${SERVER_CPUS:-any} CLIENT_CPUS=${CLIENT_CPUS:-any} SETTEE_WORKERS=${SETTEE_WORKERS:-default}"
 } | tee "$OUT/machine.txt"
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -109,7 +116,7 @@ start_memcached() {
     port_free "$1" || { echo "port $1 is busy" >&2; exit 1; }
     local user=()
     [ "$(id -u)" -eq 0 ] && user=(-u root)
-    memcached "${user[@]}" -l 127.0.0.1 -p "$1" -U 0 -B binary -m "$2" -t "$MC_THREADS" -c 4096 &
+    "${SERVER_PIN[@]}" memcached "${user[@]}" -l 127.0.0.1 -p "$1" -U 0 -B binary -m "$2" -t "$MC_THREADS" -c 4096 &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")
     wait_port "$1"
@@ -120,7 +127,9 @@ start_settee() {
     local kv=$2
     port_free "$kv" || { echo "port $kv is busy" >&2; exit 1; }
     rm -rf "$OUT/data-$1"
-    SETTEE_LOG=warn "$SETTEE_BIN" server --data-dir "$OUT/data-$1" --host 127.0.0.1 --kv-port "$kv" \
+    local workers=()
+    [ -n "${SETTEE_WORKERS:-}" ] && workers=(TOKIO_WORKER_THREADS="$SETTEE_WORKERS")
+    env "${workers[@]}" SETTEE_LOG=warn "${SERVER_PIN[@]}" "$SETTEE_BIN" server --data-dir "$OUT/data-$1" --host 127.0.0.1 --kv-port "$kv" \
         --mgmt-port $((kv + 1)) --query-port $((kv + 2)) --bucket-type "$3" --bucket-ram-mb "$RAM_MB" &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")
@@ -128,7 +137,7 @@ start_settee() {
     wait_port $((kv + 1))
 }
 
-bench() { "$SETTEE_BIN" bench "$@"; }
+bench() { "${CLIENT_PIN[@]}" "$SETTEE_BIN" bench "$@"; }
 
 # measured FILE ARGS...: one bench run, repeated (up to 3 times) if a compiler ran at the same time.
 measured() {

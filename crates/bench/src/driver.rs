@@ -3,8 +3,11 @@
 //! recorder.
 //!
 //! Closed loop (the default): a slot that frees up is refilled at once, and latency runs from the write. Open loop
-//! (`--rate-limit`): each request has an intended send time on a fixed schedule, and latency runs from that
-//! intended time, so a stalled server is charged for the requests it delayed (no coordinated omission).
+//! (`--rate-limit`): each request has an intended send time on a fixed schedule. If the window was full at that
+//! time, the server held the request up and latency runs from the intended time (no coordinated omission); if a
+//! slot was free, only the client was late (tokio's timer has millisecond resolution) and latency runs from the
+//! actual send. With one connection per thread the wait for the next send is a thread sleep, which keeps
+//! sub-millisecond schedules.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +29,9 @@ use crate::workload::{OpSource, Records};
 const STATUS_NOT_MY_VBUCKET: u16 = 0x07;
 /// How long an open-loop connection sleeps at most before looking at the stop flag again.
 const IDLE_SLEEP_MAX: Duration = Duration::from_millis(100);
+/// Full-window periods remembered for open-loop latency; older ones no longer matter once requests due after
+/// them have been sent.
+const FULL_PERIODS_MAX: usize = 1024;
 
 /// What every connection of a phase shares.
 #[derive(Debug)]
@@ -64,6 +70,9 @@ pub(crate) struct Plan {
     pub limit: Option<u64>,
     /// Open loop: the time between intended sends, and this connection's first one relative to the start.
     pub schedule: Option<(Duration, Duration)>,
+    /// The connection has its thread to itself: wait for the next intended send with a thread sleep (microsecond
+    /// precision) instead of tokio's millisecond timer.
+    pub precise_sleep: bool,
 }
 
 #[derive(Debug)]
@@ -102,6 +111,46 @@ struct Driver<'a> {
     issued: u64,
     source_done: bool,
     next_at: Instant,
+    full: FullPeriods,
+}
+
+/// When the window was full, for deciding where an open-loop request's latency starts.
+#[derive(Debug, Default)]
+struct FullPeriods {
+    since: Option<Instant>,
+    past: VecDeque<(Instant, Instant)>,
+}
+
+impl FullPeriods {
+    fn mark(&mut self, full: bool, now: Instant) {
+        match (full, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(start)) => {
+                self.since = None;
+                if self.past.len() == FULL_PERIODS_MAX {
+                    self.past.pop_front();
+                }
+                self.past.push_back((start, now));
+            }
+            _ => {}
+        }
+    }
+
+    /// Where the latency of a request due at `due` and sent at `now` starts: `due` if the window was full then
+    /// (the server held it up), else `now` (only the client's timer was late). Requests come in due order, so
+    /// periods that ended before `due` are dropped.
+    fn latency_start(&mut self, due: Instant, now: Instant) -> Instant {
+        while self.past.front().is_some_and(|(_, end)| *end < due) {
+            self.past.pop_front();
+        }
+        let was_full =
+            self.since.is_some_and(|s| s <= due) || self.past.iter().any(|(start, end)| *start <= due && due <= *end);
+        if was_full {
+            due
+        } else {
+            now.max(due)
+        }
+    }
 }
 
 /// Runs one connection until its phase ends: the clock's stop time, the stop flag, the operation limit or the end
@@ -130,6 +179,7 @@ pub(crate) async fn drive(
         issued: 0,
         source_done: false,
         next_at,
+        full: FullPeriods::default(),
     };
     let result = d.run().await;
     if let Err(e) = &result {
@@ -147,6 +197,7 @@ impl Driver<'_> {
             let now = Instant::now();
             let stopping = self.stopping(now);
             self.issue(now, stopping);
+            self.full.mark(self.in_flight >= self.plan.window, now);
             self.record_done();
             self.link.flush().await?;
             if self.in_flight == 0 {
@@ -155,7 +206,15 @@ impl Driver<'_> {
                 }
                 if self.plan.schedule.is_some() {
                     // Open loop, ahead of schedule.
-                    tokio::time::sleep_until(self.next_at.min(now + IDLE_SLEEP_MAX)).await;
+                    let wake = self.next_at.min(now + IDLE_SLEEP_MAX);
+                    if self.plan.precise_sleep {
+                        // Nothing is in flight and no other connection shares this thread, so blocking the thread
+                        // is harmless, and a thread sleep keeps microseconds where tokio's timer rounds up to a
+                        // millisecond (which would show up as client-made latency in open loop).
+                        std::thread::sleep(wake.saturating_duration_since(now));
+                    } else {
+                        tokio::time::sleep_until(wake).await;
+                    }
                 }
                 continue;
             }
@@ -181,6 +240,7 @@ impl Driver<'_> {
             for &node in &waiting {
                 self.take_replies(node, now)?;
             }
+            self.full.mark(self.in_flight >= self.plan.window, now);
         }
     }
 
@@ -206,9 +266,9 @@ impl Driver<'_> {
                         if self.next_at > now {
                             return;
                         }
-                        let t = self.next_at;
+                        let due = self.next_at;
                         self.next_at += interval;
-                        t
+                        self.full.latency_start(due, now)
                     }
                     None => now,
                 };
@@ -300,5 +360,27 @@ impl Driver<'_> {
         }
         drop(stats);
         self.done.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request due while the window was full is charged from its due time; one due while a slot was free (the
+    /// client's timer was late) from its actual send.
+    #[test]
+    fn open_loop_latency_starts_where_the_delay_was_the_servers() {
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let mut f = FullPeriods::default();
+        f.mark(true, at(100));
+        f.mark(false, at(300));
+        assert_eq!(f.latency_start(at(150), at(300)), at(150), "due while full");
+        assert_eq!(f.latency_start(at(400), at(1000)), at(1000), "due while free: the client was late");
+        assert!(f.past.is_empty(), "periods before the due time are dropped");
+        f.mark(true, at(2000));
+        assert_eq!(f.latency_start(at(2500), at(2600)), at(2500), "still full");
+        assert_eq!(f.latency_start(at(3000), at(2900)), at(3000), "never before the due time");
     }
 }

@@ -216,7 +216,14 @@ fn plan_for(s: &Setup, phase: PhaseKind, index: usize, chooser: &KeyChooser) -> 
             (a.num_cycles.map(|c| c.saturating_mul(a.batch_size as u64)), schedule)
         }
     };
-    Plan { source: source_for(s, phase, index, chooser), rng, window: a.batch_size, limit, schedule }
+    Plan {
+        source: source_for(s, phase, index, chooser),
+        rng,
+        window: a.batch_size,
+        limit,
+        schedule,
+        precise_sleep: a.connections_per_thread == 1,
+    }
 }
 
 /// The rendezvous of the worker threads and the reporter: everyone connected, then the clock, then go.

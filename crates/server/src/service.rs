@@ -120,7 +120,8 @@ async fn expiry_pager(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             _ = stopped.changed() => return,
         }
         for b in node.buckets() {
-            let age = if b.persistence.is_some() { node.config.metadata_purge_age_secs } else { TOMBSTONE_PURGE_AGE_SECS };
+            let age =
+                if b.persistence.is_some() { node.config.metadata_purge_age_secs } else { TOMBSTONE_PURGE_AGE_SECS };
             let n = b.run_expiry_pager(age);
             if n > 0 {
                 tracing::debug!(bucket = %b.name(), expired = n, "expiry pager");

@@ -7,11 +7,12 @@
 //!   dd if=/dev/zero of=<dir>/dd.bin bs=1M count=1024 conv=fdatasync
 //!
 //! Usage: cargo run --release -p settee-store --example store_throughput -- [dir] [payload_mib] [records_per_sync]
+//!        [blob_threshold_bytes]
 //! The store is created in a fresh subdirectory of `dir` (default: the system temp dir) and removed at the end.
 
 use std::time::Instant;
 
-use settee_store::{FjallStore, Record, RecordMeta, VbStore};
+use settee_store::{FjallConfig, FjallStore, Record, RecordMeta, VbStore};
 use settee_types::VbId;
 
 const VALUE_BYTES: usize = 200;
@@ -23,10 +24,11 @@ fn process_write_bytes() -> Option<u64> {
     io.lines().find_map(|l| l.strip_prefix("write_bytes: ")).and_then(|v| v.trim().parse().ok())
 }
 
-/// A 200-byte value that differs per record (nothing in the store compresses, but keep it honest anyway).
-fn value_for(i: u64) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..VALUE_BYTES)
+/// 64 KiB of pseudo-random bytes; each record's value is a 200-byte window of it, so values differ per record
+/// (nothing in the store compresses, but keep it honest) without costing more than a copy to build.
+fn value_pool() -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..65_536)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -41,12 +43,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = args.next().map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
     let payload_mib: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1024);
     let records_per_sync: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(8192);
+    let mut config = FjallConfig::default();
+    if let Some(threshold) = args.next() {
+        config.blob_threshold_bytes = threshold.parse()?;
+    }
     let dir = base.join(format!("settee-store-throughput-{}", std::process::id()));
     let key_bytes = format!("doc-{:012}", 0).len() as u64;
     let records = payload_mib * 1024 * 1024 / (key_bytes + VALUE_BYTES as u64);
     let per_vb = (records_per_sync / u64::from(VBUCKETS)).max(1);
 
-    let store = FjallStore::open(&dir)?;
+    let pool = value_pool();
+    let value_for = |i: u64| pool[(i as usize * 7919) % (pool.len() - VALUE_BYTES)..][..VALUE_BYTES].to_vec();
+    let store = FjallStore::open_with(&dir, config)?;
     let written_before = process_write_bytes();
     let started = Instant::now();
     let mut seqnos = [0u64; VBUCKETS as usize];
