@@ -213,7 +213,10 @@ if [ "${SKIP_LATENCY:-0}" != 1 ]; then
             peak=$(ops_per_sec "$OUT/r$round-get95-b1-$t.json")
             rate=$(( peak / 2 > 0 ? peak / 2 : 1 ))
             echo "   round $round, $t: $rate ops/s (half of $peak)" >&2
-            measured "$OUT/r$round-half-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" -r 5 -B 1 --no-population \
+            # One connection per client thread, so the client waits for each send with a microsecond-precise
+            # sleep (same number of connections as the peak runs).
+            measured "$OUT/r$round-half-$t.json" --spec "${SPEC[$t]}" -t $((CLIENT_THREADS * CLIENT_CONNS)) \
+                --connections 1 -I "$ITEMS" -m "$VALUE_BYTES" -M "$VALUE_BYTES" -r 5 -B 1 --no-population \
                 -d "$DURATION" --warmup "$WARMUP" --seed "$round" --rate-limit "$rate" --label "$t" \
                 --case "95/5, batch 1, at half of the target's peak"
         done

@@ -110,7 +110,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "no_population")]
     pub populate_only: bool,
     /// Target operations per second over all connections: open loop, latency measured from each request's
-    /// intended send time.
+    /// intended send time when the server held it up (use one connection per thread for sub-millisecond
+    /// schedules).
     #[arg(long)]
     pub rate_limit: Option<u64>,
     /// Durability level of every SET (couchbase:// only).
