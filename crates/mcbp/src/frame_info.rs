@@ -9,6 +9,8 @@ pub struct RequestFrameInfos {
     /// Durability level and the optional timeout in milliseconds.
     pub durability: Option<(DurabilityLevel, Option<u16>)>,
     pub preserve_ttl: bool,
+    /// The barrier frame: with unordered execution, this request must wait until every earlier one finished.
+    pub barrier: bool,
 }
 
 /// A frame-info section that cannot be used; the request gets EINVAL.
@@ -22,6 +24,7 @@ pub enum FrameInfoError {
     BadPreserveTtl,
 }
 
+const ID_BARRIER: usize = 0;
 const ID_DURABILITY: usize = 1;
 const ID_PRESERVE_TTL: usize = 5;
 
@@ -35,6 +38,7 @@ impl RequestFrameInfos {
             let payload = section.get(..len).ok_or(FrameInfoError::Truncated)?;
             section = &section[len..];
             match id {
+                ID_BARRIER if len == 0 => out.barrier = true,
                 ID_DURABILITY => out.durability = Some(parse_durability(payload)?),
                 ID_PRESERVE_TTL if len == 0 => out.preserve_ttl = true,
                 ID_PRESERVE_TTL => return Err(FrameInfoError::BadPreserveTtl),
@@ -77,7 +81,8 @@ mod tests {
         assert_eq!(f.durability, Some((DurabilityLevel::Majority, Some(2700))));
         assert!(!f.preserve_ttl);
         let f = RequestFrameInfos::parse(&[0x50]).unwrap();
-        assert!(f.preserve_ttl && f.durability.is_none());
+        assert!(f.preserve_ttl && f.durability.is_none() && !f.barrier);
+        assert!(RequestFrameInfos::parse(&[0x00]).unwrap().barrier);
         let f = RequestFrameInfos::parse(&[0x50, 0x11, 0x03]).unwrap();
         assert_eq!(f.durability, Some((DurabilityLevel::PersistToMajority, None)));
     }

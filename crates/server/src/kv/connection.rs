@@ -5,10 +5,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use settee_mcbp::decode_request;
+use settee_mcbp::{decode_request, Feature};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::task::JoinSet;
 
 use super::dispatch::dispatch;
 use super::pending::Out;
@@ -22,6 +23,16 @@ const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Stop executing a batch once this many reply bytes wait, and write them first, so a pipeline of large GETs
 /// cannot make the server buffer without bound.
 const WRITE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Durable writes one connection may leave waiting at once under unordered execution.
+const INFLIGHT_MAX: usize = 1024;
+
+/// Whether a request must wait for every earlier one (unordered execution): commands that change the connection's
+/// state, and requests carrying the barrier frame.
+fn is_barrier(req: &settee_mcbp::Request<'_>) -> bool {
+    matches!(req.opcode, 0x1f | 0x20 | 0x21 | 0x22 | 0x89)
+        || settee_mcbp::RequestFrameInfos::parse(req.framing).is_ok_and(|f| f.barrier)
+}
+
 /// A request that still finds its item ejected after this many background fetches gets TMPFAIL (the item pager
 /// is racing it); the client retries.
 const FETCH_ATTEMPTS_MAX: u32 = 3;
@@ -39,9 +50,24 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
     let mut session = Session::new(peer);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut wbuf = Out { buf: Vec::with_capacity(READ_BUFFER_BYTES), ..Out::default() };
-    loop {
+    // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
+    let mut inflight: JoinSet<Vec<u8>> = JoinSet::new();
+    'conn: loop {
         let read = tokio::select! {
             r = rd.read_buf(&mut rbuf) => r,
+            Some(done) = inflight.join_next(), if !inflight.is_empty() => {
+                if let Ok(reply) = done {
+                    wbuf.extend_from_slice(&reply);
+                }
+                while let Some(Ok(reply)) = inflight.try_join_next() {
+                    wbuf.extend_from_slice(&reply);
+                }
+                if wr.write_all(&wbuf).await.is_err() {
+                    break;
+                }
+                wbuf.clear();
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         match read {
@@ -57,6 +83,14 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
         loop {
             match decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX) {
                 Ok(Some((req, n))) => {
+                    if !inflight.is_empty() && is_barrier(&req) {
+                        // Connection-state changes and barrier frames wait for everything before them.
+                        while let Some(done) = inflight.join_next().await {
+                            if let Ok(reply) = done {
+                                wbuf.extend_from_slice(&reply);
+                            }
+                        }
+                    }
                     let mut fetches = 0;
                     dispatch(&node, &mut session, &req, &mut wbuf);
                     while let Some(fetch) = wbuf.fetch.take() {
@@ -74,14 +108,24 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
                         break;
                     }
                     if let Some(pending) = wbuf.pending.take() {
-                        // Requests run in order: send what is ready, then wait for this reply before the next.
-                        let reply = pending.resolve().await;
-                        wbuf.extend_from_slice(&reply);
-                        if wr.write_all(&wbuf).await.is_err() {
-                            fatal = true;
-                            break;
+                        if session.has(Feature::UnorderedExecution) {
+                            if inflight.len() >= INFLIGHT_MAX {
+                                // Bound what one connection can leave waiting: wait for one before going on.
+                                if let Some(Ok(reply)) = inflight.join_next().await {
+                                    wbuf.extend_from_slice(&reply);
+                                }
+                            }
+                            inflight.spawn(pending.resolve());
+                        } else {
+                            // Requests run in order: send what is ready, then wait for this reply before the next.
+                            let reply = pending.resolve().await;
+                            wbuf.extend_from_slice(&reply);
+                            if wr.write_all(&wbuf).await.is_err() {
+                                fatal = true;
+                                break;
+                            }
+                            wbuf.clear();
                         }
-                        wbuf.clear();
                     } else if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
                         if wr.write_all(&wbuf).await.is_err() {
                             fatal = true;
@@ -101,7 +145,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
         rbuf.advance(used);
         if !wbuf.is_empty() {
             if wr.write_all(&wbuf).await.is_err() {
-                break;
+                break 'conn;
             }
             wbuf.clear();
         }

@@ -21,7 +21,8 @@ impl Features {
     }
 }
 
-/// The features settee agrees to, with what each obliges the server to do (PROTOCOL.md §2.2).
+/// The features settee agrees to, with what each obliges the server to do (PROTOCOL.md §2.2). With
+/// UnorderedExecution a durable write waiting for persistence does not hold up the requests behind it.
 /// Push notifications (0x0d, 0x1f), tracing and SnappyEverywhere are left out until implemented: echoing 0x1f
 /// without pushing would freeze gocbcore's topology.
 pub const SUPPORTED_FEATURES: &[Feature] = &[
@@ -33,6 +34,7 @@ pub const SUPPORTED_FEATURES: &[Feature] = &[
     Feature::Snappy,
     Feature::Json,
     Feature::Duplex,
+    Feature::UnorderedExecution,
     Feature::AltRequestSupport,
     Feature::SyncReplication,
     Feature::Collections,
