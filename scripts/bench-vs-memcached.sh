@@ -7,8 +7,10 @@
 #
 # Workloads: 100% set, 95/5 get/set, 50/50, 100% get; 200-byte values; batch 1 and batch 50; ITEMS keys.
 #
-# Every measured run waits until no rustc/cargo process is running, and is repeated (up to 3 times) if one
-# started while it ran, so a parallel build does not skew the record.
+# Every measured run waits until no rustc/cargo process (nor a busy settee or memcached this script did not start)
+# is running and the servers are quiet (a persistent bucket keeps flushing and compacting after write-heavy runs),
+# and is repeated (up to 3 times) if such a process ran meanwhile, so neither a parallel build or test nor another
+# target's background work skews the record.
 #
 # Environment (defaults in brackets):
 #   ROUNDS [3]  DURATION [10] seconds per run  WARMUP [1] seconds  ITEMS [1000000]  VALUE_BYTES [200]
@@ -60,11 +62,34 @@ ensure_memcached() {
     fi
 }
 
-# Blocks while a compiler runs on this machine (the measurements share its cores).
+# CPU ticks (user + system) used so far by the given processes.
+cpu_ticks() {
+    local p total=0
+    for p in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+    echo "$total"
+}
+
+# Whether something else loads the machine: a compiler, or a busy (over 10% of a CPU) settee or memcached process
+# this script did not start (another benchmark or a test run; an idle one left running does not count).
+foreign_load() {
+    pgrep -x rustc >/dev/null && return 0
+    pgrep -x cargo >/dev/null && return 0
+    local p foreign=()
+    for p in $(pgrep -x settee; pgrep -x memcached); do
+        [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$$" ] || foreign+=("$p")
+    done
+    [ ${#foreign[@]} -gt 0 ] || return 1
+    local before
+    before=$(cpu_ticks "${foreign[@]}")
+    sleep 0.5
+    [ $(($(cpu_ticks "${foreign[@]}") - before)) -gt $(( $(getconf CLK_TCK) / 20 )) ]
+}
+
+# Blocks while something else loads the machine (the measurements share its cores).
 wait_idle() {
     local waited=0
-    while pgrep -x rustc >/dev/null || pgrep -x cargo >/dev/null; do
-        [ "$waited" = 0 ] && echo "   (waiting for rustc/cargo to finish)" >&2
+    while foreign_load; do
+        [ "$waited" = 0 ] && echo "   (waiting for rustc/cargo or another settee/memcached to finish)" >&2
         waited=1
         sleep 10
     done
@@ -139,22 +164,37 @@ start_settee() {
 
 bench() { "${CLIENT_PIN[@]}" "$SETTEE_BIN" bench "$@"; }
 
+# Blocks until the servers are quiet (under 5% of a CPU together for a second, at most 60 s): a persistent
+# bucket's flusher and store compaction keep working after a write-heavy run, and must not steal CPU from the next
+# target's run.
+wait_quiet() {
+    local deadline=$((SECONDS + 60)) before
+    while [ $SECONDS -lt $deadline ]; do
+        before=$(cpu_ticks "${PIDS[@]}")
+        sleep 1
+        [ $(($(cpu_ticks "${PIDS[@]}") - before)) -le $(( $(getconf CLK_TCK) / 20 )) ] && return 0
+    done
+    echo "   servers still busy after 60 s; measuring anyway" >&2
+    echo "servers busy before a run for 60 s" >>"$OUT/contended.txt"
+}
+
 # measured FILE ARGS...: one bench run, repeated (up to 3 times) if a compiler ran at the same time.
 measured() {
     local file=$1; shift
     local attempt flag="$OUT/.busy"
     for attempt in 1 2 3; do
         wait_idle
+        wait_quiet
         rm -f "$flag"
-        ( while :; do if pgrep -x rustc >/dev/null || pgrep -x cargo >/dev/null; then touch "$flag"; fi; sleep 1; done ) &
+        ( while :; do if foreign_load; then touch "$flag"; fi; sleep 1; done ) &
         local watcher=$!
         bench "$@" --json "$file" --quiet
         kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null || true
         [ -e "$flag" ] || return 0
-        echo "   a compiler ran during $(basename "$file"); measuring again ($attempt/3)" >&2
-        echo "$(basename "$file") attempt $attempt: rustc/cargo ran during the run" >>"$OUT/contended.txt"
+        echo "   something else ran during $(basename "$file"); measuring again ($attempt/3)" >&2
+        echo "$(basename "$file") attempt $attempt: rustc/cargo or a foreign settee/memcached ran" >>"$OUT/contended.txt"
     done
-    echo "   $(basename "$file"): kept the third attempt although a compiler ran" >&2
+    echo "   $(basename "$file"): kept the third attempt although something else ran" >&2
 }
 
 ops_per_sec() { python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["run"]["ops_per_sec"]))' "$1"; }

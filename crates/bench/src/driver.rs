@@ -298,7 +298,7 @@ impl Driver<'_> {
         }
     }
 
-    /// Matches every reply `node` has sent with its request, in order.
+    /// Matches every reply `node` has sent with its request.
     fn take_replies(&mut self, node: usize, now: Instant) -> Result<(), DriveError> {
         loop {
             let (opaque, status, config) = match self.link.next_response(node)? {
@@ -307,11 +307,13 @@ impl Driver<'_> {
                 Some(r) if r.magic == Magic::ServerRequest => continue,
                 Some(r) => (r.opaque, r.status, (r.status == STATUS_NOT_MY_VBUCKET).then(|| r.value.to_vec())),
             };
-            let expected = self.queues[node].front().map(|f| f.opaque);
-            if expected != Some(opaque) {
+            // With unordered execution (negotiated, as the SDKs do) a durable write may be answered after requests
+            // sent behind it: match by opaque. The queue is at most one batch long.
+            let Some(at) = self.queues[node].iter().position(|f| f.opaque == opaque) else {
+                let expected = self.queues[node].front().map(|f| f.opaque);
                 return Err(DriveError::OutOfOrder { expected, got: opaque });
-            }
-            let Some(f) = self.queues[node].pop_front() else { unreachable!("front was Some") };
+            };
+            let Some(f) = self.queues[node].remove(at) else { unreachable!("position is in range") };
             self.in_flight -= 1;
             if let Some(body) = config {
                 self.link.apply_config(&body);

@@ -403,7 +403,8 @@ impl Sampler<'_> {
             p50_us: p(0.5),
             p99_us: p(0.99),
         };
-        let warming = now < self.clock.record_from;
+        // The interval that ends as the warm-up ends holds no measured operation.
+        let warming = now <= self.clock.record_from && self.clock.record_from > self.clock.start;
         progress.update(now.saturating_duration_since(self.clock.start), &point, self.total_ops, warming);
         if !warming {
             self.timeline.push(point);

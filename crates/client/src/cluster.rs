@@ -29,6 +29,7 @@ pub const SDK_FEATURES: &[Feature] = &[
     Feature::Xerror,
     Feature::SelectBucket,
     Feature::Json,
+    Feature::UnorderedExecution,
     Feature::AltRequestSupport,
     Feature::SyncReplication,
     Feature::Collections,

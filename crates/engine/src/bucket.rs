@@ -79,7 +79,7 @@ pub struct Bucket {
     /// True while warmup loads the bucket from disk; KV requests get TMPFAIL meanwhile.
     warming_up: AtomicBool,
     /// Called when a vBucket's checkpoint goes from empty to non-empty, so the flusher wakes without polling.
-    pub(crate) dirty_notifier: std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>,
+    pub(crate) dirty_notifier: std::sync::OnceLock<Arc<dyn Fn(VbId) + Send + Sync>>,
 }
 
 impl Bucket {
@@ -103,8 +103,9 @@ impl Bucket {
         }
     }
 
-    /// Registers the flusher's wake-up call (once per bucket).
-    pub fn set_dirty_notifier(&self, notify: Arc<dyn Fn() + Send + Sync>) {
+    /// Registers the flusher's wake-up call (once per bucket); it is told which vBucket became dirty, so the
+    /// flusher that owns it wakes.
+    pub fn set_dirty_notifier(&self, notify: Arc<dyn Fn(VbId) + Send + Sync>) {
         let _ = self.dirty_notifier.set(notify);
     }
 

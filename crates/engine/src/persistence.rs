@@ -56,10 +56,11 @@ impl Bucket {
         self.charge(delta);
         if inner.dirty.len() == 1 {
             if let Some(notify) = self.dirty_notifier.get() {
-                notify();
+                notify(vb);
             }
         }
-        let await_persistence = inner.persistent && level.is_some();
+        // With no replicas, majority is met by the active's memory at once; only the persist levels wait.
+        let await_persistence = inner.persistent && level.is_some_and(|l| l.needs_persistence());
         if await_persistence {
             inner.sync_writes.insert(key.encoded().into(), inner.high_seqno);
         }

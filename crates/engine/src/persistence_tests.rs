@@ -178,3 +178,13 @@ fn warmup_loading() {
     assert_eq!(m.seqno, 10);
     assert!(m.cas > 5_000_000_000_000_000_000);
 }
+
+/// Regression: on a persistent bucket with no replicas, a majority write is complete in memory; it neither waits
+/// for the flusher nor holds its key.
+#[test]
+fn majority_does_not_wait_for_disk() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let m = write(&b, b"m", b"1", Some(DurabilityLevel::Majority)).unwrap();
+    assert!(!m.await_persistence);
+    assert!(write(&b, b"m", b"2", Some(DurabilityLevel::Majority)).is_ok());
+}

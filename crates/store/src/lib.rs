@@ -51,6 +51,15 @@ pub trait VbStore: Send + Sync {
     fn write_batch(&self, vb: VbId, batch: &[Record]) -> Result<(), StoreError> {
         self.write_batch_with_state(vb, batch, None)
     }
+    /// Several vBuckets' batches (each with its optional state) at once. Each vBucket's part is atomic as in
+    /// [`VbStore::write_batch_with_state`]; a store may commit them all in one atomic batch, which the flusher
+    /// uses to pay one commit per round instead of one per vBucket.
+    fn write_many(&self, parts: &[(VbId, &[Record], Option<&VbStateRecord>)]) -> Result<(), StoreError> {
+        for (vb, batch, state) in parts {
+            self.write_batch_with_state(*vb, batch, *state)?;
+        }
+        Ok(())
+    }
     /// [`VbStore::write_batch`], plus the vBucket state in the same atomic batch when `state` is given.
     fn write_batch_with_state(
         &self,

@@ -20,7 +20,7 @@ const FLUSH_IDLE_WAIT: Duration = Duration::from_millis(50);
 pub(crate) struct Flusher {
     pub bucket: Arc<Bucket>,
     pub store: Arc<dyn VbStore>,
-    pub signal: Arc<FlushSignal>,
+    pub signals: Arc<Vec<FlushSignal>>,
     pub stop: Arc<AtomicBool>,
     pub shard: u16,
 }
@@ -37,13 +37,14 @@ impl Flusher {
             if stopping {
                 return;
             }
-            self.signal.wait(FLUSH_IDLE_WAIT);
+            self.signals[usize::from(self.shard)].wait(FLUSH_IDLE_WAIT);
         }
     }
 
     /// One round: every dirty vBucket of the shard, one fsync.
     fn round(&self) -> Result<(), settee_store::StoreError> {
         let mut flushed = Vec::new();
+        let mut parts = Vec::new();
         for v in (self.shard..self.bucket.num_vbuckets()).step_by(usize::from(super::FLUSHER_SHARDS)) {
             let vb = VbId(v);
             let Some(batch) = self.bucket.drain_dirty(vb) else { continue };
@@ -55,12 +56,15 @@ impl Flusher {
                 max_cas: batch.max_cas,
                 failover: Vec::new(),
             };
-            self.store.write_batch_with_state(vb, &records, Some(&state))?;
+            parts.push((vb, records, state));
             flushed.push((vb, batch.up_to));
         }
         if flushed.is_empty() {
             return Ok(());
         }
+        // One commit for the whole round, then one fsync.
+        let view: Vec<_> = parts.iter().map(|(vb, records, state)| (*vb, &records[..], Some(state))).collect();
+        self.store.write_many(&view)?;
         self.store.sync()?;
         for (vb, up_to) in flushed {
             self.bucket.mark_persisted(vb, up_to);

@@ -50,7 +50,9 @@ pub struct Persistence {
     pub dir: PathBuf,
     /// The store's file-system seam: tests switch on a full disk or a failing fsync through it.
     pub faults: Arc<FaultInjector>,
-    signal: Arc<FlushSignal>,
+    /// One per flusher shard: a shared flag would let one shard's thread consume the other's wake-up, leaving a
+    /// durable write to wait for the idle timeout.
+    signals: Arc<Vec<FlushSignal>>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -66,12 +68,12 @@ impl Persistence {
             store,
             dir: dir.to_path_buf(),
             faults,
-            signal: Arc::new(FlushSignal::default()),
+            signals: Arc::new((0..FLUSHER_SHARDS).map(|_| FlushSignal::default()).collect()),
             stop: Arc::new(AtomicBool::new(false)),
             threads: Mutex::new(Vec::new()),
         });
-        let signal = p.signal.clone();
-        bucket.set_dirty_notifier(Arc::new(move || signal.notify()));
+        let signals = p.signals.clone();
+        bucket.set_dirty_notifier(Arc::new(move |vb| signals[usize::from(vb.0 % FLUSHER_SHARDS)].notify()));
         bucket.set_warming_up(true);
         let mut threads = p.threads.lock();
         let (b, store) = (bucket.clone(), p.store.clone());
@@ -91,7 +93,7 @@ impl Persistence {
             let ctx = flusher::Flusher {
                 bucket: bucket.clone(),
                 store: self.store.clone(),
-                signal: self.signal.clone(),
+                signals: self.signals.clone(),
                 stop: self.stop.clone(),
                 shard,
             };
@@ -131,7 +133,9 @@ impl Persistence {
     /// Flushes what is dirty, stops the workers and waits for them.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        self.signal.notify();
+        for s in self.signals.iter() {
+            s.notify();
+        }
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
             let _ = t.join();

@@ -53,44 +53,70 @@ impl VbStore for FjallStore {
         batch: &[Record],
         state: Option<&VbStateRecord>,
     ) -> Result<(), StoreError> {
-        self.usable(vb)?;
-        if let Some(s) = state {
-            check_state(vb, s)?;
+        self.write_many(&[(vb, batch, state)])
+    }
+
+    /// One fjall batch (one commit) for every vBucket part. The vBuckets' write locks are taken in ascending
+    /// vBucket order, so concurrent callers cannot deadlock.
+    fn write_many(&self, parts: &[(VbId, &[Record], Option<&VbStateRecord>)]) -> Result<(), StoreError> {
+        let mut order: Vec<usize> =
+            (0..parts.len()).filter(|i| !parts[*i].1.is_empty() || parts[*i].2.is_some()).collect();
+        order.sort_by_key(|i| parts[*i].0);
+        if order.windows(2).any(|w| parts[w[0]].0 == parts[w[1]].0) {
+            return Err(StoreError::Rejected {
+                vb: parts[order[0]].0,
+                seqno: 0,
+                reason: "a vBucket appears twice in one write",
+            });
         }
-        if batch.is_empty() && state.is_none() {
+        for &i in &order {
+            let (vb, _, state) = parts[i];
+            self.usable(vb)?;
+            if let Some(s) = state {
+                check_state(vb, s)?;
+            }
+        }
+        if order.is_empty() {
             return Ok(());
         }
-        let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
-        let high = check_batch(vb, batch, self.cached_high_seqno(vb))?;
+        let _locks: Vec<_> = order.iter().map(|&i| self.write_locks[usize::from(parts[i].0 .0)].lock()).collect();
         let mut fjall_batch = self.db.batch();
-        // Only the last record of a key in the batch is written: an earlier one would be superseded within the
-        // same fjall batch, and one fjall batch must not write and remove the same fjall key (both would carry
-        // the same fjall seqno, leaving their order to the memtable).
-        let last_of_key: HashMap<&[u8], usize> = batch.iter().enumerate().map(|(i, r)| (&r.key[..], i)).collect();
-        for (i, r) in batch.iter().enumerate() {
-            if last_of_key.get(&r.key[..]) != Some(&i) {
-                continue;
+        let mut highs = Vec::with_capacity(order.len());
+        for &i in &order {
+            let (vb, batch, state) = parts[i];
+            let high = check_batch(vb, batch, self.cached_high_seqno(vb))?;
+            // Only the last record of a key in the batch is written: an earlier one would be superseded within the
+            // same fjall batch, and one fjall batch must not write and remove the same fjall key (both would carry
+            // the same fjall seqno, leaving their order to the memtable).
+            let last_of_key: HashMap<&[u8], usize> = batch.iter().enumerate().map(|(i, r)| (&r.key[..], i)).collect();
+            for (j, r) in batch.iter().enumerate() {
+                if last_of_key.get(&r.key[..]) != Some(&j) {
+                    continue;
+                }
+                if let Some(previous) = self.stored_seqno(vb, &r.key)? {
+                    fjall_batch.remove(&self.by_seqno, layout::seqno_index_key(vb, previous));
+                }
+                let kk = layout::key_index_key(vb, &r.key);
+                let entry = layout::encode_key_entry(&kk, r);
+                fjall_batch.insert(&self.by_key, kk, entry);
+                let sk = layout::seqno_index_key(vb, r.meta.seqno);
+                fjall_batch.insert(&self.by_seqno, sk, layout::encode_seqno_entry(&sk, r));
             }
-            if let Some(previous) = self.stored_seqno(vb, &r.key)? {
-                fjall_batch.remove(&self.by_seqno, layout::seqno_index_key(vb, previous));
+            if !batch.is_empty() {
+                let hk = layout::high_seqno_key(vb);
+                fjall_batch.insert(&self.vb_meta, hk, layout::encode_high_seqno(&hk, high));
             }
-            let kk = layout::key_index_key(vb, &r.key);
-            let entry = layout::encode_key_entry(&kk, r);
-            fjall_batch.insert(&self.by_key, kk, entry);
-            let sk = layout::seqno_index_key(vb, r.meta.seqno);
-            fjall_batch.insert(&self.by_seqno, sk, layout::encode_seqno_entry(&sk, r));
-        }
-        if !batch.is_empty() {
-            let hk = layout::high_seqno_key(vb);
-            fjall_batch.insert(&self.vb_meta, hk, layout::encode_high_seqno(&hk, high));
-        }
-        if let Some(s) = state {
-            let sk = layout::vb_state_key(vb);
-            fjall_batch.insert(&self.vb_meta, sk, layout::encode_vb_state(&sk, s));
+            if let Some(s) = state {
+                let sk = layout::vb_state_key(vb);
+                fjall_batch.insert(&self.vb_meta, sk, layout::encode_vb_state(&sk, s));
+            }
+            highs.push((vb, high));
         }
         self.before_io("write_batch", false)?;
         fjall_batch.commit().map_err(|e| self.poison("write_batch", e))?;
-        self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release);
+        for (vb, high) in highs {
+            self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release);
+        }
         Ok(())
     }
 
