@@ -121,11 +121,7 @@ impl Bucket {
                 resident += inner.table.values().filter(|i| !i.deleted && i.resident).count() as u64;
             }
         }
-        if live == 0 {
-            100
-        } else {
-            resident * 100 / live
-        }
+        (resident * 100).checked_div(live).unwrap_or(100)
     }
 }
 

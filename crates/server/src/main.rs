@@ -20,7 +20,7 @@ enum Command {
     Server(ServerConfig),
     /// Generate load against settee, Couchbase or memcached (pillowfight and YCSB workloads); `bench plot` and
     /// `bench compare` read result files.
-    Bench(settee_bench::BenchCommand),
+    Bench(Box<settee_bench::BenchCommand>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,6 +34,6 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             runtime.block_on(settee_server::run(config))
         }
-        Command::Bench(cmd) => Ok(settee_bench::run(cmd)?),
+        Command::Bench(cmd) => Ok(settee_bench::run(*cmd)?),
     }
 }

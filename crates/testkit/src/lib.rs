@@ -52,6 +52,18 @@ pub async fn wait_for_warmup(running: &RunningNode) {
     }
 }
 
+/// Starts a node on free ports over an existing data directory (for restart tests), with `edit` applied to the
+/// defaults, and waits for its warmup.
+pub async fn start_node_in(dir: &std::path::Path, edit: impl FnOnce(&mut ServerConfig)) -> RunningNode {
+    let mut config = ServerConfig::defaults();
+    config.data_dir = dir.to_path_buf();
+    (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
+    edit(&mut config);
+    let running = RunningNode::start(config).await.expect("node starts");
+    wait_for_warmup(&running).await;
+    running
+}
+
 /// A node running in this process on 127.0.0.1 with free ports and the default bucket.
 pub struct TestNode {
     pub running: RunningNode,

@@ -131,7 +131,6 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
-    use crate::config::ServerConfig;
 
     /// Sends one HTTP/1.1 request that closes the connection and returns the raw answer.
     async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {

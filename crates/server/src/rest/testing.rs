@@ -10,7 +10,6 @@ use tower::ServiceExt;
 
 use super::RestState;
 use crate::auth::Role;
-use crate::config::ServerConfig;
 use crate::node::Node;
 
 /// The administrator of `ServerConfig::defaults()`.

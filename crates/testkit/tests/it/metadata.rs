@@ -7,11 +7,7 @@ use settee_server::RunningNode;
 use crate::helpers::{get, set};
 
 async fn start(dir: &std::path::Path) -> RunningNode {
-    let mut config = ServerConfig::defaults();
-    config.data_dir = dir.to_path_buf();
-    config.bucket_type = settee_server::config::BucketTypeArg::Ephemeral;
-    (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
-    RunningNode::start(config).await.expect("node starts")
+    settee_testkit::start_node_in(dir, |c| c.bucket_type = settee_server::config::BucketTypeArg::Ephemeral).await
 }
 
 /// A scope, a collection and a user created before a restart exist after it, the collection keeps its id, and a

@@ -3,18 +3,14 @@
 
 use settee_client::Connection;
 use settee_mcbp::{Magic, Request};
-use settee_server::config::{BucketTypeArg, ServerConfig};
+use settee_server::config::BucketTypeArg;
 use settee_server::RunningNode;
 use settee_testkit::{ADMIN, PASSWORD, SDK_FEATURES};
 
 use crate::helpers::{get, req, set, vb};
 
 async fn start(dir: &std::path::Path) -> RunningNode {
-    let mut config = ServerConfig::defaults();
-    config.data_dir = dir.to_path_buf();
-    config.bucket_type = BucketTypeArg::Couchbase;
-    (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
-    RunningNode::start(config).await.expect("node starts")
+    settee_testkit::start_node_in(dir, |c| c.bucket_type = BucketTypeArg::Couchbase).await
 }
 
 /// Warmup answers TMPFAIL until done; this waits for the first successful GET (with a deadline).
@@ -99,13 +95,11 @@ async fn wait_until_flushed(node: &RunningNode) {
 #[tokio::test]
 async fn compaction_reclaims_space_of_deleted_documents() {
     let dir = settee_testkit::temp_dir("compact");
-    let mut config = ServerConfig::defaults();
-    config.data_dir = dir.clone();
-    config.bucket_type = BucketTypeArg::Couchbase;
-    config.metadata_purge_age_secs = 0;
-    (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
-    let node = RunningNode::start(config).await.unwrap();
-    settee_testkit::wait_for_warmup(&node).await;
+    let node = settee_testkit::start_node_in(&dir, |c| {
+        c.bucket_type = BucketTypeArg::Couchbase;
+        c.metadata_purge_age_secs = 0;
+    })
+    .await;
     let mut c = Connection::connect(node.kv_addr, ADMIN, PASSWORD, Some("default"), SDK_FEATURES).await.unwrap();
     let handle = node.node.bucket("default").unwrap();
     let store = handle.persistence.as_ref().unwrap().store.clone();
