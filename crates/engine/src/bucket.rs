@@ -71,6 +71,8 @@ pub struct Bucket {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) stats: BucketStats,
     mem_used: AtomicIsize,
+    /// `config.ram_quota_bytes`, readable without the config lock on every write.
+    quota_bytes: AtomicU64,
     /// Copies of each vBucket this cluster can hold right now (nodes that are up); on one node, 1.
     available_copies: AtomicU64,
     /// Set when a write to disk or an fsync failed: writes get TMPFAIL until the node restarts, because no write
@@ -90,6 +92,7 @@ impl Bucket {
             .map(|v| VBucket::new(VbId(v), splitmix64(seed.wrapping_add(v.into())), persistent))
             .collect();
         Bucket {
+            quota_bytes: AtomicU64::new(config.ram_quota_bytes),
             config: RwLock::new(config),
             vbuckets,
             manifest: RwLock::new(Arc::new(Manifest::default())),
@@ -107,6 +110,12 @@ impl Bucket {
     /// flusher that owns it wakes.
     pub fn set_dirty_notifier(&self, notify: Arc<dyn Fn(VbId) + Send + Sync>) {
         let _ = self.dirty_notifier.set(notify);
+    }
+
+    /// The time, read once per operation: nanoseconds (for the CAS clock) and whole seconds (expiry, locks).
+    pub(crate) fn now(&self) -> (u64, u32) {
+        let ns = self.clock.now_nanos();
+        (ns, (ns / 1_000_000_000) as u32)
     }
 
     /// The bucket's clock, in Unix seconds.
@@ -142,6 +151,7 @@ impl Bucket {
         c.name = name;
         c.uuid = uuid;
         c.kind = kind;
+        self.quota_bytes.store(c.ram_quota_bytes, Ordering::Relaxed);
     }
     pub fn stats(&self) -> &BucketStats {
         &self.stats
@@ -263,11 +273,9 @@ impl Bucket {
         if self.store_failed.load(Ordering::Acquire) {
             return Err(EngineError::TempFail);
         }
-        let (quota, kind) = {
-            let c = self.config.read();
-            (c.ram_quota_bytes, c.kind)
-        };
+        let quota = self.quota_bytes.load(Ordering::Relaxed);
         if self.mem_used() + growth as u64 > quota {
+            let kind = self.config.read().kind;
             BucketStats::bump(&self.stats.tmp_oom_errors);
             // Ephemeral buckets cannot evict (ENOMEM, as Couchbase's); persistent ones ask the client to retry
             // while the item pager frees memory.
@@ -309,7 +317,7 @@ impl Bucket {
     /// Removes every item, as a bucket flush does. Seqnos keep growing so mutation tokens stay meaningful. A
     /// persistent bucket deletes every document (tombstones the flusher writes), so nothing comes back at warmup.
     pub fn flush(&self) {
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
             if inner.persistent {

@@ -48,7 +48,7 @@ impl Bucket {
         let ArithmeticRequest { op, delta, initial, expiry, opts } = req;
         let ttl_cap = self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.durability)?;
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         let r = self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;

@@ -27,7 +27,7 @@ impl Bucket {
     pub fn get<R>(&self, vb: VbId, key: &DocKey<'_>, f: impl FnOnce(ItemView<'_>) -> R) -> Result<R, EngineError> {
         self.collection_ttl(key.cid())?;
         BucketStats::bump(&self.stats.cmd_get);
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         let r = self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             match inner.table.get(key.encoded()) {
@@ -45,7 +45,7 @@ impl Bucket {
     /// Metadata of a document or of its tombstone.
     pub fn get_meta(&self, vb: VbId, key: &DocKey) -> Result<GetMeta, EngineError> {
         self.collection_ttl(key.cid())?;
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, false)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
@@ -72,7 +72,7 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let secs =
             if lock_secs == 0 || lock_secs > limits::LOCK_SECS_MAX { limits::LOCK_SECS_DEFAULT } else { lock_secs };
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             let cas = inner.next_cas(now_ns);
@@ -111,7 +111,7 @@ impl Bucket {
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<(MutationResult, R), EngineError> {
         let ttl_cap = self.collection_ttl(key.cid())?;
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         let r = self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;

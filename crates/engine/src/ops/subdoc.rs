@@ -86,7 +86,7 @@ impl Bucket {
         }
         self.collection_ttl(key.cid())?;
         BucketStats::bump(&self.stats.cmd_lookup);
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
@@ -122,7 +122,7 @@ impl Bucket {
         let ttl_cap = self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.write.durability)?;
         BucketStats::bump(&self.stats.cmd_mutation);
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;

@@ -41,7 +41,7 @@ impl Bucket {
         let ttl_cap = self.collection_ttl(key.cid())?;
         let level = self.check_durability(req.opts.durability)?;
         BucketStats::bump(&self.stats.cmd_set);
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         let json = is_json(req.value);
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
@@ -91,7 +91,7 @@ impl Bucket {
     pub fn delete(&self, vb: VbId, key: &DocKey<'_>, opts: WriteOptions) -> Result<MutationResult, EngineError> {
         self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.durability)?;
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         let r = self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
@@ -116,7 +116,7 @@ impl Bucket {
     ) -> Result<MutationResult, EngineError> {
         self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.durability)?;
-        let (now_ns, now) = (self.clock.now_nanos(), self.clock.now_secs());
+        let (now_ns, now) = self.now();
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;

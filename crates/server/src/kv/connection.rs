@@ -48,6 +48,10 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
     node.kv_connections.fetch_add(1, Ordering::Relaxed);
     let (mut rd, mut wr) = stream.into_split();
     let mut session = Session::new(peer);
+    // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
+    // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
+    let shutdown_signal = shutdown.changed();
+    tokio::pin!(shutdown_signal);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut wbuf = Out { buf: Vec::with_capacity(READ_BUFFER_BYTES), ..Out::default() };
     // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
@@ -68,7 +72,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
                 wbuf.clear();
                 continue;
             }
-            _ = shutdown.changed() => break,
+            _ = &mut shutdown_signal => break,
         };
         match read {
             Ok(0) => break,
