@@ -32,15 +32,21 @@ impl Bucket {
         now: u32,
         needs_value: bool,
     ) -> Result<(), EngineError> {
-        match inner.table.get_mut(key.encoded()) {
+        let expired = match inner.table.get_mut(key.encoded()) {
             Some(item) if !item.resident && needs_value => return Err(EngineError::NeedFetch),
-            Some(item) => item.referenced = true,
+            Some(item) => {
+                item.referenced = true;
+                !item.deleted && crate::expiry::is_expired(item.expiry, now)
+            }
             None if inner.ejected_items > 0 && !inner.known_absent.remove(key.encoded()) => {
                 return Err(EngineError::NeedFetch)
             }
-            None => {}
+            None => false,
+        };
+        // Only an expired item pays a second lookup (to become a tombstone); the common path does one.
+        if expired {
+            self.expire_lazily(inner, key, now_ns, now);
         }
-        self.expire_lazily(inner, key, now_ns, now);
         Ok(())
     }
 

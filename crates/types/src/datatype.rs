@@ -10,6 +10,10 @@ impl Datatype {
     /// Every bit the protocol defines; anything else in a request is invalid.
     pub const ALL: Datatype = Datatype(0x07);
 
+    /// The datatype of a stored value: JSON when the body is JSON, XATTR when it carries an xattr section.
+    pub fn of(json: bool, xattr: bool) -> Datatype {
+        Datatype(if json { Self::JSON.0 } else { 0 } | if xattr { Self::XATTR.0 } else { 0 })
+    }
     pub fn contains(self, other: Datatype) -> bool {
         self.0 & other.0 == other.0
     }

@@ -98,7 +98,7 @@ impl Bucket {
             let (bytes, has_xattr) = settee_doc::join_value(&xattrs, digits.as_bytes());
             self.check_quota(bytes.len())?;
             next.value = bytes.into_boxed_slice();
-            next.datatype = if has_xattr { Datatype::JSON.with(Datatype::XATTR) } else { Datatype::JSON };
+            next.datatype = Datatype::of(true, has_xattr);
             next.cas = inner.next_cas(now_ns);
             Ok(ArithmeticResult { value, mutation: self.commit(inner, vb, key, next, level) })
         });

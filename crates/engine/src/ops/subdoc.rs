@@ -202,10 +202,7 @@ impl Bucket {
             Some(b) if opts.write.preserve_ttl && !b.deleted => b.expiry,
             _ => cap_expiry(absolute_expiry(opts.expiry, now), ttl_cap, now),
         };
-        let mut datatype = if outcome.is_json { Datatype::JSON } else { Datatype::RAW };
-        if outcome.has_xattr {
-            datatype = datatype.with(Datatype::XATTR);
-        }
+        let datatype = Datatype::of(outcome.is_json, outcome.has_xattr);
         let item = StoredItem {
             value: outcome.value.into_boxed_slice(),
             cas,

@@ -66,10 +66,7 @@ impl Bucket {
             let rev = inner.table.get(key.encoded()).map_or(1, |old| old.rev + 1);
             let old_bytes = existing.map_or(0, |o| o.footprint(key.encoded().len()));
             self.check_quota((value.len() + key.encoded().len()).saturating_sub(old_bytes))?;
-            let mut datatype = if json { Datatype::JSON } else { Datatype::RAW };
-            if has_xattr {
-                datatype = datatype.with(Datatype::XATTR);
-            }
+            let datatype = Datatype::of(json, has_xattr);
             let cas = inner.next_cas(now_ns);
             let item = StoredItem {
                 value: value.into_boxed_slice(),
@@ -138,10 +135,7 @@ impl Bucket {
             self.check_quota(data.len())?;
             let json = is_json(&new_body);
             let (value, has_xattr) = settee_doc::join_value(&xattrs, &new_body);
-            let mut datatype = if json { Datatype::JSON } else { Datatype::RAW };
-            if has_xattr {
-                datatype = datatype.with(Datatype::XATTR);
-            }
+            let datatype = Datatype::of(json, has_xattr);
             let mut next = old.clone();
             next.value = value.into_boxed_slice();
             next.datatype = datatype;

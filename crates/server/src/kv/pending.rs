@@ -1,5 +1,5 @@
 //! Replies that wait: a durable write is answered only once its seqno is persisted. The handler encodes the
-//! success reply as usual; [`Out::await_persistence`] moves it aside into a [`Pending`] that the connection loop
+//! success reply as usual; [`Out::mutation_reply`] moves it aside into a [`Pending`] that the connection loop
 //! awaits before it executes the next request, so replies stay in request order.
 
 use std::time::Duration;
@@ -64,9 +64,17 @@ pub struct Pending {
 }
 
 impl Out {
-    /// If `m` is a durable write that must wait for persistence, takes the reply written since `start` out of the
-    /// buffer and holds it until the write is persisted.
-    pub fn await_persistence(&mut self, start: usize, b: &BucketHandle, m: &MutationResult, req: &Request<'_>) {
+    /// Writes a mutation's success reply with `write`; if `m` is a durable write that must wait for persistence,
+    /// the reply is held back until the write is persisted instead of going out with the batch.
+    pub fn mutation_reply(
+        &mut self,
+        b: &BucketHandle,
+        m: &MutationResult,
+        req: &Request<'_>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let start = self.buf.len();
+        write(&mut self.buf);
         if !m.await_persistence {
             return;
         }

@@ -41,9 +41,7 @@ pub fn store(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
             opts: write_options(req)?,
         },
     )?;
-    let start = out.len();
-    reply::mutation(out, req, s, &m);
-    out.await_persistence(start, b, &m, req);
+    out.mutation_reply(b, &m, req, |out| reply::mutation(out, req, s, &m));
     Ok(())
 }
 
@@ -53,9 +51,7 @@ pub fn delete(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let key = doc_key(s, req.key)?;
     let b = selected_bucket(s)?;
     let m = b.delete(VbId(req.vbucket), &key, write_options(req)?)?;
-    let start = out.len();
-    reply::mutation(out, req, s, &m);
-    out.await_persistence(start, b, &m, req);
+    out.mutation_reply(b, &m, req, |out| reply::mutation(out, req, s, &m));
     Ok(())
 }
 
@@ -79,9 +75,9 @@ pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> 
         },
     )?;
     let (t, n) = reply::token(s, &r.mutation);
-    let start = out.len();
-    encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &r.value.to_be_bytes());
-    out.await_persistence(start, b, &r.mutation, req);
+    out.mutation_reply(b, &r.mutation, req, |out| {
+        encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &r.value.to_be_bytes())
+    });
     Ok(())
 }
 
@@ -92,8 +88,6 @@ pub fn concat(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRe
     let value = request_value(s, req)?;
     let b = selected_bucket(s)?;
     let m = b.concat(VbId(req.vbucket), &key, &value, op == Opcode::Prepend, write_options(req)?)?;
-    let start = out.len();
-    reply::mutation(out, req, s, &m);
-    out.await_persistence(start, b, &m, req);
+    out.mutation_reply(b, &m, req, |out| reply::mutation(out, req, s, &m));
     Ok(())
 }

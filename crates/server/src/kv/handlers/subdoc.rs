@@ -127,9 +127,9 @@ pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult
             let removed = specs.iter().any(|sp| sp.opcode == SPEC_OP_REMOVE_DOC);
             let status = if r.deleted && !removed { Status::SubdocSuccessDeleted } else { Status::Success };
             let (t, n) = reply::token(s, &r.mutation);
-            let start = out.len();
-            encode_response(out, req.opcode, status.code(), req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &body);
-            out.await_persistence(start, b, &r.mutation, req);
+            out.mutation_reply(b, &r.mutation, req, |out| {
+                encode_response(out, req.opcode, status.code(), req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], &body)
+            });
             Ok(())
         }
         Err(EngineError::SubdocSpec { index, status }) => {
@@ -193,9 +193,9 @@ pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) ->
         Ok(r) => {
             let (t, n) = reply::token(s, &r.mutation);
             let value = r.results.first().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
-            let start = out.len();
-            encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], value);
-            out.await_persistence(start, b, &r.mutation, req);
+            out.mutation_reply(b, &r.mutation, req, |out| {
+                encode_response(out, req.opcode, 0, req.opaque, r.mutation.cas, 0, &[], &t[..n], &[], value)
+            });
             Ok(())
         }
         Err(EngineError::SubdocSpec { status, .. }) => Err(KvError::Status(status)),
