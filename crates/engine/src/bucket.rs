@@ -82,6 +82,9 @@ pub struct Bucket {
     warming_up: AtomicBool,
     /// Called when a vBucket's checkpoint goes from empty to non-empty, so the flusher wakes without polling.
     pub(crate) dirty_notifier: std::sync::OnceLock<Arc<dyn Fn(VbId) + Send + Sync>>,
+    /// Wakes DCP streams when a vBucket they read has new mutations.
+    pub(crate) change_notifier: std::sync::OnceLock<crate::vbucket::ChangeNotifier>,
+    pub(crate) next_cursor: AtomicU64,
 }
 
 impl Bucket {
@@ -103,6 +106,8 @@ impl Bucket {
             store_failed: AtomicBool::new(false),
             warming_up: AtomicBool::new(false),
             dirty_notifier: std::sync::OnceLock::new(),
+            change_notifier: std::sync::OnceLock::new(),
+            next_cursor: AtomicU64::new(1),
         }
     }
 

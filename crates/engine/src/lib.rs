@@ -10,6 +10,7 @@
 //! [`EngineError`] (every failure, with its wire status).
 
 mod bucket;
+mod change_log;
 mod error;
 mod eviction;
 mod expiry;
@@ -18,10 +19,12 @@ mod item;
 mod manifest;
 mod ops;
 mod persistence;
+mod replication;
 mod stats;
 mod vbucket;
 
 pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
+pub use change_log::CursorId;
 pub use error::EngineError;
 pub use eviction::{HIGH_WATERMARK_PERCENT, LOW_WATERMARK_PERCENT};
 pub use expiry::absolute_expiry;
@@ -32,8 +35,11 @@ pub use ops::{
     MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
 };
 pub use persistence::{DirtyBatch, ItemSnapshot};
+pub use replication::{DcpRead, DcpSnapshot, VbStreamInfo};
 pub use stats::BucketStats;
-pub use vbucket::{ObservedSeqnos, PersistWaiter, VBucket, VbState};
+pub use vbucket::{ChangeNotifier, ObservedSeqnos, PersistWaiter, VBucket, VbState};
 
 #[cfg(test)]
 mod persistence_tests;
+#[cfg(test)]
+mod replication_tests;

@@ -190,7 +190,7 @@ pub(crate) fn stored_of(item: ItemSnapshot) -> StoredItem {
     }
 }
 
-fn snapshot(key: &[u8], item: &StoredItem) -> ItemSnapshot {
+pub(crate) fn snapshot(key: &[u8], item: &StoredItem) -> ItemSnapshot {
     ItemSnapshot {
         key: key.to_vec(),
         value: item.value.to_vec(),

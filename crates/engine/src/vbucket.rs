@@ -4,6 +4,7 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 use settee_types::{Cas, Seqno, VbId, VbUuid};
 
+use crate::change_log::ChangeLog;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
 
@@ -36,6 +37,7 @@ pub struct VBucket {
 pub type PersistWaiter = Box<dyn FnOnce(Result<(), crate::EngineError>) + Send>;
 
 pub(crate) struct VbInner {
+    pub vb: VbId,
     pub state: VbState,
     /// Whether mutations are queued for the flusher (Couchbase buckets) or live in memory only.
     pub persistent: bool,
@@ -59,13 +61,25 @@ pub(crate) struct VbInner {
     /// Keys a background fetch found on neither memory nor disk (full eviction), each consumed by the retried
     /// operation.
     pub known_absent: hashbrown::HashSet<Box<[u8]>>,
+    /// Recent mutations for DCP streams (empty unless a stream has a cursor here).
+    pub log: ChangeLog,
+    /// Told (under this lock, so it must only signal) when the change log gets entries its readers have not seen.
+    pub on_change: Option<ChangeNotifier>,
+    /// A replica's current DCP snapshot (start, end): it is consistent once `high_seqno` reaches `end`.
+    pub snapshot: (Seqno, Seqno),
+    /// The highest seqno of a tombstone purged from this vBucket.
+    pub purge_seqno: Seqno,
 }
+
+/// Wakes the DCP streams of a bucket when a vBucket has new mutations.
+pub type ChangeNotifier = std::sync::Arc<dyn Fn(VbId) + Send + Sync>;
 
 impl VBucket {
     pub(crate) fn new(id: VbId, uuid: VbUuid, persistent: bool) -> VBucket {
         VBucket {
             id,
             inner: Mutex::new(VbInner {
+                vb: id,
                 state: VbState::Active,
                 persistent,
                 dirty: Vec::new(),
@@ -79,6 +93,10 @@ impl VBucket {
                 live_items: 0,
                 ejected_items: 0,
                 known_absent: hashbrown::HashSet::new(),
+                log: ChangeLog::default(),
+                on_change: None,
+                snapshot: (0, 0),
+                purge_seqno: 0,
             }),
         }
     }
@@ -118,8 +136,20 @@ impl VbInner {
 
     /// Puts `item` under `key` as the next mutation, returning the change in charged bytes.
     pub(crate) fn install(&mut self, key: &[u8], mut item: StoredItem) -> isize {
-        self.high_seqno += 1;
-        item.seqno = self.high_seqno;
+        item.seqno = self.high_seqno + 1;
+        self.place(key, item)
+    }
+
+    /// Puts `item` under `key` at the seqno it carries (above the high seqno): a new mutation, or one a replica
+    /// receives from its active. Returns the change in charged bytes.
+    pub(crate) fn place(&mut self, key: &[u8], item: StoredItem) -> isize {
+        assert!(item.seqno > self.high_seqno, "seqnos must increase ({} after {})", item.seqno, self.high_seqno);
+        self.high_seqno = item.seqno;
+        if self.log.record(item.seqno, key) {
+            if let Some(notify) = &self.on_change {
+                notify(self.vb);
+            }
+        }
         if self.persistent {
             self.dirty.push((key.into(), item.seqno));
         }
@@ -175,6 +205,10 @@ impl VbInner {
     pub(crate) fn purge(&mut self, key: &[u8]) -> usize {
         match self.table.remove(key) {
             Some(old) => {
+                if old.deleted {
+                    // A stream resuming below this seqno could miss the deletion: it must start over.
+                    self.purge_seqno = self.purge_seqno.max(old.seqno);
+                }
                 if !old.deleted {
                     self.live_items -= 1;
                 }
