@@ -1,11 +1,12 @@
 //! A sans-IO codec for the memcached binary protocol (MCBP) with Couchbase's extensions: flexible framing
 //! (magic 0x08/0x18), frame infos, server push (0x82), LEB128 collection prefixes, the HELLO feature set and the
-//! opcode table.
+//! opcode table, and the DCP message bodies (`dcp`).
 //!
 //! Decoders borrow from the caller's buffer and never panic on any input: a frame is checked for completeness and
 //! consistent lengths before anything is read from it. This crate has no sockets and knows nothing of buckets; it
 //! depends only on `settee-types`.
 
+pub mod dcp;
 mod feature;
 mod frame_info;
 mod header;

@@ -26,6 +26,8 @@ const PRE_AUTH: OpcodeFlags = f(false, true, false, false);
 const BUCKET: OpcodeFlags = f(false, false, true, false);
 /// Connection-level commands after auth.
 const CONN: OpcodeFlags = f(false, false, false, false);
+/// DCP commands (their bodies are in [`crate::dcp`]): bucket-level, only meaningful on a DCP connection.
+const DCP: OpcodeFlags = f(false, false, true, false);
 
 macro_rules! opcodes {
     ($( $variant:ident = $code:literal, $name:literal, $flags:expr; )*) => {
@@ -74,6 +76,27 @@ opcodes! {
     SaslListMechs = 0x20, "SASL_LIST_MECHS", PRE_AUTH;
     SaslAuth = 0x21, "SASL_AUTH", PRE_AUTH;
     SaslStep = 0x22, "SASL_STEP", PRE_AUTH;
+    DcpOpen = 0x50, "DCP_OPEN", DCP;
+    DcpAddStream = 0x51, "DCP_ADD_STREAM", DCP;
+    DcpCloseStream = 0x52, "DCP_CLOSE_STREAM", DCP;
+    DcpStreamReq = 0x53, "DCP_STREAM_REQ", DCP;
+    DcpGetFailoverLog = 0x54, "DCP_GET_FAILOVER_LOG", DCP;
+    DcpStreamEnd = 0x55, "DCP_STREAM_END", DCP;
+    DcpSnapshotMarker = 0x56, "DCP_SNAPSHOT_MARKER", DCP;
+    DcpMutation = 0x57, "DCP_MUTATION", DCP;
+    DcpDeletion = 0x58, "DCP_DELETION", DCP;
+    DcpExpiration = 0x59, "DCP_EXPIRATION", DCP;
+    DcpSetVbucketState = 0x5b, "DCP_SET_VBUCKET_STATE", DCP;
+    DcpNoop = 0x5c, "DCP_NOOP", DCP;
+    DcpBufferAck = 0x5d, "DCP_BUFFER_ACKNOWLEDGEMENT", DCP;
+    DcpControl = 0x5e, "DCP_CONTROL", DCP;
+    DcpSystemEvent = 0x5f, "DCP_SYSTEM_EVENT", DCP;
+    DcpPrepare = 0x60, "DCP_PREPARE", DCP;
+    DcpSeqnoAcknowledged = 0x61, "DCP_SEQNO_ACKNOWLEDGED", DCP;
+    DcpCommit = 0x62, "DCP_COMMIT", DCP;
+    DcpAbort = 0x63, "DCP_ABORT", DCP;
+    DcpSeqnoAdvanced = 0x64, "DCP_SEQNO_ADVANCED", DCP;
+    DcpOsoSnapshot = 0x65, "DCP_OSO_SNAPSHOT", DCP;
     GetReplica = 0x83, "GET_REPLICA", READ;
     SelectBucket = 0x89, "SELECT_BUCKET", CONN;
     ObserveSeqno = 0x91, "OBSERVE_SEQNO", BUCKET;
@@ -103,6 +126,11 @@ opcodes! {
 }
 
 impl Opcode {
+    /// The DCP commands (0x50..=0x65), whose bodies [`crate::dcp`] encodes and decodes.
+    pub fn is_dcp(self) -> bool {
+        (0x50..=0x65).contains(&(self as u8))
+    }
+
     /// The single-path sub-document opcodes, which share their code with the spec opcode of a multi-path request.
     pub fn is_single_path_subdoc(self) -> bool {
         let c = self as u8;
@@ -123,5 +151,16 @@ mod tests {
         assert_eq!(Opcode::from_byte(0x7f), None);
         assert!(Opcode::Hello.flags().pre_auth && !Opcode::Get.flags().pre_auth);
         assert!(Opcode::SubdocCounter.is_single_path_subdoc() && !Opcode::SubdocMultiLookup.is_single_path_subdoc());
+    }
+
+    /// The DCP message codec names its opcodes too: both lists must agree code for code and name for name.
+    #[test]
+    fn dcp_opcodes_match_the_table() {
+        for d in crate::dcp::DcpOpcode::ALL {
+            let op = Opcode::from_byte(*d as u8).expect("every DCP opcode is in the table");
+            assert_eq!(op.name(), d.name());
+        }
+        let in_table = Opcode::ALL.iter().filter(|o| o.name().starts_with("DCP_")).count();
+        assert_eq!(in_table, crate::dcp::DcpOpcode::ALL.len());
     }
 }

@@ -97,6 +97,7 @@ statuses! {
     AuthError = 0x20, "AUTH_ERROR", "Authentication failed", [Auth];
     AuthContinue = 0x21, "AUTH_CONTINUE", "Authentication continues", [Auth, Support];
     Erange = 0x22, "ERANGE", "Range error", [InvalidInput];
+    Rollback = 0x23, "ROLLBACK", "Rollback required", [SpecialHandling];
     Eaccess = 0x24, "EACCESS", "No access", [Support, Auth];
     NotInitialized = 0x25, "NOT_INITIALIZED", "The connection is not initialized", [ConnStateInvalidated, Support];
     UnknownFrameInfo = 0x80, "UNKNOWN_FRAME_INFO", "Unknown frame info", [Support, InvalidInput];
