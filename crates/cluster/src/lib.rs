@@ -1,0 +1,28 @@
+//! Cluster metadata for settee: what the nodes agree on (nodes, buckets, collection manifests, vBucket maps, users,
+//! auto-failover settings), the Raft group that replicates it, and the pure planners that compute vBucket maps.
+//!
+//! - [`vbmap`]: [`VbMap`] and the deterministic planners: [`vbmap::plan`] (balanced initial placement),
+//!   [`vbmap::rebalance`] (balanced target with minimal movement), [`vbmap::failover`] (replica promotion).
+//! - [`metadata`]: [`ClusterMetadata`] and [`MetaCommand`], the state machine: `apply` validates and applies one
+//!   command, deterministically, and bumps `rev`.
+//! - [`MetadataStore`]: the metadata replicated by Raft (openraft 0.9, storage-v2): propose from any node
+//!   (followers forward to the leader), watch the applied state, change the Raft membership. Durable state lives
+//!   in one directory per node. openraft stays behind this API; its message types show only in
+//!   [`transport::rpc`], for whoever writes another transport.
+//! - [`transport`]: how stores reach each other: the [`RaftTransport`] trait, [`HttpTransport`] (JSON over
+//!   HTTP/1.1 with Basic auth) and [`raft_router`], the axum router that receives it under `/settee/raft/`.
+//!
+//! This crate sits below the server: it must not depend on `settee-server` (nor on sockets other than through
+//! its transport). The vbmap and metadata modules are sans-IO, with no clock and no randomness.
+
+pub mod metadata;
+mod store;
+pub mod transport;
+pub mod vbmap;
+
+pub use metadata::{
+    AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, Membership, MetaCommand, MetaError, NodeInfo,
+};
+pub use store::{ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
+pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};
+pub use vbmap::{NodeId, VbMap, VbMove};

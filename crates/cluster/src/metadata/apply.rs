@@ -1,0 +1,201 @@
+//! `ClusterMetadata::apply`: validation first, then the change, so a refused command leaves the state untouched.
+
+use std::collections::BTreeSet;
+
+use settee_engine::Manifest;
+use settee_types::limits::NUM_VBUCKETS;
+
+use super::{
+    AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, Membership, MetaCommand, MetaError, NodeInfo,
+};
+use crate::vbmap::{self, NodeId, VbMap, REPLICAS_MAX};
+
+/// Couchbase's limit on bucket name length.
+const BUCKET_NAME_BYTES_MAX: usize = 100;
+
+impl ClusterMetadata {
+    /// Applies `cmd`, or refuses it without changing anything. Every applied command bumps `rev`.
+    pub fn apply(&mut self, cmd: &MetaCommand) -> Result<(), MetaError> {
+        match cmd {
+            MetaCommand::AddNode(node) => self.add_node(node)?,
+            MetaCommand::SetMembership { node, membership } => self.set_membership(*node, *membership)?,
+            MetaCommand::RemoveNode(node) => self.remove_node(*node)?,
+            MetaCommand::CreateBucket(spec) => self.create_bucket(spec)?,
+            MetaCommand::UpdateBucket(spec) => self.update_bucket(spec)?,
+            MetaCommand::DeleteBucket(name) => {
+                self.buckets.remove(name).ok_or_else(|| MetaError::UnknownBucket(name.clone()))?;
+            }
+            MetaCommand::SetManifest { bucket, manifest } => self.set_manifest(bucket, manifest)?,
+            MetaCommand::SetMap { bucket, map } => self.set_map(bucket, map)?,
+            MetaCommand::Failover { nodes } => self.failover(nodes)?,
+            MetaCommand::SetUsers(users) => self.users = users.clone(),
+            MetaCommand::SetAutoFailover(settings) => {
+                check_auto_failover(settings)?;
+                self.auto_failover = settings.clone();
+            }
+        }
+        self.rev += 1;
+        Ok(())
+    }
+
+    fn add_node(&mut self, node: &NodeInfo) -> Result<(), MetaError> {
+        if self.nodes.contains_key(&node.id) {
+            return Err(MetaError::NodeExists(node.id));
+        }
+        let addr = node.mgmt_addr();
+        if self.nodes.values().any(|n| n.mgmt_addr() == addr) {
+            return Err(MetaError::AddressInUse(addr));
+        }
+        let membership = if self.nodes.is_empty() { Membership::Active } else { Membership::InactiveAdded };
+        self.nodes.insert(node.id, NodeInfo { membership, ..node.clone() });
+        Ok(())
+    }
+
+    fn set_membership(&mut self, id: NodeId, membership: Membership) -> Result<(), MetaError> {
+        if membership == Membership::InactiveFailed {
+            return Err(MetaError::MembershipNeedsFailover(id));
+        }
+        let node = self.nodes.get_mut(&id).ok_or(MetaError::UnknownNode(id))?;
+        node.membership = membership;
+        Ok(())
+    }
+
+    fn remove_node(&mut self, id: NodeId) -> Result<(), MetaError> {
+        if !self.nodes.contains_key(&id) {
+            return Err(MetaError::UnknownNode(id));
+        }
+        if let Some(bucket) = self.buckets.values().find(|b| b.map.contains_node(id)) {
+            return Err(MetaError::NodeInUse { node: id, bucket: bucket.spec.name.clone() });
+        }
+        self.nodes.remove(&id);
+        Ok(())
+    }
+
+    fn create_bucket(&mut self, spec: &BucketSpec) -> Result<(), MetaError> {
+        check_spec(spec)?;
+        if self.buckets.contains_key(&spec.name) {
+            return Err(MetaError::BucketExists(spec.name.clone()));
+        }
+        let active = self.active_nodes();
+        if active.is_empty() {
+            return Err(MetaError::NoActiveNodes);
+        }
+        let map = vbmap::plan(&active, NUM_VBUCKETS, usize::from(spec.replicas));
+        let meta = BucketMeta { spec: spec.clone(), manifest: Manifest::default(), map, failover_epoch: 0 };
+        self.buckets.insert(spec.name.clone(), meta);
+        Ok(())
+    }
+
+    fn update_bucket(&mut self, spec: &BucketSpec) -> Result<(), MetaError> {
+        check_spec(spec)?;
+        let bucket = self.buckets.get_mut(&spec.name).ok_or_else(|| MetaError::UnknownBucket(spec.name.clone()))?;
+        let invalid = |reason: &str| MetaError::InvalidBucket { bucket: spec.name.clone(), reason: reason.into() };
+        if bucket.spec.uuid != spec.uuid {
+            return Err(invalid("the uuid cannot change"));
+        }
+        if bucket.spec.ephemeral != spec.ephemeral {
+            return Err(invalid("the bucket type cannot change"));
+        }
+        bucket.spec = spec.clone();
+        Ok(())
+    }
+
+    fn set_manifest(&mut self, name: &str, manifest: &Manifest) -> Result<(), MetaError> {
+        let bucket = self.buckets.get_mut(name).ok_or_else(|| MetaError::UnknownBucket(name.into()))?;
+        if manifest.uid < bucket.manifest.uid {
+            return Err(MetaError::StaleManifest {
+                bucket: name.into(),
+                current: bucket.manifest.uid,
+                proposed: manifest.uid,
+            });
+        }
+        bucket.manifest = manifest.clone();
+        Ok(())
+    }
+
+    fn set_map(&mut self, name: &str, map: &VbMap) -> Result<(), MetaError> {
+        let bucket = self.buckets.get(name).ok_or_else(|| MetaError::UnknownBucket(name.into()))?;
+        let invalid = |reason: String| MetaError::InvalidMap { bucket: name.into(), reason };
+        if map.chains.len() != usize::from(NUM_VBUCKETS) {
+            return Err(invalid(format!("{} vBuckets instead of {NUM_VBUCKETS}", map.chains.len())));
+        }
+        let chain_len = usize::from(bucket.spec.replicas) + 1;
+        for (vb, chain) in map.chains.iter().enumerate() {
+            if chain.len() != chain_len {
+                return Err(invalid(format!("vBucket {vb} has {} copies instead of {chain_len}", chain.len())));
+            }
+            let mut seen = BTreeSet::new();
+            for node in chain.iter().flatten() {
+                if !seen.insert(*node) {
+                    return Err(invalid(format!("node {node} appears twice in vBucket {vb}")));
+                }
+                match self.nodes.get(node).map(|n| n.membership) {
+                    None => return Err(invalid(format!("unknown node {node} in vBucket {vb}"))),
+                    Some(Membership::InactiveFailed) => {
+                        return Err(invalid(format!("failed-over node {node} in vBucket {vb}")))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        if let Some(bucket) = self.buckets.get_mut(name) {
+            bucket.map = map.clone();
+        }
+        Ok(())
+    }
+
+    fn failover(&mut self, nodes: &[NodeId]) -> Result<(), MetaError> {
+        if nodes.is_empty() {
+            return Err(MetaError::EmptyFailover);
+        }
+        if let Some(unknown) = nodes.iter().find(|n| !self.nodes.contains_key(n)) {
+            return Err(MetaError::UnknownNode(*unknown));
+        }
+        if self.active_nodes().iter().all(|n| nodes.contains(n)) {
+            return Err(MetaError::LastActiveNode);
+        }
+        for bucket in self.buckets.values_mut() {
+            bucket.map = vbmap::failover(&bucket.map, nodes);
+            bucket.failover_epoch += 1;
+        }
+        for node in nodes {
+            if let Some(info) = self.nodes.get_mut(node) {
+                info.membership = Membership::InactiveFailed;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_spec(spec: &BucketSpec) -> Result<(), MetaError> {
+    let invalid = |reason: String| MetaError::InvalidBucket { bucket: spec.name.clone(), reason };
+    let name_ok = !spec.name.is_empty()
+        && spec.name.len() <= BUCKET_NAME_BYTES_MAX
+        && !spec.name.starts_with('.')
+        && spec.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-%".contains(&b));
+    if !name_ok {
+        return Err(invalid("the name must be 1 to 100 of A-Z a-z 0-9 . _ - % and not start with '.'".into()));
+    }
+    if usize::from(spec.replicas) > REPLICAS_MAX {
+        return Err(invalid(format!("at most {REPLICAS_MAX} replicas")));
+    }
+    Ok(())
+}
+
+fn check_auto_failover(settings: &AutoFailoverSettings) -> Result<(), MetaError> {
+    let timeout = AutoFailoverSettings::TIMEOUT_SECS_MIN..=AutoFailoverSettings::TIMEOUT_SECS_MAX;
+    if !timeout.contains(&settings.timeout_secs) {
+        return Err(MetaError::InvalidAutoFailover(format!(
+            "timeout must be between {} and {} seconds",
+            timeout.start(),
+            timeout.end()
+        )));
+    }
+    if !(1..=AutoFailoverSettings::MAX_COUNT_MAX).contains(&settings.max_count) {
+        return Err(MetaError::InvalidAutoFailover(format!(
+            "maxCount must be between 1 and {}",
+            AutoFailoverSettings::MAX_COUNT_MAX
+        )));
+    }
+    Ok(())
+}

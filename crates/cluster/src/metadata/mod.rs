@@ -1,0 +1,196 @@
+//! The cluster's metadata and the commands that change it: the state machine replicated by Raft.
+//!
+//! [`ClusterMetadata::apply`] is pure and deterministic: every node applies the same committed commands in the same
+//! order and reaches the same state. A command is validated against the current state first and is either applied
+//! whole or refused with a [`MetaError`] and no change; every applied command bumps `rev`.
+
+mod apply;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use settee_engine::Manifest;
+
+use crate::vbmap::{NodeId, VbMap};
+
+/// Everything the cluster agrees on. Small (tens of kilobytes per bucket, the vBucket map being most of it), so
+/// it is cloned whole for every applied command and shipped whole in snapshots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterMetadata {
+    /// Grows by one with every applied command; the cluster config revision clients see derives from it.
+    pub rev: u64,
+    pub nodes: BTreeMap<NodeId, NodeInfo>,
+    pub buckets: BTreeMap<String, BucketMeta>,
+    /// Opaque to this crate: the server owns the user model (salted credentials and roles) and stores it whole.
+    pub users: serde_json::Value,
+    pub auto_failover: AutoFailoverSettings,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    /// Host name or address only, without a port.
+    pub hostname: String,
+    pub kv_port: u16,
+    pub mgmt_port: u16,
+    pub query_port: u16,
+    pub membership: Membership,
+    pub services: Vec<String>,
+}
+
+impl NodeInfo {
+    /// "host:mgmtport", the address the Raft transport reaches the node at (IPv6 hosts in brackets).
+    pub fn mgmt_addr(&self) -> String {
+        if self.hostname.contains(':') && !self.hostname.starts_with('[') {
+            format!("[{}]:{}", self.hostname, self.mgmt_port)
+        } else {
+            format!("{}:{}", self.hostname, self.mgmt_port)
+        }
+    }
+}
+
+/// A node's place in the cluster, spelled as Couchbase's `clusterMembership`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Membership {
+    /// Serving: may hold vBuckets.
+    Active,
+    /// Added but not yet rebalanced in: holds no vBuckets.
+    InactiveAdded,
+    /// Failed over: its copies were dropped from every map.
+    InactiveFailed,
+}
+
+impl Membership {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Membership::Active => "active",
+            Membership::InactiveAdded => "inactiveAdded",
+            Membership::InactiveFailed => "inactiveFailed",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketMeta {
+    pub spec: BucketSpec,
+    pub manifest: Manifest,
+    pub map: VbMap,
+    /// Grows with every failover that touched this bucket's map.
+    pub failover_epoch: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketSpec {
+    pub name: String,
+    pub uuid: String,
+    pub ephemeral: bool,
+    pub ram_quota_bytes: u64,
+    pub replicas: u8,
+    pub eviction: String,
+    pub max_ttl: u32,
+    pub flush_enabled: bool,
+    pub durability_min_level: Option<u8>,
+}
+
+/// Couchbase's auto-failover settings (`/settings/autoFailover`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoFailoverSettings {
+    pub enabled: bool,
+    pub timeout_secs: u32,
+    pub max_count: u32,
+    /// Automatic failovers since the count was last reset.
+    pub count: u32,
+}
+
+impl AutoFailoverSettings {
+    pub const TIMEOUT_SECS_MIN: u32 = 5;
+    pub const TIMEOUT_SECS_MAX: u32 = 3600;
+    pub const MAX_COUNT_MAX: u32 = 100;
+}
+
+impl Default for AutoFailoverSettings {
+    fn default() -> Self {
+        AutoFailoverSettings { enabled: true, timeout_secs: 120, max_count: 1, count: 0 }
+    }
+}
+
+/// A change to the metadata, as proposed to and committed by Raft.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaCommand {
+    /// Adds a node. The first node of an empty cluster becomes Active; any other joins as InactiveAdded (it gets
+    /// vBuckets only at rebalance) whatever `membership` says, and a `SetMembership` may then make it Active.
+    AddNode(NodeInfo),
+    /// Changes a node's membership; InactiveFailed is reached only through `Failover`.
+    SetMembership {
+        node: NodeId,
+        membership: Membership,
+    },
+    /// Removes a node that holds no copy in any map.
+    RemoveNode(NodeId),
+    /// Creates a bucket with the default manifest and a map planned over the Active nodes.
+    CreateBucket(BucketSpec),
+    /// Replaces a bucket's settings; its uuid and type cannot change, and a new replica count takes effect at the
+    /// next rebalance (the map is kept).
+    UpdateBucket(BucketSpec),
+    DeleteBucket(String),
+    /// Replaces a bucket's collections manifest; its uid may not go backwards.
+    SetManifest {
+        bucket: String,
+        manifest: Manifest,
+    },
+    /// Replaces a bucket's vBucket map (rebalance).
+    SetMap {
+        bucket: String,
+        map: VbMap,
+    },
+    /// Hard failover: every map loses the nodes (replicas promoted), the nodes become InactiveFailed and every
+    /// bucket's failover epoch grows.
+    Failover {
+        nodes: Vec<NodeId>,
+    },
+    SetUsers(serde_json::Value),
+    SetAutoFailover(AutoFailoverSettings),
+}
+
+/// Why a command was refused. Deterministic: every node refuses the same command the same way.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum MetaError {
+    #[error("node {0} is already a member")]
+    NodeExists(NodeId),
+    #[error("another node already uses {0}")]
+    AddressInUse(String),
+    #[error("unknown node {0}")]
+    UnknownNode(NodeId),
+    #[error("node {node} still holds vBuckets of bucket {bucket}")]
+    NodeInUse { node: NodeId, bucket: String },
+    #[error("node {0} can only become inactiveFailed through failover")]
+    MembershipNeedsFailover(NodeId),
+    #[error("bucket {0} already exists")]
+    BucketExists(String),
+    #[error("unknown bucket {0}")]
+    UnknownBucket(String),
+    #[error("invalid settings for bucket {bucket}: {reason}")]
+    InvalidBucket { bucket: String, reason: String },
+    #[error("no active node to place vBuckets on")]
+    NoActiveNodes,
+    #[error("manifest uid {proposed:x} of bucket {bucket} is older than {current:x}")]
+    StaleManifest { bucket: String, current: u64, proposed: u64 },
+    #[error("invalid vBucket map for bucket {bucket}: {reason}")]
+    InvalidMap { bucket: String, reason: String },
+    #[error("failover needs at least one node")]
+    EmptyFailover,
+    #[error("failover would leave no active node")]
+    LastActiveNode,
+    #[error("invalid auto-failover settings: {0}")]
+    InvalidAutoFailover(String),
+}
+
+impl ClusterMetadata {
+    /// The Active nodes, in id order.
+    pub fn active_nodes(&self) -> Vec<NodeId> {
+        self.nodes.values().filter(|n| n.membership == Membership::Active).map(|n| n.id).collect()
+    }
+}

@@ -1,0 +1,230 @@
+//! One test per command: the change it makes, the refusals it can give, and that a refusal changes nothing.
+
+use serde_json::json;
+use settee_engine::Manifest;
+use settee_types::limits::NUM_VBUCKETS;
+
+use super::*;
+use crate::vbmap;
+
+fn node(id: NodeId) -> NodeInfo {
+    NodeInfo {
+        id,
+        hostname: "127.0.0.1".into(),
+        kv_port: 11210,
+        mgmt_port: 8090 + u16::try_from(id).expect("small test id"),
+        query_port: 8093,
+        membership: Membership::Active,
+        services: vec!["kv".into()],
+    }
+}
+
+fn spec(name: &str, replicas: u8) -> BucketSpec {
+    BucketSpec {
+        name: name.into(),
+        uuid: format!("uuid-{name}"),
+        ephemeral: false,
+        ram_quota_bytes: 100 << 20,
+        replicas,
+        eviction: "valueOnly".into(),
+        max_ttl: 0,
+        flush_enabled: false,
+        durability_min_level: None,
+    }
+}
+
+/// Applies `cmd` expecting a refusal, and checks the refusal left the state exactly as it was.
+fn refused(meta: &mut ClusterMetadata, cmd: MetaCommand) -> MetaError {
+    let before = meta.clone();
+    let err = meta.apply(&cmd).expect_err("command should be refused");
+    assert_eq!(*meta, before, "a refused command changed the state");
+    err
+}
+
+/// Three Active nodes and bucket "b" with one replica.
+fn cluster() -> ClusterMetadata {
+    let mut meta = ClusterMetadata::default();
+    for id in 1..=3 {
+        meta.apply(&MetaCommand::AddNode(node(id))).expect("add");
+        meta.apply(&MetaCommand::SetMembership { node: id, membership: Membership::Active }).expect("activate");
+    }
+    meta.apply(&MetaCommand::CreateBucket(spec("b", 1))).expect("create");
+    meta
+}
+
+/// The first node of an empty cluster is Active, later ones join as inactiveAdded; ids and addresses are unique.
+#[test]
+fn add_node_first_active_then_inactive_added() {
+    let mut meta = ClusterMetadata::default();
+    meta.apply(&MetaCommand::AddNode(node(1))).expect("first");
+    meta.apply(&MetaCommand::AddNode(node(2))).expect("second");
+    assert_eq!(meta.rev, 2);
+    assert_eq!(meta.nodes[&1].membership, Membership::Active);
+    assert_eq!(meta.nodes[&2].membership, Membership::InactiveAdded);
+    assert_eq!(refused(&mut meta, MetaCommand::AddNode(node(2))), MetaError::NodeExists(2));
+    let same_addr = NodeInfo { id: 9, ..node(2) };
+    assert_eq!(refused(&mut meta, MetaCommand::AddNode(same_addr)), MetaError::AddressInUse("127.0.0.1:8092".into()));
+}
+
+/// SetMembership activates a node; InactiveFailed is only reachable by failover; unknown nodes are refused.
+#[test]
+fn set_membership_rules() {
+    let mut meta = ClusterMetadata::default();
+    meta.apply(&MetaCommand::AddNode(node(1))).expect("add");
+    meta.apply(&MetaCommand::AddNode(node(2))).expect("add");
+    meta.apply(&MetaCommand::SetMembership { node: 2, membership: Membership::Active }).expect("activate");
+    assert_eq!(meta.active_nodes(), vec![1, 2]);
+    let failed = MetaCommand::SetMembership { node: 2, membership: Membership::InactiveFailed };
+    assert_eq!(refused(&mut meta, failed), MetaError::MembershipNeedsFailover(2));
+    let unknown = MetaCommand::SetMembership { node: 7, membership: Membership::Active };
+    assert_eq!(refused(&mut meta, unknown), MetaError::UnknownNode(7));
+}
+
+/// A node still holding copies cannot be removed; after failover it holds none and can be.
+#[test]
+fn remove_node_only_when_it_holds_no_copies() {
+    let mut meta = cluster();
+    assert_eq!(refused(&mut meta, MetaCommand::RemoveNode(3)), MetaError::NodeInUse { node: 3, bucket: "b".into() });
+    assert_eq!(refused(&mut meta, MetaCommand::RemoveNode(8)), MetaError::UnknownNode(8));
+    meta.apply(&MetaCommand::Failover { nodes: vec![3] }).expect("failover");
+    meta.apply(&MetaCommand::RemoveNode(3)).expect("remove");
+    assert!(!meta.nodes.contains_key(&3));
+}
+
+/// CreateBucket plans the map over Active nodes only, with the default manifest; names and replicas are checked.
+#[test]
+fn create_bucket_plans_over_active_nodes() {
+    let mut meta = cluster();
+    meta.apply(&MetaCommand::AddNode(node(4))).expect("add inactive");
+    meta.apply(&MetaCommand::CreateBucket(spec("c", 2))).expect("create");
+    let c = &meta.buckets["c"];
+    assert_eq!(c.map.chains.len(), usize::from(NUM_VBUCKETS));
+    assert_eq!(c.map.nodes(), [1, 2, 3].into_iter().collect());
+    assert_eq!(c.map.replicas(), 2);
+    assert_eq!(c.manifest, Manifest::default());
+    assert_eq!(refused(&mut meta, MetaCommand::CreateBucket(spec("c", 1))), MetaError::BucketExists("c".into()));
+    assert!(matches!(
+        refused(&mut meta, MetaCommand::CreateBucket(spec("bad/name", 1))),
+        MetaError::InvalidBucket { .. }
+    ));
+    assert!(matches!(refused(&mut meta, MetaCommand::CreateBucket(spec("d", 4))), MetaError::InvalidBucket { .. }));
+    let mut empty = ClusterMetadata::default();
+    assert_eq!(refused(&mut empty, MetaCommand::CreateBucket(spec("e", 0))), MetaError::NoActiveNodes);
+}
+
+/// UpdateBucket replaces the settings but keeps the map; uuid and type are immutable.
+#[test]
+fn update_bucket_keeps_map_and_identity() {
+    let mut meta = cluster();
+    let map = meta.buckets["b"].map.clone();
+    let update = BucketSpec { ram_quota_bytes: 200 << 20, replicas: 2, ..spec("b", 1) };
+    meta.apply(&MetaCommand::UpdateBucket(update.clone())).expect("update");
+    assert_eq!(meta.buckets["b"].spec, update);
+    assert_eq!(meta.buckets["b"].map, map);
+    let new_uuid = BucketSpec { uuid: "other".into(), ..spec("b", 1) };
+    assert!(matches!(refused(&mut meta, MetaCommand::UpdateBucket(new_uuid)), MetaError::InvalidBucket { .. }));
+    let ephemeral = BucketSpec { ephemeral: true, ..spec("b", 1) };
+    assert!(matches!(refused(&mut meta, MetaCommand::UpdateBucket(ephemeral)), MetaError::InvalidBucket { .. }));
+    assert_eq!(refused(&mut meta, MetaCommand::UpdateBucket(spec("x", 1))), MetaError::UnknownBucket("x".into()));
+}
+
+/// DeleteBucket removes the bucket; a second delete is refused.
+#[test]
+fn delete_bucket_removes_it_once() {
+    let mut meta = cluster();
+    meta.apply(&MetaCommand::DeleteBucket("b".into())).expect("delete");
+    assert!(meta.buckets.is_empty());
+    assert_eq!(refused(&mut meta, MetaCommand::DeleteBucket("b".into())), MetaError::UnknownBucket("b".into()));
+}
+
+/// SetManifest accepts a newer manifest and refuses one whose uid went backwards.
+#[test]
+fn set_manifest_never_goes_backwards() {
+    let mut meta = cluster();
+    let mut manifest = Manifest::default();
+    manifest.create_scope("inventory").expect("scope");
+    let newer = manifest.clone();
+    meta.apply(&MetaCommand::SetManifest { bucket: "b".into(), manifest: newer.clone() }).expect("set");
+    assert_eq!(meta.buckets["b"].manifest, newer);
+    let stale = MetaCommand::SetManifest { bucket: "b".into(), manifest: Manifest::default() };
+    assert!(matches!(refused(&mut meta, stale), MetaError::StaleManifest { current: 1, proposed: 0, .. }));
+    let unknown = MetaCommand::SetManifest { bucket: "x".into(), manifest };
+    assert_eq!(refused(&mut meta, unknown), MetaError::UnknownBucket("x".into()));
+}
+
+/// SetMap installs a valid map and refuses wrong sizes, duplicates, unknown and failed-over nodes.
+#[test]
+fn set_map_validates_the_map() {
+    let mut meta = cluster();
+    let set = |map: VbMap| MetaCommand::SetMap { bucket: "b".into(), map };
+    let rebalanced = vbmap::plan(&[2, 3], NUM_VBUCKETS, 1);
+    meta.apply(&set(rebalanced.clone())).expect("set map");
+    assert_eq!(meta.buckets["b"].map, rebalanced);
+
+    let short = VbMap { chains: rebalanced.chains[..10].to_vec() };
+    assert!(matches!(refused(&mut meta, set(short)), MetaError::InvalidMap { .. }));
+    let mut dup = rebalanced.clone();
+    dup.chains[5] = vec![Some(2), Some(2)];
+    assert!(matches!(refused(&mut meta, set(dup)), MetaError::InvalidMap { .. }));
+    let mut unknown = rebalanced.clone();
+    unknown.chains[5] = vec![Some(2), Some(9)];
+    assert!(matches!(refused(&mut meta, set(unknown)), MetaError::InvalidMap { .. }));
+    let wrong_len = vbmap::plan(&[1, 2, 3], NUM_VBUCKETS, 2);
+    assert!(matches!(refused(&mut meta, set(wrong_len)), MetaError::InvalidMap { .. }));
+    meta.apply(&MetaCommand::Failover { nodes: vec![1] }).expect("failover");
+    assert!(matches!(refused(&mut meta, set(vbmap::plan(&[1, 2], NUM_VBUCKETS, 1))), MetaError::InvalidMap { .. }));
+}
+
+/// Failover promotes replicas in every bucket, marks the nodes failed and bumps every failover epoch; it refuses
+/// an empty list, unknown nodes and failing over the last active node.
+#[test]
+fn failover_promotes_and_marks_failed() {
+    let mut meta = cluster();
+    let before = meta.buckets["b"].map.clone();
+    meta.apply(&MetaCommand::Failover { nodes: vec![1] }).expect("failover");
+    let b = &meta.buckets["b"];
+    assert_eq!(b.map, vbmap::failover(&before, &[1]));
+    assert!(!b.map.contains_node(1));
+    assert!(b.map.chains.iter().all(|c| c[0].is_some()), "one replica: every vBucket keeps a copy");
+    assert_eq!(b.failover_epoch, 1);
+    assert_eq!(meta.nodes[&1].membership, Membership::InactiveFailed);
+    assert_eq!(refused(&mut meta, MetaCommand::Failover { nodes: vec![] }), MetaError::EmptyFailover);
+    assert_eq!(refused(&mut meta, MetaCommand::Failover { nodes: vec![6] }), MetaError::UnknownNode(6));
+    assert_eq!(refused(&mut meta, MetaCommand::Failover { nodes: vec![2, 3] }), MetaError::LastActiveNode);
+}
+
+/// SetUsers stores the server's user model as given.
+#[test]
+fn set_users_stores_opaque_value() {
+    let mut meta = ClusterMetadata::default();
+    let users = json!({"alice": {"roles": ["admin"]}});
+    meta.apply(&MetaCommand::SetUsers(users.clone())).expect("set users");
+    assert_eq!(meta.users, users);
+    assert_eq!(meta.rev, 1);
+}
+
+/// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.
+#[test]
+fn set_auto_failover_checks_ranges() {
+    let mut meta = ClusterMetadata::default();
+    assert_eq!(meta.auto_failover.timeout_secs, 120);
+    let ok = AutoFailoverSettings { enabled: true, timeout_secs: 5, max_count: 3, count: 1 };
+    meta.apply(&MetaCommand::SetAutoFailover(ok.clone())).expect("valid");
+    assert_eq!(meta.auto_failover, ok);
+    for bad in [4, 3601] {
+        let cmd = MetaCommand::SetAutoFailover(AutoFailoverSettings { timeout_secs: bad, ..ok.clone() });
+        assert!(matches!(refused(&mut meta, cmd), MetaError::InvalidAutoFailover(_)));
+    }
+    let zero = MetaCommand::SetAutoFailover(AutoFailoverSettings { max_count: 0, ..ok });
+    assert!(matches!(refused(&mut meta, zero), MetaError::InvalidAutoFailover(_)));
+}
+
+/// Membership serialises as Couchbase's clusterMembership strings, and the metadata round-trips through JSON.
+#[test]
+fn metadata_round_trips_through_json() {
+    let meta = cluster();
+    assert_eq!(serde_json::to_value(Membership::InactiveAdded).expect("json"), json!("inactiveAdded"));
+    let text = serde_json::to_string(&meta).expect("encode");
+    let back: ClusterMetadata = serde_json::from_str(&text).expect("decode");
+    assert_eq!(back, meta);
+}

@@ -1,0 +1,161 @@
+//! vBucket maps: which node holds the active copy of every vBucket and which hold its replicas, and the pure
+//! planners that compute them (initial placement, rebalance to a new node set, failover). No I/O, no clock, no
+//! randomness: the same inputs always give the same map, so every node of the cluster computes the same answer and
+//! the simulator can replay it.
+
+mod plan;
+mod rebalance;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+pub use plan::{plan, REPLICAS_MAX};
+pub use rebalance::rebalance;
+
+/// A node's id in the cluster; also its Raft id.
+pub type NodeId = u64;
+
+/// One chain per vBucket: `chain[0]` is the active copy, `chain[1..]` the replicas in promotion order. `None` is
+/// a missing copy (Couchbase's `-1`): too few nodes for the replica count, or a copy lost to a failover.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VbMap {
+    pub chains: Vec<Vec<Option<NodeId>>>,
+}
+
+/// One vBucket whose chain differs between two maps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VbMove {
+    pub vb: u16,
+    pub old_chain: Vec<Option<NodeId>>,
+    pub new_chain: Vec<Option<NodeId>>,
+}
+
+impl VbMap {
+    pub fn num_vbuckets(&self) -> usize {
+        self.chains.len()
+    }
+
+    /// Replicas per vBucket as the map is laid out (chain length minus the active).
+    pub fn replicas(&self) -> usize {
+        self.chains.first().map_or(0, |c| c.len().saturating_sub(1))
+    }
+
+    pub fn active(&self, vb: u16) -> Option<NodeId> {
+        self.chains.get(usize::from(vb)).and_then(|c| c.first().copied().flatten())
+    }
+
+    /// Every node that holds at least one copy.
+    pub fn nodes(&self) -> BTreeSet<NodeId> {
+        self.chains.iter().flatten().flatten().copied().collect()
+    }
+
+    pub fn contains_node(&self, node: NodeId) -> bool {
+        self.chains.iter().flatten().any(|n| *n == Some(node))
+    }
+
+    /// The vBuckets whose active copy is on `node`.
+    pub fn actives_of(&self, node: NodeId) -> Vec<u16> {
+        self.vbs_where(|chain| chain.first() == Some(&Some(node)))
+    }
+
+    /// The vBuckets that have a replica copy on `node`.
+    pub fn replicas_of(&self, node: NodeId) -> Vec<u16> {
+        self.vbs_where(|chain| chain.iter().skip(1).any(|n| *n == Some(node)))
+    }
+
+    fn vbs_where(&self, pred: impl Fn(&[Option<NodeId>]) -> bool) -> Vec<u16> {
+        // A map never has more than u16::MAX + 1 chains (vBucket ids are u16), so the conversion cannot fail for
+        // maps this crate builds; a foreign oversized map simply stops at the limit.
+        (0..=u16::MAX).zip(&self.chains).filter(|(_, c)| pred(c)).map(|(vb, _)| vb).collect()
+    }
+}
+
+/// The vBuckets whose chains differ between `from` and `to`, in vBucket order. A vBucket present only in `to` moves
+/// from an empty chain.
+pub fn moves(from: &VbMap, to: &VbMap) -> Vec<VbMove> {
+    (0..=u16::MAX)
+        .zip(&to.chains)
+        .filter_map(|(vb, new_chain)| {
+            let old_chain = from.chains.get(usize::from(vb)).cloned().unwrap_or_default();
+            (old_chain != *new_chain).then(|| VbMove { vb, old_chain, new_chain: new_chain.clone() })
+        })
+        .collect()
+}
+
+/// The map after hard failover of `failed`: every chain loses the failed nodes and its survivors move up in order,
+/// so an active on a failed node is replaced by its first surviving replica (promotion). A chain with no survivor
+/// keeps `None` as its active: that vBucket's data is unavailable until the node comes back, as in Couchbase.
+/// Chains keep their length (missing copies become `None` at the end).
+pub fn failover(current: &VbMap, failed: &[NodeId]) -> VbMap {
+    let failed: BTreeSet<NodeId> = failed.iter().copied().collect();
+    let chains = current
+        .chains
+        .iter()
+        .map(|chain| {
+            let mut survivors: Vec<Option<NodeId>> =
+                chain.iter().filter(|n| n.is_some_and(|n| !failed.contains(&n))).copied().collect();
+            survivors.resize(chain.len(), None);
+            survivors
+        })
+        .collect();
+    VbMap { chains }
+}
+
+/// The vBuckets that have a copy today and would have none after failing over `failed`: failing these nodes over
+/// loses the vBuckets' data (Couchbase's "unsafe" failover).
+pub fn data_loss_risk(current: &VbMap, failed: &[NodeId]) -> Vec<u16> {
+    let failed: BTreeSet<NodeId> = failed.iter().copied().collect();
+    current.vbs_where(|chain| {
+        let mut copies = chain.iter().flatten().peekable();
+        copies.peek().is_some() && copies.all(|n| failed.contains(n))
+    })
+}
+
+/// Copies a move from `old` to `new` has to build: nodes in the new chain that hold no copy in the old one.
+pub fn copies_to_build(old: &[Option<NodeId>], new: &[Option<NodeId>]) -> usize {
+    new.iter().flatten().filter(|n| !old.contains(&Some(**n))).count()
+}
+
+/// Sorted, deduplicated node list: planners depend on the node set, never on the order the caller listed it in.
+fn node_set(nodes: &[NodeId]) -> Vec<NodeId> {
+    let set: BTreeSet<NodeId> = nodes.iter().copied().collect();
+    set.into_iter().collect()
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    /// Failover promotes the first surviving replica and pads the chain with None at the end.
+    #[test]
+    fn failover_promotes_first_surviving_replica() {
+        let map = VbMap { chains: vec![vec![Some(1), Some(2), Some(3)], vec![Some(2), Some(1), None]] };
+        let after = failover(&map, &[1]);
+        assert_eq!(after.chains[0], vec![Some(2), Some(3), None]);
+        assert_eq!(after.chains[1], vec![Some(2), None, None]);
+    }
+
+    /// A chain whose every copy is on failed nodes keeps None as active and is reported as data loss.
+    #[test]
+    fn failover_without_survivor_leaves_no_active() {
+        let map = VbMap { chains: vec![vec![Some(1), Some(2)], vec![Some(3), Some(1)], vec![None, None]] };
+        let after = failover(&map, &[1, 2]);
+        assert_eq!(after.chains[0], vec![None, None]);
+        assert_eq!(after.chains[1], vec![Some(3), None]);
+        assert_eq!(data_loss_risk(&map, &[1, 2]), vec![0]);
+    }
+
+    /// moves lists only the vBuckets whose chain changed.
+    #[test]
+    fn moves_lists_changed_chains_only() {
+        let a = VbMap { chains: vec![vec![Some(1), Some(2)], vec![Some(2), Some(1)]] };
+        let b = VbMap { chains: vec![vec![Some(1), Some(2)], vec![Some(1), Some(2)]] };
+        let m = moves(&a, &b);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].vb, 1);
+        assert_eq!(copies_to_build(&m[0].old_chain, &m[0].new_chain), 0);
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests of the metadata store: real openraft, real files in temporary directories, stores talking
+//! through the real HTTP transport on 127.0.0.1. One module per topic.
+
+mod fixture;
+mod recovery;
+mod replication;
