@@ -154,6 +154,8 @@ impl Bucket {
         let mut inner = vbucket.inner.lock();
         inner.high_seqno = inner.high_seqno.max(high_seqno);
         inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
+        let (uuid, high) = (inner.uuid, inner.high_seqno);
+        inner.failover = settee_types::FailoverLog::new(uuid, high);
         inner.ejected_items += items_on_disk_only;
         inner.hlc.observe(max_cas);
     }

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::Ordering;
 
-use settee_types::{Seqno, VbId, VbUuid};
+use settee_types::{FailoverLog, Seqno, VbId, VbUuid};
 
 use crate::bucket::Bucket;
 use crate::change_log::CursorId;
@@ -39,10 +39,10 @@ pub struct DcpSnapshot {
 }
 
 /// What a stream request needs to know about a vBucket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VbStreamInfo {
     pub state: VbState,
-    pub uuid: VbUuid,
+    pub failover: FailoverLog,
     pub high_seqno: Seqno,
     pub purge_seqno: Seqno,
     /// A replica's current snapshot (start, end).
@@ -61,7 +61,7 @@ impl Bucket {
         let inner = vbucket.inner.lock();
         Ok(VbStreamInfo {
             state: inner.state,
-            uuid: inner.uuid,
+            failover: inner.failover.clone(),
             high_seqno: inner.high_seqno,
             purge_seqno: inner.purge_seqno,
             snapshot: inner.snapshot,
@@ -119,6 +119,8 @@ impl Bucket {
                 return;
             }
             if state == VbState::Active {
+                let high = inner.high_seqno;
+                inner.failover.push(new_uuid, high);
                 inner.uuid = new_uuid;
             }
             inner.state = state;
@@ -134,10 +136,12 @@ impl Bucket {
         }
     }
 
-    /// A replica learns the vbuuid of the history it follows (from the active's failover log).
-    pub fn set_replica_uuid(&self, vb: VbId, uuid: VbUuid) {
+    /// A replica adopts the history of the active it follows (the failover log of an accepted stream request).
+    pub fn set_failover_log(&self, vb: VbId, log: FailoverLog) {
         if let Some(vbucket) = self.vbucket(vb) {
-            vbucket.inner.lock().uuid = uuid;
+            let mut inner = vbucket.inner.lock();
+            inner.uuid = log.latest().uuid;
+            inner.failover = log;
         }
     }
 
@@ -192,6 +196,8 @@ impl Bucket {
             inner.dirty.clear();
             inner.sync_writes.clear();
             inner.log.reset(0);
+            let uuid = inner.uuid;
+            inner.failover = FailoverLog::new(uuid, 0);
             freed
         };
         self.charge(-(freed as isize));

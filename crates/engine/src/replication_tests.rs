@@ -133,12 +133,15 @@ fn a_promoted_replica_takes_writes_with_a_new_history_and_ends_old_cursors() {
     set(&active, "k", "1");
     let cursor = active.open_cursor(VB, 0).unwrap();
     pump(&active, cursor, &mut 0, &replica);
-    let old_uuid = active.stream_info(VB).unwrap().uuid;
-    replica.set_replica_uuid(VB, old_uuid);
+    let log = active.stream_info(VB).unwrap().failover;
+    let old_uuid = log.latest().uuid;
+    replica.set_failover_log(VB, log);
     replica.set_vbucket_state(VB, VbState::Active, old_uuid ^ 1);
     set(&replica, "k", "2");
     let info = replica.stream_info(VB).unwrap();
-    assert_eq!((info.uuid, info.high_seqno), (old_uuid ^ 1, 2));
+    assert_eq!(info.high_seqno, 2);
+    let branches: Vec<(u64, u64)> = info.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
+    assert_eq!(branches, vec![(old_uuid ^ 1, 1), (old_uuid, 0)], "promotion adds a branch at the high seqno");
     active.set_vbucket_state(VB, VbState::Replica, 0);
     assert_eq!(active.read_cursor(VB, cursor, 1).unwrap_err(), EngineError::NotMyVbucket);
     active.reset_vbucket(VB);

@@ -2,7 +2,7 @@
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
-use settee_types::{Cas, Seqno, VbId, VbUuid};
+use settee_types::{Cas, FailoverLog, Seqno, VbId, VbUuid};
 
 use crate::change_log::ChangeLog;
 use crate::hlc::Hlc;
@@ -52,7 +52,10 @@ pub(crate) struct VbInner {
     pub sync_writes: HashMap<Box<[u8]>, Seqno>,
     pub table: HashMap<Box<[u8]>, StoredItem>,
     pub high_seqno: Seqno,
+    /// The latest entry of `failover` (kept beside it for the hot path's mutation tokens).
     pub uuid: VbUuid,
+    /// The vBucket's history branches, newest first: a new entry each time it becomes active.
+    pub failover: FailoverLog,
     pub hlc: Hlc,
     /// Items that are not tombstones.
     pub live_items: usize,
@@ -89,6 +92,7 @@ impl VBucket {
                 table: HashMap::new(),
                 high_seqno: 0,
                 uuid,
+                failover: FailoverLog::new(uuid, 0),
                 hlc: Hlc::default(),
                 live_items: 0,
                 ejected_items: 0,

@@ -139,6 +139,13 @@ impl VbStore for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
+    fn clear_vbucket(&self, vb: VbId) -> Result<u64, StoreError> {
+        let mut data = self.vb(vb)?.write();
+        let removed = data.by_key.len() as u64;
+        *data = VbData::default();
+        Ok(removed)
+    }
+
     fn compact(&self) -> Result<(), StoreError> {
         Ok(())
     }

@@ -19,6 +19,25 @@ pub(super) fn run<S: Corruptible>(make: &impl Fn() -> S) {
     non_increasing_seqnos_are_rejected_and_nothing_is_written(&make());
     damaged_records_are_rejected_before_they_are_written(&make());
     compaction_keeps_every_live_record(&make());
+    clearing_a_vbucket_empties_it_and_leaves_the_others(&make());
+}
+
+/// A replica that must start over clears its vBucket: records, high seqno and state go; other vBuckets stay; the
+/// vBucket takes writes from seqno 1 again.
+fn clearing_a_vbucket_empties_it_and_leaves_the_others(s: &impl VbStore) {
+    let (vb, other) = (VbId(9), VbId(10));
+    s.write_batch_with_state(vb, &[record(b"a", b"1", 1, false), record(b"b", b"", 2, true)], Some(&vb_state(2)))
+        .unwrap();
+    s.write_batch(other, &[record(b"a", b"x", 1, false)]).unwrap();
+    assert_eq!(s.clear_vbucket(vb).unwrap(), 2);
+    s.sync().unwrap();
+    assert_eq!(s.get(vb, b"a").unwrap(), None);
+    assert!(seqno_scan(s, vb).is_empty());
+    assert_eq!(s.high_seqno(vb).unwrap(), 0);
+    assert_eq!(s.vb_state(vb).unwrap(), None);
+    assert_eq!(s.get(other, b"a").unwrap().unwrap().value, b"x");
+    s.write_batch(vb, &[record(b"c", b"1", 1, false)]).unwrap();
+    assert_eq!(seqno_scan(s, vb), vec![(b"c".to_vec(), 1)]);
 }
 
 /// A later write of a key replaces the earlier one for reads, and the high seqno follows.

@@ -213,6 +213,29 @@ impl VbStore for FjallStore {
         Ok(purged + self.remove_tombstones(vb, &mut doomed)?)
     }
 
+    fn clear_vbucket(&self, vb: VbId) -> Result<u64, StoreError> {
+        self.usable(vb)?;
+        let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
+        let mut removed = 0;
+        let mut doomed = Vec::new();
+        for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
+            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
+            let (meta, _) = layout::decode_key_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+            doomed.push((k, meta.seqno));
+            if doomed.len() >= PURGE_BATCH_RECORDS_MAX {
+                removed += self.remove_tombstones(vb, &mut doomed)?;
+            }
+        }
+        removed += self.remove_tombstones(vb, &mut doomed)?;
+        self.before_io("clear_vbucket", false)?;
+        let mut batch = self.db.batch();
+        batch.remove(&self.vb_meta, layout::high_seqno_key(vb));
+        batch.remove(&self.vb_meta, layout::vb_state_key(vb));
+        batch.commit().map_err(|e| self.poison("clear_vbucket", e))?;
+        self.high_seqnos[usize::from(vb.0)].store(0, std::sync::atomic::Ordering::Release);
+        Ok(removed)
+    }
+
     fn compact(&self) -> Result<(), StoreError> {
         self.before_io("compact", false)?;
         self.compact_all()
