@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod cluster_config;
 pub mod config;
+pub mod dcp;
 pub mod error_map;
 pub mod kv;
 pub mod metadata;

@@ -26,6 +26,8 @@ pub struct BucketHandle {
     pub bucket: Arc<Bucket>,
     /// The flusher, fetcher and warmup of a Couchbase bucket; None for ephemeral buckets.
     pub persistence: Option<Arc<Persistence>>,
+    /// Wakes this bucket's DCP producer connections when their vBuckets change.
+    pub dcp_hub: Arc<crate::dcp::DcpHub>,
     deleted: AtomicBool,
 }
 
@@ -161,7 +163,10 @@ impl Node {
             }
             BucketKind::Ephemeral => None,
         };
-        let handle = Arc::new(BucketHandle { bucket, persistence, deleted: AtomicBool::new(false) });
+        let dcp_hub = Arc::new(crate::dcp::DcpHub::default());
+        let hub = dcp_hub.clone();
+        bucket.set_change_notifier(Arc::new(move |vb| hub.wake(vb)));
+        let handle = Arc::new(BucketHandle { bucket, persistence, dcp_hub, deleted: AtomicBool::new(false) });
         buckets.insert(config.name.clone(), handle.clone());
         drop(buckets);
         self.bump_rev();

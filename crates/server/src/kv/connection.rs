@@ -50,6 +50,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
     let mut session = Session::new(peer);
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
     // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
+    let producer_shutdown = shutdown.clone();
     let shutdown_signal = shutdown.changed();
     tokio::pin!(shutdown_signal);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
@@ -108,7 +109,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
                         dispatch(&node, &mut session, &req, &mut wbuf);
                     }
                     used += n;
-                    if session.close {
+                    if session.close || session.dcp.is_some() {
                         break;
                     }
                     if let Some(pending) = wbuf.pending.take() {
@@ -155,6 +156,28 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
         }
         if fatal || session.close {
             break;
+        }
+        if let Some(upgrade) = session.dcp.take() {
+            while let Some(done) = inflight.join_next().await {
+                if let Ok(reply) = done {
+                    if wr.write_all(&reply).await.is_err() {
+                        break 'conn;
+                    }
+                }
+            }
+            let Some(bucket) = session.bucket.clone() else { break };
+            let collections = session.collections();
+            let crate::kv::handlers::dcp::DcpUpgrade { conn, include_xattrs } = *upgrade;
+            let setup = crate::dcp::producer::ProducerSetup {
+                bucket,
+                conn,
+                include_xattrs,
+                collections,
+                peer: peer.to_string(),
+            };
+            crate::dcp::producer::serve(setup, rd, wr, rbuf, producer_shutdown).await;
+            node.kv_connections.fetch_sub(1, Ordering::Relaxed);
+            return;
         }
         if rbuf.is_empty() && rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
             rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);

@@ -7,7 +7,7 @@ use settee_engine::EngineError;
 use settee_mcbp::{Opcode, Request};
 use settee_types::Status;
 
-use super::handlers::{bucket, mutation, retrieval, session as sess, subdoc};
+use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc};
 use super::reply;
 use super::session::Session;
 use crate::node::Node;
@@ -85,6 +85,8 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::SubdocMultiLookup => subdoc::multi_lookup(s, req, out),
         Opcode::SubdocMultiMutation => subdoc::multi_mutation(s, req, out),
         op if op.is_single_path_subdoc() => subdoc::single_path(s, req, out, op),
+        Opcode::DcpOpen => dcp::open(s, req, out),
+        op if op.is_dcp() => dcp::not_open(s, req),
         _ => Err(KvError::Status(Status::UnknownCommand)),
     };
     if let Err(e) = result {

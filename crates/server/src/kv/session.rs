@@ -62,6 +62,8 @@ pub struct Session {
     pub users_generation: u64,
     /// Set when the connection must close after the current batch is written.
     pub close: bool,
+    /// Set by DCP_OPEN: once the batch is written, the connection becomes a DCP producer.
+    pub dcp: Option<Box<crate::kv::handlers::dcp::DcpUpgrade>>,
 }
 
 impl Session {
@@ -76,6 +78,7 @@ impl Session {
             access: BucketAccess::NONE,
             users_generation: 0,
             close: false,
+            dcp: None,
         }
     }
     pub fn has(&self, f: Feature) -> bool {

@@ -17,6 +17,7 @@ use settee_engine::Bucket;
 use settee_store::{FaultInjector, VbStore};
 
 pub use fetch::fetch_item;
+pub(crate) use records::snapshot_of;
 pub use warmup::WarmupReport;
 
 /// Flusher threads per bucket; each owns the vBuckets `vb % FLUSHER_SHARDS == shard`.
@@ -131,6 +132,13 @@ impl Persistence {
     }
 
     /// Flushes what is dirty, stops the workers and waits for them.
+    /// Empties a vBucket on disk (a replica rolled back to zero) and makes that durable.
+    pub fn clear_vbucket(&self, vb: settee_types::VbId) -> Result<u64, settee_store::StoreError> {
+        let removed = self.store.clear_vbucket(vb)?;
+        self.store.sync()?;
+        Ok(removed)
+    }
+
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         for s in self.signals.iter() {

@@ -5,5 +5,6 @@ mod kv_ops;
 mod metadata;
 mod persistence;
 mod process;
+mod replication;
 mod session;
 mod wire;

@@ -2,6 +2,7 @@
 //! success reply; errors go back to the dispatcher, which writes them.
 
 pub mod bucket;
+pub mod dcp;
 pub mod mutation;
 pub mod retrieval;
 pub mod session;

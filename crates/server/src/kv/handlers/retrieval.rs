@@ -1,7 +1,6 @@
 //! Hot path: GET, GET_REPLICA, TOUCH, GAT, GET_LOCKED, UNLOCK, GET_META, GET_RANDOM_KEY.
 
 use crate::kv::pending::Out;
-use settee_engine::EngineError;
 use settee_mcbp::{encode_leb128, Opcode, Request};
 use settee_types::{Status, VbId};
 
@@ -19,20 +18,21 @@ fn need_read(s: &Session) -> Result<(), KvError> {
     }
 }
 
-/// GET, and GET_REPLICA (this node holds no replica vBuckets, so the latter is NOT_MY_VBUCKET, as Couchbase
-/// answers for a vBucket it is not a replica of).
+/// GET, and GET_REPLICA (served only by a replica vBucket; NOT_MY_VBUCKET elsewhere, as Couchbase answers).
 pub fn get(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     need_read(s)?;
     let key = doc_key(s, req.key)?;
-    if op == Opcode::GetReplica {
-        return Err(KvError::Engine(EngineError::NotMyVbucket));
-    }
     let b = selected_bucket(s)?;
-    b.get(VbId(req.vbucket), &key, |item| {
+    let reply = |item: settee_engine::ItemView<'_>| {
         let (body, dt) = item.body();
         reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
-    })?;
+    };
+    if op == Opcode::GetReplica {
+        b.get_replica(VbId(req.vbucket), &key, reply)?;
+    } else {
+        b.get(VbId(req.vbucket), &key, reply)?;
+    }
     Ok(())
 }
 

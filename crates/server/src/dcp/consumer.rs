@@ -1,0 +1,294 @@
+//! The replica side of replication: one connection from this node to the node holding the active copies of some
+//! of a bucket's vBuckets, streaming each of them into the local replica vBucket.
+//!
+//! The driver owns the socket and the engine calls; `settee_dcp::ConsumerStream` validates every message and
+//! says when to acknowledge. On any error the connection is dropped and opened again after a pause; each stream
+//! resumes from what the replica holds (the producer's failover log decides whether that is still valid).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
+use settee_engine::{ItemSnapshot, VbState};
+use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpcode, DcpOpen, DcpOpenFlags};
+use settee_mcbp::{decode_request, decode_response, encode_request, Feature, Magic, Request};
+use settee_types::limits::FRAME_BODY_BYTES_MAX;
+use settee_types::{Status, VbId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::node::BucketHandle;
+
+/// Bytes the producer may send before this consumer acknowledges them.
+const BUFFER_BYTES: u32 = 16 * 1024 * 1024;
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+
+/// What one replication connection streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedSpec {
+    /// The producer's KV address.
+    pub source: SocketAddr,
+    /// The vBuckets this node holds as replicas whose active is on `source`.
+    pub vbuckets: Vec<VbId>,
+    pub username: String,
+    pub password: String,
+    /// Names the connection on the producer (for its logs).
+    pub name: String,
+}
+
+/// Runs the feed until `stop` turns true, reconnecting after failures.
+pub async fn run(bucket: Arc<BucketHandle>, spec: FeedSpec, mut stop: watch::Receiver<bool>) {
+    loop {
+        let outcome = tokio::select! {
+            r = stream_once(&bucket, &spec) => r,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        if let Err(e) = outcome {
+            tracing::info!(bucket = %bucket.name(), source = %spec.source, error = %e, "replication connection lost; reconnecting");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RECONNECT_PAUSE) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+struct Wire {
+    sock: TcpStream,
+    rbuf: BytesMut,
+    opaque: u32,
+}
+
+impl Wire {
+    async fn call(&mut self, opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> anyhow::Result<Vec<u8>> {
+        self.opaque += 1;
+        let mut out = Vec::new();
+        encode_request(&mut out, &request(opcode, self.opaque, 0, extras, key, value));
+        self.sock.write_all(&out).await?;
+        loop {
+            if let Some((resp, n)) = decode_response(&self.rbuf, FRAME_BODY_BYTES_MAX)? {
+                let (status, value) = (resp.status, resp.value.to_vec());
+                self.rbuf.advance(n);
+                anyhow::ensure!(status == 0, "opcode 0x{opcode:02x} failed with status 0x{status:04x}");
+                return Ok(value);
+            }
+            if self.sock.read_buf(&mut self.rbuf).await? == 0 {
+                anyhow::bail!("connection closed by the producer");
+            }
+        }
+    }
+}
+
+fn request<'a>(opcode: u8, opaque: u32, vbucket: u16, extras: &'a [u8], key: &'a [u8], value: &'a [u8]) -> Request<'a> {
+    Request {
+        magic: Magic::ClientRequest,
+        opcode,
+        datatype: 0,
+        vbucket,
+        opaque,
+        cas: 0,
+        framing: &[],
+        extras,
+        key,
+        value,
+    }
+}
+
+/// One connection's life: handshake, a stream per vBucket, then apply what arrives until an error.
+async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<()> {
+    let sock = TcpStream::connect(spec.source).await?;
+    sock.set_nodelay(true)?;
+    let mut w = Wire { sock, rbuf: BytesMut::with_capacity(64 * 1024), opaque: 0 };
+    let features: Vec<u8> =
+        [Feature::Collections, Feature::Xattr, Feature::Json].iter().flat_map(|f| (*f as u16).to_be_bytes()).collect();
+    w.call(0x1f, &[], b"settee-replication", &features).await?;
+    let plain = format!("\0{}\0{}", spec.username, spec.password);
+    w.call(0x21, &[], b"PLAIN", plain.as_bytes()).await?;
+    w.call(0x89, &[], bucket.name().as_bytes(), &[]).await?;
+    let mut out = Vec::new();
+    let flags = DcpOpenFlags::PRODUCER.with(DcpOpenFlags::INCLUDE_XATTRS).with(DcpOpenFlags::INCLUDE_DELETE_TIMES);
+    DcpOpen { opaque: 0, flags, name: spec.name.as_bytes(), value: &[] }.encode(&mut out);
+    send_and_expect_ok(&mut w, &out).await?;
+    for (k, v) in [("connection_buffer_size", BUFFER_BYTES.to_string()), ("enable_noop", "true".into())] {
+        out.clear();
+        DcpControl { opaque: 0, key: k.as_bytes(), value: v.as_bytes() }.encode(&mut out);
+        send_and_expect_ok(&mut w, &out).await?;
+    }
+    let mut streams: BTreeMap<VbId, ConsumerStream> = BTreeMap::new();
+    out.clear();
+    for &vb in &spec.vbuckets {
+        let stream = open_stream(bucket, vb)?;
+        stream.request().encode(&mut out);
+        streams.insert(vb, stream);
+    }
+    w.sock.write_all(&out).await?;
+    tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = spec.vbuckets.len(), "replication streams requested");
+    let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
+    loop {
+        out.clear();
+        let mut used = 0;
+        while let Some(&magic) = w.rbuf.get(used) {
+            let n = if magic == 0x81 || magic == 0x18 {
+                let Some((resp, n)) = decode_response(&w.rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
+                if resp.opcode == DcpOpcode::StreamReq as u8 {
+                    let vb = VbId(u16::try_from(resp.opaque).unwrap_or(u16::MAX));
+                    stream_response(bucket, &mut streams, vb, resp.status, resp.value, &mut out)?;
+                }
+                n
+            } else {
+                let Some((req, n)) = decode_request(&w.rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
+                message(bucket, &mut streams, &req, &mut out)?;
+                flow.consumed(n);
+                n
+            };
+            used += n;
+        }
+        w.rbuf.advance(used);
+        if let Some(ack) = flow.take_ack(0) {
+            ack.encode(&mut out);
+        }
+        if !out.is_empty() {
+            w.sock.write_all(&out).await?;
+        }
+        if w.sock.read_buf(&mut w.rbuf).await? == 0 {
+            anyhow::bail!("connection closed by the producer");
+        }
+    }
+}
+
+async fn send_and_expect_ok(w: &mut Wire, frame: &[u8]) -> anyhow::Result<()> {
+    w.sock.write_all(frame).await?;
+    loop {
+        if let Some((resp, n)) = decode_response(&w.rbuf, FRAME_BODY_BYTES_MAX)? {
+            let status = resp.status;
+            w.rbuf.advance(n);
+            anyhow::ensure!(status == 0, "dcp handshake refused with status 0x{status:04x}");
+            return Ok(());
+        }
+        if w.sock.read_buf(&mut w.rbuf).await? == 0 {
+            anyhow::bail!("connection closed by the producer");
+        }
+    }
+}
+
+/// A stream request resuming from what the local replica vBucket holds (opaque = the vBucket id).
+fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream> {
+    let info = bucket.stream_info(vb)?;
+    anyhow::ensure!(info.state == VbState::Replica, "vBucket {} is not a replica here", vb.0);
+    Ok(ConsumerStream::new(vb, u32::from(vb.0), &info.failover, info.high_seqno, info.snapshot))
+}
+
+fn stream_response(
+    bucket: &BucketHandle,
+    streams: &mut BTreeMap<VbId, ConsumerStream>,
+    vb: VbId,
+    status: u16,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> anyhow::Result<()> {
+    let Some(stream) = streams.get_mut(&vb) else { return Ok(()) };
+    match stream.on_stream_response(status, body)? {
+        ConsumerEvent::Accepted { failover_log } => bucket.set_failover_log(vb, failover_log),
+        ConsumerEvent::RollbackTo(seqno) => {
+            // The engine cannot undo individual mutations: a replica that must roll back starts over from zero.
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, seqno, "replica rolls back to zero and streams again");
+            reset_replica(bucket, vb);
+            let fresh = open_stream(bucket, vb)?;
+            fresh.request().encode(out);
+            streams.insert(vb, fresh);
+        }
+        ConsumerEvent::Rejected(status) => {
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, status, "replication stream refused");
+            streams.remove(&vb);
+        }
+    }
+    Ok(())
+}
+
+/// Empties a replica vBucket in memory and on disk.
+pub(crate) fn reset_replica(bucket: &BucketHandle, vb: VbId) {
+    bucket.reset_vbucket(vb);
+    if let Some(p) = &bucket.persistence {
+        if let Err(e) = p.clear_vbucket(vb) {
+            tracing::error!(bucket = %bucket.name(), vb = vb.0, error = %e, "clearing a rolled-back vBucket on disk failed");
+        }
+    }
+}
+
+fn message(
+    bucket: &BucketHandle,
+    streams: &mut BTreeMap<VbId, ConsumerStream>,
+    req: &Request<'_>,
+    out: &mut Vec<u8>,
+) -> anyhow::Result<()> {
+    if req.opcode == DcpOpcode::Noop as u8 {
+        encode_dcp_response(out, DcpOpcode::Noop, Status::Success.code(), req.opaque);
+        return Ok(());
+    }
+    let vb = VbId(req.vbucket);
+    let Some(stream) = streams.get_mut(&vb) else {
+        tracing::debug!(vb = vb.0, opcode = req.opcode, "dcp message for a vBucket without a stream");
+        return Ok(());
+    };
+    match stream.on_message(req)? {
+        ConsumerAction::SnapshotMarker { start, end, .. } => bucket.replica_snapshot(vb, start, end)?,
+        ConsumerAction::Apply(item) => {
+            if let Some(snap) = snapshot_of(item) {
+                bucket.replica_apply(vb, snap)?;
+            }
+        }
+        ConsumerAction::StreamEnd(reason) => {
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, ?reason, "replication stream ended");
+            streams.remove(&vb);
+        }
+        ConsumerAction::SeqnoAdvanced(_) | ConsumerAction::SetVbucketState(_) => {}
+    }
+    Ok(())
+}
+
+/// The engine form of a replicated mutation or deletion (sync-write messages are not requested yet).
+fn snapshot_of(item: DcpItem) -> Option<ItemSnapshot> {
+    Some(match item {
+        DcpItem::Mutation { key, value, cas, seqno, rev, flags, expiry, datatype } => ItemSnapshot {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            cas,
+            seqno,
+            rev,
+            flags,
+            expiry,
+            datatype: datatype.0,
+            deleted: false,
+            value_missing: false,
+        },
+        DcpItem::Deletion { key, value, cas, seqno, rev, delete_time, datatype } => ItemSnapshot {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            cas,
+            seqno,
+            rev,
+            flags: 0,
+            expiry: delete_time,
+            datatype: datatype.0,
+            deleted: true,
+            value_missing: false,
+        },
+        DcpItem::Expiration { key, cas, seqno, rev, delete_time } => ItemSnapshot {
+            key: key.to_vec(),
+            value: Vec::new(),
+            cas,
+            seqno,
+            rev,
+            flags: 0,
+            expiry: delete_time,
+            datatype: 0,
+            deleted: true,
+            value_missing: false,
+        },
+        DcpItem::Prepare { .. } | DcpItem::Commit { .. } | DcpItem::Abort { .. } => return None,
+    })
+}

@@ -1,0 +1,108 @@
+//! Wakes a bucket's DCP producer connections when a vBucket they stream has new mutations.
+//!
+//! The engine calls [`DcpHub::wake`] under the vBucket's lock, once per batch of mutations a reader has not seen
+//! yet, so it only sets bits and notifies: no allocation, no await, no engine call.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
+use settee_types::{limits::NUM_VBUCKETS, VbId};
+use tokio::sync::Notify;
+
+const WORDS: usize = (NUM_VBUCKETS as usize).div_ceil(64);
+
+/// A set of vBuckets that can be changed from any thread.
+#[derive(Default)]
+pub(crate) struct VbSet([AtomicU64; WORDS]);
+
+impl VbSet {
+    pub(crate) fn insert(&self, vb: VbId) {
+        let (w, bit) = (usize::from(vb.0) / 64, vb.0 % 64);
+        if let Some(word) = self.0.get(w) {
+            word.fetch_or(1 << bit, Ordering::AcqRel);
+        }
+    }
+    pub(crate) fn remove(&self, vb: VbId) {
+        let (w, bit) = (usize::from(vb.0) / 64, vb.0 % 64);
+        if let Some(word) = self.0.get(w) {
+            word.fetch_and(!(1 << bit), Ordering::AcqRel);
+        }
+    }
+    pub(crate) fn contains(&self, vb: VbId) -> bool {
+        let (w, bit) = (usize::from(vb.0) / 64, vb.0 % 64);
+        self.0.get(w).is_some_and(|word| word.load(Ordering::Acquire) & (1 << bit) != 0)
+    }
+    /// Empties the set and returns what it held.
+    pub(crate) fn take(&self) -> Vec<VbId> {
+        let mut out = Vec::new();
+        for (w, word) in self.0.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let bit = bits.trailing_zeros();
+                out.push(VbId((w * 64) as u16 + bit as u16));
+                bits &= bits - 1;
+            }
+        }
+        out
+    }
+}
+
+/// One producer connection's interest and wake-up.
+#[derive(Default)]
+pub(crate) struct StreamWaker {
+    pub(crate) notify: Notify,
+    /// vBuckets this connection streams.
+    pub(crate) interested: VbSet,
+    /// vBuckets with mutations the connection has not read yet.
+    pub(crate) pending: VbSet,
+}
+
+#[derive(Default)]
+pub struct DcpHub {
+    wakers: RwLock<Vec<Weak<StreamWaker>>>,
+}
+
+impl DcpHub {
+    pub(crate) fn subscribe(&self) -> Arc<StreamWaker> {
+        let waker = Arc::new(StreamWaker::default());
+        let mut wakers = self.wakers.write();
+        wakers.retain(|w| w.strong_count() > 0);
+        wakers.push(Arc::downgrade(&waker));
+        waker
+    }
+
+    /// Called by the engine (under a vBucket lock) when `vb` has new mutations.
+    pub fn wake(&self, vb: VbId) {
+        for w in self.wakers.read().iter() {
+            if let Some(w) = w.upgrade() {
+                if w.interested.contains(vb) {
+                    w.pending.insert(vb);
+                    w.notify.notify_one();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_interested_connections_are_woken() {
+        let hub = DcpHub::default();
+        let (a, b) = (hub.subscribe(), hub.subscribe());
+        a.interested.insert(VbId(3));
+        b.interested.insert(VbId(1000));
+        hub.wake(VbId(3));
+        hub.wake(VbId(1000));
+        hub.wake(VbId(7));
+        assert_eq!(a.pending.take(), vec![VbId(3)]);
+        assert_eq!(b.pending.take(), vec![VbId(1000)]);
+        assert!(a.pending.take().is_empty(), "take empties the set");
+        drop(a);
+        hub.wake(VbId(3));
+        assert_eq!(hub.subscribe().pending.take(), vec![]);
+    }
+}

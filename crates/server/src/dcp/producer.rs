@@ -1,0 +1,348 @@
+//! A DCP producer connection: after DCP_OPEN the KV connection hands its socket here. This driver owns the socket
+//! and the engine reads; `settee_dcp::ProducerConnection` decides what goes on the wire.
+//!
+//! Each pass: handle every complete frame from the consumer (stream requests, controls, buffer acks, noop
+//! replies), read the vBuckets that have new mutations through their engine cursors into the streams, send what
+//! flow control allows, then wait for the socket, a wake-up from the engine or the noop timer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use settee_dcp::{DcpItem, ProducerConnection, Snapshot, StreamRequestError};
+use settee_engine::{CursorId, DcpRead, EngineError, ItemSnapshot, VbState};
+use settee_mcbp::dcp::{
+    encode_dcp_response, encode_failover_log_response, BufferAck, CloseStream, DcpControl, DcpOpcode,
+    SeqnoAcknowledged, StreamEndReason, StreamReq,
+};
+use settee_mcbp::{decode_request, decode_response, encode_response, Request};
+use settee_types::limits::FRAME_BODY_BYTES_MAX;
+use settee_types::{Datatype, Status, VbId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::hub::StreamWaker;
+use crate::node::BucketHandle;
+
+/// How often the loop wakes without traffic, to send noops and notice a dead consumer.
+const TICK: Duration = Duration::from_millis(500);
+
+struct Producer {
+    bucket: Arc<BucketHandle>,
+    conn: ProducerConnection,
+    waker: Arc<StreamWaker>,
+    /// The engine cursor of each open stream and the seqno it has read up to.
+    cursors: BTreeMap<VbId, (CursorId, u64)>,
+    /// Streams to read on the next pass (new, woken, or with more to read).
+    ready: BTreeSet<VbId>,
+    include_xattrs: bool,
+    collections: bool,
+    epoch: Instant,
+    peer: String,
+}
+
+/// What a KV connection hands over when it becomes a producer.
+pub(crate) struct ProducerSetup {
+    pub bucket: Arc<BucketHandle>,
+    pub conn: ProducerConnection,
+    /// DCP_OPEN asked for xattrs with the values.
+    pub include_xattrs: bool,
+    /// The connection negotiated collections: keys keep their collection prefix.
+    pub collections: bool,
+    pub peer: String,
+}
+
+pub(crate) async fn serve(
+    setup: ProducerSetup,
+    mut rd: OwnedReadHalf,
+    mut wr: OwnedWriteHalf,
+    mut rbuf: BytesMut,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let ProducerSetup { bucket, conn, include_xattrs, collections, peer } = setup;
+    let waker = bucket.dcp_hub.subscribe();
+    let mut p = Producer {
+        bucket,
+        conn,
+        waker,
+        cursors: BTreeMap::new(),
+        ready: BTreeSet::new(),
+        include_xattrs,
+        collections,
+        epoch: Instant::now(),
+        peer,
+    };
+    tracing::info!(peer = %p.peer, name = %String::from_utf8_lossy(p.conn.name()), "dcp producer connection opened");
+    let mut out = Vec::with_capacity(64 * 1024);
+    loop {
+        if !p.handle_frames(&mut rbuf, &mut out) {
+            break;
+        }
+        p.fill_streams();
+        let now = p.epoch.elapsed();
+        while p.conn.poll_into(now, &mut out).is_some() {
+            if out.len() > 1 << 20 {
+                break;
+            }
+        }
+        p.close_finished_cursors();
+        if !out.is_empty() {
+            if wr.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
+            if p.conn.flow().can_send() && p.has_frames() {
+                continue;
+            }
+        }
+        if p.conn.is_dead(p.epoch.elapsed()) {
+            tracing::warn!(peer = %p.peer, "closing dcp connection: the consumer stopped answering");
+            break;
+        }
+        tokio::select! {
+            r = rd.read_buf(&mut rbuf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(_) => p.conn.received(p.epoch.elapsed()),
+            },
+            _ = p.waker.notify.notified() => {}
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    for (vb, (cursor, _)) in std::mem::take(&mut p.cursors) {
+        p.bucket.close_cursor(vb, cursor);
+    }
+    let _ = wr.shutdown().await;
+    tracing::info!(peer = %p.peer, "dcp producer connection closed");
+}
+
+impl Producer {
+    fn has_frames(&self) -> bool {
+        self.cursors.keys().any(|vb| self.conn.stream(*vb).is_some_and(|s| s.has_frame()))
+    }
+
+    /// Handles every complete frame in `rbuf`; false when the connection must close.
+    fn handle_frames(&mut self, rbuf: &mut BytesMut, out: &mut Vec<u8>) -> bool {
+        loop {
+            let Some(&magic) = rbuf.first() else { return true };
+            let used = if magic == 0x81 || magic == 0x18 {
+                match decode_response(rbuf, FRAME_BODY_BYTES_MAX) {
+                    Ok(Some((resp, n))) => {
+                        if resp.opcode == DcpOpcode::Noop as u8 {
+                            self.conn.noop_response(resp.opaque);
+                        }
+                        n
+                    }
+                    Ok(None) => return true,
+                    Err(e) => return self.malformed(&e.to_string()),
+                }
+            } else {
+                match decode_request(rbuf, FRAME_BODY_BYTES_MAX) {
+                    Ok(Some((req, n))) => {
+                        self.handle_request(&req, out);
+                        n
+                    }
+                    Ok(None) => return true,
+                    Err(e) => return self.malformed(&e.to_string()),
+                }
+            };
+            rbuf.advance(used);
+        }
+    }
+
+    fn malformed(&self, error: &str) -> bool {
+        tracing::warn!(peer = %self.peer, error, "closing dcp connection: malformed frame");
+        false
+    }
+
+    fn handle_request(&mut self, req: &Request<'_>, out: &mut Vec<u8>) {
+        let reply = |out: &mut Vec<u8>, status: Status| {
+            encode_response(out, req.opcode, status.code(), req.opaque, 0, 0, &[], &[], &[], &[])
+        };
+        match DcpOpcode::from_byte(req.opcode) {
+            Some(DcpOpcode::StreamReq) => match StreamReq::decode(req) {
+                Ok(sr) => self.stream_request(&sr, out),
+                Err(e) => reply(out, e.status()),
+            },
+            Some(DcpOpcode::Control) => match DcpControl::decode(req) {
+                Ok(c) => {
+                    let status = self.conn.control(c.key, c.value);
+                    reply(out, status)
+                }
+                Err(e) => reply(out, e.status()),
+            },
+            Some(DcpOpcode::BufferAck) => {
+                if let Ok(ack) = BufferAck::decode(req) {
+                    self.conn.buffer_ack(ack.bytes);
+                }
+            }
+            Some(DcpOpcode::CloseStream) => match CloseStream::decode(req) {
+                Ok(c) => {
+                    let status = self.conn.close_stream(VbId(c.vbucket));
+                    reply(out, status)
+                }
+                Err(e) => reply(out, e.status()),
+            },
+            Some(DcpOpcode::GetFailoverLog) => match self.bucket.stream_info(VbId(req.vbucket)) {
+                Ok(info) => encode_failover_log_response(out, req.opaque, &info.failover),
+                Err(e) => reply(out, e.status()),
+            },
+            Some(DcpOpcode::SeqnoAcknowledged) => {
+                if let Ok(ack) = SeqnoAcknowledged::decode(req) {
+                    if let Ok(seqno) = self.conn.seqno_acknowledged(VbId(ack.vbucket), ack.prepared_seqno) {
+                        tracing::trace!(vb = ack.vbucket, seqno, "replica acknowledged");
+                    }
+                }
+            }
+            Some(DcpOpcode::Noop) => encode_dcp_response(out, DcpOpcode::Noop, 0, req.opaque),
+            _ => {
+                tracing::debug!(peer = %self.peer, opcode = req.opcode, "command not supported on a dcp producer connection");
+                reply(out, Status::NotSupported)
+            }
+        }
+    }
+
+    fn stream_request(&mut self, req: &StreamReq<'_>, out: &mut Vec<u8>) {
+        let vb = VbId(req.vbucket);
+        let info = match self.bucket.stream_info(vb) {
+            Ok(info) if info.state == VbState::Active => info,
+            Ok(_) => return encode_dcp_response(out, DcpOpcode::StreamReq, Status::NotMyVbucket.code(), req.opaque),
+            Err(e) => return encode_dcp_response(out, DcpOpcode::StreamReq, e.status().code(), req.opaque),
+        };
+        match self.conn.stream_request(req, &info.failover, info.high_seqno, info.purge_seqno, out) {
+            Ok(()) => match self.bucket.open_cursor(vb, req.start_seqno) {
+                Ok(cursor) => {
+                    self.cursors.insert(vb, (cursor, req.start_seqno));
+                    self.waker.interested.insert(vb);
+                    self.ready.insert(vb);
+                }
+                Err(_) => {
+                    self.conn.end_stream(vb, StreamEndReason::StateChanged);
+                }
+            },
+            Err(StreamRequestError::Rollback { to }) => {
+                tracing::info!(peer = %self.peer, vb = vb.0, to, "dcp stream request answered with a rollback");
+            }
+            Err(e) => tracing::debug!(peer = %self.peer, vb = vb.0, error = %e, "dcp stream request refused"),
+        }
+    }
+
+    /// Reads the engine for every ready stream that has room.
+    fn fill_streams(&mut self) {
+        for vb in self.waker.pending.take() {
+            self.ready.insert(vb);
+        }
+        let wants: Vec<(VbId, u64)> = self.conn.wants().filter(|(vb, _)| self.ready.contains(vb)).collect();
+        for (vb, _) in wants {
+            let Some(&(cursor, position)) = self.cursors.get(&vb) else { continue };
+            match self.bucket.read_cursor(vb, cursor, position) {
+                Ok(DcpRead::UpToDate) => {
+                    self.ready.remove(&vb);
+                }
+                Ok(DcpRead::Snapshot(s)) => {
+                    let items = s.items.into_iter().filter_map(|i| self.item(vb, i)).collect();
+                    let snapshot = if s.from_memory {
+                        Snapshot::memory(s.start, s.end, items)
+                    } else {
+                        Snapshot::disk(s.start, s.end, items)
+                    };
+                    self.push(vb, snapshot, s.end);
+                }
+                Ok(DcpRead::FromDisk { up_to }) => {
+                    let items = self.disk_items(vb, position, up_to);
+                    self.push(vb, Snapshot::disk(position + 1, up_to, items), up_to);
+                }
+                Err(e) => {
+                    let reason = match e {
+                        EngineError::NotMyVbucket => StreamEndReason::StateChanged,
+                        _ => StreamEndReason::BackfillFailed,
+                    };
+                    tracing::info!(peer = %self.peer, vb = vb.0, error = %e, "ending dcp stream");
+                    self.conn.end_stream(vb, reason);
+                    self.ready.remove(&vb);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, vb: VbId, snapshot: Snapshot, end: u64) {
+        if let Err(e) = self.conn.push_snapshot(vb, snapshot) {
+            tracing::error!(peer = %self.peer, vb = vb.0, error = %e, "dcp stream refused a snapshot");
+            self.conn.end_stream(vb, StreamEndReason::BackfillFailed);
+        }
+        if let Some(c) = self.cursors.get_mut(&vb) {
+            c.1 = end;
+        }
+    }
+
+    /// Closes the engine cursors of streams that have ended.
+    fn close_finished_cursors(&mut self) {
+        let done: Vec<VbId> = self.cursors.keys().filter(|vb| self.conn.stream(**vb).is_none()).copied().collect();
+        for vb in done {
+            if let Some((cursor, _)) = self.cursors.remove(&vb) {
+                self.bucket.close_cursor(vb, cursor);
+            }
+            self.waker.interested.remove(vb);
+            self.ready.remove(&vb);
+        }
+    }
+
+    /// Items on disk only, between `after` and `up_to`, read from the store's seqno index.
+    fn disk_items(&self, vb: VbId, after: u64, up_to: u64) -> Vec<DcpItem> {
+        let Some(p) = &self.bucket.persistence else { return Vec::new() };
+        let mut snaps = Vec::new();
+        let r = tokio::task::block_in_place(|| {
+            p.store.scan_seqnos(vb, after + 1, up_to, &mut |r| snaps.push(crate::persistence::snapshot_of(r, true)))
+        });
+        if let Err(e) = r {
+            tracing::error!(vb = vb.0, error = %e, "dcp backfill from disk failed");
+        }
+        snaps.into_iter().filter_map(|i| self.item(vb, i)).collect()
+    }
+
+    /// The DCP form of an engine item, shaped for this connection: keys without their collection prefix and only
+    /// the default collection unless collections were negotiated; xattrs only if DCP_OPEN asked for them; values
+    /// the item pager ejected read back from the store.
+    fn item(&self, vb: VbId, mut i: ItemSnapshot) -> Option<DcpItem> {
+        if i.value_missing {
+            let p = self.bucket.persistence.as_ref()?;
+            let found = tokio::task::block_in_place(|| p.store.get(vb, &i.key)).ok().flatten()?;
+            if found.meta.seqno != i.seqno {
+                return None;
+            }
+            i.value = found.value;
+        }
+        let key = if self.collections {
+            Bytes::from(i.key)
+        } else {
+            let (cid, n) = settee_mcbp::decode_leb128(&i.key)?;
+            if cid != 0 {
+                return None;
+            }
+            Bytes::copy_from_slice(&i.key[n..])
+        };
+        let mut datatype = Datatype(i.datatype);
+        if !self.include_xattrs && datatype.has_xattr() {
+            if let Ok((_, body)) = settee_doc::split_value(&i.value, true) {
+                i.value = body.to_vec();
+            }
+            datatype = Datatype(datatype.0 & !Datatype::XATTR.0);
+        }
+        let value = Bytes::from(i.value);
+        Some(if i.deleted {
+            DcpItem::Deletion { key, value, cas: i.cas, seqno: i.seqno, rev: i.rev, delete_time: i.expiry, datatype }
+        } else {
+            DcpItem::Mutation {
+                key,
+                value,
+                cas: i.cas,
+                seqno: i.seqno,
+                rev: i.rev,
+                flags: i.flags,
+                expiry: i.expiry,
+                datatype,
+            }
+        })
+    }
+}

@@ -1,0 +1,42 @@
+//! DCP_OPEN on a KV connection: the connection becomes a DCP producer (`crate::dcp::producer` takes its socket
+//! once the reply is written). Other DCP commands are only valid on such a connection.
+
+use settee_dcp::{OpenError, ProducerConnection};
+use settee_mcbp::dcp::{DcpOpen, DcpOpenFlags};
+use settee_mcbp::Request;
+use settee_types::Status;
+
+use crate::kv::dispatch::{KvError, KvResult};
+use crate::kv::pending::Out;
+use crate::kv::reply;
+use crate::kv::session::Session;
+
+/// What the connection loop needs to become a producer.
+pub struct DcpUpgrade {
+    pub conn: ProducerConnection,
+    pub include_xattrs: bool,
+}
+
+pub fn open(s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
+    let open = DcpOpen::decode(req).map_err(|e| KvError::Status(e.status()))?;
+    if !s.access.read {
+        return Err(KvError::Status(Status::Eaccess));
+    }
+    let conn = ProducerConnection::open(&open, s.collections(), std::time::Duration::ZERO).map_err(|e| {
+        tracing::info!(peer = %s.peer, error = %e, "dcp open refused");
+        KvError::Status(match e {
+            OpenError::NotProducer => Status::NotSupported,
+            _ => Status::Einval,
+        })
+    })?;
+    let include_xattrs = open.flags.contains(DcpOpenFlags::INCLUDE_XATTRS);
+    s.dcp = Some(Box::new(DcpUpgrade { conn, include_xattrs }));
+    reply::status(out, req, Status::Success);
+    Ok(())
+}
+
+/// A DCP command on a connection that did not open DCP.
+pub fn not_open(s: &Session, req: &Request<'_>) -> KvResult {
+    tracing::debug!(peer = %s.peer, opcode = req.opcode, "dcp command on a connection without DCP_OPEN");
+    Err(KvError::Status(Status::Einval))
+}
