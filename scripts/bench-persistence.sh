@@ -19,7 +19,7 @@ WORK=${WORK:-$(mktemp -d /tmp/settee-bench-persist.XXXXXX)}
 BIN=target/release/settee
 KV=21310 MGMT=21391 QUERY=21393
 
-cargo build --release -p settee-server --bin settee >&2
+cargo build --release -p settee-server --features jemalloc --bin settee >&2
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(uname -r), commit $(git rev-parse --short HEAD)"
 echo "work dir: $WORK ($(df -h "$WORK" | awk 'NR==2{print $1}'))"
@@ -44,6 +44,36 @@ stop() {
     kill -TERM "$PID"
     wait "$PID" || true
 }
+# Waits until the disk write queue (STAT ep_queue_size over the binary protocol) is empty, so that one case's
+# backlog does not land in the next case's latencies.
+drain() {
+    python3 - "$KV" <<'PY'
+import socket, struct, sys, time
+def call(s, op, key=b"", value=b""):
+    s.sendall(struct.pack(">BBHBBHIIQ", 0x80, op, len(key), 0, 0, 0, len(key) + len(value), 0, 0) + key + value)
+    out = {}
+    while True:
+        hdr = b""
+        while len(hdr) < 24:
+            hdr += s.recv(24 - len(hdr))
+        _, _, klen, elen, _, status, blen, _, _ = struct.unpack(">BBHBBHIIQ", hdr)
+        body = b""
+        while len(body) < blen:
+            body += s.recv(blen - len(body))
+        if status != 0:
+            sys.exit(f"opcode {op:#x} failed with status {status:#x}")
+        if op != 0x10 or klen == 0:
+            return out
+        out[body[elen:elen + klen].decode()] = body[elen + klen:].decode()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+call(s, 0x21, b"PLAIN", b"\0Administrator\0password")
+call(s, 0x89, b"default")
+start = time.time()
+while int(call(s, 0x10).get("ep_queue_size", "0")) > 0:
+    time.sleep(0.2)
+print(f"disk write queue drained in {time.time() - start:.1f} s")
+PY
+}
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status"; }
 bench() { "$BIN" bench --spec "couchbase://127.0.0.1:$KV/default" -q "$@"; }
 summary() {
@@ -62,9 +92,11 @@ COMMON=(-I 1000000 -m 200 -M 200 -r 100 -t 2 --connections 2 --duration "$DURATI
 echo "== 2a. persisted writes: persistToMajority, 200-byte values, 4 connections x 64 in flight"
 bench "${COMMON[@]}" -B 64 --durability persistToMajority --json "$WORK/persist.json"
 summary "$WORK/persist.json"
+drain
 echo "== 2b. the same load without durability (acknowledged from memory)"
 bench "${COMMON[@]}" -B 64 --json "$WORK/plain.json"
 summary "$WORK/plain.json"
+drain
 echo "== 3. persistToMajority latency at a moderate load (2,000 writes/s, one request in flight per connection)"
 bench -I 1000000 -m 200 -M 200 -r 100 -t 2 --connections 2 --duration "$DURATION" --no-population -B 1 \
     --rate-limit 2000 --durability persistToMajority --json "$WORK/latency.json"

@@ -108,7 +108,7 @@ trap cleanup EXIT
 ensure_memcached
 if [ -z "${SETTEE_BIN:-}" ]; then
     log "building settee (release)"
-    cargo build --release -p settee-server
+    cargo build --release -p settee-server --features jemalloc
     SETTEE_BIN="$ROOT/target/release/settee"
 fi
 
