@@ -38,6 +38,8 @@ pub struct DirtyBatch {
     pub up_to: Seqno,
     pub vbuuid: VbUuid,
     pub max_cas: Cas,
+    /// The vBucket's failover log, newest first: (vbuuid, seqno the branch starts at).
+    pub failover: Vec<(VbUuid, Seqno)>,
 }
 
 impl Bucket {
@@ -95,7 +97,8 @@ impl Bucket {
             }
         }
         items.reverse();
-        Some(DirtyBatch { vb, items, up_to: inner.high_seqno, vbuuid: inner.uuid, max_cas: inner.hlc.last() })
+        let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
+        Some(DirtyBatch { vb, items, up_to: inner.high_seqno, vbuuid: inner.uuid, max_cas: inner.hlc.last(), failover })
     }
 
     /// Called by the flusher once a batch is fsynced: advances the persisted seqno and completes the durable
@@ -148,14 +151,31 @@ impl Bucket {
 
     /// Warmup: after a vBucket's items are loaded, continues its seqnos and CAS values from what disk holds
     /// (everything on disk is persisted) and records how many items stayed on disk only (full eviction).
-    /// The vBucket keeps the fresh vbuuid it got at start: a restart begins a new history, as a failover would.
-    pub fn restore_vbucket(&self, vb: VbId, high_seqno: Seqno, max_cas: Cas, items_on_disk_only: usize) {
+    /// The vBucket keeps the failover log it had on disk and adds a branch for the restart (the fresh vbuuid it
+    /// got at start, at the restored high seqno), as Couchbase does after an unclean shutdown: a stream resuming
+    /// from the old history below that seqno continues without a rollback.
+    pub fn restore_vbucket(
+        &self,
+        vb: VbId,
+        high_seqno: Seqno,
+        max_cas: Cas,
+        items_on_disk_only: usize,
+        failover: &[(VbUuid, Seqno)],
+    ) {
         let Some(vbucket) = self.vbucket(vb) else { return };
         let mut inner = vbucket.inner.lock();
         inner.high_seqno = inner.high_seqno.max(high_seqno);
         inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
         let (uuid, high) = (inner.uuid, inner.high_seqno);
-        inner.failover = settee_types::FailoverLog::new(uuid, high);
+        let wire: Vec<u8> =
+            failover.iter().flat_map(|(u, s)| u.to_be_bytes().into_iter().chain(s.to_be_bytes())).collect();
+        match settee_types::FailoverLog::decode(&wire) {
+            Some(mut log) => {
+                log.push(uuid, high);
+                inner.failover = log;
+            }
+            None => inner.failover = settee_types::FailoverLog::new(uuid, high),
+        }
         inner.ejected_items += items_on_disk_only;
         inner.hlc.observe(max_cas);
     }

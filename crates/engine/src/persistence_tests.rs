@@ -170,13 +170,21 @@ fn warmup_loading() {
     };
     b.load_item(VbId(0), snap(b"a", 7, true));
     b.load_item(VbId(0), snap(b"b", 9, false));
-    b.restore_vbucket(VbId(0), 9, 5_000_000_000_000_000_000, 0);
+    b.restore_vbucket(VbId(0), 9, 5_000_000_000_000_000_000, 0, &[(0xaaa, 4), (0xbbb, 0)]);
     assert!(b.drain_dirty(VbId(0)).is_none());
+    // The history on disk survives, with a branch for the restart at the restored high seqno.
+    let info = b.stream_info(VbId(0)).unwrap();
+    let branches: Vec<(u64, u64)> = info.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
+    assert_eq!(&branches[1..], &[(0xaaa, 4), (0xbbb, 0)]);
+    assert_eq!(branches[0].1, 9);
     assert_eq!(b.get(VbId(0), &DocKey::new(0, b"a"), |i| i.body().0.to_vec()).unwrap(), b"disk");
     assert_eq!(b.get(VbId(0), &DocKey::new(0, b"b"), |_| ()), Err(EngineError::NeedFetch));
     let m = write(&b, b"c", b"new", None).unwrap();
     assert_eq!(m.seqno, 10);
     assert!(m.cas > 5_000_000_000_000_000_000);
+    assert_eq!(m.vbuuid, branches[0].0, "mutation tokens carry the newest branch");
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    assert_eq!(batch.failover, branches, "the flusher persists the whole log");
 }
 
 /// Regression: on a persistent bucket with no replicas, a majority write is complete in memory; it neither waits

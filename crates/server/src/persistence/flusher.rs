@@ -54,7 +54,7 @@ impl Flusher {
                 vbuuid: batch.vbuuid,
                 high_seqno: batch.up_to,
                 max_cas: batch.max_cas,
-                failover: Vec::new(),
+                failover: batch.failover,
             };
             parts.push((vb, records, state));
             flushed.push((vb, batch.up_to));

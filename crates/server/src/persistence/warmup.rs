@@ -64,7 +64,8 @@ pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
         let state = store.vb_state(vb).ok().flatten();
         let high = store.high_seqno(vb).unwrap_or(0).max(state.as_ref().map_or(0, |s| s.high_seqno));
         let max_cas = max_cas.max(state.as_ref().map_or(0, |s| s.max_cas));
-        bucket.restore_vbucket(vb, high, max_cas, skipped);
+        let failover = state.as_ref().map_or(&[][..], |s| &s.failover[..]);
+        bucket.restore_vbucket(vb, high, max_cas, skipped, failover);
     }
     report.seconds = started.elapsed().as_secs_f64();
     bucket.set_warming_up(false);
