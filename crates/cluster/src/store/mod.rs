@@ -283,6 +283,13 @@ impl MetadataStore {
                 Some(ConsensusError::NotLeader { .. } | ConsensusError::MembershipChangeInProgress) => {
                     tokio::time::sleep(ROUTE_BACKOFF.min(remaining)).await;
                 }
+                // A peer that knows no leader yet (an election is running, as right after a cluster is
+                // initialised) did not run the request: ask the same peer again, since a node that is not a
+                // member yet (a join) has no other route.
+                Some(ConsensusError::NoLeader) if addr != self.addr => {
+                    tokio::time::sleep(ROUTE_BACKOFF.min(remaining)).await;
+                    redirect = Some(addr.clone());
+                }
                 Some(ConsensusError::Forward(t)) if t.request_not_sent() => {
                     tokio::time::sleep(ROUTE_BACKOFF.min(remaining)).await;
                 }
