@@ -192,6 +192,13 @@ impl Connection {
         self.read_response().await
     }
 
+    /// Gives up the connection after its handshake: the socket and the bytes already read but not yet decoded, for
+    /// a caller that speaks a protocol this type does not (a DCP consumer reads requests from the server).
+    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+        let unread = self.rbuf[self.rstart..self.rend].to_vec();
+        (self.stream, unread)
+    }
+
     /// Writes bytes as they are (for tests that send malformed frames).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
         self.stream.write_all(bytes).await?;

@@ -315,7 +315,7 @@ impl Bucket {
         self.with_active(vb, |inner| {
             // An ephemeral bucket has no disk: what is in memory is all there is to "persist".
             let persisted = if inner.persistent { inner.persisted_seqno } else { inner.high_seqno };
-            Ok(ObservedSeqnos { vbuuid: inner.uuid, persisted_seqno: persisted, current_seqno: inner.high_seqno })
+            Ok(ObservedSeqnos { vbuuid: inner.uuid(), persisted_seqno: persisted, current_seqno: inner.high_seqno })
         })
     }
 

@@ -66,7 +66,7 @@ impl Bucket {
         if await_persistence {
             inner.sync_writes.insert(key.encoded().into(), inner.high_seqno);
         }
-        MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid, await_persistence }
+        MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid(), await_persistence }
     }
 
     /// Every write checks this first: a key with an unpersisted durable write is busy.
@@ -98,7 +98,14 @@ impl Bucket {
         }
         items.reverse();
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
-        Some(DirtyBatch { vb, items, up_to: inner.high_seqno, vbuuid: inner.uuid, max_cas: inner.hlc.last(), failover })
+        Some(DirtyBatch {
+            vb,
+            items,
+            up_to: inner.high_seqno,
+            vbuuid: inner.uuid(),
+            max_cas: inner.hlc.last(),
+            failover,
+        })
     }
 
     /// Called by the flusher once a batch is fsynced: advances the persisted seqno and completes the durable
@@ -166,10 +173,8 @@ impl Bucket {
         let mut inner = vbucket.inner.lock();
         inner.high_seqno = inner.high_seqno.max(high_seqno);
         inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
-        let (uuid, high) = (inner.uuid, inner.high_seqno);
-        let wire: Vec<u8> =
-            failover.iter().flat_map(|(u, s)| u.to_be_bytes().into_iter().chain(s.to_be_bytes())).collect();
-        match settee_types::FailoverLog::decode(&wire) {
+        let (uuid, high) = (inner.uuid(), inner.high_seqno);
+        match settee_types::FailoverLog::from_entries(failover.iter().copied()) {
             Some(mut log) => {
                 log.push(uuid, high);
                 inner.failover = log;

@@ -121,7 +121,6 @@ impl Bucket {
             if state == VbState::Active {
                 let high = inner.high_seqno;
                 inner.failover.push(new_uuid, high);
-                inner.uuid = new_uuid;
             }
             inner.state = state;
             if state != VbState::Active {
@@ -140,7 +139,6 @@ impl Bucket {
     pub fn set_failover_log(&self, vb: VbId, log: FailoverLog) {
         if let Some(vbucket) = self.vbucket(vb) {
             let mut inner = vbucket.inner.lock();
-            inner.uuid = log.latest().uuid;
             inner.failover = log;
         }
     }
@@ -196,7 +194,7 @@ impl Bucket {
             inner.dirty.clear();
             inner.sync_writes.clear();
             inner.log.reset(0);
-            let uuid = inner.uuid;
+            let uuid = inner.uuid();
             inner.failover = FailoverLog::new(uuid, 0);
             freed
         };

@@ -52,8 +52,6 @@ pub(crate) struct VbInner {
     pub sync_writes: HashMap<Box<[u8]>, Seqno>,
     pub table: HashMap<Box<[u8]>, StoredItem>,
     pub high_seqno: Seqno,
-    /// The latest entry of `failover` (kept beside it for the hot path's mutation tokens).
-    pub uuid: VbUuid,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
     pub failover: FailoverLog,
     pub hlc: Hlc,
@@ -91,7 +89,6 @@ impl VBucket {
                 sync_writes: HashMap::new(),
                 table: HashMap::new(),
                 high_seqno: 0,
-                uuid,
                 failover: FailoverLog::new(uuid, 0),
                 hlc: Hlc::default(),
                 live_items: 0,
@@ -117,7 +114,7 @@ impl VBucket {
         self.inner.lock().high_seqno
     }
     pub fn uuid(&self) -> VbUuid {
-        self.inner.lock().uuid
+        self.inner.lock().uuid()
     }
     pub fn persisted_seqno(&self) -> Seqno {
         self.inner.lock().persisted_seqno
@@ -129,6 +126,11 @@ impl VBucket {
 }
 
 impl VbInner {
+    /// The vbuuid of the current history branch (what mutation tokens carry).
+    pub(crate) fn uuid(&self) -> VbUuid {
+        self.failover.latest().uuid
+    }
+
     /// The CAS and seqno the next mutation will get. The seqno is only taken by [`VbInner::install`], so a
     /// mutation that fails after asking leaves no gap.
     pub(crate) fn next_cas(&mut self, now_nanos: u64) -> Cas {

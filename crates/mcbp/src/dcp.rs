@@ -23,61 +23,13 @@ pub use stream::{
     StreamReq, StreamReqResponse, SystemEvent,
 };
 
+use crate::opcode::Opcode;
 use crate::request::Request;
 use crate::response::encode_response;
 use settee_types::Status;
 
 /// The status of a STREAM_REQ reply telling the consumer to roll back (body: the seqno, u64).
 pub const STATUS_ROLLBACK: u16 = 0x23;
-
-macro_rules! dcp_opcodes {
-    ($( $variant:ident = $code:literal, $name:literal; )*) => {
-        /// The DCP opcodes (docs/BinaryProtocol.md, "Command Opcodes"). 0x5a (DCP_FLUSH) is obsolete and left out.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[repr(u8)]
-        pub enum DcpOpcode {
-            $( $variant = $code, )*
-        }
-
-        impl DcpOpcode {
-            pub const ALL: &'static [DcpOpcode] = &[$( DcpOpcode::$variant, )*];
-
-            pub fn from_byte(b: u8) -> Option<DcpOpcode> {
-                match b {
-                    $( $code => Some(DcpOpcode::$variant), )*
-                    _ => None,
-                }
-            }
-            pub fn name(self) -> &'static str {
-                match self { $( DcpOpcode::$variant => $name, )* }
-            }
-        }
-    };
-}
-
-dcp_opcodes! {
-    Open = 0x50, "DCP_OPEN";
-    AddStream = 0x51, "DCP_ADD_STREAM";
-    CloseStream = 0x52, "DCP_CLOSE_STREAM";
-    StreamReq = 0x53, "DCP_STREAM_REQ";
-    GetFailoverLog = 0x54, "DCP_GET_FAILOVER_LOG";
-    StreamEnd = 0x55, "DCP_STREAM_END";
-    SnapshotMarker = 0x56, "DCP_SNAPSHOT_MARKER";
-    Mutation = 0x57, "DCP_MUTATION";
-    Deletion = 0x58, "DCP_DELETION";
-    Expiration = 0x59, "DCP_EXPIRATION";
-    SetVbucketState = 0x5b, "DCP_SET_VBUCKET_STATE";
-    Noop = 0x5c, "DCP_NOOP";
-    BufferAck = 0x5d, "DCP_BUFFER_ACKNOWLEDGEMENT";
-    Control = 0x5e, "DCP_CONTROL";
-    SystemEvent = 0x5f, "DCP_SYSTEM_EVENT";
-    Prepare = 0x60, "DCP_PREPARE";
-    SeqnoAcknowledged = 0x61, "DCP_SEQNO_ACKNOWLEDGED";
-    Commit = 0x62, "DCP_COMMIT";
-    Abort = 0x63, "DCP_ABORT";
-    SeqnoAdvanced = 0x64, "DCP_SEQNO_ADVANCED";
-    OsoSnapshot = 0x65, "DCP_OSO_SNAPSHOT";
-}
 
 /// A DCP frame whose layout is wrong. The receiver answers EINVAL (or drops the connection, for a consumer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,18 +38,18 @@ pub enum DcpDecodeError {
     NotDcp(u8),
     /// A typed decoder was given another opcode's frame.
     WrongOpcode {
-        expected: DcpOpcode,
+        expected: Opcode,
         got: u8,
     },
     ExtrasLength {
-        opcode: DcpOpcode,
+        opcode: Opcode,
         len: usize,
     },
-    MissingKey(DcpOpcode),
-    UnexpectedKey(DcpOpcode),
-    UnexpectedValue(DcpOpcode),
+    MissingKey(Opcode),
+    UnexpectedKey(Opcode),
+    UnexpectedValue(Opcode),
     /// The value is missing or does not have the message's layout.
-    BadValue(DcpOpcode),
+    BadValue(Opcode),
     MarkerVersion(u8),
     DurabilityLevel(u8),
     VbucketState(u8),
@@ -253,29 +205,30 @@ macro_rules! dispatch {
 impl<'a> DcpMessage<'a> {
     /// Decodes any DCP request by its opcode.
     pub fn decode(req: &Request<'a>) -> Result<DcpMessage<'a>, DcpDecodeError> {
-        let opcode = DcpOpcode::from_byte(req.opcode).ok_or(DcpDecodeError::NotDcp(req.opcode))?;
-        Ok(match opcode {
-            DcpOpcode::Open => DcpMessage::Open(DcpOpen::decode(req)?),
-            DcpOpcode::AddStream => DcpMessage::AddStream(AddStream::decode(req)?),
-            DcpOpcode::CloseStream => DcpMessage::CloseStream(CloseStream::decode(req)?),
-            DcpOpcode::StreamReq => DcpMessage::StreamReq(StreamReq::decode(req)?),
-            DcpOpcode::GetFailoverLog => DcpMessage::GetFailoverLog(GetFailoverLog::decode(req)?),
-            DcpOpcode::StreamEnd => DcpMessage::StreamEnd(StreamEnd::decode(req)?),
-            DcpOpcode::SnapshotMarker => DcpMessage::SnapshotMarker(SnapshotMarker::decode(req)?),
-            DcpOpcode::Mutation => DcpMessage::Mutation(Mutation::decode(req)?),
-            DcpOpcode::Deletion => DcpMessage::Deletion(Deletion::decode(req)?),
-            DcpOpcode::Expiration => DcpMessage::Expiration(Expiration::decode(req)?),
-            DcpOpcode::SetVbucketState => DcpMessage::SetVbucketState(SetVbucketState::decode(req)?),
-            DcpOpcode::Noop => DcpMessage::Noop(DcpNoop::decode(req)?),
-            DcpOpcode::BufferAck => DcpMessage::BufferAck(BufferAck::decode(req)?),
-            DcpOpcode::Control => DcpMessage::Control(DcpControl::decode(req)?),
-            DcpOpcode::SystemEvent => DcpMessage::SystemEvent(SystemEvent::decode(req)?),
-            DcpOpcode::Prepare => DcpMessage::Prepare(Prepare::decode(req)?),
-            DcpOpcode::SeqnoAcknowledged => DcpMessage::SeqnoAcknowledged(SeqnoAcknowledged::decode(req)?),
-            DcpOpcode::Commit => DcpMessage::Commit(Commit::decode(req)?),
-            DcpOpcode::Abort => DcpMessage::Abort(Abort::decode(req)?),
-            DcpOpcode::SeqnoAdvanced => DcpMessage::SeqnoAdvanced(SeqnoAdvanced::decode(req)?),
-            DcpOpcode::OsoSnapshot => DcpMessage::OsoSnapshot(OsoSnapshot::decode(req)?),
+        let not_dcp = DcpDecodeError::NotDcp(req.opcode);
+        Ok(match Opcode::from_byte(req.opcode).ok_or(not_dcp)? {
+            Opcode::DcpOpen => DcpMessage::Open(DcpOpen::decode(req)?),
+            Opcode::DcpAddStream => DcpMessage::AddStream(AddStream::decode(req)?),
+            Opcode::DcpCloseStream => DcpMessage::CloseStream(CloseStream::decode(req)?),
+            Opcode::DcpStreamReq => DcpMessage::StreamReq(StreamReq::decode(req)?),
+            Opcode::DcpGetFailoverLog => DcpMessage::GetFailoverLog(GetFailoverLog::decode(req)?),
+            Opcode::DcpStreamEnd => DcpMessage::StreamEnd(StreamEnd::decode(req)?),
+            Opcode::DcpSnapshotMarker => DcpMessage::SnapshotMarker(SnapshotMarker::decode(req)?),
+            Opcode::DcpMutation => DcpMessage::Mutation(Mutation::decode(req)?),
+            Opcode::DcpDeletion => DcpMessage::Deletion(Deletion::decode(req)?),
+            Opcode::DcpExpiration => DcpMessage::Expiration(Expiration::decode(req)?),
+            Opcode::DcpSetVbucketState => DcpMessage::SetVbucketState(SetVbucketState::decode(req)?),
+            Opcode::DcpNoop => DcpMessage::Noop(DcpNoop::decode(req)?),
+            Opcode::DcpBufferAck => DcpMessage::BufferAck(BufferAck::decode(req)?),
+            Opcode::DcpControl => DcpMessage::Control(DcpControl::decode(req)?),
+            Opcode::DcpSystemEvent => DcpMessage::SystemEvent(SystemEvent::decode(req)?),
+            Opcode::DcpPrepare => DcpMessage::Prepare(Prepare::decode(req)?),
+            Opcode::DcpSeqnoAcknowledged => DcpMessage::SeqnoAcknowledged(SeqnoAcknowledged::decode(req)?),
+            Opcode::DcpCommit => DcpMessage::Commit(Commit::decode(req)?),
+            Opcode::DcpAbort => DcpMessage::Abort(Abort::decode(req)?),
+            Opcode::DcpSeqnoAdvanced => DcpMessage::SeqnoAdvanced(SeqnoAdvanced::decode(req)?),
+            Opcode::DcpOsoSnapshot => DcpMessage::OsoSnapshot(OsoSnapshot::decode(req)?),
+            _ => return Err(not_dcp),
         })
     }
 
@@ -291,6 +244,6 @@ impl<'a> DcpMessage<'a> {
 }
 
 /// Appends a reply to a DCP request with no body (NOOP, CONTROL, BUFFER_ACK, a snapshot-marker ACK, or an error).
-pub fn encode_dcp_response(out: &mut Vec<u8>, opcode: DcpOpcode, status: u16, opaque: u32) {
+pub fn encode_dcp_response(out: &mut Vec<u8>, opcode: Opcode, status: u16, opaque: u32) {
     encode_response(out, opcode as u8, status, opaque, 0, 0, &[], &[], &[], &[]);
 }

@@ -92,14 +92,17 @@ impl FailoverLog {
         if body.is_empty() || !body.len().is_multiple_of(FAILOVER_ENTRY_BYTES) {
             return None;
         }
-        let entries: Vec<FailoverEntry> = body
-            .chunks_exact(FAILOVER_ENTRY_BYTES)
-            .take(Self::ENTRIES_MAX)
-            .map(|c| {
-                let (uuid, seqno) = c.split_at(8);
-                FailoverEntry { uuid: be_u64(uuid), seqno: be_u64(seqno) }
-            })
-            .collect();
+        Self::from_entries(body.chunks_exact(FAILOVER_ENTRY_BYTES).map(|c| {
+            let (uuid, seqno) = c.split_at(8);
+            (be_u64(uuid), be_u64(seqno))
+        }))
+    }
+
+    /// A log from (uuid, seqno) pairs, newest first (as the store keeps them), under the same checks as
+    /// [`Self::decode`].
+    pub fn from_entries(entries: impl IntoIterator<Item = (VbUuid, Seqno)>) -> Option<FailoverLog> {
+        let entries: Vec<FailoverEntry> =
+            entries.into_iter().take(Self::ENTRIES_MAX).map(|(uuid, seqno)| FailoverEntry { uuid, seqno }).collect();
         let log = FailoverLog { entries };
         log.is_well_formed().then_some(log)
     }

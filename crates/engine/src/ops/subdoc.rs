@@ -93,7 +93,7 @@ impl Bucket {
             if item.deleted && !flags.has(DocFlags::ACCESS_DELETED) {
                 return Err(EngineError::NotFound);
             }
-            let meta = meta_of(item, inner.uuid);
+            let meta = meta_of(item, inner.uuid());
             let results = settee_doc::lookup(&item.value, item.datatype.has_xattr(), &meta, specs, now)
                 .map_err(EngineError::Subdoc)?;
             let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas };
@@ -175,8 +175,8 @@ impl Bucket {
         };
         let was_deleted = base.is_some_and(|b| b.deleted);
         let meta = match base {
-            Some(item) => meta_of(item, inner.uuid),
-            None => DocMeta { vbuuid: inner.uuid, datatype: Datatype::JSON.0, ..DocMeta::default() },
+            Some(item) => meta_of(item, inner.uuid()),
+            None => DocMeta { vbuuid: inner.uuid(), datatype: Datatype::JSON.0, ..DocMeta::default() },
         };
         let ctx = MutationContext { new_cas: cas, new_seqno: inner.next_seqno(), now_secs: now, doc_flags: f.0 };
         let existing = base.map(|b| (&b.value[..], b.datatype.has_xattr()));

@@ -1,7 +1,7 @@
 //! The pieces every DCP message shares: the frame writer, an extras builder, a checked extras reader, and the
 //! layout checks a decoder runs before it reads anything.
 
-use super::{DcpDecodeError, DcpOpcode};
+use super::{DcpDecodeError, Opcode};
 use crate::header::Magic;
 use crate::request::{encode_request, Request};
 
@@ -10,7 +10,7 @@ const FIXED_SECTION_BYTES_MAX: usize = 52;
 
 /// The header fields and sections of one DCP request frame.
 pub(crate) struct Frame<'a> {
-    pub opcode: DcpOpcode,
+    pub opcode: Opcode,
     pub vbucket: u16,
     pub opaque: u32,
     pub cas: u64,
@@ -22,7 +22,7 @@ pub(crate) struct Frame<'a> {
 
 impl Frame<'_> {
     /// A frame of `opcode` with every other field empty.
-    pub(crate) fn new<'b>(opcode: DcpOpcode, vbucket: u16, opaque: u32) -> Frame<'b> {
+    pub(crate) fn new<'b>(opcode: Opcode, vbucket: u16, opaque: u32) -> Frame<'b> {
         Frame { opcode, vbucket, opaque, cas: 0, datatype: 0, extras: &[], key: &[], value: &[] }
     }
 
@@ -128,7 +128,7 @@ pub(crate) enum Part {
 /// Checks the opcode and the presence of each section; `extras_lens` lists the accepted extras lengths.
 pub(crate) fn check(
     req: &Request<'_>,
-    opcode: DcpOpcode,
+    opcode: Opcode,
     extras_lens: &[usize],
     key: Part,
     value: Part,

@@ -2,7 +2,7 @@
 //! CLOSE_STREAM, GET_FAILOVER_LOG, SET_VBUCKET_STATE and SEQNO_ACKNOWLEDGED.
 
 use super::codec::{check, ExtrasBuf, Fields, Frame, Part};
-use super::{DcpDecodeError, DcpOpcode, DcpOpenFlags, StreamFlags};
+use super::{DcpDecodeError, DcpOpenFlags, Opcode, StreamFlags};
 use crate::request::Request;
 use settee_types::Seqno;
 
@@ -19,12 +19,12 @@ pub struct DcpOpen<'a> {
 impl<'a> DcpOpen<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(0).u32(self.flags.0);
-        let mut f = Frame::new(DcpOpcode::Open, 0, self.opaque);
+        let mut f = Frame::new(Opcode::DcpOpen, 0, self.opaque);
         (f.extras, f.key, f.value) = (extras.bytes(), self.name, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<DcpOpen<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::Open, &[8], Part::Required, Part::Optional)?;
+        check(req, Opcode::DcpOpen, &[8], Part::Required, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         let _reserved = x.u32();
         Ok(DcpOpen { opaque: req.opaque, flags: DcpOpenFlags(x.u32()), name: req.key, value: req.value })
@@ -41,12 +41,12 @@ pub struct DcpControl<'a> {
 
 impl<'a> DcpControl<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut f = Frame::new(DcpOpcode::Control, 0, self.opaque);
+        let mut f = Frame::new(Opcode::DcpControl, 0, self.opaque);
         (f.key, f.value) = (self.key, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<DcpControl<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::Control, &[0], Part::Required, Part::Optional)?;
+        check(req, Opcode::DcpControl, &[0], Part::Required, Part::Optional)?;
         Ok(DcpControl { opaque: req.opaque, key: req.key, value: req.value })
     }
 }
@@ -61,12 +61,12 @@ pub struct BufferAck {
 impl BufferAck {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.bytes);
-        let mut f = Frame::new(DcpOpcode::BufferAck, 0, self.opaque);
+        let mut f = Frame::new(Opcode::DcpBufferAck, 0, self.opaque);
         f.extras = extras.bytes();
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<BufferAck, DcpDecodeError> {
-        check(req, DcpOpcode::BufferAck, &[4], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpBufferAck, &[4], Part::Forbidden, Part::Forbidden)?;
         Ok(BufferAck { opaque: req.opaque, bytes: Fields::new(req.extras).u32() })
     }
 }
@@ -79,10 +79,10 @@ pub struct DcpNoop {
 
 impl DcpNoop {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Frame::new(DcpOpcode::Noop, 0, self.opaque).write(out);
+        Frame::new(Opcode::DcpNoop, 0, self.opaque).write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<DcpNoop, DcpDecodeError> {
-        check(req, DcpOpcode::Noop, &[0], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpNoop, &[0], Part::Forbidden, Part::Forbidden)?;
         Ok(DcpNoop { opaque: req.opaque })
     }
 }
@@ -98,12 +98,12 @@ pub struct AddStream {
 impl AddStream {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.flags.0);
-        let mut f = Frame::new(DcpOpcode::AddStream, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpAddStream, self.vbucket, self.opaque);
         f.extras = extras.bytes();
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<AddStream, DcpDecodeError> {
-        check(req, DcpOpcode::AddStream, &[4], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpAddStream, &[4], Part::Forbidden, Part::Forbidden)?;
         Ok(AddStream { opaque: req.opaque, vbucket: req.vbucket, flags: StreamFlags(Fields::new(req.extras).u32()) })
     }
 }
@@ -117,10 +117,10 @@ pub struct CloseStream {
 
 impl CloseStream {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Frame::new(DcpOpcode::CloseStream, self.vbucket, self.opaque).write(out);
+        Frame::new(Opcode::DcpCloseStream, self.vbucket, self.opaque).write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<CloseStream, DcpDecodeError> {
-        check(req, DcpOpcode::CloseStream, &[0], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpCloseStream, &[0], Part::Forbidden, Part::Forbidden)?;
         Ok(CloseStream { opaque: req.opaque, vbucket: req.vbucket })
     }
 }
@@ -134,10 +134,10 @@ pub struct GetFailoverLog {
 
 impl GetFailoverLog {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Frame::new(DcpOpcode::GetFailoverLog, self.vbucket, self.opaque).write(out);
+        Frame::new(Opcode::DcpGetFailoverLog, self.vbucket, self.opaque).write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<GetFailoverLog, DcpDecodeError> {
-        check(req, DcpOpcode::GetFailoverLog, &[0], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpGetFailoverLog, &[0], Part::Forbidden, Part::Forbidden)?;
         Ok(GetFailoverLog { opaque: req.opaque, vbucket: req.vbucket })
     }
 }
@@ -175,12 +175,12 @@ pub struct SetVbucketState<'a> {
 impl<'a> SetVbucketState<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u8(self.state as u8);
-        let mut f = Frame::new(DcpOpcode::SetVbucketState, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpSetVbucketState, self.vbucket, self.opaque);
         (f.extras, f.value) = (extras.bytes(), self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<SetVbucketState<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::SetVbucketState, &[1], Part::Forbidden, Part::Optional)?;
+        check(req, Opcode::DcpSetVbucketState, &[1], Part::Forbidden, Part::Optional)?;
         let raw = Fields::new(req.extras).u8();
         let state = VbucketState::from_wire(raw).ok_or(DcpDecodeError::VbucketState(raw))?;
         Ok(SetVbucketState { opaque: req.opaque, vbucket: req.vbucket, state, value: req.value })
@@ -198,12 +198,12 @@ pub struct SeqnoAcknowledged {
 impl SeqnoAcknowledged {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.prepared_seqno);
-        let mut f = Frame::new(DcpOpcode::SeqnoAcknowledged, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpSeqnoAcknowledged, self.vbucket, self.opaque);
         f.extras = extras.bytes();
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<SeqnoAcknowledged, DcpDecodeError> {
-        check(req, DcpOpcode::SeqnoAcknowledged, &[8], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpSeqnoAcknowledged, &[8], Part::Forbidden, Part::Forbidden)?;
         Ok(SeqnoAcknowledged {
             opaque: req.opaque,
             vbucket: req.vbucket,

@@ -2,13 +2,13 @@
 //! and ABORT. The document CAS travels in the header, the datatype describes the value as sent.
 
 use super::codec::{check, ExtrasBuf, Fields, Frame, Part};
-use super::{DcpDecodeError, DcpOpcode};
+use super::{DcpDecodeError, Opcode};
 use crate::request::Request;
 use settee_types::{Cas, Datatype, DurabilityLevel, Seqno};
 
 /// Splits the legacy extended-metadata section (`nmeta` bytes after the value) off the value. Producers since 5.0
 /// send `nmeta` 0; older ones may not, and the section is not part of the document.
-fn strip_ext_meta(value: &[u8], nmeta: u16, op: DcpOpcode) -> Result<&[u8], DcpDecodeError> {
+fn strip_ext_meta(value: &[u8], nmeta: u16, op: Opcode) -> Result<&[u8], DcpDecodeError> {
     let len = value.len().checked_sub(usize::from(nmeta)).ok_or(DcpDecodeError::BadValue(op))?;
     Ok(&value[..len])
 }
@@ -41,13 +41,13 @@ impl<'a> Mutation<'a> {
             .u32(self.lock_time)
             .u16(0)
             .u8(self.nru);
-        let mut f = Frame::new(DcpOpcode::Mutation, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpMutation, self.vbucket, self.opaque);
         (f.cas, f.datatype) = (self.cas, self.datatype.0);
         (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<Mutation<'a>, DcpDecodeError> {
-        let op = DcpOpcode::Mutation;
+        let op = Opcode::DcpMutation;
         check(req, op, &[31], Part::Required, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         let (by_seqno, rev_seqno, flags, expiration, lock_time) = (x.u64(), x.u64(), x.u32(), x.u32(), x.u32());
@@ -93,13 +93,13 @@ impl<'a> Deletion<'a> {
             Some(t) => extras.u32(t).u8(0),
             None => extras.u16(0),
         };
-        let mut f = Frame::new(DcpOpcode::Deletion, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpDeletion, self.vbucket, self.opaque);
         (f.cas, f.datatype) = (self.cas, self.datatype.0);
         (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<Deletion<'a>, DcpDecodeError> {
-        let op = DcpOpcode::Deletion;
+        let op = Opcode::DcpDeletion;
         check(req, op, &[18, 21], Part::Required, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         let (by_seqno, rev_seqno) = (x.u64(), x.u64());
@@ -140,13 +140,13 @@ pub struct Expiration<'a> {
 impl<'a> Expiration<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.by_seqno).u64(self.rev_seqno).u32(self.delete_time);
-        let mut f = Frame::new(DcpOpcode::Expiration, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpExpiration, self.vbucket, self.opaque);
         (f.cas, f.datatype) = (self.cas, self.datatype.0);
         (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<Expiration<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::Expiration, &[20], Part::Required, Part::Optional)?;
+        check(req, Opcode::DcpExpiration, &[20], Part::Required, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         Ok(Expiration {
             opaque: req.opaque,
@@ -194,13 +194,13 @@ impl<'a> Prepare<'a> {
             .u8(self.nru)
             .u8(u8::from(self.deleted))
             .u8(self.level as u8);
-        let mut f = Frame::new(DcpOpcode::Prepare, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpPrepare, self.vbucket, self.opaque);
         (f.cas, f.datatype) = (self.cas, self.datatype.0);
         (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<Prepare<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::Prepare, &[31], Part::Required, Part::Optional)?;
+        check(req, Opcode::DcpPrepare, &[31], Part::Required, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         let (by_seqno, rev_seqno, flags, expiration, lock_time) = (x.u64(), x.u64(), x.u32(), x.u32(), x.u32());
         let (nru, deleted, level) = (x.u8(), x.u8(), x.u8());
@@ -237,7 +237,7 @@ impl<'a> Commit<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         encode_resolution(
             out,
-            DcpOpcode::Commit,
+            Opcode::DcpCommit,
             self.vbucket,
             self.opaque,
             [self.prepared_seqno, self.commit_seqno],
@@ -245,7 +245,7 @@ impl<'a> Commit<'a> {
         );
     }
     pub fn decode(req: &Request<'a>) -> Result<Commit<'a>, DcpDecodeError> {
-        let [prepared_seqno, commit_seqno] = decode_resolution(req, DcpOpcode::Commit)?;
+        let [prepared_seqno, commit_seqno] = decode_resolution(req, Opcode::DcpCommit)?;
         Ok(Commit { opaque: req.opaque, vbucket: req.vbucket, prepared_seqno, commit_seqno, key: req.key })
     }
 }
@@ -264,7 +264,7 @@ impl<'a> Abort<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         encode_resolution(
             out,
-            DcpOpcode::Abort,
+            Opcode::DcpAbort,
             self.vbucket,
             self.opaque,
             [self.prepared_seqno, self.abort_seqno],
@@ -272,20 +272,20 @@ impl<'a> Abort<'a> {
         );
     }
     pub fn decode(req: &Request<'a>) -> Result<Abort<'a>, DcpDecodeError> {
-        let [prepared_seqno, abort_seqno] = decode_resolution(req, DcpOpcode::Abort)?;
+        let [prepared_seqno, abort_seqno] = decode_resolution(req, Opcode::DcpAbort)?;
         Ok(Abort { opaque: req.opaque, vbucket: req.vbucket, prepared_seqno, abort_seqno, key: req.key })
     }
 }
 
 /// COMMIT and ABORT share their layout: two seqnos and the key.
-fn encode_resolution(out: &mut Vec<u8>, op: DcpOpcode, vbucket: u16, opaque: u32, seqnos: [Seqno; 2], key: &[u8]) {
+fn encode_resolution(out: &mut Vec<u8>, op: Opcode, vbucket: u16, opaque: u32, seqnos: [Seqno; 2], key: &[u8]) {
     let extras = ExtrasBuf::new().u64(seqnos[0]).u64(seqnos[1]);
     let mut f = Frame::new(op, vbucket, opaque);
     (f.extras, f.key) = (extras.bytes(), key);
     f.write(out);
 }
 
-fn decode_resolution(req: &Request<'_>, op: DcpOpcode) -> Result<[Seqno; 2], DcpDecodeError> {
+fn decode_resolution(req: &Request<'_>, op: Opcode) -> Result<[Seqno; 2], DcpDecodeError> {
     check(req, op, &[16], Part::Required, Part::Forbidden)?;
     let mut x = Fields::new(req.extras);
     Ok([x.u64(), x.u64()])

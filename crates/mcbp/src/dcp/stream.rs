@@ -2,7 +2,7 @@
 //! OSO_SNAPSHOT and SYSTEM_EVENT.
 
 use super::codec::{check, ExtrasBuf, Fields, Frame, Part};
-use super::{DcpDecodeError, DcpOpcode, SnapshotFlags, StreamFlags, STATUS_ROLLBACK};
+use super::{DcpDecodeError, Opcode, SnapshotFlags, StreamFlags, STATUS_ROLLBACK};
 use crate::request::Request;
 use crate::response::encode_response;
 use settee_types::{FailoverLog, Seqno, Status, VbUuid};
@@ -32,12 +32,12 @@ impl<'a> StreamReq<'a> {
             .u64(self.vb_uuid)
             .u64(self.snap_start)
             .u64(self.snap_end);
-        let mut f = Frame::new(DcpOpcode::StreamReq, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpStreamReq, self.vbucket, self.opaque);
         (f.extras, f.value) = (extras.bytes(), self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<StreamReq<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::StreamReq, &[48], Part::Forbidden, Part::Optional)?;
+        check(req, Opcode::DcpStreamReq, &[48], Part::Forbidden, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         let flags = StreamFlags(x.u32());
         let _reserved = x.u32();
@@ -67,17 +67,17 @@ pub enum StreamReqResponse {
 impl StreamReqResponse {
     pub fn encode(&self, opaque: u32, out: &mut Vec<u8>) {
         match self {
-            Self::Accepted(log) => encode_failover_log_reply(out, DcpOpcode::StreamReq, opaque, log),
+            Self::Accepted(log) => encode_failover_log_reply(out, Opcode::DcpStreamReq, opaque, log),
             Self::Rollback(seqno) => {
-                let op = DcpOpcode::StreamReq as u8;
+                let op = Opcode::DcpStreamReq as u8;
                 encode_response(out, op, STATUS_ROLLBACK, opaque, 0, 0, &[], &[], &[], &seqno.to_be_bytes());
             }
-            Self::Failed(status) => super::encode_dcp_response(out, DcpOpcode::StreamReq, *status, opaque),
+            Self::Failed(status) => super::encode_dcp_response(out, Opcode::DcpStreamReq, *status, opaque),
         }
     }
     /// Reads a reply from its status and value.
     pub fn decode(status: u16, value: &[u8]) -> Result<StreamReqResponse, DcpDecodeError> {
-        let bad = DcpDecodeError::BadValue(DcpOpcode::StreamReq);
+        let bad = DcpDecodeError::BadValue(Opcode::DcpStreamReq);
         match status {
             0 => FailoverLog::decode(value).map(Self::Accepted).ok_or(bad),
             STATUS_ROLLBACK => {
@@ -91,10 +91,10 @@ impl StreamReqResponse {
 
 /// Appends a successful GET_FAILOVER_LOG reply.
 pub fn encode_failover_log_response(out: &mut Vec<u8>, opaque: u32, log: &FailoverLog) {
-    encode_failover_log_reply(out, DcpOpcode::GetFailoverLog, opaque, log);
+    encode_failover_log_reply(out, Opcode::DcpGetFailoverLog, opaque, log);
 }
 
-fn encode_failover_log_reply(out: &mut Vec<u8>, opcode: DcpOpcode, opaque: u32, log: &FailoverLog) {
+fn encode_failover_log_reply(out: &mut Vec<u8>, opcode: Opcode, opaque: u32, log: &FailoverLog) {
     let mut body = Vec::with_capacity(log.entries().len() * settee_types::FAILOVER_ENTRY_BYTES);
     log.encode(&mut body);
     encode_response(out, opcode as u8, Status::Success.code(), opaque, 0, 0, &[], &[], &[], &body);
@@ -162,12 +162,12 @@ pub struct StreamEnd {
 impl StreamEnd {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.reason.code());
-        let mut f = Frame::new(DcpOpcode::StreamEnd, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpStreamEnd, self.vbucket, self.opaque);
         f.extras = extras.bytes();
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<StreamEnd, DcpDecodeError> {
-        check(req, DcpOpcode::StreamEnd, &[4], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpStreamEnd, &[4], Part::Forbidden, Part::Forbidden)?;
         let reason = StreamEndReason::from_code(Fields::new(req.extras).u32());
         Ok(StreamEnd { opaque: req.opaque, vbucket: req.vbucket, reason })
     }
@@ -199,7 +199,7 @@ pub struct SnapshotMarker {
 impl SnapshotMarker {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let fields = ExtrasBuf::new().u64(self.start).u64(self.end).u32(self.flags.0);
-        let mut f = Frame::new(DcpOpcode::SnapshotMarker, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpSnapshotMarker, self.vbucket, self.opaque);
         let (version, value) = match self.format {
             MarkerFormat::V1 => {
                 f.extras = fields.bytes();
@@ -218,7 +218,7 @@ impl SnapshotMarker {
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<SnapshotMarker, DcpDecodeError> {
-        let op = DcpOpcode::SnapshotMarker;
+        let op = Opcode::DcpSnapshotMarker;
         check(req, op, &[1, 20], Part::Forbidden, Part::Optional)?;
         let (fields, version) = match req.extras {
             [version] => (req.value, Some(*version)),
@@ -262,12 +262,12 @@ pub struct SeqnoAdvanced {
 impl SeqnoAdvanced {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.seqno);
-        let mut f = Frame::new(DcpOpcode::SeqnoAdvanced, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpSeqnoAdvanced, self.vbucket, self.opaque);
         f.extras = extras.bytes();
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<SeqnoAdvanced, DcpDecodeError> {
-        check(req, DcpOpcode::SeqnoAdvanced, &[8], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpSeqnoAdvanced, &[8], Part::Forbidden, Part::Forbidden)?;
         Ok(SeqnoAdvanced { opaque: req.opaque, vbucket: req.vbucket, seqno: Fields::new(req.extras).u64() })
     }
 }
@@ -286,12 +286,12 @@ impl OsoSnapshot {
 
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.flags);
-        let mut f = Frame::new(DcpOpcode::OsoSnapshot, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpOsoSnapshot, self.vbucket, self.opaque);
         f.extras = extras.bytes();
         f.write(out);
     }
     pub fn decode(req: &Request<'_>) -> Result<OsoSnapshot, DcpDecodeError> {
-        check(req, DcpOpcode::OsoSnapshot, &[4], Part::Forbidden, Part::Forbidden)?;
+        check(req, Opcode::DcpOsoSnapshot, &[4], Part::Forbidden, Part::Forbidden)?;
         Ok(OsoSnapshot { opaque: req.opaque, vbucket: req.vbucket, flags: Fields::new(req.extras).u32() })
     }
 }
@@ -312,12 +312,12 @@ pub struct SystemEvent<'a> {
 impl<'a> SystemEvent<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.seqno).u32(self.event).u8(self.version);
-        let mut f = Frame::new(DcpOpcode::SystemEvent, self.vbucket, self.opaque);
+        let mut f = Frame::new(Opcode::DcpSystemEvent, self.vbucket, self.opaque);
         (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
         f.write(out);
     }
     pub fn decode(req: &Request<'a>) -> Result<SystemEvent<'a>, DcpDecodeError> {
-        check(req, DcpOpcode::SystemEvent, &[13], Part::Optional, Part::Optional)?;
+        check(req, Opcode::DcpSystemEvent, &[13], Part::Optional, Part::Optional)?;
         let mut x = Fields::new(req.extras);
         Ok(SystemEvent {
             opaque: req.opaque,

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use settee_client::Connection;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
 use settee_engine::{ItemSnapshot, VbState};
-use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpcode, DcpOpen, DcpOpenFlags};
-use settee_mcbp::{decode_request, decode_response, encode_request, Feature, Magic, Request};
+use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpen, DcpOpenFlags};
+use settee_mcbp::{decode_request, decode_response, Feature, Opcode, Request};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use settee_types::{Status, VbId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::node::BucketHandle;
@@ -57,67 +57,24 @@ pub async fn run(bucket: Arc<BucketHandle>, spec: FeedSpec, mut stop: watch::Rec
     }
 }
 
-struct Wire {
-    sock: TcpStream,
-    rbuf: BytesMut,
-    opaque: u32,
-}
-
-impl Wire {
-    async fn call(&mut self, opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> anyhow::Result<Vec<u8>> {
-        self.opaque += 1;
-        let mut out = Vec::new();
-        encode_request(&mut out, &request(opcode, self.opaque, 0, extras, key, value));
-        self.sock.write_all(&out).await?;
-        loop {
-            if let Some((resp, n)) = decode_response(&self.rbuf, FRAME_BODY_BYTES_MAX)? {
-                let (status, value) = (resp.status, resp.value.to_vec());
-                self.rbuf.advance(n);
-                anyhow::ensure!(status == 0, "opcode 0x{opcode:02x} failed with status 0x{status:04x}");
-                return Ok(value);
-            }
-            if self.sock.read_buf(&mut self.rbuf).await? == 0 {
-                anyhow::bail!("connection closed by the producer");
-            }
-        }
-    }
-}
-
-fn request<'a>(opcode: u8, opaque: u32, vbucket: u16, extras: &'a [u8], key: &'a [u8], value: &'a [u8]) -> Request<'a> {
-    Request {
-        magic: Magic::ClientRequest,
-        opcode,
-        datatype: 0,
-        vbucket,
-        opaque,
-        cas: 0,
-        framing: &[],
-        extras,
-        key,
-        value,
-    }
-}
-
 /// One connection's life: handshake, a stream per vBucket, then apply what arrives until an error.
 async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<()> {
-    let sock = TcpStream::connect(spec.source).await?;
-    sock.set_nodelay(true)?;
-    let mut w = Wire { sock, rbuf: BytesMut::with_capacity(64 * 1024), opaque: 0 };
-    let features: Vec<u8> =
-        [Feature::Collections, Feature::Xattr, Feature::Json].iter().flat_map(|f| (*f as u16).to_be_bytes()).collect();
-    w.call(0x1f, &[], b"settee-replication", &features).await?;
-    let plain = format!("\0{}\0{}", spec.username, spec.password);
-    w.call(0x21, &[], b"PLAIN", plain.as_bytes()).await?;
-    w.call(0x89, &[], bucket.name().as_bytes(), &[]).await?;
-    let mut out = Vec::new();
+    let features = [Feature::Collections, Feature::Xattr, Feature::Json];
+    let mut c =
+        Connection::connect(spec.source, &spec.username, &spec.password, Some(&bucket.name()), &features).await?;
     let flags = DcpOpenFlags::PRODUCER.with(DcpOpenFlags::INCLUDE_XATTRS).with(DcpOpenFlags::INCLUDE_DELETE_TIMES);
+    let mut out = Vec::new();
     DcpOpen { opaque: 0, flags, name: spec.name.as_bytes(), value: &[] }.encode(&mut out);
-    send_and_expect_ok(&mut w, &out).await?;
     for (k, v) in [("connection_buffer_size", BUFFER_BYTES.to_string()), ("enable_noop", "true".into())] {
-        out.clear();
         DcpControl { opaque: 0, key: k.as_bytes(), value: v.as_bytes() }.encode(&mut out);
-        send_and_expect_ok(&mut w, &out).await?;
     }
+    c.send_raw(&out).await?;
+    for _ in 0..3 {
+        let r = c.read_response().await?;
+        anyhow::ensure!(r.status == 0, "dcp handshake (opcode 0x{:02x}) refused: 0x{:04x}", r.opcode, r.status);
+    }
+    let (mut sock, unread) = c.into_parts();
+    let mut rbuf = BytesMut::from(&unread[..]);
     let mut streams: BTreeMap<VbId, ConsumerStream> = BTreeMap::new();
     out.clear();
     for &vb in &spec.vbuckets {
@@ -125,51 +82,36 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
         stream.request().encode(&mut out);
         streams.insert(vb, stream);
     }
-    w.sock.write_all(&out).await?;
+    sock.write_all(&out).await?;
     tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = spec.vbuckets.len(), "replication streams requested");
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
     loop {
         out.clear();
         let mut used = 0;
-        while let Some(&magic) = w.rbuf.get(used) {
+        while let Some(&magic) = rbuf.get(used) {
             let n = if magic == 0x81 || magic == 0x18 {
-                let Some((resp, n)) = decode_response(&w.rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
-                if resp.opcode == DcpOpcode::StreamReq as u8 {
+                let Some((resp, n)) = decode_response(&rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
+                if resp.opcode == Opcode::DcpStreamReq as u8 {
                     let vb = VbId(u16::try_from(resp.opaque).unwrap_or(u16::MAX));
                     stream_response(bucket, &mut streams, vb, resp.status, resp.value, &mut out)?;
                 }
                 n
             } else {
-                let Some((req, n)) = decode_request(&w.rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
+                let Some((req, n)) = decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
                 message(bucket, &mut streams, &req, &mut out)?;
                 flow.consumed(n);
                 n
             };
             used += n;
         }
-        w.rbuf.advance(used);
+        rbuf.advance(used);
         if let Some(ack) = flow.take_ack(0) {
             ack.encode(&mut out);
         }
         if !out.is_empty() {
-            w.sock.write_all(&out).await?;
+            sock.write_all(&out).await?;
         }
-        if w.sock.read_buf(&mut w.rbuf).await? == 0 {
-            anyhow::bail!("connection closed by the producer");
-        }
-    }
-}
-
-async fn send_and_expect_ok(w: &mut Wire, frame: &[u8]) -> anyhow::Result<()> {
-    w.sock.write_all(frame).await?;
-    loop {
-        if let Some((resp, n)) = decode_response(&w.rbuf, FRAME_BODY_BYTES_MAX)? {
-            let status = resp.status;
-            w.rbuf.advance(n);
-            anyhow::ensure!(status == 0, "dcp handshake refused with status 0x{status:04x}");
-            return Ok(());
-        }
-        if w.sock.read_buf(&mut w.rbuf).await? == 0 {
+        if sock.read_buf(&mut rbuf).await? == 0 {
             anyhow::bail!("connection closed by the producer");
         }
     }
@@ -225,8 +167,8 @@ fn message(
     req: &Request<'_>,
     out: &mut Vec<u8>,
 ) -> anyhow::Result<()> {
-    if req.opcode == DcpOpcode::Noop as u8 {
-        encode_dcp_response(out, DcpOpcode::Noop, Status::Success.code(), req.opaque);
+    if req.opcode == Opcode::DcpNoop as u8 {
+        encode_dcp_response(out, Opcode::DcpNoop, Status::Success.code(), req.opaque);
         return Ok(());
     }
     let vb = VbId(req.vbucket);

@@ -13,10 +13,10 @@ use bytes::{Buf, Bytes, BytesMut};
 use settee_dcp::{DcpItem, ProducerConnection, Snapshot, StreamRequestError};
 use settee_engine::{CursorId, DcpRead, EngineError, ItemSnapshot, VbState};
 use settee_mcbp::dcp::{
-    encode_dcp_response, encode_failover_log_response, BufferAck, CloseStream, DcpControl, DcpOpcode,
-    SeqnoAcknowledged, StreamEndReason, StreamReq,
+    encode_dcp_response, encode_failover_log_response, BufferAck, CloseStream, DcpControl, SeqnoAcknowledged,
+    StreamEndReason, StreamReq,
 };
-use settee_mcbp::{decode_request, decode_response, encode_response, Request};
+use settee_mcbp::{decode_request, decode_response, encode_response, Opcode, Request};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use settee_types::{Datatype, Status, VbId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,6 +25,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use super::hub::StreamWaker;
 use crate::node::BucketHandle;
 
+/// Frames written per socket write at most, so one busy connection cannot buffer without bound.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
 /// How often the loop wakes without traffic, to send noops and notice a dead consumer.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -81,18 +83,16 @@ pub(crate) async fn serve(
         }
         p.fill_streams();
         let now = p.epoch.elapsed();
-        while p.conn.poll_into(now, &mut out).is_some() {
-            if out.len() > 1 << 20 {
-                break;
-            }
-        }
+        while out.len() < WRITE_BATCH_BYTES && p.conn.poll_into(now, &mut out).is_some() {}
         p.close_finished_cursors();
         if !out.is_empty() {
             if wr.write_all(&out).await.is_err() {
                 break;
             }
+            // Go round again at once while flow control allows and there is more to send or to read.
+            let more = out.len() >= WRITE_BATCH_BYTES || p.ready_streams_want_data();
             out.clear();
-            if p.conn.flow().can_send() && p.has_frames() {
+            if more && p.conn.flow().can_send() {
                 continue;
             }
         }
@@ -118,8 +118,8 @@ pub(crate) async fn serve(
 }
 
 impl Producer {
-    fn has_frames(&self) -> bool {
-        self.cursors.keys().any(|vb| self.conn.stream(*vb).is_some_and(|s| s.has_frame()))
+    fn ready_streams_want_data(&self) -> bool {
+        self.ready.iter().any(|vb| self.conn.stream(*vb).is_some_and(|s| s.wants_from().is_some()))
     }
 
     /// Handles every complete frame in `rbuf`; false when the connection must close.
@@ -129,7 +129,7 @@ impl Producer {
             let used = if magic == 0x81 || magic == 0x18 {
                 match decode_response(rbuf, FRAME_BODY_BYTES_MAX) {
                     Ok(Some((resp, n))) => {
-                        if resp.opcode == DcpOpcode::Noop as u8 {
+                        if resp.opcode == Opcode::DcpNoop as u8 {
                             self.conn.noop_response(resp.opaque);
                         }
                         n
@@ -160,42 +160,42 @@ impl Producer {
         let reply = |out: &mut Vec<u8>, status: Status| {
             encode_response(out, req.opcode, status.code(), req.opaque, 0, 0, &[], &[], &[], &[])
         };
-        match DcpOpcode::from_byte(req.opcode) {
-            Some(DcpOpcode::StreamReq) => match StreamReq::decode(req) {
+        match Opcode::from_byte(req.opcode) {
+            Some(Opcode::DcpStreamReq) => match StreamReq::decode(req) {
                 Ok(sr) => self.stream_request(&sr, out),
                 Err(e) => reply(out, e.status()),
             },
-            Some(DcpOpcode::Control) => match DcpControl::decode(req) {
+            Some(Opcode::DcpControl) => match DcpControl::decode(req) {
                 Ok(c) => {
                     let status = self.conn.control(c.key, c.value);
                     reply(out, status)
                 }
                 Err(e) => reply(out, e.status()),
             },
-            Some(DcpOpcode::BufferAck) => {
+            Some(Opcode::DcpBufferAck) => {
                 if let Ok(ack) = BufferAck::decode(req) {
                     self.conn.buffer_ack(ack.bytes);
                 }
             }
-            Some(DcpOpcode::CloseStream) => match CloseStream::decode(req) {
+            Some(Opcode::DcpCloseStream) => match CloseStream::decode(req) {
                 Ok(c) => {
                     let status = self.conn.close_stream(VbId(c.vbucket));
                     reply(out, status)
                 }
                 Err(e) => reply(out, e.status()),
             },
-            Some(DcpOpcode::GetFailoverLog) => match self.bucket.stream_info(VbId(req.vbucket)) {
+            Some(Opcode::DcpGetFailoverLog) => match self.bucket.stream_info(VbId(req.vbucket)) {
                 Ok(info) => encode_failover_log_response(out, req.opaque, &info.failover),
                 Err(e) => reply(out, e.status()),
             },
-            Some(DcpOpcode::SeqnoAcknowledged) => {
+            Some(Opcode::DcpSeqnoAcknowledged) => {
                 if let Ok(ack) = SeqnoAcknowledged::decode(req) {
                     if let Ok(seqno) = self.conn.seqno_acknowledged(VbId(ack.vbucket), ack.prepared_seqno) {
                         tracing::trace!(vb = ack.vbucket, seqno, "replica acknowledged");
                     }
                 }
             }
-            Some(DcpOpcode::Noop) => encode_dcp_response(out, DcpOpcode::Noop, 0, req.opaque),
+            Some(Opcode::DcpNoop) => encode_dcp_response(out, Opcode::DcpNoop, 0, req.opaque),
             _ => {
                 tracing::debug!(peer = %self.peer, opcode = req.opcode, "command not supported on a dcp producer connection");
                 reply(out, Status::NotSupported)
@@ -207,8 +207,8 @@ impl Producer {
         let vb = VbId(req.vbucket);
         let info = match self.bucket.stream_info(vb) {
             Ok(info) if info.state == VbState::Active => info,
-            Ok(_) => return encode_dcp_response(out, DcpOpcode::StreamReq, Status::NotMyVbucket.code(), req.opaque),
-            Err(e) => return encode_dcp_response(out, DcpOpcode::StreamReq, e.status().code(), req.opaque),
+            Ok(_) => return encode_dcp_response(out, Opcode::DcpStreamReq, Status::NotMyVbucket.code(), req.opaque),
+            Err(e) => return encode_dcp_response(out, Opcode::DcpStreamReq, e.status().code(), req.opaque),
         };
         match self.conn.stream_request(req, &info.failover, info.high_seqno, info.purge_seqno, out) {
             Ok(()) => match self.bucket.open_cursor(vb, req.start_seqno) {
@@ -233,8 +233,13 @@ impl Producer {
         for vb in self.waker.pending.take() {
             self.ready.insert(vb);
         }
-        let wants: Vec<(VbId, u64)> = self.conn.wants().filter(|(vb, _)| self.ready.contains(vb)).collect();
-        for (vb, _) in wants {
+        let wants: Vec<VbId> = self
+            .ready
+            .iter()
+            .copied()
+            .filter(|vb| self.conn.stream(*vb).is_some_and(|s| s.wants_from().is_some()))
+            .collect();
+        for vb in wants {
             let Some(&(cursor, position)) = self.cursors.get(&vb) else { continue };
             match self.bucket.read_cursor(vb, cursor, position) {
                 Ok(DcpRead::UpToDate) => {
@@ -278,6 +283,9 @@ impl Producer {
 
     /// Closes the engine cursors of streams that have ended.
     fn close_finished_cursors(&mut self) {
+        if self.cursors.len() == self.conn.stream_count() {
+            return;
+        }
         let done: Vec<VbId> = self.cursors.keys().filter(|vb| self.conn.stream(**vb).is_none()).copied().collect();
         for vb in done {
             if let Some((cursor, _)) = self.cursors.remove(&vb) {

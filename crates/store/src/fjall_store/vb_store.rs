@@ -10,7 +10,7 @@ use settee_types::{Seqno, VbId};
 use super::{layout, FjallStore};
 use crate::record::check_batch;
 use crate::vb_state::check_state;
-use crate::{Record, StoreError, VbStateRecord, VbStore};
+use crate::{Record, RecordMeta, StoreError, VbStateRecord, VbStore};
 
 /// Tombstones removed per fjall batch by a purge, which bounds the batch held in memory.
 const PURGE_BATCH_RECORDS_MAX: usize = 4096;
@@ -29,20 +29,41 @@ impl FjallStore {
         Ok(Some(meta.seqno))
     }
 
-    /// Removes the listed tombstones (key index key, seqno) from both indexes in one batch.
-    fn remove_tombstones(&self, vb: VbId, doomed: &mut Vec<(UserKey, Seqno)>) -> Result<u64, StoreError> {
-        if doomed.is_empty() {
-            return Ok(0);
+    /// Removes every record of `vb` whose metadata `doomed` picks, from both indexes, in batches of at most
+    /// [`PURGE_BATCH_RECORDS_MAX`]. The caller holds the vBucket's write lock.
+    fn remove_where(
+        &self,
+        vb: VbId,
+        op: &'static str,
+        doomed: impl Fn(&RecordMeta) -> bool,
+    ) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        let mut batch_keys = Vec::new();
+        let flush = |keys: &mut Vec<(UserKey, Seqno)>| -> Result<u64, StoreError> {
+            if keys.is_empty() {
+                return Ok(0);
+            }
+            self.before_io(op, false)?;
+            let mut batch = self.db.batch();
+            let count = keys.len() as u64;
+            for (kk, seqno) in keys.drain(..) {
+                batch.remove(&self.by_key, kk);
+                batch.remove(&self.by_seqno, layout::seqno_index_key(vb, seqno));
+            }
+            batch.commit().map_err(|e| self.poison(op, e))?;
+            Ok(count)
+        };
+        for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
+            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
+            let (meta, _) = layout::decode_key_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+            if doomed(&meta) {
+                batch_keys.push((k, meta.seqno));
+            }
+            if batch_keys.len() >= PURGE_BATCH_RECORDS_MAX {
+                removed += flush(&mut batch_keys)?;
+            }
         }
-        self.before_io("purge_tombstones", false)?;
-        let mut batch = self.db.batch();
-        let count = doomed.len() as u64;
-        for (kk, seqno) in doomed.drain(..) {
-            batch.remove(&self.by_key, kk);
-            batch.remove(&self.by_seqno, layout::seqno_index_key(vb, seqno));
-        }
-        batch.commit().map_err(|e| self.poison("purge_tombstones", e))?;
-        Ok(count)
+        Ok(removed + flush(&mut batch_keys)?)
     }
 }
 
@@ -198,35 +219,13 @@ impl VbStore for FjallStore {
     fn purge_tombstones(&self, vb: VbId, deleted_before_secs: u32) -> Result<u64, StoreError> {
         self.usable(vb)?;
         let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
-        let mut purged = 0;
-        let mut doomed = Vec::new();
-        for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
-            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
-            let (meta, _) = layout::decode_key_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
-            if meta.deleted && meta.expiry < deleted_before_secs {
-                doomed.push((k, meta.seqno));
-            }
-            if doomed.len() >= PURGE_BATCH_RECORDS_MAX {
-                purged += self.remove_tombstones(vb, &mut doomed)?;
-            }
-        }
-        Ok(purged + self.remove_tombstones(vb, &mut doomed)?)
+        self.remove_where(vb, "purge_tombstones", |m| m.deleted && m.expiry < deleted_before_secs)
     }
 
     fn clear_vbucket(&self, vb: VbId) -> Result<u64, StoreError> {
         self.usable(vb)?;
         let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
-        let mut removed = 0;
-        let mut doomed = Vec::new();
-        for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
-            let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
-            let (meta, _) = layout::decode_key_entry(&k, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
-            doomed.push((k, meta.seqno));
-            if doomed.len() >= PURGE_BATCH_RECORDS_MAX {
-                removed += self.remove_tombstones(vb, &mut doomed)?;
-            }
-        }
-        removed += self.remove_tombstones(vb, &mut doomed)?;
+        let removed = self.remove_where(vb, "clear_vbucket", |_| true)?;
         self.before_io("clear_vbucket", false)?;
         let mut batch = self.db.batch();
         batch.remove(&self.vb_meta, layout::high_seqno_key(vb));
