@@ -2,7 +2,10 @@
 //! shaped exactly as PROTOCOL.md §2.6 requires: `nodes` beside `nodesExt`, `kv` and `mgmt` ports, a hex
 //! `collectionsManifestUid`, `thisNode`, and a `vBucketMap` whose rows are `numReplicas + 1` long.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
+use settee_cluster::{BucketMeta, ClusterMetadata, Membership, NodeId};
 use settee_types::limits::NUM_VBUCKETS;
 
 use crate::node::{BucketHandle, Node};
@@ -34,21 +37,40 @@ impl Node {
         }
     }
 
-    fn host_port(&self, port: u16) -> String {
-        let h = self.advertised_host();
-        if h.contains(':') && !h.starts_with('[') {
-            format!("[{h}]:{port}")
-        } else {
-            format!("{h}:{port}")
-        }
-    }
-
-    fn node_ext(&self) -> Value {
-        json!({
-            "services": {"kv": self.config.kv_port, "mgmt": self.config.mgmt_port, "n1ql": self.config.query_port},
-            "hostname": self.advertised_host(),
-            "thisNode": true,
-        })
+    /// The nodes a config lists, in `serverList` order: every Active node plus any other node the bucket's map
+    /// uses, by id; this node alone when it has no cluster.
+    fn servers(&self, bucket: Option<&BucketMeta>) -> (Vec<Server>, Option<Arc<ClusterMetadata>>) {
+        let me = Server {
+            id: None,
+            host: self.advertised_host().to_owned(),
+            kv: self.config.kv_port,
+            mgmt: self.config.mgmt_port,
+            query: self.config.query_port,
+            this: true,
+        };
+        let Some(cluster) = self.cluster() else { return (vec![me], None) };
+        let meta = cluster.metadata();
+        let in_map = bucket.map(|b| b.map.nodes()).unwrap_or_default();
+        let servers = meta
+            .nodes
+            .values()
+            .filter(|n| n.membership == Membership::Active || in_map.contains(&n.id))
+            .map(|n| {
+                if n.id == cluster.me {
+                    Server { id: Some(n.id), ..me.clone() }
+                } else {
+                    Server {
+                        id: Some(n.id),
+                        host: n.hostname.clone(),
+                        kv: n.kv_port,
+                        mgmt: n.mgmt_port,
+                        query: n.query_port,
+                        this: false,
+                    }
+                }
+            })
+            .collect();
+        (servers, Some(meta))
     }
 
     fn cluster_capabilities() -> Value {
@@ -58,20 +80,38 @@ impl Node {
 
     /// The bucket-less (GCCCP) config: no name, uuid, nodeLocator or vBucket map.
     pub fn global_config(&self) -> Value {
+        let (servers, _) = self.servers(None);
         json!({
             "rev": self.rev(),
             "revEpoch": 1,
-            "nodesExt": [self.node_ext()],
+            "nodesExt": servers.iter().map(Server::node_ext).collect::<Vec<_>>(),
             "clusterCapabilitiesVer": [1, 0],
             "clusterCapabilities": Self::cluster_capabilities(),
         })
     }
 
-    /// The terse bucket config. On one node every vBucket is active here; replica slots are -1.
+    /// The terse bucket config: the map rows hold indexes into `serverList` (-1 for a missing copy).
     pub fn bucket_config(&self, b: &BucketHandle) -> Value {
         let cfg = b.config();
-        let row: Vec<i32> = std::iter::once(0).chain(std::iter::repeat_n(-1, usize::from(cfg.replicas))).collect();
-        let map: Vec<&Vec<i32>> = (0..NUM_VBUCKETS).map(|_| &row).collect();
+        let meta_bucket = self.cluster().and_then(|c| c.metadata().buckets.get(&cfg.name).cloned());
+        let (servers, _) = self.servers(meta_bucket.as_ref());
+        let (replicas, map): (usize, Vec<Vec<i32>>) = match &meta_bucket {
+            Some(mb) => {
+                let index = |n: &Option<NodeId>| -> i32 {
+                    n.and_then(|id| servers.iter().position(|s| s.id == Some(id)))
+                        .and_then(|i| i32::try_from(i).ok())
+                        .unwrap_or(-1)
+                };
+                let rows = mb.map.chains.iter().map(|chain| chain.iter().map(index).collect()).collect();
+                (mb.map.replicas(), rows)
+            }
+            None => {
+                let row: Vec<i32> =
+                    std::iter::once(0).chain(std::iter::repeat_n(-1, usize::from(cfg.replicas))).collect();
+                (usize::from(cfg.replicas), (0..NUM_VBUCKETS).map(|_| row.clone()).collect())
+            }
+        };
+        let manifest_uid = meta_bucket.as_ref().map_or_else(|| b.manifest().uid, |mb| mb.manifest.uid);
         json!({
             "rev": self.rev(),
             "revEpoch": 1,
@@ -82,21 +122,54 @@ impl Node {
             "nodeLocator": "vbucket",
             "bucketCapabilitiesVer": "",
             "bucketCapabilities": BUCKET_CAPABILITIES,
-            "collectionsManifestUid": format!("{:x}", b.manifest().uid),
+            "collectionsManifestUid": format!("{manifest_uid:x}"),
             "ddocs": {"uri": format!("/pools/default/buckets/{}/ddocs", cfg.name)},
             "vBucketServerMap": {
                 "hashAlgorithm": "CRC",
-                "numReplicas": cfg.replicas,
-                "serverList": [self.host_port(self.config.kv_port)],
+                "numReplicas": replicas,
+                "serverList": servers.iter().map(|s| host_port(&s.host, s.kv)).collect::<Vec<_>>(),
                 "vBucketMap": map,
             },
-            "nodes": [{
-                "hostname": self.host_port(self.config.mgmt_port),
-                "ports": {"direct": self.config.kv_port},
-            }],
-            "nodesExt": [self.node_ext()],
+            "nodes": servers.iter().map(|s| json!({
+                "hostname": host_port(&s.host, s.mgmt),
+                "ports": {"direct": s.kv},
+            })).collect::<Vec<_>>(),
+            "nodesExt": servers.iter().map(Server::node_ext).collect::<Vec<_>>(),
             "clusterCapabilitiesVer": [1, 0],
             "clusterCapabilities": Self::cluster_capabilities(),
         })
+    }
+}
+
+/// One node as configs list it.
+#[derive(Clone)]
+struct Server {
+    id: Option<NodeId>,
+    host: String,
+    kv: u16,
+    mgmt: u16,
+    query: u16,
+    this: bool,
+}
+
+impl Server {
+    fn node_ext(&self) -> Value {
+        let mut ext = json!({
+            "services": {"kv": self.kv, "mgmt": self.mgmt, "n1ql": self.query},
+            "hostname": self.host,
+        });
+        if self.this {
+            ext["thisNode"] = json!(true);
+        }
+        ext
+    }
+}
+
+/// `host:port`, bracketing IPv6 literals.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }

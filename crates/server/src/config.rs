@@ -50,6 +50,10 @@ pub struct ServerConfig {
     /// pagers and compaction (Couchbase's metadata purge interval, 3 days).
     #[arg(long, default_value_t = 3 * 24 * 60 * 60)]
     pub metadata_purge_age_secs: u32,
+    /// Join the cluster of the node whose management address is HOST:PORT on first start, instead of forming a
+    /// one-node cluster (no default bucket is created then). Ignored once the node belongs to a cluster.
+    #[arg(long, value_name = "HOST:MGMTPORT")]
+    pub join: Option<String>,
     /// Most concurrent KV connections; further connections are closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,

@@ -6,12 +6,12 @@
 //! [`run`] (start every service and stop on a signal).
 
 pub mod auth;
+pub mod cluster;
 pub mod cluster_config;
 pub mod config;
 pub mod dcp;
 pub mod error_map;
 pub mod kv;
-pub mod metadata;
 pub mod node;
 pub mod persistence;
 pub mod rest;

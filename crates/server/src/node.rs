@@ -68,6 +68,8 @@ pub struct Node {
     pub kv_connections: AtomicU64,
     /// When the node started, for uptime statistics.
     pub started: std::time::Instant,
+    /// The cluster this node belongs to; unset only for nodes built without services (unit tests).
+    cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 impl Node {
@@ -89,14 +91,23 @@ impl Node {
             rev: AtomicU64::new(1),
             kv_connections: AtomicU64::new(0),
             started: std::time::Instant::now(),
+            cluster: std::sync::OnceLock::new(),
         });
         Ok(node)
     }
 
-    /// Creates the bucket named on the command line when the node has none.
-    pub fn create_default_bucket(&self) -> Result<(), BucketError> {
-        if !self.buckets.read().is_empty() || self.config.bucket.is_empty() {
-            return Ok(());
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
+    }
+
+    pub(crate) fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The bucket the command line asks for on a new cluster, if any.
+    pub fn default_bucket_config(&self) -> Option<BucketConfig> {
+        if self.config.bucket.is_empty() {
+            return None;
         }
         let kind = match self.config.bucket_type {
             BucketTypeArg::Couchbase => BucketKind::Couchbase,
@@ -106,9 +117,9 @@ impl Node {
             BucketKind::Couchbase => EvictionPolicy::ValueOnly,
             BucketKind::Ephemeral => EvictionPolicy::NoEviction,
         };
-        self.create_bucket(BucketConfig {
+        Some(BucketConfig {
             name: self.config.bucket.clone(),
-            uuid: String::new(),
+            uuid: random_hex32(self.clock.now_nanos() ^ fold(self.config.bucket.as_bytes())),
             kind,
             ram_quota_bytes: self.config.bucket_ram_mb * 1024 * 1024,
             replicas: self.config.replicas,
@@ -117,11 +128,14 @@ impl Node {
             flush_enabled: false,
             durability_min_level: None,
         })
-        .map(|_| ())
     }
 
+    /// The config revision clients see: the cluster metadata's, so every node reports the same one.
     pub fn rev(&self) -> u64 {
-        self.rev.load(Ordering::Acquire)
+        match self.cluster() {
+            Some(c) => c.metadata().rev,
+            None => self.rev.load(Ordering::Acquire),
+        }
     }
     /// Marks a change clients must see (bucket set, manifest, settings).
     pub fn bump_rev(&self) -> u64 {
@@ -207,7 +221,7 @@ impl Node {
 }
 
 /// Couchbase's bucket naming rule: 1-100 characters of letters, digits, `.`, `%`, `_`, `-`, not starting with `.`.
-fn validate_bucket_name(name: &str) -> Result<(), BucketError> {
+pub(crate) fn validate_bucket_name(name: &str) -> Result<(), BucketError> {
     let ok = !name.is_empty()
         && name.len() <= 100
         && !name.starts_with('.')

@@ -53,29 +53,40 @@ impl RunningNode {
         config.mgmt_port = mgmt_addr.port();
         config.query_port = query_addr.port();
         let node = Node::new(config)?;
-        if !crate::metadata::load(&node)? {
-            node.create_default_bucket().map_err(|e| anyhow::anyhow!("cannot create the default bucket: {e}"))?;
-        }
+        let cluster = crate::cluster::Cluster::open(&node).await?;
+        node.set_cluster(cluster.clone());
 
         let (stop, stopped) = watch::channel(false);
         let on_stop = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.changed().await;
         };
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(crate::kv::listener::serve_kv(node.clone(), kv, stopped.clone())));
+        // The management port first: peers reach this node's Raft endpoints there while it joins.
         let (n, rx) = (node.clone(), stopped.clone());
         tasks.push(tokio::spawn(async move {
             if let Err(e) = crate::rest::serve_mgmt(n, mgmt, on_stop(rx)).await {
                 tracing::error!(error = %e, "management service failed");
             }
         }));
+        let join = node.config.join.clone();
+        if let Err(e) = cluster.start(&node, join.as_deref()).await {
+            let _ = stop.send(true);
+            for t in tasks {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            }
+            cluster.store().shutdown().await;
+            return Err(e);
+        }
+        tasks.push(tokio::spawn(crate::kv::listener::serve_kv(node.clone(), kv, stopped.clone())));
         let (n, rx) = (node.clone(), stopped.clone());
         tasks.push(tokio::spawn(async move {
             if let Err(e) = crate::rest::serve_query(n, query, on_stop(rx)).await {
                 tracing::error!(error = %e, "query service failed");
             }
         }));
-        tasks.push(tokio::spawn(crate::metadata::saver(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(cluster.clone().follow(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(crate::cluster::sync_users(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(crate::cluster::monitor(cluster.clone(), node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
@@ -88,6 +99,9 @@ impl RunningNode {
         let _ = self.stop.send(true);
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        if let Some(c) = self.node.cluster() {
+            c.store().shutdown().await;
         }
         let node = self.node.clone();
         let _ = tokio::task::spawn_blocking(move || node.stop_buckets()).await;

@@ -18,6 +18,7 @@ impl ClusterMetadata {
     pub fn apply(&mut self, cmd: &MetaCommand) -> Result<(), MetaError> {
         match cmd {
             MetaCommand::AddNode(node) => self.add_node(node)?,
+            MetaCommand::UpdateNode(node) => self.update_node(node)?,
             MetaCommand::SetMembership { node, membership } => self.set_membership(*node, *membership)?,
             MetaCommand::RemoveNode(node) => self.remove_node(*node)?,
             MetaCommand::CreateBucket(spec) => self.create_bucket(spec)?,
@@ -48,6 +49,16 @@ impl ClusterMetadata {
         }
         let membership = if self.nodes.is_empty() { Membership::Active } else { Membership::InactiveAdded };
         self.nodes.insert(node.id, NodeInfo { membership, ..node.clone() });
+        Ok(())
+    }
+
+    fn update_node(&mut self, node: &NodeInfo) -> Result<(), MetaError> {
+        let addr = node.mgmt_addr();
+        if self.nodes.values().any(|n| n.id != node.id && n.mgmt_addr() == addr) {
+            return Err(MetaError::AddressInUse(addr));
+        }
+        let current = self.nodes.get_mut(&node.id).ok_or(MetaError::UnknownNode(node.id))?;
+        *current = NodeInfo { membership: current.membership, ..node.clone() };
         Ok(())
     }
 

@@ -123,6 +123,8 @@ pub enum MetaCommand {
     /// Adds a node. The first node of an empty cluster becomes Active; any other joins as InactiveAdded (it gets
     /// vBuckets only at rebalance) whatever `membership` says, and a `SetMembership` may then make it Active.
     AddNode(NodeInfo),
+    /// Changes a member's address, ports or services (a node restarted with other ports); membership is kept.
+    UpdateNode(NodeInfo),
     /// Changes a node's membership; InactiveFailed is reached only through `Failover`.
     SetMembership {
         node: NodeId,

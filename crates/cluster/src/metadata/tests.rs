@@ -66,6 +66,20 @@ fn add_node_first_active_then_inactive_added() {
     assert_eq!(refused(&mut meta, MetaCommand::AddNode(same_addr)), MetaError::AddressInUse("127.0.0.1:8092".into()));
 }
 
+/// UpdateNode changes a member's ports but keeps its membership; unknown ids and taken addresses are refused.
+#[test]
+fn update_node_keeps_membership() {
+    let mut meta = ClusterMetadata::default();
+    meta.apply(&MetaCommand::AddNode(node(1))).expect("add");
+    meta.apply(&MetaCommand::AddNode(node(2))).expect("add");
+    let moved = NodeInfo { kv_port: 12000, membership: Membership::Active, ..node(2) };
+    meta.apply(&MetaCommand::UpdateNode(moved)).expect("update");
+    assert_eq!((meta.nodes[&2].kv_port, meta.nodes[&2].membership), (12000, Membership::InactiveAdded));
+    assert_eq!(refused(&mut meta, MetaCommand::UpdateNode(node(5))), MetaError::UnknownNode(5));
+    let clash = NodeInfo { mgmt_port: 8091, ..node(2) };
+    assert_eq!(refused(&mut meta, MetaCommand::UpdateNode(clash)), MetaError::AddressInUse("127.0.0.1:8091".into()));
+}
+
 /// SetMembership activates a node; InactiveFailed is only reachable by failover; unknown nodes are refused.
 #[test]
 fn set_membership_rules() {

@@ -95,6 +95,11 @@ impl LogStore {
             .await
             .map_err(io::Error::other)?
     }
+
+    /// The log index known committed when the store was opened (re-applied at start without a leader).
+    pub(crate) fn committed_index(&self) -> Option<u64> {
+        self.shared.mem.lock().committed.map(|id| id.index)
+    }
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {

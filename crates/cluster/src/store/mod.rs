@@ -95,6 +95,8 @@ pub struct MetadataStore {
     raft: Raft<TypeConfig>,
     transport: Arc<dyn RaftTransport>,
     applied: watch::Receiver<Arc<ClusterMetadata>>,
+    /// The committed log index found on disk at open: the state is restored once it has applied this far.
+    committed_at_open: Option<u64>,
 }
 
 impl MetadataStore {
@@ -126,10 +128,23 @@ impl MetadataStore {
         })
         .await
         .map_err(|e| OpenError::Raft(e.to_string()))??;
+        let committed_at_open = log.committed_index();
         let raft = Raft::new(me, Arc::new(raft_config(&options)?), Network::new(transport.clone()), log, sm)
             .await
             .map_err(|e| OpenError::Raft(e.to_string()))?;
-        Ok(Arc::new(MetadataStore { id: me, addr: my_addr, raft, transport, applied }))
+        Ok(Arc::new(MetadataStore { id: me, addr: my_addr, raft, transport, applied, committed_at_open }))
+    }
+
+    /// The node id a store directory belongs to, if one was ever opened there: a restarted node keeps its id.
+    pub fn stored_node_id(dir: &Path) -> Result<Option<NodeId>, OpenError> {
+        Ok(read_json::<Identity>(&dir.join(IDENTITY_FILE))?.map(|i| i.node_id))
+    }
+
+    /// Waits until the state this node had committed before it stopped is applied again (no leader needed): what
+    /// a restarted node must see before it serves.
+    pub async fn wait_restored(&self, timeout: Duration) -> Result<Arc<ClusterMetadata>, ConsensusError> {
+        self.wait_applied(self.committed_at_open, Instant::now() + timeout).await?;
+        Ok(self.current())
     }
 
     pub fn id(&self) -> NodeId {

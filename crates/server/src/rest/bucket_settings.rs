@@ -16,6 +16,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
+use crate::cluster::ClusterOpError;
 use crate::node::{BucketError, BUCKET_RAM_MB_MIN};
 
 const MIB: u64 = 1024 * 1024;
@@ -81,13 +82,14 @@ pub(crate) async fn create(
         flush_enabled: settings.flush_enabled.unwrap_or(false),
         durability_min_level: settings.durability.flatten(),
     };
-    match state.node.create_bucket(config) {
-        Ok(_) => Ok(StatusCode::ACCEPTED),
-        Err(e) => {
+    match state.node.propose_create_bucket(config).await {
+        Ok(()) => Ok(StatusCode::ACCEPTED),
+        Err(ClusterOpError::Bucket(e)) => {
             let key = if e == BucketError::Exists { "name" } else { "_" };
             errors.insert(key.into(), json!(e.to_string()));
             Err(validation_failed(&state, errors, settings.ram_quota_mb))
         }
+        Err(e) => Err(cluster_error(e)),
     }
 }
 
@@ -115,7 +117,7 @@ pub(crate) async fn edit(
     if !errors.is_empty() {
         return Err(validation_failed(&state, errors, settings.ram_quota_mb));
     }
-    handle.update_config(|c| {
+    let edited = state.node.propose_update_bucket(&handle, |c| {
         if let Some(mb) = settings.ram_quota_mb {
             c.ram_quota_bytes = mb.saturating_mul(MIB);
         }
@@ -125,9 +127,18 @@ pub(crate) async fn edit(
         c.flush_enabled = settings.flush_enabled.unwrap_or(c.flush_enabled);
         c.durability_min_level = settings.durability.unwrap_or(c.durability_min_level);
     });
-    state.node.bump_rev();
+    edited.await.map_err(cluster_error)?;
     tracing::info!(%bucket, "bucket settings changed");
     Ok(StatusCode::OK)
+}
+
+/// A cluster change that failed for another reason than the request itself: ns_server's global error.
+pub(crate) fn cluster_error(e: ClusterOpError) -> RestError {
+    let status = match e {
+        ClusterOpError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    RestError::global(status, e.to_string())
 }
 
 /// `DELETE /pools/default/buckets/<b>`.
@@ -137,9 +148,10 @@ pub(crate) async fn delete(
     Path(bucket): Path<String>,
 ) -> Result<StatusCode, RestError> {
     caller.require(caller.can_manage_bucket(&bucket), || format!("cluster.bucket[{bucket}]!delete"))?;
-    match state.node.delete_bucket(&bucket) {
+    match state.node.propose_delete_bucket(&bucket).await {
         Ok(()) => Ok(StatusCode::OK),
-        Err(_) => Err(RestError::NotFound),
+        Err(ClusterOpError::Bucket(BucketError::NotFound)) => Err(RestError::NotFound),
+        Err(e) => Err(cluster_error(e)),
     }
 }
 

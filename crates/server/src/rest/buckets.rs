@@ -15,7 +15,7 @@ use settee_engine::BucketKind;
 use super::auth::Caller;
 use super::bucket_settings::durability_name;
 use super::error::RestError;
-use super::pools::{node_json, replace_host_placeholder, request_host};
+use super::pools::{cluster_nodes_json, replace_host_placeholder, request_host};
 use super::RestState;
 use crate::cluster_config::BUCKET_CAPABILITIES;
 use crate::node::BucketHandle;
@@ -98,11 +98,13 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
     let mem_used = b.mem_used();
     let quota_percent =
         if cfg.ram_quota_bytes == 0 { 0.0 } else { mem_used as f64 * 100.0 / cfg.ram_quota_bytes as f64 };
-    let mut node = node_json(state, host);
-    node["replication"] = json!(0);
-    if b.is_warming_up() {
-        // Couchbase shows a bucket that is loading from disk as warming up on its node.
-        node["status"] = json!("warmup");
+    let mut nodes = cluster_nodes_json(state, host);
+    for node in &mut nodes {
+        node["replication"] = json!(0);
+        if node["thisNode"] == true && b.is_warming_up() {
+            // Couchbase shows a bucket that is loading from disk as warming up on its node.
+            node["status"] = json!("warmup");
+        }
     }
     let mut out = json!({
         "name": name,
@@ -119,7 +121,7 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
         "vBucketServerMap": vbucket_map,
         "localRandomKeyUri": format!("{base}/localRandomKey"),
         "controllers": controllers,
-        "nodes": [node],
+        "nodes": nodes,
         "stats": {
             "uri": format!("{base}/stats"),
             "directoryURI": format!("{base}/stats/Directory"),

@@ -17,6 +17,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
+use crate::cluster::ClusterOpError;
 use crate::node::BucketHandle;
 
 /// `GET .../scopes`: the manifest, `_default` included, with hex uids.
@@ -40,7 +41,7 @@ pub(crate) async fn create_scope(
     let handle = manageable(&state, &caller, &bucket)?;
     let form = Form::parse(&body);
     let name = required_name(&form)?;
-    edit(&state, &handle, |m| m.create_scope(name).map(drop))
+    edit(&state, &handle, |m| m.create_scope(name).map(drop)).await
 }
 
 /// `DELETE .../scopes/<s>`.
@@ -50,7 +51,7 @@ pub(crate) async fn drop_scope(
     Path((bucket, scope)): Path<(String, String)>,
 ) -> Result<Json<Value>, RestError> {
     let handle = manageable(&state, &caller, &bucket)?;
-    edit(&state, &handle, |m| m.drop_scope(&scope).map(drop))
+    edit(&state, &handle, |m| m.drop_scope(&scope).map(drop)).await
 }
 
 /// `POST .../scopes/<s>/collections` with form `name` and optional `maxTTL`, `history`.
@@ -65,7 +66,7 @@ pub(crate) async fn create_collection(
     let name = required_name(&form)?;
     let max_ttl = parse_max_ttl(&form)?;
     let history = parse_history(&form)?.unwrap_or(false);
-    edit(&state, &handle, |m| m.create_collection(&scope, name, max_ttl, history).map(drop))
+    edit(&state, &handle, |m| m.create_collection(&scope, name, max_ttl, history).map(drop)).await
 }
 
 /// `PATCH .../scopes/<s>/collections/<c>`: changes `maxTTL`; a field not sent keeps its value. The history flag
@@ -87,11 +88,12 @@ pub(crate) async fn update_collection(
         }
     }
     edit(&state, &handle, |m| {
-        // Read the current maxTTL under the manifest lock, so that a PATCH without maxTTL cannot clear it.
+        // Read the current maxTTL from the manifest being changed, so that a PATCH without maxTTL cannot clear it.
         let current = m.scope(&scope).and_then(|s| s.collections.iter().find(|c| c.name == collection));
         let ttl = max_ttl.or(current.and_then(|c| c.max_ttl));
         m.update_collection(&scope, &collection, ttl).map(drop)
     })
+    .await
 }
 
 /// `DELETE .../scopes/<s>/collections/<c>`.
@@ -101,7 +103,7 @@ pub(crate) async fn drop_collection(
     Path((bucket, scope, collection)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, RestError> {
     let handle = manageable(&state, &caller, &bucket)?;
-    edit(&state, &handle, |m| m.drop_collection(&scope, &collection).map(drop))
+    edit(&state, &handle, |m| m.drop_collection(&scope, &collection).map(drop)).await
 }
 
 /// The bucket, when it exists and the caller may change its collections.
@@ -112,13 +114,16 @@ fn manageable(state: &RestState, caller: &Caller, bucket: &str) -> Result<std::s
 }
 
 /// Applies one manifest change, bumps the config revision and answers with the new uid.
-fn edit(
+async fn edit(
     state: &RestState,
     handle: &BucketHandle,
     change: impl FnOnce(&mut Manifest) -> Result<(), ManifestError>,
 ) -> Result<Json<Value>, RestError> {
-    let ((), uid) = handle.edit_manifest(change).map_err(manifest_error)?;
-    state.node.bump_rev();
+    let uid = match state.node.propose_manifest_change(handle, change).await {
+        Ok(uid) => uid,
+        Err(ClusterOpError::Manifest(e)) => return Err(manifest_error(e)),
+        Err(e) => return Err(super::bucket_settings::cluster_error(e)),
+    };
     tracing::info!(bucket = %handle.name(), manifest_uid = uid, "collections manifest changed");
     Ok(Json(json!({"uid": format!("{uid:x}")})))
 }

@@ -5,7 +5,8 @@
 //! [`auth::Caller`] and parsed input to JSON or a [`error::RestError`]; one middleware logs every failure once.
 //!
 //! Layout: `pools` (cluster and node views), `buckets` (reading bucket settings and configs), `bucket_settings`
-//! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `query`
+//! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
+//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `query`
 //! (the query port), `auth` (Basic auth and privilege checks), `form` (urlencoded bodies), `error`.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
@@ -13,6 +14,7 @@
 mod auth;
 mod bucket_settings;
 mod buckets;
+mod cluster;
 mod collections;
 mod error;
 mod form;
@@ -102,6 +104,14 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/rbac/groups", get(users::groups))
         .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::group))
         .route("/controller/changePassword", post(users::change_password))
+        .route("/controller/addNode", post(cluster::add_node))
+        .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
+        .route("/controller/failOver", post(cluster::fail_over))
+        .route("/controller/rebalance", post(cluster::rebalance))
+        .route("/pools/default/tasks", get(cluster::tasks))
+        .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))
+        .route("/settings/autoFailover/resetCount", post(cluster::reset_auto_failover_count))
+        .route("/settee/raft/{*rest}", post(cluster::raft))
         .fallback(|| async { error::RestError::NotFound })
         .layer(middleware::from_fn(log_failures))
         .with_state(state)

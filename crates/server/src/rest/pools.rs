@@ -96,15 +96,18 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
         .iter()
         .fold((0u64, 0u64), |(q, m), b| (q.saturating_add(b.config().ram_quota_bytes), m.saturating_add(b.mem_used())));
     let quota_total = quota_used.saturating_add(QUOTA_HEADROOM_BYTES);
-    let mut this_node = node_json(state, host);
+    let mut nodes = cluster_nodes_json(state, host);
     if configured_hostname {
-        this_node["configuredHostname"] = this_node["hostname"].clone();
+        for n in &mut nodes {
+            n["configuredHostname"] = n["hostname"].clone();
+        }
     }
+    let balanced = !nodes.iter().any(|n| n["clusterMembership"] == "inactiveAdded");
     let global = node.global_config();
     json!({
         "name": "default",
         "clusterName": "",
-        "nodes": [this_node],
+        "nodes": nodes,
         "bucketNames": bucket_names,
         "buckets": {
             "uri": format!("/pools/default/buckets?v={}&uuid={}", node.rev(), node.uuid),
@@ -129,11 +132,47 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
             "hdd": {"total": 0, "quotaTotal": 0, "used": 0, "usedByData": 0, "free": 0},
         },
         "rebalanceStatus": "none",
-        "balanced": true,
+        "balanced": balanced,
         "maxBucketCount": BUCKETS_MAX,
         "clusterCapabilitiesVer": global["clusterCapabilitiesVer"],
         "clusterCapabilities": global["clusterCapabilities"],
     })
+}
+
+/// Every node of the cluster as `/pools/default` lists them: this one with its statistics, the others with their
+/// membership and the health this node's probes see.
+pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
+    let Some(cluster) = state.node.cluster() else { return vec![node_json(state, host)] };
+    let meta = cluster.metadata();
+    if !meta.nodes.contains_key(&cluster.me) {
+        return vec![node_json(state, host)];
+    }
+    meta.nodes
+        .values()
+        .map(|n| {
+            let mut j = if n.id == cluster.me {
+                node_json(state, host)
+            } else {
+                json!({
+                    "hostname": host_port(&n.hostname, n.mgmt_port),
+                    "thisNode": false,
+                    "version": COUCHBASE_VERSION,
+                    "os": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+                    "recoveryType": "none",
+                    "clusterCompatibility": CLUSTER_COMPATIBILITY,
+                    "services": n.services,
+                    "ports": {"direct": n.kv_port},
+                    "nodeEncryption": false,
+                    "addressFamily": "inet",
+                })
+            };
+            j["otpNode"] = json!(super::cluster::otp_node(&meta, n));
+            j["clusterMembership"] = json!(n.membership.as_str());
+            j["status"] = json!(cluster.health.status(n.id, cluster.me));
+            j["nodeUUID"] = json!(format!("{:016x}", n.id));
+            j
+        })
+        .collect()
 }
 
 /// This node as `/pools/default` and bucket details list it. `ports` holds only numbers: the C++ SDK reads every

@@ -32,7 +32,7 @@ impl TestApp {
     /// A node from the CLI defaults with its `default` bucket, behind the management router.
     pub(crate) fn new() -> TestApp {
         let node = Node::new(crate::config::ServerConfig::for_tests()).expect("default config is valid");
-        node.create_default_bucket().expect("default bucket");
+        node.create_bucket(node.default_bucket_config().expect("a default bucket")).expect("default bucket");
         let state = RestState::new(node);
         TestApp { router: super::mgmt_router(state.clone()), state }
     }

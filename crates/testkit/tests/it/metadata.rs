@@ -17,9 +17,12 @@ async fn buckets_collections_and_users_survive_a_restart() {
     let dir = settee_testkit::temp_dir("restart");
     let first = start(&dir).await;
     let bucket = first.node.bucket("default").unwrap();
-    bucket.edit_manifest(|m| m.create_scope("s")).unwrap();
-    bucket.edit_manifest(|m| m.create_collection("s", "c", Some(30), false)).unwrap();
-    first.node.bump_rev();
+    first.node.propose_manifest_change(&bucket, |m| m.create_scope("s").map(drop)).await.unwrap();
+    first
+        .node
+        .propose_manifest_change(&bucket, |m| m.create_collection("s", "c", Some(30), false).map(drop))
+        .await
+        .unwrap();
     first
         .node
         .users
@@ -62,7 +65,7 @@ async fn buckets_collections_and_users_survive_a_restart() {
 async fn default_bucket_is_created_only_on_first_start() {
     let dir = settee_testkit::temp_dir("first-start");
     let first = start(&dir).await;
-    first.node.delete_bucket("default").unwrap();
+    first.node.propose_delete_bucket("default").await.unwrap();
     first.stop().await;
     let second = start(&dir).await;
     assert!(second.node.buckets().is_empty());

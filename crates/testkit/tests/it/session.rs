@@ -28,8 +28,7 @@ async fn bucket_config_has_what_the_sdks_require() {
     assert!(map.iter().all(|row| row == &serde_json::json!([0, -1])));
     let rev = v["rev"].as_u64().unwrap();
     let bucket = node.running.node.bucket("default").unwrap();
-    bucket.edit_manifest(|m| m.create_scope("s1")).unwrap();
-    node.running.node.bump_rev();
+    node.running.node.propose_manifest_change(&bucket, |m| m.create_scope("s1").map(drop)).await.unwrap();
     let v: Value = serde_json::from_slice(&c.call(0xb5, &[], &[], &[], 0, 0).await.unwrap().value).unwrap();
     assert!(v["rev"].as_u64().unwrap() > rev);
     assert_eq!(v["collectionsManifestUid"], "1");

@@ -1,0 +1,276 @@
+//! Makes the local node match the cluster metadata: buckets (created, re-configured, deleted, collection
+//! manifests), every vBucket's state from the map, the replication feeds that fill this node's replica vBuckets,
+//! and the users. Idempotent: running it twice with the same metadata changes nothing the second time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use settee_cluster::{BucketMeta, ClusterMetadata, NodeId, NodeInfo};
+use settee_engine::VbState;
+use settee_types::limits::NUM_VBUCKETS;
+use settee_types::VbId;
+use tokio::sync::watch;
+
+use super::{config_of, spec_of, Cluster};
+use crate::auth::User;
+use crate::dcp::consumer::{self, FeedSpec};
+use crate::node::{BucketHandle, Node};
+
+/// One replication connection: a bucket's replica vBuckets whose active copies are on one source node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct FeedKey {
+    bucket: String,
+    uuid: String,
+    source: NodeId,
+}
+
+struct Feed {
+    spec: FeedSpec,
+    stop: watch::Sender<bool>,
+}
+
+#[derive(Default)]
+pub(super) struct Reconciler {
+    feeds: HashMap<FeedKey, Feed>,
+    /// The users value last applied from the metadata.
+    users_applied: Option<serde_json::Value>,
+}
+
+impl Reconciler {
+    pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata) {
+        self.apply_users(node, meta);
+        for local in node.buckets() {
+            let cfg = local.config();
+            if meta.buckets.get(&cfg.name).is_none_or(|b| b.spec.uuid != cfg.uuid) {
+                self.stop_feeds_of(&cfg.name);
+                if let Err(e) = node.delete_bucket(&cfg.name) {
+                    tracing::warn!(bucket = %cfg.name, error = %e, "cannot delete a bucket the cluster dropped");
+                }
+            }
+        }
+        let mut wanted = BTreeMap::new();
+        for (name, b) in &meta.buckets {
+            let handle = match node.bucket(name) {
+                Some(h) => h,
+                None => match node.create_bucket(config_of(&b.spec)) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        tracing::error!(bucket = %name, error = %e, "cannot create a bucket the cluster holds");
+                        continue;
+                    }
+                },
+            };
+            apply_settings(&handle, b);
+            apply_vbucket_states(&handle, b, cluster.me, cluster.is_current());
+            for (source, vbuckets) in replica_sources(b, cluster.me) {
+                let Some(info) = meta.nodes.get(&source) else { continue };
+                let Some(addr) = kv_addr(info) else {
+                    tracing::warn!(node = source, host = %info.hostname, "cannot resolve a replication source");
+                    continue;
+                };
+                let key = FeedKey { bucket: name.clone(), uuid: b.spec.uuid.clone(), source };
+                let spec = FeedSpec {
+                    source: addr,
+                    vbuckets,
+                    username: node.config.username.clone(),
+                    password: node.config.password.clone(),
+                    name: crate::dcp::replication_connection_name(cluster.me, name),
+                };
+                wanted.insert(key, (handle.clone(), spec));
+            }
+        }
+        self.set_feeds(wanted);
+    }
+
+    fn apply_users(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if meta.users.is_null() || self.users_applied.as_ref() == Some(&meta.users) {
+            return;
+        }
+        let users: Vec<User> = match serde_json::from_value(meta.users.clone()) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::error!(error = %e, "the cluster's user list cannot be read; keeping the local users");
+                return;
+            }
+        };
+        let admin = node.users.get(&node.config.username);
+        let mut all: Vec<User> = users.into_iter().filter(|u| u.id != node.config.username).collect();
+        // The command line's administrator always exists on its node, with the password it was started with.
+        all.extend(admin.map(|a| (*a).clone()));
+        match node.users.restore(all) {
+            Ok(()) => self.users_applied = Some(meta.users.clone()),
+            Err(e) => tracing::error!(error = %e, "cannot apply the cluster's users"),
+        }
+    }
+
+    /// Starts, keeps or stops feeds so that exactly `wanted` run.
+    fn set_feeds(&mut self, wanted: BTreeMap<FeedKey, (Arc<BucketHandle>, FeedSpec)>) {
+        self.feeds.retain(|key, feed| {
+            let keep = wanted.get(key).is_some_and(|(_, spec)| *spec == feed.spec);
+            if !keep {
+                let _ = feed.stop.send(true);
+                tracing::info!(bucket = %key.bucket, source = key.source, "replication feed stopped");
+            }
+            keep
+        });
+        for (key, (handle, spec)) in wanted {
+            if self.feeds.contains_key(&key) {
+                continue;
+            }
+            let (stop, stopped) = watch::channel(false);
+            tracing::info!(bucket = %key.bucket, source = key.source, addr = %spec.source, vbuckets = spec.vbuckets.len(), "replication feed started");
+            tokio::spawn(consumer::run(handle, spec.clone(), stopped));
+            self.feeds.insert(key, Feed { spec, stop });
+        }
+    }
+
+    fn stop_feeds_of(&mut self, bucket: &str) {
+        self.feeds.retain(|key, feed| {
+            let keep = key.bucket != bucket;
+            if !keep {
+                let _ = feed.stop.send(true);
+            }
+            keep
+        });
+    }
+
+    pub(super) fn stop_feeds(&mut self) {
+        for (_, feed) in self.feeds.drain() {
+            let _ = feed.stop.send(true);
+        }
+    }
+}
+
+/// Settings and the collections manifest, when the metadata's differ from the local bucket's.
+fn apply_settings(handle: &BucketHandle, b: &BucketMeta) {
+    if spec_of(&handle.config()) != b.spec {
+        let wanted = config_of(&b.spec);
+        handle.update_config(|c| *c = wanted);
+        tracing::info!(bucket = %b.spec.name, "bucket settings applied from the cluster");
+    }
+    if b.manifest.uid > handle.manifest().uid {
+        let manifest = b.manifest.clone();
+        // Through edit_manifest, so the items of dropped collections go too.
+        let _ = handle.edit_manifest(|m| {
+            *m = manifest;
+            Ok(())
+        });
+    }
+}
+
+/// What vBucket `vb` should be on node `me` by the map. Until the node's metadata is known current, nothing is
+/// active here.
+fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
+    let Some(chain) = b.map.chains.get(usize::from(vb)) else { return VbState::Dead };
+    if chain.first() == Some(&Some(me)) {
+        if current {
+            VbState::Active
+        } else {
+            VbState::Dead
+        }
+    } else if chain.iter().skip(1).any(|n| *n == Some(me)) {
+        VbState::Replica
+    } else {
+        VbState::Dead
+    }
+}
+
+fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, me: NodeId, current: bool) {
+    let mut changed = 0;
+    let mut copies_min = u64::MAX;
+    for vb in 0..NUM_VBUCKETS {
+        let wanted = wanted_state(b, vb, me, current);
+        let Ok(info) = handle.stream_info(VbId(vb)) else { continue };
+        if wanted == VbState::Active {
+            let chain = &b.map.chains[usize::from(vb)];
+            let copies = chain.iter().filter(|n| n.is_some()).count() as u64;
+            copies_min = copies_min.min(copies);
+        }
+        // A vBucket taken out of service by a checksum failure stays out until an operator acts.
+        if info.state == wanted || info.state == VbState::Failed {
+            continue;
+        }
+        if info.state == VbState::Active && wanted == VbState::Replica {
+            // Demoted: the new active's history decides what this copy keeps (the feed rolls it back if needed).
+            tracing::info!(bucket = %b.spec.name, vb, "active vBucket becomes a replica");
+        }
+        handle.set_vbucket_state(VbId(vb), wanted, rand::random());
+        changed += 1;
+    }
+    if copies_min != u64::MAX {
+        handle.set_available_copies(copies_min);
+    }
+    if changed > 0 {
+        tracing::info!(bucket = %b.spec.name, changed, "vBucket states applied from the map");
+    }
+}
+
+/// The replica vBuckets of `me`, grouped by the node that holds their active copy.
+fn replica_sources(b: &BucketMeta, me: NodeId) -> BTreeMap<NodeId, Vec<VbId>> {
+    let mut by_source: BTreeMap<NodeId, Vec<VbId>> = BTreeMap::new();
+    for (vb, chain) in (0..=u16::MAX).zip(&b.map.chains) {
+        if let Some(Some(active)) = chain.first() {
+            if *active != me && chain.iter().skip(1).any(|n| *n == Some(me)) {
+                by_source.entry(*active).or_default().push(VbId(vb));
+            }
+        }
+    }
+    by_source
+}
+
+fn kv_addr(info: &NodeInfo) -> Option<SocketAddr> {
+    let host = info.hostname.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Some(SocketAddr::new(ip, info.kv_port));
+    }
+    (host, info.kv_port).to_socket_addrs().ok()?.next()
+}
+
+#[cfg(test)]
+mod tests {
+    use settee_cluster::{vbmap, BucketSpec, VbMap};
+
+    use super::*;
+
+    fn bucket(map: VbMap) -> BucketMeta {
+        let spec = BucketSpec {
+            name: "b".into(),
+            uuid: "u".into(),
+            ephemeral: true,
+            ram_quota_bytes: 100 << 20,
+            replicas: 1,
+            eviction: "noEviction".into(),
+            max_ttl: 0,
+            flush_enabled: false,
+            durability_min_level: None,
+        };
+        BucketMeta { spec, manifest: Default::default(), map, failover_epoch: 0 }
+    }
+
+    #[test]
+    fn states_and_feeds_follow_the_map() {
+        // Proves each node gets Active for its actives (Dead until current), Replica for its replicas, Dead for
+        // the rest, and one feed per source node covering exactly its replicas.
+        let b = bucket(vbmap::plan(&[1, 2, 3], NUM_VBUCKETS, 1));
+        let mut active = 0;
+        for vb in 0..NUM_VBUCKETS {
+            let chain = &b.map.chains[usize::from(vb)];
+            let st = wanted_state(&b, vb, 2, true);
+            assert_eq!(st == VbState::Active, chain[0] == Some(2));
+            assert_eq!(st == VbState::Replica, chain[1] == Some(2));
+            active += usize::from(st == VbState::Active);
+            if chain[0] == Some(2) {
+                assert_eq!(wanted_state(&b, vb, 2, false), VbState::Dead, "not current: nothing active");
+            }
+        }
+        assert!(active > 300 && active < 380, "actives spread over three nodes: {active}");
+        let feeds = replica_sources(&b, 2);
+        assert_eq!(feeds.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+        let total: usize = feeds.values().map(Vec::len).sum();
+        assert_eq!(total, b.map.replicas_of(2).len());
+        for (source, vbs) in feeds {
+            assert!(vbs.iter().all(|vb| b.map.active(vb.0) == Some(source)));
+        }
+    }
+}

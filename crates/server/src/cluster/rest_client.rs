@@ -1,0 +1,104 @@
+//! The few REST calls one node makes to another (health probes, asking a newcomer to join): HTTP/1.1 over a fresh
+//! connection, closed after one exchange. Not a hot path; Raft has its own pooled transport.
+
+use std::time::Duration;
+
+use base64::Engine;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest answer read from a peer.
+const REPLY_BYTES_MAX: u64 = 1 << 20;
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+/// Sends `method path` to `addr` ("host:port") with Basic credentials and a form body, within `timeout`.
+pub async fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    credentials: Option<(&str, &str)>,
+    form: &str,
+    timeout: Duration,
+) -> anyhow::Result<Reply> {
+    match tokio::time::timeout(timeout, exchange(addr, method, path, credentials, form)).await {
+        Ok(r) => r,
+        Err(_) => anyhow::bail!("{addr} did not answer {method} {path} within {timeout:?}"),
+    }
+}
+
+async fn exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    credentials: Option<(&str, &str)>,
+    form: &str,
+) -> anyhow::Result<Reply> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some((user, password)) = credentials {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        request.push_str(&format!("Authorization: Basic {token}\r\n"));
+    }
+    if !form.is_empty() || method == "POST" {
+        request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        request.push_str(&format!("Content-Length: {}\r\n", form.len()));
+    }
+    request.push_str("\r\n");
+    request.push_str(form);
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.take(REPLY_BYTES_MAX).read_to_end(&mut raw).await?;
+    parse(&raw)
+}
+
+fn parse(raw: &[u8]) -> anyhow::Result<Reply> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow::anyhow!("malformed HTTP answer"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("malformed HTTP status line"))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked { dechunk(body) } else { body.to_owned() };
+    Ok(Reply { status, body })
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plain_and_chunked_answers() {
+        // Proves the status and body come out of both framings axum may use.
+        let r = parse(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "{}"));
+        let r =
+            parse(b"HTTP/1.1 400 Bad Request\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+                .unwrap();
+        assert_eq!((r.status, r.body.as_str()), (400, "abcde"));
+        assert!(parse(b"garbage").is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! Cluster management: adding nodes (`/controller/addNode` on a member, `/node/controller/doJoinCluster` on the
+//! newcomer), hard failover, the activation part of rebalance, auto-failover settings, and the Raft endpoints of
+//! the metadata store (admin only).
+//!
+//! Node names: ns_server's `otpNode` is `ns_1@<host>`; several settee nodes may share a host (different ports on
+//! one machine), and then their otpNodes are `n_<id>@<host>`. Either form, and `host:mgmtport`, names a node.
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use settee_cluster::{
+    vbmap, AutoFailoverSettings, ClusterMetadata, Membership, MetaCommand, MetaError, NodeId, NodeInfo, ProposeError,
+};
+use tower::ServiceExt;
+
+use super::auth::Caller;
+use super::error::RestError;
+use super::form::Form;
+use super::RestState;
+use crate::cluster::{rest_client, Cluster};
+
+/// How long a member waits for a newcomer to finish joining.
+const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn require_admin(caller: &Caller) -> Result<(), RestError> {
+    caller.require(caller.user.is_admin(), || "cluster.admin!write".to_owned())
+}
+
+fn cluster(state: &RestState) -> Result<&std::sync::Arc<Cluster>, RestError> {
+    state.node.cluster().ok_or_else(|| RestError::global(StatusCode::SERVICE_UNAVAILABLE, "This node has no cluster"))
+}
+
+fn unavailable(e: impl std::fmt::Display) -> RestError {
+    RestError::global(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+}
+
+/// `otpNode` of `n` in `meta`.
+pub(crate) fn otp_node(meta: &ClusterMetadata, n: &NodeInfo) -> String {
+    let shared = meta.nodes.values().filter(|o| o.hostname == n.hostname).count() > 1;
+    if shared {
+        format!("n_{}@{}", n.id, n.hostname)
+    } else {
+        format!("ns_1@{}", n.hostname)
+    }
+}
+
+/// The node an `otpNode`, `n_<id>@host` or `host:port` names.
+fn find_node(meta: &ClusterMetadata, name: &str) -> Option<NodeId> {
+    meta.nodes
+        .values()
+        .find(|n| otp_node(meta, n) == name || n.mgmt_addr() == name || format!("ns_1@{}", n.hostname) == name)
+        .map(|n| n.id)
+}
+
+/// `/settee/raft/...`: the metadata store's Raft traffic between nodes, with the administrator's credentials.
+pub(crate) async fn raft(State(state): State<RestState>, caller: Caller, request: Request) -> Response {
+    if let Err(e) = require_admin(&caller) {
+        return e.into_response();
+    }
+    let Some(cluster) = state.node.cluster() else { return RestError::NotFound.into_response() };
+    match cluster.raft_router().oneshot(request).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// `POST /controller/addNode` (`hostname`, `user`, `password`): asks the node at `hostname` to join this
+/// node's cluster and waits until it has. Answers `{"otpNode": ...}`.
+pub(crate) async fn add_node(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<Value>, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let hostname = form
+        .get("hostname")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, "Hostname is required."))?;
+    let target = with_default_port(hostname.trim_start_matches("http://"));
+    let user = form.get("user").unwrap_or(&state.node.config.username).to_owned();
+    let password = form.get("password").unwrap_or(&state.node.config.password).to_owned();
+    let (my_host, my_port) = cluster.addr.rsplit_once(':').unwrap_or((cluster.addr.as_str(), "8091"));
+    let join = format!(
+        "clusterMemberHostIp={}&clusterMemberPort={}&user={}&password={}",
+        urlencode(my_host.trim_start_matches('[').trim_end_matches(']')),
+        my_port,
+        urlencode(&user),
+        urlencode(&password)
+    );
+    let reply = rest_client::call(
+        &target,
+        "POST",
+        "/node/controller/doJoinCluster",
+        Some((&user, &password)),
+        &join,
+        JOIN_TIMEOUT,
+    )
+    .await
+    .map_err(|e| RestError::global(StatusCode::BAD_REQUEST, format!("Failed to reach {target}: {e}")))?;
+    if reply.status != 200 {
+        let reason = if reply.status == 401 { "Authentication failed. Verify username and password." } else { "" };
+        return Err(RestError::global(
+            StatusCode::BAD_REQUEST,
+            format!("Prepare join failed. {reason}{}", reply.body.trim()),
+        ));
+    }
+    let meta = cluster.metadata();
+    let added = meta.nodes.values().find(|n| n.mgmt_addr() == target);
+    let otp = added.map_or_else(|| format!("ns_1@{}", target), |n| otp_node(&meta, n));
+    tracing::info!(node = %target, "node added to the cluster");
+    Ok(Json(json!({ "otpNode": otp })))
+}
+
+/// `POST /node/controller/doJoinCluster` (`clusterMemberHostIp`, `clusterMemberPort`): this node leaves its
+/// own one-node cluster (dropping its buckets, as Couchbase does) and joins that member's cluster.
+pub(crate) async fn do_join_cluster(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let host = form
+        .get("clusterMemberHostIp")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, "clusterMemberHostIp is required"))?;
+    let port = form.get("clusterMemberPort").unwrap_or("8091");
+    let seed = with_default_port(&format!("{}:{port}", bracket(host)));
+    if seed == cluster.addr {
+        return Err(RestError::global(StatusCode::BAD_REQUEST, "A node cannot join itself."));
+    }
+    cluster.rejoin(&state.node, &seed).await.map_err(|e| RestError::global(StatusCode::BAD_REQUEST, e.to_string()))?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /controller/failOver` (`otpNode`, `allowUnsafe`): hard failover. Replicas of the node's vBuckets are
+/// promoted at once; a failover that would leave vBuckets without any copy needs `allowUnsafe=true`.
+pub(crate) async fn fail_over(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let meta = cluster.metadata();
+    let name = form.get("otpNode").unwrap_or_default();
+    let id = find_node(&meta, name)
+        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {name}")))?;
+    if meta.nodes.get(&id).is_some_and(|n| n.membership == Membership::InactiveFailed) {
+        return Err(RestError::global(StatusCode::BAD_REQUEST, "The node is already failed over."));
+    }
+    let unsafe_ok = form.get("allowUnsafe") == Some("true");
+    let at_risk: usize = meta.buckets.values().map(|b| vbmap::data_loss_risk(&b.map, &[id]).len()).sum();
+    if at_risk > 0 && !unsafe_ok {
+        return Err(RestError::global(
+            StatusCode::BAD_REQUEST,
+            format!("Failover would lose data: {at_risk} vBuckets have no other copy. Use allowUnsafe=true to fail over anyway."),
+        ));
+    }
+    match cluster.propose(&state.node, MetaCommand::Failover { nodes: vec![id] }).await {
+        Ok(_) => {
+            tracing::warn!(node = id, "hard failover");
+            Ok(StatusCode::OK)
+        }
+        Err(ProposeError::Rejected(e @ MetaError::LastActiveNode)) => {
+            Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string()))
+        }
+        Err(ProposeError::Rejected(e)) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
+/// `POST /controller/rebalance` (`knownNodes`, `ejectedNodes`): activates added nodes and removes ejected
+/// failed-over ones. Moving vBuckets between nodes (a rebalance with buckets) is not built yet and is refused.
+pub(crate) async fn rebalance(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let meta = cluster.metadata();
+    let names = |key: &str| -> Result<Vec<NodeId>, RestError> {
+        form.get(key)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|n| {
+                find_node(&meta, n)
+                    .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {n}")))
+            })
+            .collect()
+    };
+    let ejected = names("ejectedNodes")?;
+    let _known = names("knownNodes")?;
+    let added: Vec<NodeId> =
+        meta.nodes.values().filter(|n| n.membership == Membership::InactiveAdded).map(|n| n.id).collect();
+    let removing_active =
+        ejected.iter().any(|id| meta.nodes.get(id).is_some_and(|n| n.membership == Membership::Active));
+    if (!added.is_empty() || removing_active) && !meta.buckets.is_empty() {
+        return Err(RestError::global(
+            StatusCode::BAD_REQUEST,
+            "Moving vBuckets between nodes is not supported yet: add nodes before creating buckets.",
+        ));
+    }
+    for id in added.iter().filter(|id| !ejected.contains(id)) {
+        propose(cluster, &state, MetaCommand::SetMembership { node: *id, membership: Membership::Active }).await?;
+    }
+    for id in ejected {
+        if id == cluster.me {
+            return Err(RestError::global(StatusCode::BAD_REQUEST, "A node cannot eject itself."));
+        }
+        propose(cluster, &state, MetaCommand::RemoveNode(id)).await?;
+        cluster.store().remove_member(id).await.map_err(unavailable)?;
+    }
+    tracing::info!("rebalance done");
+    Ok(StatusCode::OK)
+}
+
+async fn propose(cluster: &Cluster, state: &RestState, cmd: MetaCommand) -> Result<(), RestError> {
+    match cluster.propose(&state.node, cmd).await {
+        Ok(_) => Ok(()),
+        Err(ProposeError::Rejected(e)) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
+/// `GET /pools/default/tasks`: no rebalance ever runs in the background yet.
+pub(crate) async fn tasks(_caller: Caller) -> Json<Value> {
+    Json(json!([{"type": "rebalance", "status": "notRunning", "statusIsStale": false, "masterRequestTimedOut": false}]))
+}
+
+/// `GET /settings/autoFailover`.
+pub(crate) async fn get_auto_failover(
+    State(state): State<RestState>,
+    caller: Caller,
+) -> Result<Json<Value>, RestError> {
+    caller.require(caller.user.can_read_settings(), || "cluster.settings!read".to_owned())?;
+    let s = cluster(&state)?.metadata().auto_failover.clone();
+    Ok(Json(json!({"enabled": s.enabled, "timeout": s.timeout_secs, "count": s.count, "maxCount": s.max_count})))
+}
+
+/// `POST /settings/autoFailover` (`enabled`, `timeout` 5-3600 s, `maxCount`).
+pub(crate) async fn set_auto_failover(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let mut s = cluster.metadata().auto_failover.clone();
+    match form.get("enabled") {
+        Some("true") => s.enabled = true,
+        Some("false") => s.enabled = false,
+        _ => return Err(RestError::field("enabled", "The value must be one of the following: [true,false]")),
+    }
+    if let Some(t) = form.get("timeout") {
+        let min = AutoFailoverSettings::TIMEOUT_SECS_MIN;
+        let max = AutoFailoverSettings::TIMEOUT_SECS_MAX;
+        s.timeout_secs = t.parse().ok().filter(|t| (min..=max).contains(t)).ok_or_else(|| {
+            RestError::field("timeout", format!("The value must be an integer between {min} and {max}"))
+        })?;
+    }
+    if let Some(m) = form.get("maxCount") {
+        let max = AutoFailoverSettings::MAX_COUNT_MAX;
+        s.max_count =
+            m.parse().ok().filter(|m| (1..=max).contains(m)).ok_or_else(|| {
+                RestError::field("maxCount", format!("The value must be an integer between 1 and {max}"))
+            })?;
+    }
+    propose(cluster, &state, MetaCommand::SetAutoFailover(s)).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /settings/autoFailover/resetCount`.
+pub(crate) async fn reset_auto_failover_count(
+    State(state): State<RestState>,
+    caller: Caller,
+) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let s = AutoFailoverSettings { count: 0, ..cluster.metadata().auto_failover.clone() };
+    propose(cluster, &state, MetaCommand::SetAutoFailover(s)).await?;
+    Ok(StatusCode::OK)
+}
+
+fn with_default_port(addr: &str) -> String {
+    let has_port = match addr.rsplit_once(':') {
+        Some((host, port)) => port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']')),
+        None => false,
+    };
+    if has_port {
+        addr.to_owned()
+    } else {
+        format!("{}:8091", bracket(addr))
+    }
+}
+
+fn bracket(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_get_the_default_port_and_names_are_encoded() {
+        // Proves ns_server's hostname forms (bare host, host:port, IPv6) all resolve to host:port.
+        assert_eq!(with_default_port("10.0.0.2"), "10.0.0.2:8091");
+        assert_eq!(with_default_port("10.0.0.2:9000"), "10.0.0.2:9000");
+        assert_eq!(with_default_port("::1"), "[::1]:8091");
+        assert_eq!(with_default_port("[::1]:9000"), "[::1]:9000");
+        assert_eq!(urlencode("a b&c=d"), "a%20b%26c%3Dd");
+    }
+}
