@@ -93,12 +93,20 @@ class SetteeServer:
     bucket_type: str = field(default_factory=lambda: suite_bucket_type())
     replicas: int = 0
     ram_mb: int = 256
+    # The loopback address the node binds and advertises; cluster tests give each node its own 127.0.0.x.
+    ip: str = "127.0.0.1"
+    # "host:mgmtport" of a cluster member to join on first start (`--join`).
+    join: Optional[str] = None
     process: Optional[subprocess.Popen] = field(default=None, repr=False)
     _log_file: Optional[object] = field(default=None, repr=False)
 
     @property
     def host(self) -> str:
-        return "127.0.0.1"
+        return self.ip
+
+    @property
+    def mgmt_addr(self) -> str:
+        return f"{self.host}:{self.mgmt_port}"
 
     @property
     def connection_string(self) -> str:
@@ -125,7 +133,7 @@ class SetteeServer:
             "--bucket-type", self.bucket_type,
             "--bucket-ram-mb", str(self.ram_mb),
             "--replicas", str(self.replicas),
-        ]
+        ] + (["--join", self.join] if self.join else [])
 
     def start(self) -> "SetteeServer":
         binary = settee_binary()
@@ -189,6 +197,15 @@ class SetteeServer:
             self._log_file.close()
             self._log_file = None
         return code
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies without flushing or closing anything, as in a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -104,6 +104,36 @@ pub fn failover(current: &VbMap, failed: &[NodeId]) -> VbMap {
     VbMap { chains }
 }
 
+/// The map with every missing replica (`None` after the active) placed on an Active node of `nodes` that holds no
+/// copy of that vBucket, choosing the node with the fewest copies so far (ties: lowest id). Actives never move,
+/// so no takeover is needed: a new replica is built by streaming from its active. A vBucket with no active, or
+/// with no eligible node left, keeps its gaps.
+pub fn repair_replicas(current: &VbMap, nodes: &[NodeId]) -> VbMap {
+    let nodes = node_set(nodes);
+    let mut load: std::collections::BTreeMap<NodeId, usize> = nodes.iter().map(|n| (*n, 0)).collect();
+    for n in current.chains.iter().flatten().flatten() {
+        if let Some(l) = load.get_mut(n) {
+            *l += 1;
+        }
+    }
+    let mut map = current.clone();
+    for chain in &mut map.chains {
+        if chain.first().is_none_or(|a| a.is_none()) {
+            continue;
+        }
+        for slot in 1..chain.len() {
+            if chain[slot].is_some() {
+                continue;
+            }
+            let pick = load.iter().filter(|(n, _)| !chain.contains(&Some(**n))).min_by_key(|(n, l)| (**l, **n));
+            let Some((&node, _)) = pick else { break };
+            chain[slot] = Some(node);
+            *load.entry(node).or_default() += 1;
+        }
+    }
+    map
+}
+
 /// The vBuckets that have a copy today and would have none after failing over `failed`: failing these nodes over
 /// loses the vBuckets' data (Couchbase's "unsafe" failover).
 pub fn data_loss_risk(current: &VbMap, failed: &[NodeId]) -> Vec<u16> {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::*;
+use settee_types::limits::NUM_VBUCKETS;
 
 /// Asserts the balance invariants of a planned map over `nodes` and returns nothing; the message names the bound.
 fn assert_balanced(map: &VbMap, nodes: &BTreeSet<NodeId>, replicas: usize, vbs: usize) {
@@ -116,4 +117,27 @@ proptest! {
         let fresh = plan(&new, 1024, 1);
         prop_assert!(total_cost(&current, &target) < total_cost(&current, &fresh));
     }
+}
+
+/// After a failover in a 4-node cluster with 2 replicas, repair fills every gap on surviving nodes, never twice in
+/// a chain, keeps every active where it was, and spreads the new copies evenly.
+#[test]
+fn repair_replicas_fills_gaps_after_failover() {
+    let before = plan(&[1, 2, 3, 4], NUM_VBUCKETS, 2);
+    let failed = failover(&before, &[4]);
+    let repaired = repair_replicas(&failed, &[1, 2, 3]);
+    for (old, new) in failed.chains.iter().zip(&repaired.chains) {
+        assert_eq!(old[0], new[0], "actives never move");
+        assert!(new.iter().all(Option::is_some), "every gap filled: {new:?}");
+        let distinct: std::collections::BTreeSet<_> = new.iter().collect();
+        assert_eq!(distinct.len(), new.len(), "no node twice in a chain");
+        assert!(old.iter().flatten().all(|n| new.contains(&Some(*n))), "existing copies are kept");
+    }
+    let copies: Vec<usize> =
+        [1, 2, 3].iter().map(|n| repaired.chains.iter().flatten().filter(|c| **c == Some(*n)).count()).collect();
+    assert_eq!(copies.iter().sum::<usize>(), 3 * NUM_VBUCKETS as usize);
+    assert!(copies.iter().all(|c| *c == NUM_VBUCKETS as usize), "three copies on three nodes: {copies:?}");
+    // With too few nodes (one replica needed, only the active's node left) the gap stays.
+    let lone = repair_replicas(&failover(&plan(&[1, 2], NUM_VBUCKETS, 1), &[2]), &[1]);
+    assert!(lone.chains.iter().all(|c| c[0] == Some(1) && c[1].is_none()));
 }

@@ -124,7 +124,7 @@ async fn auto_failover(cluster: &Cluster, node: &Node, meta: &ClusterMetadata) {
         return;
     }
     tracing::warn!(node = failed, unseen_secs = timeout.as_secs(), "auto-failover");
-    match cluster.propose(node, MetaCommand::Failover { nodes: vec![failed] }).await {
+    match cluster.failover(node, failed).await {
         Ok(_) => {
             let counted = AutoFailoverSettings { count: settings.count + 1, ..settings.clone() };
             if let Err(e) = cluster.store().propose(MetaCommand::SetAutoFailover(counted)).await {

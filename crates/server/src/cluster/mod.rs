@@ -227,6 +227,26 @@ impl Cluster {
         Ok(newest)
     }
 
+    /// Hard failover of `failed`, then the replicas it held rebuilt on the surviving nodes (settee does not wait for
+    /// a rebalance for that, see docs/compat.md): every vBucket gets back to its configured copies when enough
+    /// nodes remain, so durable writes keep working.
+    pub async fn failover(&self, node: &Node, failed: NodeId) -> Result<Arc<ClusterMetadata>, ProposeError> {
+        let meta = self.propose(node, MetaCommand::Failover { nodes: vec![failed] }).await?;
+        let survivors = meta.active_nodes();
+        let mut latest = meta.clone();
+        for (name, b) in &meta.buckets {
+            let repaired = settee_cluster::vbmap::repair_replicas(&b.map, &survivors);
+            if repaired == b.map {
+                continue;
+            }
+            match self.propose(node, MetaCommand::SetMap { bucket: name.clone(), map: repaired }).await {
+                Ok(m) => latest = m,
+                Err(e) => tracing::warn!(bucket = %name, error = %e, "cannot rebuild replicas after the failover"),
+            }
+        }
+        Ok(latest)
+    }
+
     /// The Raft endpoints of the current store (mounted behind admin authentication by the REST layer).
     pub fn raft_router(&self) -> axum::Router {
         settee_cluster::raft_router(self.store())

@@ -164,7 +164,7 @@ pub(crate) async fn fail_over(
             format!("Failover would lose data: {at_risk} vBuckets have no other copy. Use allowUnsafe=true to fail over anyway."),
         ));
     }
-    match cluster.propose(&state.node, MetaCommand::Failover { nodes: vec![id] }).await {
+    match cluster.failover(&state.node, id).await {
         Ok(_) => {
             tracing::warn!(node = id, "hard failover");
             Ok(StatusCode::OK)
