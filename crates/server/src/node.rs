@@ -68,6 +68,9 @@ pub struct Node {
     pub kv_connections: AtomicU64,
     /// When the node started, for uptime statistics.
     pub started: std::time::Instant,
+    /// The config revision clients were last told about: KV connections that agreed to cluster-map notifications
+    /// push a notification when it changes.
+    config_published: tokio::sync::watch::Sender<u64>,
     /// The cluster this node belongs to; unset only for nodes built without services (unit tests).
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
@@ -92,6 +95,7 @@ impl Node {
             kv_connections: AtomicU64::new(0),
             started: std::time::Instant::now(),
             cluster: std::sync::OnceLock::new(),
+            config_published: tokio::sync::watch::Sender::new(1),
         });
         Ok(node)
     }
@@ -139,7 +143,21 @@ impl Node {
     }
     /// Marks a change clients must see (bucket set, manifest, settings).
     pub fn bump_rev(&self) -> u64 {
-        self.rev.fetch_add(1, Ordering::AcqRel) + 1
+        let rev = self.rev.fetch_add(1, Ordering::AcqRel) + 1;
+        self.publish_config();
+        rev
+    }
+
+    /// Tells the connections that push cluster-map notifications that the config changed (once the local node
+    /// reflects it).
+    pub fn publish_config(&self) {
+        let rev = self.rev();
+        self.config_published.send_if_modified(|r| std::mem::replace(r, rev) != rev);
+    }
+
+    /// Changes of the published config revision.
+    pub fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.config_published.subscribe()
     }
 
     pub fn bucket(&self, name: &str) -> Option<Arc<BucketHandle>> {

@@ -254,6 +254,11 @@ impl MetadataStore {
         let found = tokio::time::timeout_at(deadline, async {
             let m = metrics.wait_for(|m| m.current_leader.is_some()).await.ok()?;
             let leader = m.current_leader?;
+            if leader == self.id {
+                // This node leads: run here, whatever address the membership recorded for it (a one-node
+                // cluster may restart on other ports).
+                return Some(self.addr.clone());
+            }
             m.membership_config.membership().get_node(&leader).map(|n| n.addr.clone())
         });
         found.await.ok().flatten().ok_or(ConsensusError::NoLeader)

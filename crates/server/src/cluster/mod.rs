@@ -53,6 +53,8 @@ pub struct Cluster {
     /// False until this node knows its metadata is current. A restarted member of a multi-node cluster holds every
     /// vBucket dead until then, so it never serves data that a failover moved elsewhere while it was down.
     current: AtomicBool,
+    /// True once `start` finished: a join request waits for it instead of racing the node's own first start.
+    started: watch::Sender<bool>,
     pub health: Health,
 }
 
@@ -78,6 +80,7 @@ impl Cluster {
             swapped: Notify::new(),
             reconciler: tokio::sync::Mutex::new(reconcile::Reconciler::default()),
             current: AtomicBool::new(false),
+            started: watch::Sender::new(false),
             health: Health::default(),
         }))
     }
@@ -98,6 +101,12 @@ impl Cluster {
     /// Brings the node into a cluster and its local state in line: forms a one-node cluster (first start without
     /// `join`), joins `join`'s cluster (first start with it), or restores what it had (restart).
     pub async fn start(self: &Arc<Self>, node: &Arc<Node>, join: Option<&str>) -> anyhow::Result<()> {
+        let started = self.start_inner(node, join).await;
+        self.started.send_replace(true);
+        started
+    }
+
+    async fn start_inner(self: &Arc<Self>, node: &Arc<Node>, join: Option<&str>) -> anyhow::Result<()> {
         let store = self.store();
         if store.is_initialized().await {
             let meta = store.wait_restored(RESTORE_TIMEOUT).await.context("restoring the cluster metadata")?;
@@ -105,7 +114,9 @@ impl Cluster {
             self.current.store(alone, Ordering::Release);
             self.reconcile(node, &meta).await;
             if alone {
-                self.refresh_my_info(node).await;
+                // In the background: a restarted one-node cluster elects itself first (up to 2 s).
+                let (me, node) = (self.clone(), node.clone());
+                tokio::spawn(async move { me.refresh_my_info(&node).await });
             } else {
                 tokio::spawn(self.clone().catch_up(node.clone()));
             }
@@ -144,6 +155,11 @@ impl Cluster {
     /// Leaves the cluster this node forms or belongs to and joins `seed`'s instead (Couchbase's
     /// doJoinCluster): the node's own buckets are dropped with its old metadata.
     pub async fn rejoin(self: &Arc<Self>, node: &Arc<Node>, seed: &str) -> anyhow::Result<()> {
+        let mut started = self.started.subscribe();
+        tokio::time::timeout(RESTORE_TIMEOUT, started.wait_for(|s| *s))
+            .await
+            .context("this node is still starting")?
+            .context("this node is stopping")?;
         let old = self.store();
         let meta = old.current();
         if meta.nodes.len() > 1 {
@@ -216,6 +232,7 @@ impl Cluster {
     pub async fn reconcile(&self, node: &Node, meta: &ClusterMetadata) {
         let mut reconciler = self.reconciler.lock().await;
         reconciler.apply(node, self, meta).await;
+        node.publish_config();
     }
 
     /// Proposes `cmd` and applies the result locally before returning, so the caller sees its change here.

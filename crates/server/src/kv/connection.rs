@@ -39,6 +39,18 @@ const FETCH_ATTEMPTS_MAX: u32 = 3;
 /// Buffers above this size are released after use so idle connections stay small.
 const IDLE_BUFFER_BYTES_MAX: usize = 256 * 1024;
 
+/// Pushes the current config of the connection's bucket (or the global one) as a cluster-map notification.
+fn push_config(node: &Node, session: &Session, out: &mut Vec<u8>) {
+    let rev = i64::try_from(node.rev()).unwrap_or(i64::MAX);
+    let full = session.has(Feature::ClustermapChangeNotification);
+    let (name, config) = match &session.bucket {
+        Some(b) if !b.is_deleted() => (b.name(), if full { Some(node.bucket_config(b)) } else { None }),
+        _ => (String::new(), if full { Some(node.global_config()) } else { None }),
+    };
+    let body = config.map(|c| serde_json::to_vec(&c).unwrap_or_default()).unwrap_or_default();
+    reply::clustermap_notification(out, &name, 1, rev, &body);
+}
+
 pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let peer = match stream.peer_addr() {
         Ok(p) => p,
@@ -57,9 +69,19 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
     let mut wbuf = Out { buf: Vec::with_capacity(READ_BUFFER_BYTES), ..Out::default() };
     // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
     let mut inflight: JoinSet<Vec<u8>> = JoinSet::new();
+    let mut configs = node.config_changes();
     'conn: loop {
         let read = tokio::select! {
             r = rd.read_buf(&mut rbuf) => r,
+            Ok(()) = configs.changed(), if session.wants_config_pushes() => {
+                configs.borrow_and_update();
+                push_config(&node, &session, &mut wbuf);
+                if wr.write_all(&wbuf).await.is_err() {
+                    break;
+                }
+                wbuf.clear();
+                continue;
+            }
             Some(done) = inflight.join_next(), if !inflight.is_empty() => {
                 if let Ok(reply) = done {
                     wbuf.extend_from_slice(&reply);

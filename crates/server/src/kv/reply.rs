@@ -80,3 +80,24 @@ pub fn document(
     }
     encode_response(out, req.opcode, 0, req.opaque, cas, dt.0, &[], extras, key, body);
 }
+
+/// A cluster-map change notification (magic 0x82, opcode 0x01; PROTOCOL.md §6.1): extras are the 16-byte
+/// (epoch, rev); the key names the bucket (empty for the global config); `config` is the full config for clients
+/// that asked for full notifications, empty for brief ones. Clients do not answer it.
+pub fn clustermap_notification(out: &mut Vec<u8>, bucket: &str, epoch: i64, rev: i64, config: &[u8]) {
+    let key = bucket.as_bytes();
+    let body_len = 16 + key.len() + config.len();
+    out.push(0x82);
+    out.push(0x01);
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.push(16);
+    out.push(if config.is_empty() { 0 } else { 0x01 });
+    out.extend_from_slice(&0u16.to_be_bytes());
+    out.extend_from_slice(&(body_len as u32).to_be_bytes());
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&0u64.to_be_bytes());
+    out.extend_from_slice(&epoch.to_be_bytes());
+    out.extend_from_slice(&rev.to_be_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(config);
+}

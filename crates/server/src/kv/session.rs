@@ -23,8 +23,9 @@ impl Features {
 
 /// The features settee agrees to, with what each obliges the server to do (PROTOCOL.md §2.2). With
 /// UnorderedExecution a durable write waiting for persistence does not hold up the requests behind it.
-/// Push notifications (0x0d, 0x1f), tracing and SnappyEverywhere are left out until implemented: echoing 0x1f
-/// without pushing would freeze gocbcore's topology.
+/// Cluster-map notifications (0x0d full, 0x1f brief) are pushed on every config change to connections that also
+/// agreed Duplex (gocbcore stops polling a connection that agreed 0x1f). Tracing and SnappyEverywhere are left out
+/// until implemented.
 pub const SUPPORTED_FEATURES: &[Feature] = &[
     Feature::TcpNoDelay,
     Feature::MutationSeqno,
@@ -34,6 +35,8 @@ pub const SUPPORTED_FEATURES: &[Feature] = &[
     Feature::Snappy,
     Feature::Json,
     Feature::Duplex,
+    Feature::ClustermapChangeNotification,
+    Feature::ClustermapChangeNotificationBrief,
     Feature::UnorderedExecution,
     Feature::AltRequestSupport,
     Feature::SyncReplication,
@@ -83,6 +86,11 @@ impl Session {
     }
     pub fn has(&self, f: Feature) -> bool {
         self.features.has(f)
+    }
+    /// Whether config changes are pushed to this connection.
+    pub fn wants_config_pushes(&self) -> bool {
+        self.has(Feature::Duplex)
+            && (self.has(Feature::ClustermapChangeNotification) || self.has(Feature::ClustermapChangeNotificationBrief))
     }
     pub fn collections(&self) -> bool {
         self.features.has(Feature::Collections)

@@ -88,3 +88,39 @@ async fn unknown_bucket_is_eaccess() {
     assert!(err.to_string().contains("SELECT_BUCKET") && err.to_string().contains("0x24"), "{err}");
     node.stop().await;
 }
+
+/// A connection that agreed Duplex and brief cluster-map notifications is told of every config change with a
+/// server push (magic 0x82, opcode 0x01, 16-byte epoch and rev, the bucket as key, no value); one that did not
+/// agree gets nothing.
+#[tokio::test]
+async fn config_changes_are_pushed_to_connections_that_asked() {
+    use settee_mcbp::Feature;
+    use tokio::io::AsyncReadExt;
+    let node = TestNode::start().await;
+    let asked = [Feature::Duplex, Feature::ClustermapChangeNotificationBrief, Feature::Json];
+    let c = settee_client::Connection::connect(node.kv_addr(), ADMIN, PASSWORD, Some("default"), &asked).await.unwrap();
+    assert!(c.has(Feature::ClustermapChangeNotificationBrief));
+    let (mut pushed, _) = c.into_parts();
+    let quiet = settee_client::Connection::connect(node.kv_addr(), ADMIN, PASSWORD, Some("default"), &[Feature::Json])
+        .await
+        .unwrap();
+    let (mut silent, _) = quiet.into_parts();
+    let before = node.running.node.rev();
+    let bucket = node.running.node.bucket("default").unwrap();
+    node.running.node.propose_manifest_change(&bucket, |m| m.create_scope("pushed").map(drop)).await.unwrap();
+    let mut head = [0u8; 24];
+    tokio::time::timeout(std::time::Duration::from_secs(5), pushed.read_exact(&mut head)).await.unwrap().unwrap();
+    assert_eq!((head[0], head[1], head[4]), (0x82, 0x01, 16), "a clustermap change notification");
+    let (key_len, body_len) =
+        (u16::from_be_bytes([head[2], head[3]]), u32::from_be_bytes(head[8..12].try_into().unwrap()));
+    let mut body = vec![0u8; body_len as usize];
+    pushed.read_exact(&mut body).await.unwrap();
+    assert_eq!(body.len(), 16 + usize::from(key_len), "brief: no config in the value");
+    let rev = i64::from_be_bytes(body[8..16].try_into().unwrap());
+    assert!(rev > i64::try_from(before).unwrap(), "the new revision {rev} after {before}");
+    assert_eq!(&body[16..], b"default");
+    let mut byte = [0u8; 1];
+    let nothing = tokio::time::timeout(std::time::Duration::from_millis(300), silent.read(&mut byte)).await;
+    assert!(nothing.is_err(), "a connection that did not agree gets no push");
+    node.stop().await;
+}
