@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use settee_client::Connection;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
-use settee_engine::{ItemSnapshot, VbState};
+use settee_engine::{ChangeKind, DcpChange, ItemSnapshot, ReplicaApply, VbState};
 use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpen, DcpOpenFlags};
 use settee_mcbp::{decode_request, decode_response, Feature, Opcode, Request};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
@@ -179,8 +179,11 @@ fn message(
     match stream.on_message(req)? {
         ConsumerAction::SnapshotMarker { start, end, .. } => bucket.replica_snapshot(vb, start, end)?,
         ConsumerAction::Apply(item) => {
-            if let Some(snap) = snapshot_of(item) {
-                bucket.replica_apply(vb, snap)?;
+            if bucket.replica_apply(vb, change_of(item))? == ReplicaApply::MissingPrepare {
+                // The replica lost its in-memory prepares (a restart) and cannot know what was committed: it
+                // starts the vBucket over, from zero, on the next connection.
+                reset_replica(bucket, vb);
+                anyhow::bail!("vBucket {} got a commit for a prepare it lost; streaming it again from zero", vb.0);
             }
         }
         ConsumerAction::StreamEnd(reason) => {
@@ -192,45 +195,39 @@ fn message(
     Ok(())
 }
 
-/// The engine form of a replicated mutation or deletion (sync-write messages are not requested yet).
-fn snapshot_of(item: DcpItem) -> Option<ItemSnapshot> {
-    Some(match item {
-        DcpItem::Mutation { key, value, cas, seqno, rev, flags, expiry, datatype } => ItemSnapshot {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            cas,
-            seqno,
-            rev,
-            flags,
-            expiry,
-            datatype: datatype.0,
-            deleted: false,
-            value_missing: false,
+/// The engine form of a replicated change.
+fn change_of(item: DcpItem) -> DcpChange {
+    let snapshot = |key: &[u8], value: &[u8], cas, seqno, rev, flags, expiry, datatype, deleted| ItemSnapshot {
+        key: key.to_vec(),
+        value: value.to_vec(),
+        cas,
+        seqno,
+        rev,
+        flags,
+        expiry,
+        datatype,
+        deleted,
+        value_missing: false,
+    };
+    match item {
+        DcpItem::Mutation { key, value, cas, seqno, rev, flags, expiry, datatype } => {
+            snapshot(&key, &value, cas, seqno, rev, flags, expiry, datatype.0, false).into()
+        }
+        DcpItem::Deletion { key, value, cas, seqno, rev, delete_time, datatype } => {
+            snapshot(&key, &value, cas, seqno, rev, 0, delete_time, datatype.0, true).into()
+        }
+        DcpItem::Expiration { key, cas, seqno, rev, delete_time } => {
+            snapshot(&key, &[], cas, seqno, rev, 0, delete_time, 0, true).into()
+        }
+        DcpItem::Prepare { key, value, cas, seqno, rev, flags, expiry, datatype, level, deleted } => DcpChange {
+            item: snapshot(&key, &value, cas, seqno, rev, flags, expiry, datatype.0, deleted),
+            kind: ChangeKind::Prepare(level),
         },
-        DcpItem::Deletion { key, value, cas, seqno, rev, delete_time, datatype } => ItemSnapshot {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            cas,
-            seqno,
-            rev,
-            flags: 0,
-            expiry: delete_time,
-            datatype: datatype.0,
-            deleted: true,
-            value_missing: false,
-        },
-        DcpItem::Expiration { key, cas, seqno, rev, delete_time } => ItemSnapshot {
-            key: key.to_vec(),
-            value: Vec::new(),
-            cas,
-            seqno,
-            rev,
-            flags: 0,
-            expiry: delete_time,
-            datatype: 0,
-            deleted: true,
-            value_missing: false,
-        },
-        DcpItem::Prepare { .. } | DcpItem::Commit { .. } | DcpItem::Abort { .. } => return None,
-    })
+        DcpItem::Commit { key, prepared_seqno, commit_seqno } => {
+            DcpChange::commit(key.to_vec(), prepared_seqno, commit_seqno)
+        }
+        DcpItem::Abort { key, prepared_seqno, abort_seqno } => {
+            DcpChange::abort(key.to_vec(), prepared_seqno, abort_seqno)
+        }
+    }
 }
