@@ -6,3 +6,14 @@ mod hub;
 pub(crate) mod producer;
 
 pub use hub::DcpHub;
+
+/// The DCP connection name a node's replication feed uses: the producer learns from it which node acknowledges.
+pub fn replication_connection_name(node: u64, bucket: &str) -> String {
+    format!("replication:{node}:{bucket}")
+}
+
+/// The node id in a replication connection's name; None for other DCP clients.
+pub fn replica_node_of(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("replication:")?;
+    rest.split(':').next()?.parse().ok()
+}

@@ -42,6 +42,9 @@ struct Producer {
     collections: bool,
     epoch: Instant,
     peer: String,
+    /// The node this connection replicates to, from its name (`replication:<node>:<bucket>`): its seqno
+    /// acknowledgements commit sync writes. None for other consumers, whose acknowledgements count for nothing.
+    replica_node: Option<u64>,
 }
 
 /// What a KV connection hands over when it becomes a producer.
@@ -64,6 +67,7 @@ pub(crate) async fn serve(
 ) {
     let ProducerSetup { bucket, conn, include_xattrs, collections, peer } = setup;
     let waker = bucket.dcp_hub.subscribe();
+    let replica_node = std::str::from_utf8(conn.name()).ok().and_then(super::replica_node_of);
     let mut p = Producer {
         bucket,
         conn,
@@ -74,6 +78,7 @@ pub(crate) async fn serve(
         collections,
         epoch: Instant::now(),
         peer,
+        replica_node,
     };
     tracing::info!(peer = %p.peer, name = %String::from_utf8_lossy(p.conn.name()), "dcp producer connection opened");
     let mut out = Vec::with_capacity(64 * 1024);
@@ -189,9 +194,13 @@ impl Producer {
                 Err(e) => reply(out, e.status()),
             },
             Some(Opcode::DcpSeqnoAcknowledged) => {
-                if let Ok(ack) = SeqnoAcknowledged::decode(req) {
-                    if let Ok(seqno) = self.conn.seqno_acknowledged(VbId(ack.vbucket), ack.prepared_seqno) {
-                        tracing::trace!(vb = ack.vbucket, seqno, "replica acknowledged");
+                // No reply: Couchbase's consumers do not expect one.
+                let Ok(ack) = SeqnoAcknowledged::decode(req) else { return };
+                let vb = VbId(ack.vbucket);
+                match (self.conn.seqno_acknowledged(vb, ack.prepared_seqno), self.replica_node) {
+                    (Ok(seqno), Some(node)) => self.bucket.seqno_acknowledged(vb, node, seqno),
+                    (outcome, _) => {
+                        tracing::debug!(peer = %self.peer, vb = vb.0, ?outcome, "seqno acknowledgement ignored")
                     }
                 }
             }
