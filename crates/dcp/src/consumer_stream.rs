@@ -190,6 +190,12 @@ impl ConsumerStream {
         self.prepared.persisted(seqno);
     }
 
+    /// Whether prepares received on this stream are not acknowledged yet: the driver keeps telling the stream what
+    /// is persisted ([`ConsumerStream::persisted`]) while this holds.
+    pub fn awaits_acknowledgement(&self) -> bool {
+        self.prepared.has_pending()
+    }
+
     /// The DCP_SEQNO_ACKNOWLEDGED to send now, when the high prepared seqno moved since the last one.
     pub fn seqno_ack(&mut self) -> Option<SeqnoAcknowledged> {
         let prepared_seqno = self.prepared.take_ack()?;

@@ -47,6 +47,11 @@ impl HighPrepared {
         self.advance();
     }
 
+    /// Whether received prepares still wait to count (for their snapshot to complete or to be persisted).
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The new HPS to acknowledge, once per increase.
     pub(crate) fn take_ack(&mut self) -> Option<Seqno> {
         (self.hps > self.acked).then(|| {

@@ -1,6 +1,6 @@
 //! A bucket: its settings, its vBuckets, its collections manifest and its memory account.
 
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -73,8 +73,8 @@ pub struct Bucket {
     mem_used: AtomicIsize,
     /// `config.ram_quota_bytes`, readable without the config lock on every write.
     quota_bytes: AtomicU64,
-    /// Copies of each vBucket this cluster can hold right now (nodes that are up); on one node, 1.
-    available_copies: AtomicU64,
+    /// `config.replicas`, readable under a vBucket lock (the config lock comes before vBucket locks).
+    replicas: AtomicU8,
     /// Set when a write to disk or an fsync failed: writes get TMPFAIL until the node restarts, because no write
     /// may be acknowledged as durable again.
     pub(crate) store_failed: AtomicBool,
@@ -96,13 +96,13 @@ impl Bucket {
             .collect();
         Bucket {
             quota_bytes: AtomicU64::new(config.ram_quota_bytes),
+            replicas: AtomicU8::new(config.replicas),
             config: RwLock::new(config),
             vbuckets,
             manifest: RwLock::new(Arc::new(Manifest::default())),
             clock,
             stats: BucketStats::default(),
             mem_used: AtomicIsize::new(0),
-            available_copies: AtomicU64::new(1),
             store_failed: AtomicBool::new(false),
             warming_up: AtomicBool::new(false),
             dirty_notifier: std::sync::OnceLock::new(),
@@ -157,6 +157,7 @@ impl Bucket {
         c.uuid = uuid;
         c.kind = kind;
         self.quota_bytes.store(c.ram_quota_bytes, Ordering::Relaxed);
+        self.replicas.store(c.replicas, Ordering::Relaxed);
     }
     pub fn stats(&self) -> &BucketStats {
         &self.stats
@@ -179,8 +180,13 @@ impl Bucket {
             })
             .sum()
     }
-    pub fn set_available_copies(&self, copies: u64) {
-        self.available_copies.store(copies.max(1), Ordering::Relaxed);
+    /// Superseded by [`Bucket::set_replication_chain`]: durability counts the copies in each vBucket's chain now.
+    /// Kept so that existing callers compile; it has no effect and can go once they call the chain API.
+    pub fn set_available_copies(&self, _copies: u64) {}
+
+    /// The copies of each vBucket the bucket is configured for (replicas + 1).
+    pub(crate) fn configured_copies(&self) -> u64 {
+        u64::from(self.replicas.load(Ordering::Relaxed)) + 1
     }
 
     // ---- collections ----
@@ -236,16 +242,17 @@ impl Bucket {
     }
 
     fn purge_collections(&self, cids: &[CollectionId]) {
+        let in_dropped = |key: &[u8]| settee_mcbp::decode_leb128(key).is_some_and(|(cid, _)| cids.contains(&cid));
+        let mut ambiguous = Vec::new();
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
-            let doomed: Vec<Box<[u8]>> = inner
-                .table
-                .keys()
-                .filter(|k| settee_mcbp::decode_leb128(k).is_some_and(|(cid, _)| cids.contains(&cid)))
-                .cloned()
-                .collect();
+            ambiguous.extend(self.discard_prepares(&mut inner, vb.id, |p| in_dropped(&p.key)));
+            let doomed: Vec<Box<[u8]>> = inner.table.keys().filter(|k| in_dropped(k)).cloned().collect();
             let freed: usize = doomed.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));
+        }
+        for w in ambiguous {
+            w(Err(EngineError::SyncWriteAmbiguous));
         }
     }
 
@@ -289,8 +296,9 @@ impl Bucket {
         Ok(())
     }
 
-    /// Couchbase's durability rules for this bucket and topology: persist levels need a persistent bucket, and a
-    /// majority of the configured copies (replicas + 1) must be able to acknowledge.
+    /// Couchbase's durability rules for this bucket: persist levels need a persistent bucket, and three replicas
+    /// make durability impossible (as in Couchbase). Whether a majority of the configured copies exists is the
+    /// vBucket's question, asked under its lock ([`Bucket::with_active_write`]).
     /// Returns the level in force (the request's, raised to the bucket's minimum), if any.
     pub(crate) fn check_durability(
         &self,
@@ -304,11 +312,29 @@ impl Bucket {
         if level.needs_persistence() && kind == BucketKind::Ephemeral {
             return Err(EngineError::DurabilityInvalidLevel);
         }
-        let copies = u64::from(replicas) + 1;
-        if replicas >= 3 || copies / 2 + 1 > self.available_copies.load(Ordering::Relaxed) {
+        if replicas >= 3 {
             return Err(EngineError::DurabilityImpossible);
         }
         Ok(Some(level))
+    }
+
+    /// [`Bucket::with_active`] for a mutation: a durable one first needs a majority of the configured copies to
+    /// exist (the active and the replicas present in the vBucket's chain), else DURABILITY_IMPOSSIBLE.
+    pub(crate) fn with_active_write<R>(
+        &self,
+        vb: VbId,
+        level: Option<DurabilityLevel>,
+        f: impl FnOnce(&mut VbInner) -> Result<R, EngineError>,
+    ) -> Result<R, EngineError> {
+        self.with_active(vb, |inner| {
+            if level.is_some() {
+                let copies = self.configured_copies();
+                if inner.monitor.copies_present(copies) < copies / 2 + 1 {
+                    return Err(EngineError::DurabilityImpossible);
+                }
+            }
+            f(inner)
+        })
     }
 
     pub fn observe_seqno(&self, vb: VbId) -> Result<ObservedSeqnos, EngineError> {
@@ -321,10 +347,13 @@ impl Bucket {
 
     /// Removes every item, as a bucket flush does. Seqnos keep growing so mutation tokens stay meaningful. A
     /// persistent bucket deletes every document (tombstones the flusher writes), so nothing comes back at warmup.
+    /// Sync writes in flight are aborted (their writers get SYNC_WRITE_AMBIGUOUS).
     pub fn flush(&self) {
         let (now_ns, now) = self.now();
+        let mut ambiguous = Vec::new();
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
+            ambiguous.extend(self.discard_prepares(&mut inner, vb.id, |_| true));
             if inner.persistent {
                 let live: Vec<Box<[u8]>> =
                     inner.table.iter().filter(|(_, i)| !i.deleted).map(|(k, _)| k.clone()).collect();
@@ -341,6 +370,9 @@ impl Bucket {
             let keys: Vec<Box<[u8]>> = inner.table.keys().cloned().collect();
             let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));
+        }
+        for w in ambiguous {
+            w(Err(EngineError::SyncWriteAmbiguous));
         }
     }
 

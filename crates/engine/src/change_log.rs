@@ -8,6 +8,19 @@ use std::collections::VecDeque;
 
 use settee_types::Seqno;
 
+/// What a change-log entry records about its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    /// A mutation or deletion, now in the hash table (unless a later entry replaced it).
+    Mutation,
+    /// A sync write waiting in the durability monitor.
+    Prepare,
+    /// The prepare at this seqno committed; the value is in the hash table at the entry's seqno.
+    Commit { prepared: Seqno },
+    /// The prepare at this seqno was aborted; nothing of it remains.
+    Abort { prepared: Seqno },
+}
+
 /// Most entries one vBucket's log keeps; beyond this the oldest are dropped and slow cursors backfill.
 pub(crate) const CHANGE_LOG_ENTRIES_MAX: usize = 65_536;
 
@@ -16,8 +29,8 @@ pub type CursorId = u64;
 
 #[derive(Default)]
 pub(crate) struct ChangeLog {
-    /// (seqno, encoded key) of each mutation after `start`, in seqno order.
-    entries: VecDeque<(Seqno, Box<[u8]>)>,
+    /// (seqno, encoded key, kind) of each change after `start`, in seqno order.
+    entries: VecDeque<(Seqno, Box<[u8]>, LogKind)>,
     /// The log holds every mutation with a seqno above this one (and at most the high seqno).
     start: Seqno,
     /// Each open cursor and the last seqno it has read.
@@ -32,15 +45,15 @@ impl ChangeLog {
         !self.cursors.is_empty()
     }
 
-    /// Records a mutation; returns true when readers should be woken (first entry since they last read).
-    pub(crate) fn record(&mut self, seqno: Seqno, key: &[u8]) -> bool {
+    /// Records a change; returns true when readers should be woken (first entry since they last read).
+    pub(crate) fn record(&mut self, seqno: Seqno, key: &[u8], kind: LogKind) -> bool {
         if self.cursors.is_empty() {
             return false;
         }
-        debug_assert!(self.entries.back().is_none_or(|(s, _)| *s < seqno), "change log seqnos must increase");
-        self.entries.push_back((seqno, key.into()));
+        debug_assert!(self.entries.back().is_none_or(|(s, _, _)| *s < seqno), "change log seqnos must increase");
+        self.entries.push_back((seqno, key.into(), kind));
         if self.entries.len() > CHANGE_LOG_ENTRIES_MAX {
-            if let Some((dropped, _)) = self.entries.pop_front() {
+            if let Some((dropped, _, _)) = self.entries.pop_front() {
                 self.start = dropped;
             }
         }
@@ -72,8 +85,8 @@ impl ChangeLog {
     }
 
     /// The entries above `after`, oldest first.
-    pub(crate) fn entries_after(&self, after: Seqno) -> impl Iterator<Item = &(Seqno, Box<[u8]>)> {
-        let first = self.entries.partition_point(|(s, _)| *s <= after);
+    pub(crate) fn entries_after(&self, after: Seqno) -> impl Iterator<Item = &(Seqno, Box<[u8]>, LogKind)> {
+        let first = self.entries.partition_point(|(s, _, _)| *s <= after);
         self.entries.range(first..)
     }
 
@@ -97,8 +110,8 @@ impl ChangeLog {
 
     fn trim(&mut self) {
         let Some(slowest) = self.cursors.iter().map(|(_, p)| *p).min() else { return };
-        while self.entries.front().is_some_and(|(s, _)| *s <= slowest) {
-            if let Some((s, _)) = self.entries.pop_front() {
+        while self.entries.front().is_some_and(|(s, _, _)| *s <= slowest) {
+            if let Some((s, _, _)) = self.entries.pop_front() {
                 self.start = s;
             }
         }
@@ -117,14 +130,14 @@ mod tests {
     #[test]
     fn records_only_with_a_cursor_and_trims_to_the_slowest() {
         let mut log = ChangeLog::default();
-        assert!(!log.record(1, b"a"));
+        assert!(!log.record(1, b"a", LogKind::Mutation));
         assert_eq!(log.len(), 0);
         log.open_cursor(7, 1, 1);
         log.open_cursor(8, 1, 1);
-        assert!(log.record(2, b"b"), "first entry wakes readers");
-        assert!(!log.record(3, b"c"), "later entries do not, until they read");
+        assert!(log.record(2, b"b", LogKind::Mutation), "first entry wakes readers");
+        assert!(!log.record(3, b"c", LogKind::Prepare), "later entries do not, until they read");
         assert!(log.covers(1) && !log.covers(0));
-        assert_eq!(log.entries_after(2).map(|(s, _)| *s).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(log.entries_after(2).map(|(s, _, k)| (*s, *k)).collect::<Vec<_>>(), vec![(3, LogKind::Prepare)]);
         log.advance(7, 3);
         assert_eq!(log.len(), 2, "cursor 8 has read nothing yet");
         log.advance(8, 2);
@@ -141,7 +154,7 @@ mod tests {
         let mut log = ChangeLog::default();
         log.open_cursor(1, 0, 0);
         for s in 1..=(CHANGE_LOG_ENTRIES_MAX as u64 + 10) {
-            log.record(s, b"k");
+            log.record(s, b"k", LogKind::Mutation);
         }
         assert_eq!(log.len(), CHANGE_LOG_ENTRIES_MAX);
         assert!(!log.covers(0), "the stalled cursor must backfill");

@@ -1,6 +1,6 @@
 //! The KV engine: buckets split into vBuckets, each an in-memory hash table of items guarded by its own mutex, and
 //! every KV semantic the protocol promises (CAS, expiry, locks, counters, append/prepend, sub-document operations,
-//! collections, durability rules).
+//! collections, durability: sync writes as prepares committed by the replicas' acknowledgements).
 //!
 //! The engine is synchronous and knows nothing of sockets or async runtimes: the server calls it from any thread and
 //! it returns values. A vBucket lock is held for microseconds and never across I/O. Time comes from a
@@ -11,6 +11,7 @@
 
 mod bucket;
 mod change_log;
+mod durability_monitor;
 mod error;
 mod eviction;
 mod expiry;
@@ -21,6 +22,7 @@ mod ops;
 mod persistence;
 mod replication;
 mod stats;
+mod sync_write;
 mod vbucket;
 
 pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
@@ -35,7 +37,7 @@ pub use ops::{
     MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
 };
 pub use persistence::{DirtyBatch, ItemSnapshot};
-pub use replication::{DcpRead, DcpSnapshot, VbStreamInfo};
+pub use replication::{ChangeKind, DcpChange, DcpRead, DcpSnapshot, ReplicaApply, VbStreamInfo};
 pub use stats::BucketStats;
 pub use vbucket::{ChangeNotifier, ObservedSeqnos, PersistWaiter, VBucket, VbState};
 
@@ -43,3 +45,5 @@ pub use vbucket::{ChangeNotifier, ObservedSeqnos, PersistWaiter, VBucket, VbStat
 mod persistence_tests;
 #[cfg(test)]
 mod replication_tests;
+#[cfg(test)]
+mod sync_write_tests;

@@ -4,13 +4,12 @@
 //! The engine does no I/O: the server's flusher and warmup workers move [`ItemSnapshot`]s between these calls and
 //! the store.
 
-use settee_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbUuid};
+use settee_types::{Cas, Datatype, Seqno, VbId, VbUuid};
 
 use crate::bucket::Bucket;
 use crate::error::EngineError;
-use crate::item::{DocKey, StoredItem};
-use crate::ops::MutationResult;
-use crate::vbucket::{PersistWaiter, VbInner};
+use crate::item::StoredItem;
+use crate::vbucket::PersistWaiter;
 
 /// An item as it travels to and from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,47 +42,16 @@ pub struct DirtyBatch {
 }
 
 impl Bucket {
-    /// Installs a mutation and, for a durable write that needs persistence, registers it so that the next write
-    /// to the key gets SYNC_WRITE_IN_PROGRESS until it is persisted.
-    pub(crate) fn commit(
-        &self,
-        inner: &mut VbInner,
-        vb: VbId,
-        key: &DocKey<'_>,
-        item: StoredItem,
-        level: Option<DurabilityLevel>,
-    ) -> MutationResult {
-        let cas = item.cas;
-        let delta = inner.install(key.encoded(), item);
-        self.charge(delta);
-        if inner.dirty.len() == 1 {
-            if let Some(notify) = self.dirty_notifier.get() {
-                notify(vb);
-            }
-        }
-        // With no replicas, majority is met by the active's memory at once; only the persist levels wait.
-        let await_persistence = inner.persistent && level.is_some_and(|l| l.needs_persistence());
-        if await_persistence {
-            inner.sync_writes.insert(key.encoded().into(), inner.high_seqno);
-        }
-        MutationResult { vb, cas, seqno: inner.high_seqno, vbuuid: inner.uuid(), await_persistence }
-    }
-
-    /// Every write checks this first: a key with an unpersisted durable write is busy.
-    pub(crate) fn check_sync_write(inner: &VbInner, key: &DocKey<'_>) -> Result<(), EngineError> {
-        match inner.sync_writes.get(key.encoded()) {
-            Some(seqno) if *seqno > inner.persisted_seqno => Err(EngineError::SyncWriteInProgress),
-            _ => Ok(()),
-        }
-    }
-
-    /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty.
+    /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty. A batch may have no items:
+    /// the seqnos of prepares and aborts (memory only) still count as persisted once a round passed them, which
+    /// is what the persist levels of sync writes wait for.
     pub fn drain_dirty(&self, vb: VbId) -> Option<DirtyBatch> {
         let vbucket = self.vbucket(vb)?;
         let mut inner = vbucket.inner.lock();
-        if inner.dirty.is_empty() {
+        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno {
             return None;
         }
+        inner.drained_seqno = inner.high_seqno;
         let dirty = std::mem::take(&mut inner.dirty);
         let mut items = Vec::with_capacity(dirty.len());
         let mut seen = hashbrown::HashSet::with_capacity(dirty.len());
@@ -108,21 +76,24 @@ impl Bucket {
         })
     }
 
-    /// Called by the flusher once a batch is fsynced: advances the persisted seqno and completes the durable
-    /// writes it covers.
+    /// Called by the flusher once a batch is fsynced: advances the persisted seqno, completes the durable writes
+    /// it covers, and commits the prepares that were waiting for the active's persistence.
     pub fn mark_persisted(&self, vb: VbId, up_to: Seqno) {
         let Some(vbucket) = self.vbucket(vb) else { return };
-        let ready: Vec<PersistWaiter> = {
+        let mut ready: Vec<PersistWaiter> = Vec::new();
+        {
             let mut inner = vbucket.inner.lock();
             debug_assert!(up_to <= inner.high_seqno, "persisted seqno beyond the high seqno");
             inner.persisted_seqno = inner.persisted_seqno.max(up_to);
             let persisted = inner.persisted_seqno;
-            inner.sync_writes.retain(|_, seqno| *seqno > persisted);
             let waiters = std::mem::take(&mut inner.persist_waiters);
-            let (ready, waiting): (Vec<_>, Vec<_>) = waiters.into_iter().partition(|(s, _)| *s <= persisted);
+            let (done, waiting): (Vec<_>, Vec<_>) = waiters.into_iter().partition(|(s, _)| *s <= persisted);
             inner.persist_waiters = waiting;
-            ready.into_iter().map(|(_, w)| w).collect()
-        };
+            ready.extend(done.into_iter().map(|(_, w)| w));
+            if inner.state == crate::VbState::Active {
+                self.commit_ready(&mut inner, vb, &mut ready);
+            }
+        }
         for w in ready {
             w(Ok(()));
         }
@@ -143,15 +114,27 @@ impl Bucket {
         inner.persist_waiters.push((seqno, waiter));
     }
 
-    /// The store failed: nothing more can be made durable. Writes get TMPFAIL from now on, and every waiting
-    /// durable write learns that it is ambiguous (it may or may not be on disk).
+    /// The store failed: nothing more can be made durable. Writes get TMPFAIL from now on, every waiting
+    /// durable write learns that it is ambiguous (it may or may not be on disk), and prepares that need the
+    /// active's disk are aborted.
     pub fn fail_persistence(&self) {
         self.store_failed.store(true, std::sync::atomic::Ordering::Release);
         for v in 0..self.num_vbuckets() {
             let Some(vbucket) = self.vbucket(VbId(v)) else { continue };
-            let waiters = std::mem::take(&mut vbucket.inner.lock().persist_waiters);
-            for (_, w) in waiters {
+            let (mut failed, mut ready) = (Vec::new(), Vec::new());
+            {
+                let mut inner = vbucket.inner.lock();
+                failed.extend(std::mem::take(&mut inner.persist_waiters).into_iter().map(|(_, w)| w));
+                if inner.state == crate::VbState::Active {
+                    failed.extend(self.discard_prepares(&mut inner, VbId(v), |p| p.level.needs_persistence()));
+                    self.commit_ready(&mut inner, VbId(v), &mut ready);
+                }
+            }
+            for w in failed {
                 w(Err(EngineError::SyncWriteAmbiguous));
+            }
+            for w in ready {
+                w(Ok(()));
             }
         }
     }
@@ -173,6 +156,7 @@ impl Bucket {
         let mut inner = vbucket.inner.lock();
         inner.high_seqno = inner.high_seqno.max(high_seqno);
         inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
+        inner.drained_seqno = inner.high_seqno;
         let (uuid, high) = (inner.uuid(), inner.high_seqno);
         match settee_types::FailoverLog::from_entries(failover.iter().copied()) {
             Some(mut log) => {
@@ -191,6 +175,7 @@ impl Bucket {
         let mut inner = vbucket.inner.lock();
         inner.hlc.observe(item.cas);
         inner.high_seqno = inner.high_seqno.max(item.seqno);
+        inner.drained_seqno = inner.high_seqno;
         let key = item.key.clone();
         let delta = inner.load(&key, stored_of(item));
         drop(inner);

@@ -54,17 +54,19 @@ fn checkpoint_drains_latest_versions() {
     assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 3);
 }
 
-/// A durable write holds its key (SYNC_WRITE_IN_PROGRESS for the next writer) and its waiter until the seqno is
-/// persisted; then both are released.
+/// A persist-level durable write on one node is a prepare: it holds its key (SYNC_WRITE_IN_PROGRESS for the next
+/// writer) and stays invisible until a flusher round passes its seqno; then it commits (readers see it, the key is
+/// free), and its writer hears of success only once a second round put the committed document on disk.
 #[test]
 fn durable_write_waits_for_persistence() {
     let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    write(&b, b"d", b"0", None).unwrap();
     let m = write(&b, b"d", b"1", Some(DurabilityLevel::PersistToMajority)).unwrap();
-    assert!(m.await_persistence);
+    assert!(m.sync_write);
     assert_eq!(write(&b, b"d", b"2", None), Err(EngineError::SyncWriteInProgress));
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
-    b.when_persisted(
+    b.when_sync_write_completes(
         VbId(0),
         m.seqno,
         Box::new(move |r| {
@@ -72,8 +74,17 @@ fn durable_write_waits_for_persistence() {
             d.fetch_add(1, Ordering::SeqCst);
         }),
     );
-    assert_eq!(done.load(Ordering::SeqCst), 0);
+    let read = |b: &Bucket| b.get(VbId(0), &DocKey::new(0, b"d"), |i| i.body().0.to_vec()).unwrap();
+    assert_eq!(read(&b), b"0", "the prepare is not visible");
     let batch = b.drain_dirty(VbId(0)).unwrap();
+    assert!(batch.items.iter().all(|i| i.value != b"1"), "prepares are not written to the store");
+    assert_eq!(batch.up_to, m.seqno);
+    b.mark_persisted(VbId(0), batch.up_to);
+    assert_eq!(read(&b), b"1", "committed once the active persisted past the prepare");
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the committed document is not on disk yet");
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    let committed = batch.items.iter().find(|i| i.value == b"1").expect("the commit is flushed");
+    assert_eq!((committed.seqno, committed.cas), (m.seqno + 1, m.cas), "the commit keeps the prepare's CAS");
     b.mark_persisted(VbId(0), batch.up_to);
     assert_eq!(done.load(Ordering::SeqCst), 1);
     assert!(write(&b, b"d", b"2", None).is_ok());
@@ -86,9 +97,10 @@ fn store_failure_makes_waiters_ambiguous() {
     let m = write(&b, b"d", b"1", Some(DurabilityLevel::MajorityAndPersistActive)).unwrap();
     let outcome = Arc::new(parking_lot::Mutex::new(None));
     let o = outcome.clone();
-    b.when_persisted(VbId(0), m.seqno, Box::new(move |r| *o.lock() = Some(r)));
+    b.when_sync_write_completes(VbId(0), m.seqno, Box::new(move |r| *o.lock() = Some(r)));
     b.fail_persistence();
     assert_eq!(*outcome.lock(), Some(Err(EngineError::SyncWriteAmbiguous)));
+    assert_eq!(b.pending_prepares(VbId(0)), 0, "the prepare that needed the disk is aborted");
     assert_eq!(write(&b, b"x", b"1", None), Err(EngineError::TempFail));
 }
 
@@ -188,11 +200,14 @@ fn warmup_loading() {
 }
 
 /// Regression: on a persistent bucket with no replicas, a majority write is complete in memory; it neither waits
-/// for the flusher nor holds its key.
+/// for the flusher nor holds its key. It is still a prepare and a commit (two seqnos), and the reply carries the
+/// prepare's seqno.
 #[test]
 fn majority_does_not_wait_for_disk() {
     let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
     let m = write(&b, b"m", b"1", Some(DurabilityLevel::Majority)).unwrap();
-    assert!(!m.await_persistence);
+    assert!(!m.sync_write);
+    assert_eq!(m.seqno, 1);
+    assert_eq!(b.vbucket(VbId(0)).unwrap().high_seqno(), 2);
     assert!(write(&b, b"m", b"2", Some(DurabilityLevel::Majority)).is_ok());
 }

@@ -6,14 +6,76 @@
 
 use std::sync::atomic::Ordering;
 
-use settee_types::{FailoverLog, Seqno, VbId, VbUuid};
+use settee_types::{DurabilityLevel, FailoverLog, Seqno, VbId, VbUuid};
 
 use crate::bucket::Bucket;
-use crate::change_log::CursorId;
+use crate::change_log::{CursorId, LogKind};
 use crate::error::EngineError;
 use crate::item::ItemView;
-use crate::persistence::{snapshot, stored_of, ItemSnapshot};
-use crate::vbucket::{ChangeNotifier, VbInner, VbState};
+use crate::persistence::{snapshot, ItemSnapshot};
+use crate::vbucket::{ChangeNotifier, PersistWaiter, VbInner, VbState};
+
+/// One change of a vBucket as DCP carries it: a mutation or deletion, or a step of a sync write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DcpChange {
+    /// The document (for a commit: as committed, at the commit seqno; for an abort: only the key and the abort
+    /// seqno).
+    pub item: ItemSnapshot,
+    pub kind: ChangeKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// A mutation or deletion (`item.deleted`), sent to every stream.
+    Mutation,
+    /// A pending sync write; `item` is the prepared document (a tombstone for a durable delete).
+    Prepare(DurabilityLevel),
+    /// The prepare at `prepared_seqno` committed. A stream without sync writes sends `item` as a mutation.
+    Commit { prepared_seqno: Seqno },
+    /// The prepare at `prepared_seqno` was aborted; only streams with sync writes carry it.
+    Abort { prepared_seqno: Seqno },
+}
+
+impl From<ItemSnapshot> for DcpChange {
+    fn from(item: ItemSnapshot) -> DcpChange {
+        DcpChange { item, kind: ChangeKind::Mutation }
+    }
+}
+
+impl DcpChange {
+    /// A commit as a replica receives it (DCP_COMMIT carries no document).
+    pub fn commit(key: Vec<u8>, prepared_seqno: Seqno, commit_seqno: Seqno) -> DcpChange {
+        DcpChange { item: key_only(key, commit_seqno), kind: ChangeKind::Commit { prepared_seqno } }
+    }
+    /// An abort as a replica receives it.
+    pub fn abort(key: Vec<u8>, prepared_seqno: Seqno, abort_seqno: Seqno) -> DcpChange {
+        DcpChange { item: key_only(key, abort_seqno), kind: ChangeKind::Abort { prepared_seqno } }
+    }
+}
+
+fn key_only(key: Vec<u8>, seqno: Seqno) -> ItemSnapshot {
+    ItemSnapshot {
+        key,
+        value: Vec::new(),
+        cas: 0,
+        seqno,
+        rev: 0,
+        flags: 0,
+        expiry: 0,
+        datatype: 0,
+        deleted: false,
+        value_missing: false,
+    }
+}
+
+/// What became of a replicated change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaApply {
+    Applied,
+    /// A commit for a prepare this replica does not hold (it restarted and lost its in-memory prepares): nothing
+    /// was applied; the replica cannot know the committed document and must stream the vBucket again.
+    MissingPrepare,
+}
 
 /// One read of a vBucket by a DCP cursor.
 #[derive(Debug)]
@@ -23,8 +85,9 @@ pub enum DcpRead {
     /// A consistent snapshot: once every item is applied, the reader holds the vBucket as of `end`.
     Snapshot(DcpSnapshot),
     /// Items between the cursor's position and `up_to` exist on disk only (full eviction): read them from the
-    /// store's seqno index as a disk snapshot ending at `up_to`, then read again from `up_to`.
-    FromDisk { up_to: Seqno },
+    /// store's seqno index as a disk snapshot ending at `up_to`, with `prepares` (pending sync writes in that
+    /// range, which live in memory only) merged in by seqno, then read again from `up_to`.
+    FromDisk { up_to: Seqno, prepares: Vec<DcpChange> },
 }
 
 #[derive(Debug)]
@@ -33,9 +96,9 @@ pub struct DcpSnapshot {
     pub end: Seqno,
     /// Read from the change log (a memory snapshot) rather than by a backfill (a disk snapshot).
     pub from_memory: bool,
-    /// The latest version of each key changed in the range, in seqno order. An item with `value_missing` was
-    /// ejected: its value must be read from the store.
-    pub items: Vec<ItemSnapshot>,
+    /// The latest version of each key changed in the range, in seqno order, and the pending prepares. An item
+    /// with `value_missing` was ejected: its value must be read from the store.
+    pub items: Vec<DcpChange>,
 }
 
 /// What a stream request needs to know about a vBucket.
@@ -98,7 +161,14 @@ impl Bucket {
             }
             let from_memory = inner.log.covers(after);
             if !from_memory && inner.ejected_items > 0 && after < inner.persisted_seqno {
-                return Ok(DcpRead::FromDisk { up_to: inner.persisted_seqno });
+                let up_to = inner.persisted_seqno;
+                let prepares = inner
+                    .monitor
+                    .prepares_after(after)
+                    .take_while(|(s, _)| **s <= up_to)
+                    .map(|(s, p)| prepare_change(&p.key, &p.item, p.level, *s))
+                    .collect();
+                return Ok(DcpRead::FromDisk { up_to, prepares });
             }
             let items = if from_memory { read_log(inner, after) } else { backfill(inner, after) };
             inner.log.advance(cursor, high);
@@ -109,29 +179,35 @@ impl Bucket {
     // ---- replica vBuckets ----
 
     /// Changes a vBucket's role. A vBucket that becomes active starts a new history (a new vbuuid), as Couchbase
-    /// adds a failover-log entry on promotion; durable writes waiting on a vBucket that stops being active learn
-    /// that their outcome is unknown.
+    /// adds a failover-log entry on promotion, and commits the prepares it received as a replica; durable writes
+    /// waiting on a vBucket that stops being active learn that their outcome is unknown.
     pub fn set_vbucket_state(&self, vb: VbId, state: VbState, new_uuid: VbUuid) {
         let Some(vbucket) = self.vbucket(vb) else { return };
-        let waiters = {
+        let (ambiguous, committed): (Vec<PersistWaiter>, Vec<PersistWaiter>) = {
             let mut inner = vbucket.inner.lock();
             if inner.state == state {
                 return;
             }
+            let was_active = inner.state == VbState::Active;
+            inner.state = state;
             if state == VbState::Active {
                 let high = inner.high_seqno;
                 inner.failover.push(new_uuid, high);
-            }
-            inner.state = state;
-            if state != VbState::Active {
-                inner.sync_writes.clear();
-                std::mem::take(&mut inner.persist_waiters)
+                (Vec::new(), self.promote_sync_writes(&mut inner, vb))
             } else {
-                Vec::new()
+                let mut ambiguous: Vec<PersistWaiter> =
+                    std::mem::take(&mut inner.persist_waiters).into_iter().map(|(_, w)| w).collect();
+                if was_active {
+                    ambiguous.extend(Self::demote_sync_writes(&mut inner));
+                }
+                (ambiguous, Vec::new())
             }
         };
-        for (_, w) in waiters {
+        for w in ambiguous {
             w(Err(EngineError::SyncWriteAmbiguous));
+        }
+        for w in committed {
+            w(Ok(()));
         }
     }
 
@@ -154,35 +230,31 @@ impl Bucket {
         })
     }
 
-    /// A replica applies one mutation or deletion at the seqno, CAS and revision its active gave it.
-    pub fn replica_apply(&self, vb: VbId, item: ItemSnapshot) -> Result<(), EngineError> {
-        let delta = self.with_vbucket(vb, &[VbState::Replica, VbState::Pending], |inner| {
+    /// A replica applies one change at the seqno, CAS and revision its active gave it: a mutation or deletion,
+    /// or a sync write's prepare (held aside, invisible to GET_REPLICA), commit (the prepared document installed
+    /// at the commit seqno) or abort (the prepare dropped).
+    pub fn replica_apply(&self, vb: VbId, change: impl Into<DcpChange>) -> Result<ReplicaApply, EngineError> {
+        let change = change.into();
+        let (delta, applied) = self.with_vbucket(vb, &[VbState::Replica, VbState::Pending], |inner| {
             let (start, end) = inner.snapshot;
-            if item.seqno <= inner.high_seqno || item.seqno < start || item.seqno > end {
+            let seqno = change.item.seqno;
+            if seqno <= inner.high_seqno || seqno < start || seqno > end {
                 return Err(EngineError::Invalid("replicated seqno outside the snapshot"));
             }
-            inner.hlc.observe(item.cas);
-            inner.known_absent.remove(&item.key[..]);
-            let key = item.key.clone();
-            let mut stored = stored_of(item);
-            stored.resident = true;
-            let delta = inner.place(&key, stored);
-            if inner.dirty.len() == 1 {
-                if let Some(notify) = self.dirty_notifier.get() {
-                    notify(vb);
-                }
-            }
-            Ok(delta)
+            inner.hlc.observe(change.item.cas);
+            inner.known_absent.remove(&change.item.key[..]);
+            Ok(self.replica_step(inner, vb, change))
         })?;
         self.charge(delta);
-        Ok(())
+        Ok(applied)
     }
 
     /// Empties a vBucket (a replica rolled back to zero, or a stale copy dropped); the caller clears the store.
     pub fn reset_vbucket(&self, vb: VbId) {
         let Some(vbucket) = self.vbucket(vb) else { return };
-        let freed = {
+        let (freed, waiters) = {
             let mut inner = vbucket.inner.lock();
+            let waiters = self.drop_sync_writes(&mut inner);
             let keys: Vec<Box<[u8]>> = inner.table.keys().cloned().collect();
             let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
             inner.high_seqno = 0;
@@ -192,13 +264,16 @@ impl Bucket {
             inner.ejected_items = 0;
             inner.known_absent.clear();
             inner.dirty.clear();
-            inner.sync_writes.clear();
+            inner.drained_seqno = 0;
             inner.log.reset(0);
             let uuid = inner.uuid();
             inner.failover = FailoverLog::new(uuid, 0);
-            freed
+            (freed, waiters)
         };
         self.charge(-(freed as isize));
+        for w in waiters {
+            w(Err(EngineError::SyncWriteAmbiguous));
+        }
     }
 
     /// GET_REPLICA: a read served by a replica vBucket (NOT_MY_VBUCKET anywhere else).
@@ -239,29 +314,56 @@ impl Bucket {
     }
 }
 
-/// The latest version of every key the log recorded above `after`: an entry whose key changed again later is
-/// skipped here and sent at its later seqno, inside the same snapshot.
-fn read_log(inner: &VbInner, after: Seqno) -> Vec<ItemSnapshot> {
+/// What a reader positioned at `after` needs of the log above it: the newest committed change of each key, and
+/// the sync-write steps it can use. The log keeps two kinds of history per key, as Couchbase keeps prepares apart
+/// from committed items: an entry is sent when it is still the key's current state of its kind.
+/// - a mutation or commit: when the hash table still holds that seqno. A commit whose prepare lies in the range
+///   too goes out as a mutation: the reader never saw the prepare;
+/// - a prepare: when it is still pending;
+/// - an abort: when the reader may hold the prepare (it lies at or below `after`).
+fn read_log(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
     inner
         .log
         .entries_after(after)
-        .filter_map(|(seqno, key)| {
-            let item = inner.table.get(&key[..])?;
-            (item.seqno == *seqno).then(|| with_residency(snapshot(key, item), item.resident))
+        .filter_map(|(seqno, key, kind)| match *kind {
+            LogKind::Mutation | LogKind::Commit { .. } => {
+                let item = inner.table.get(&key[..]).filter(|i| i.seqno == *seqno)?;
+                let kind = match *kind {
+                    LogKind::Commit { prepared } if prepared <= after => {
+                        ChangeKind::Commit { prepared_seqno: prepared }
+                    }
+                    _ => ChangeKind::Mutation,
+                };
+                Some(DcpChange { item: with_residency(snapshot(key, item), item.resident), kind })
+            }
+            LogKind::Prepare => {
+                let p = inner.monitor.get(*seqno)?;
+                Some(prepare_change(key, &p.item, p.level, *seqno))
+            }
+            LogKind::Abort { prepared } => {
+                (prepared <= after).then(|| DcpChange::abort(key.to_vec(), prepared, *seqno))
+            }
         })
         .collect()
 }
 
-/// Every item above `after` in the hash table, in seqno order.
-fn backfill(inner: &VbInner, after: Seqno) -> Vec<ItemSnapshot> {
-    let mut items: Vec<ItemSnapshot> = inner
+/// Every item above `after` in the hash table (as mutations: a reader that held the prepare of a committed one
+/// replaces it) and every pending prepare above `after`, in seqno order.
+fn backfill(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
+    let mut items: Vec<DcpChange> = inner
         .table
         .iter()
         .filter(|(_, item)| item.seqno > after)
-        .map(|(key, item)| with_residency(snapshot(key, item), item.resident))
+        .map(|(key, item)| with_residency(snapshot(key, item), item.resident).into())
+        .chain(inner.monitor.prepares_after(after).map(|(s, p)| prepare_change(&p.key, &p.item, p.level, *s)))
         .collect();
-    items.sort_unstable_by_key(|i| i.seqno);
+    items.sort_unstable_by_key(|c| c.item.seqno);
     items
+}
+
+fn prepare_change(key: &[u8], item: &crate::item::StoredItem, level: DurabilityLevel, seqno: Seqno) -> DcpChange {
+    debug_assert_eq!(item.seqno, seqno);
+    DcpChange { item: snapshot(key, item), kind: ChangeKind::Prepare(level) }
 }
 
 fn with_residency(mut snap: ItemSnapshot, resident: bool) -> ItemSnapshot {

@@ -51,7 +51,7 @@ fn replica_value(b: &Bucket, key: &str) -> Result<Vec<u8>, EngineError> {
 
 /// Reads everything the cursor has not seen and applies it to the replica; returns (from_memory, items) per
 /// snapshot.
-fn pump(active: &Bucket, cursor: u64, position: &mut u64, replica: &Bucket) -> Vec<(bool, usize)> {
+pub(crate) fn pump(active: &Bucket, cursor: u64, position: &mut u64, replica: &Bucket) -> Vec<(bool, usize)> {
     let mut snapshots = Vec::new();
     loop {
         match active.read_cursor(VB, cursor, *position).unwrap() {
@@ -60,9 +60,10 @@ fn pump(active: &Bucket, cursor: u64, position: &mut u64, replica: &Bucket) -> V
             DcpRead::Snapshot(s) => {
                 replica.replica_snapshot(VB, s.start, s.end).unwrap();
                 snapshots.push((s.from_memory, s.items.len()));
-                for item in s.items {
-                    assert!(item.seqno > *position && item.seqno <= s.end, "item outside its snapshot");
-                    replica.replica_apply(VB, item).unwrap();
+                for change in s.items {
+                    let seqno = change.item.seqno;
+                    assert!(seqno > *position && seqno <= s.end, "item outside its snapshot");
+                    assert_eq!(replica.replica_apply(VB, change).unwrap(), crate::ReplicaApply::Applied);
                 }
                 *position = s.end;
             }

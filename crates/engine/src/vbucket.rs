@@ -4,7 +4,8 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 use settee_types::{Cas, FailoverLog, Seqno, VbId, VbUuid};
 
-use crate::change_log::ChangeLog;
+use crate::change_log::{ChangeLog, LogKind};
+use crate::durability_monitor::DurabilityMonitor;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
 
@@ -45,11 +46,13 @@ pub(crate) struct VbInner {
     pub dirty: Vec<(Box<[u8]>, Seqno)>,
     /// Every mutation up to this seqno is on disk and fsynced.
     pub persisted_seqno: Seqno,
-    /// Durable writes waiting for `persisted_seqno` to reach their seqno, in seqno order.
+    /// The high seqno when the flusher last drained the checkpoint: a seqno above it with nothing dirty (a prepare
+    /// or an abort, which live in memory only) still needs a flusher round to count as persisted.
+    pub drained_seqno: Seqno,
+    /// Durable writes waiting for `persisted_seqno` to reach their seqno.
     pub persist_waiters: Vec<(Seqno, PersistWaiter)>,
-    /// Keys with a durable write that is not yet persisted, and that write's seqno: a second write to such a key
-    /// gets SYNC_WRITE_IN_PROGRESS.
-    pub sync_writes: HashMap<Box<[u8]>, Seqno>,
+    /// Sync writes in flight (prepares): a second write to such a key gets SYNC_WRITE_IN_PROGRESS.
+    pub monitor: DurabilityMonitor,
     pub table: HashMap<Box<[u8]>, StoredItem>,
     pub high_seqno: Seqno,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
@@ -85,8 +88,9 @@ impl VBucket {
                 persistent,
                 dirty: Vec::new(),
                 persisted_seqno: 0,
+                drained_seqno: 0,
                 persist_waiters: Vec::new(),
-                sync_writes: HashMap::new(),
+                monitor: DurabilityMonitor::default(),
                 table: HashMap::new(),
                 high_seqno: 0,
                 failover: FailoverLog::new(uuid, 0),
@@ -149,13 +153,12 @@ impl VbInner {
     /// Puts `item` under `key` at the seqno it carries (above the high seqno): a new mutation, or one a replica
     /// receives from its active. Returns the change in charged bytes.
     pub(crate) fn place(&mut self, key: &[u8], item: StoredItem) -> isize {
-        assert!(item.seqno > self.high_seqno, "seqnos must increase ({} after {})", item.seqno, self.high_seqno);
-        self.high_seqno = item.seqno;
-        if self.log.record(item.seqno, key) {
-            if let Some(notify) = &self.on_change {
-                notify(self.vb);
-            }
-        }
+        self.place_as(key, item, LogKind::Mutation)
+    }
+
+    /// [`VbInner::place`], recorded in the change log as `kind` (a mutation, or the commit of a prepare).
+    pub(crate) fn place_as(&mut self, key: &[u8], item: StoredItem, kind: LogKind) -> isize {
+        self.advance(item.seqno, key, kind);
         if self.persistent {
             self.dirty.push((key.into(), item.seqno));
         }
@@ -182,6 +185,28 @@ impl VbInner {
                 self.table.insert(key.into(), item);
                 new_bytes
             }
+        }
+    }
+
+    /// Moves the high seqno to `seqno` for a change of `key` and records it for DCP readers. A change that is not
+    /// put in the hash table (a prepare, an abort) calls this alone.
+    pub(crate) fn advance(&mut self, seqno: Seqno, key: &[u8], kind: LogKind) {
+        assert!(seqno > self.high_seqno, "seqnos must increase ({seqno} after {})", self.high_seqno);
+        self.high_seqno = seqno;
+        if self.log.record(seqno, key, kind) {
+            if let Some(notify) = &self.on_change {
+                notify(self.vb);
+            }
+        }
+    }
+
+    /// The seqno up to which this vBucket's data is as durable as it will get: the persisted seqno, or for a
+    /// memory-only bucket the high seqno.
+    pub(crate) fn durable_seqno(&self) -> Seqno {
+        if self.persistent {
+            self.persisted_seqno
+        } else {
+            self.high_seqno
         }
     }
 

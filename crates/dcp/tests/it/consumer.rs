@@ -170,8 +170,10 @@ fn prepares_are_acknowledged_at_snapshot_boundaries() {
     feed(&mut c, &prepare_frame(6, DurabilityLevel::PersistToMajority)).unwrap();
     feed(&mut c, &mutation_frame(7)).unwrap();
     assert_eq!(c.seqno_ack().map(|a| (a.vbucket, a.opaque, a.prepared_seqno)), Some((VB, OPAQUE, 5)));
+    assert!(c.awaits_acknowledgement(), "the persist-level prepare waits for the disk");
     c.persisted(6);
     assert_eq!(c.seqno_ack().map(|a| a.prepared_seqno), Some(6));
+    assert!(!c.awaits_acknowledgement());
 
     let action = feed(&mut c, &marker(8, 9, SnapshotFlags::DISK)).unwrap();
     assert!(matches!(action, ConsumerAction::SnapshotMarker { kind: SnapshotKind::Disk, .. }));

@@ -49,7 +49,7 @@ impl Bucket {
         let ttl_cap = self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.durability)?;
         let (now_ns, now) = self.now();
-        let r = self.with_active(vb, |inner| {
+        let r = self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
             let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
@@ -100,7 +100,7 @@ impl Bucket {
             next.value = bytes.into_boxed_slice();
             next.datatype = Datatype::of(true, has_xattr);
             next.cas = inner.next_cas(now_ns);
-            Ok(ArithmeticResult { value, mutation: self.commit(inner, vb, key, next, level) })
+            Ok(ArithmeticResult { value, mutation: self.apply_mutation(inner, vb, key, next, level) })
         });
         let (hit, miss) = match op {
             ArithmeticOp::Increment => (&self.stats.incr_hits, &self.stats.incr_misses),

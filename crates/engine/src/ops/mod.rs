@@ -27,15 +27,19 @@ pub struct WriteOptions {
 }
 
 /// What a successful mutation reports: the new CAS and the mutation token.
+///
+/// For a durable write these are the prepare's: the committed document keeps the prepare's CAS, and the mutation
+/// token carries the prepare's seqno, as Couchbase's replies do (the commit takes a later seqno).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MutationResult {
     pub vb: VbId,
     pub cas: Cas,
     pub seqno: Seqno,
     pub vbuuid: VbUuid,
-    /// A durable write that must not be acknowledged before its seqno is persisted
-    /// (see [`crate::Bucket::when_persisted`]).
-    pub await_persistence: bool,
+    /// A durable write still pending (a prepare at `seqno`): it must not be acknowledged before
+    /// [`crate::Bucket::when_sync_write_completes`] says so. False for a durable write that was complete at once
+    /// (majority with no replicas configured).
+    pub sync_write: bool,
 }
 
 impl crate::Bucket {

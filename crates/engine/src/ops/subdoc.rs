@@ -123,7 +123,7 @@ impl Bucket {
         let level = self.check_durability(opts.write.durability)?;
         BucketStats::bump(&self.stats.cmd_mutation);
         let (now_ns, now) = self.now();
-        self.with_active(vb, |inner| {
+        self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
             self.mutate_locked(inner, vb, key, specs, opts, (ttl_cap, level), now_ns, now)
@@ -217,7 +217,7 @@ impl Bucket {
             referenced: true,
         };
         Ok(SubdocMutationResult {
-            mutation: self.commit(inner, vb, key, item, level),
+            mutation: self.apply_mutation(inner, vb, key, item, level),
             results: outcome.results,
             deleted,
         })

@@ -43,7 +43,7 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_set);
         let (now_ns, now) = self.now();
         let json = is_json(req.value);
-        self.with_active(vb, |inner| {
+        self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
             let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
@@ -81,7 +81,7 @@ impl Bucket {
                 resident: true,
                 referenced: true,
             };
-            Ok(self.commit(inner, vb, key, item, level))
+            Ok(self.apply_mutation(inner, vb, key, item, level))
         })
     }
 
@@ -89,14 +89,14 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.durability)?;
         let (now_ns, now) = self.now();
-        let r = self.with_active(vb, |inner| {
+        let r = self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
             let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
             check_cas_and_lock(old, opts.cas, now)?;
             let mut tomb = tombstone_of(old, now);
             tomb.cas = inner.next_cas(now_ns);
-            Ok(self.commit(inner, vb, key, tomb, level))
+            Ok(self.apply_mutation(inner, vb, key, tomb, level))
         });
         BucketStats::bump(if r.is_ok() { &self.stats.delete_hits } else { &self.stats.delete_misses });
         r
@@ -114,7 +114,7 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let level = self.check_durability(opts.durability)?;
         let (now_ns, now) = self.now();
-        self.with_active(vb, |inner| {
+        self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
             let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotStored)?;
@@ -142,7 +142,7 @@ impl Bucket {
             next.rev += 1;
             next.locked_until = 0;
             next.cas = inner.next_cas(now_ns);
-            Ok(self.commit(inner, vb, key, next, level))
+            Ok(self.apply_mutation(inner, vb, key, next, level))
         })
     }
 }

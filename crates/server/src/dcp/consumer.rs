@@ -4,6 +4,12 @@
 //! The driver owns the socket and the engine calls; `settee_dcp::ConsumerStream` validates every message and
 //! says when to acknowledge. On any error the connection is dropped and opened again after a pause; each stream
 //! resumes from what the replica holds (the producer's failover log decides whether that is still valid).
+//!
+//! Sync writes: the connection asks for them (`enable_sync_writes`, with its name as `consumer_name`), applies
+//! prepares, commits and aborts to the replica vBuckets, and acknowledges prepares with DCP_SEQNO_ACKNOWLEDGED
+//! as each stream's high prepared seqno moves: at once for majority-level prepares of a complete memory snapshot,
+//! and for persist-level ones (or any in a disk snapshot) once the replica's flusher persisted them, which the
+//! driver checks on a short tick while such prepares wait.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,7 +19,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use settee_client::Connection;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
-use settee_engine::{ItemSnapshot, VbState};
+use settee_engine::{ChangeKind, DcpChange, ItemSnapshot, ReplicaApply, VbState};
 use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpen, DcpOpenFlags};
 use settee_mcbp::{decode_request, decode_response, Feature, Opcode, Request};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
@@ -26,6 +32,8 @@ use crate::node::BucketHandle;
 /// Bytes the producer may send before this consumer acknowledges them.
 const BUFFER_BYTES: u32 = 16 * 1024 * 1024;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// How often the replica's persisted seqno is checked while persist-level prepares wait to be acknowledged.
+const PERSISTENCE_POLL: Duration = Duration::from_millis(5);
 
 /// What one replication connection streams.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +44,8 @@ pub struct FeedSpec {
     pub vbuckets: Vec<VbId>,
     pub username: String,
     pub password: String,
-    /// Names the connection on the producer (for its logs).
+    /// Names the connection on the producer: [`crate::dcp::replication_connection_name`], from which the
+    /// producer learns the node whose acknowledgements commit sync writes.
     pub name: String,
 }
 
@@ -65,11 +74,18 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
     let flags = DcpOpenFlags::PRODUCER.with(DcpOpenFlags::INCLUDE_XATTRS).with(DcpOpenFlags::INCLUDE_DELETE_TIMES);
     let mut out = Vec::new();
     DcpOpen { opaque: 0, flags, name: spec.name.as_bytes(), value: &[] }.encode(&mut out);
-    for (k, v) in [("connection_buffer_size", BUFFER_BYTES.to_string()), ("enable_noop", "true".into())] {
+    let controls = [
+        ("connection_buffer_size", BUFFER_BYTES.to_string()),
+        ("enable_noop", "true".into()),
+        ("enable_sync_writes", "true".into()),
+        // The producer accepts seqno acknowledgements only from a named consumer.
+        ("consumer_name", spec.name.clone()),
+    ];
+    for (k, v) in &controls {
         DcpControl { opaque: 0, key: k.as_bytes(), value: v.as_bytes() }.encode(&mut out);
     }
     c.send_raw(&out).await?;
-    for _ in 0..3 {
+    for _ in 0..=controls.len() {
         let r = c.read_response().await?;
         anyhow::ensure!(r.status == 0, "dcp handshake (opcode 0x{:02x}) refused: 0x{:04x}", r.opcode, r.status);
     }
@@ -85,6 +101,8 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
     sock.write_all(&out).await?;
     tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = spec.vbuckets.len(), "replication streams requested");
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
+    let mut poll = tokio::time::interval(PERSISTENCE_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         out.clear();
         let mut used = 0;
@@ -105,14 +123,34 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
             used += n;
         }
         rbuf.advance(used);
+        acknowledge_prepares(bucket, &mut streams, &mut out);
         if let Some(ack) = flow.take_ack(0) {
             ack.encode(&mut out);
         }
         if !out.is_empty() {
             sock.write_all(&out).await?;
         }
-        if sock.read_buf(&mut rbuf).await? == 0 {
-            anyhow::bail!("connection closed by the producer");
+        let awaiting = streams.values().any(ConsumerStream::awaits_acknowledgement);
+        tokio::select! {
+            read = sock.read_buf(&mut rbuf) => if read? == 0 {
+                anyhow::bail!("connection closed by the producer");
+            },
+            _ = poll.tick(), if awaiting => {}
+        }
+    }
+}
+
+/// Appends a DCP_SEQNO_ACKNOWLEDGED for every stream whose high prepared seqno moved, after telling the streams
+/// with waiting prepares how far the replica vBucket is persisted.
+fn acknowledge_prepares(bucket: &BucketHandle, streams: &mut BTreeMap<VbId, ConsumerStream>, out: &mut Vec<u8>) {
+    for (vb, stream) in streams.iter_mut() {
+        if stream.awaits_acknowledgement() {
+            if let Some(persisted) = bucket.persisted_seqno(*vb) {
+                stream.persisted(persisted);
+            }
+        }
+        if let Some(ack) = stream.seqno_ack() {
+            ack.encode(out);
         }
     }
 }
@@ -179,8 +217,11 @@ fn message(
     match stream.on_message(req)? {
         ConsumerAction::SnapshotMarker { start, end, .. } => bucket.replica_snapshot(vb, start, end)?,
         ConsumerAction::Apply(item) => {
-            if let Some(snap) = snapshot_of(item) {
-                bucket.replica_apply(vb, snap)?;
+            if bucket.replica_apply(vb, change_of(item))? == ReplicaApply::MissingPrepare {
+                // The replica lost its in-memory prepares (a restart) and cannot know what was committed: it
+                // starts the vBucket over, from zero, on the next connection.
+                reset_replica(bucket, vb);
+                anyhow::bail!("vBucket {} got a commit for a prepare it lost; streaming it again from zero", vb.0);
             }
         }
         ConsumerAction::StreamEnd(reason) => {
@@ -192,45 +233,54 @@ fn message(
     Ok(())
 }
 
-/// The engine form of a replicated mutation or deletion (sync-write messages are not requested yet).
-fn snapshot_of(item: DcpItem) -> Option<ItemSnapshot> {
-    Some(match item {
-        DcpItem::Mutation { key, value, cas, seqno, rev, flags, expiry, datatype } => ItemSnapshot {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            cas,
-            seqno,
-            rev,
-            flags,
-            expiry,
-            datatype: datatype.0,
-            deleted: false,
-            value_missing: false,
+/// The engine form of a replicated change.
+fn change_of(item: DcpItem) -> DcpChange {
+    let snapshot = |key: &[u8], value: &[u8], cas, seqno, rev, flags, expiry, datatype, deleted| ItemSnapshot {
+        key: key.to_vec(),
+        value: value.to_vec(),
+        cas,
+        seqno,
+        rev,
+        flags,
+        expiry,
+        datatype,
+        deleted,
+        value_missing: false,
+    };
+    match item {
+        DcpItem::Mutation { key, value, cas, seqno, rev, flags, expiry, datatype } => {
+            snapshot(&key, &value, cas, seqno, rev, flags, expiry, datatype.0, false).into()
+        }
+        DcpItem::Deletion { key, value, cas, seqno, rev, delete_time, datatype } => {
+            snapshot(&key, &value, cas, seqno, rev, 0, delete_time, datatype.0, true).into()
+        }
+        DcpItem::Expiration { key, cas, seqno, rev, delete_time } => {
+            snapshot(&key, &[], cas, seqno, rev, 0, delete_time, 0, true).into()
+        }
+        DcpItem::Prepare { key, value, cas, seqno, rev, flags, expiry, datatype, level, deleted } => DcpChange {
+            item: snapshot(&key, &value, cas, seqno, rev, flags, expiry, datatype.0, deleted),
+            kind: ChangeKind::Prepare(level),
         },
-        DcpItem::Deletion { key, value, cas, seqno, rev, delete_time, datatype } => ItemSnapshot {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            cas,
-            seqno,
-            rev,
-            flags: 0,
-            expiry: delete_time,
-            datatype: datatype.0,
-            deleted: true,
-            value_missing: false,
-        },
-        DcpItem::Expiration { key, cas, seqno, rev, delete_time } => ItemSnapshot {
-            key: key.to_vec(),
-            value: Vec::new(),
-            cas,
-            seqno,
-            rev,
-            flags: 0,
-            expiry: delete_time,
-            datatype: 0,
-            deleted: true,
-            value_missing: false,
-        },
-        DcpItem::Prepare { .. } | DcpItem::Commit { .. } | DcpItem::Abort { .. } => return None,
-    })
+        DcpItem::Commit { key, prepared_seqno, commit_seqno } => {
+            DcpChange::commit(key.to_vec(), prepared_seqno, commit_seqno)
+        }
+        DcpItem::Abort { key, prepared_seqno, abort_seqno } => {
+            DcpChange::abort(key.to_vec(), prepared_seqno, abort_seqno)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dcp::{replica_node_of, replication_connection_name};
+
+    /// The producer recognises a replication feed by its name and ignores acknowledgements of anything else.
+    #[test]
+    fn replication_names_carry_the_node() {
+        assert_eq!(replica_node_of(&replication_connection_name(2, "default")), Some(2));
+        assert_eq!(replica_node_of("replication:7:a:b"), Some(7));
+        assert_eq!(replica_node_of("replication:test"), None);
+        assert_eq!(replica_node_of("replication:ns_1@a->ns_1@b:default"), None);
+        assert_eq!(replica_node_of("eq_dcpq:indexer"), None);
+    }
 }

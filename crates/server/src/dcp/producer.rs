@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use settee_dcp::{DcpItem, ProducerConnection, Snapshot, StreamRequestError};
-use settee_engine::{CursorId, DcpRead, EngineError, ItemSnapshot, VbState};
+use settee_engine::{ChangeKind, CursorId, DcpChange, DcpRead, EngineError, VbState};
 use settee_mcbp::dcp::{
     encode_dcp_response, encode_failover_log_response, BufferAck, CloseStream, DcpControl, SeqnoAcknowledged,
     StreamEndReason, StreamReq,
@@ -42,6 +42,9 @@ struct Producer {
     collections: bool,
     epoch: Instant,
     peer: String,
+    /// The node this connection replicates to, from its name (`replication:<node>:<bucket>`): its seqno
+    /// acknowledgements commit sync writes. None for other consumers, whose acknowledgements count for nothing.
+    replica_node: Option<u64>,
 }
 
 /// What a KV connection hands over when it becomes a producer.
@@ -64,6 +67,7 @@ pub(crate) async fn serve(
 ) {
     let ProducerSetup { bucket, conn, include_xattrs, collections, peer } = setup;
     let waker = bucket.dcp_hub.subscribe();
+    let replica_node = std::str::from_utf8(conn.name()).ok().and_then(super::replica_node_of);
     let mut p = Producer {
         bucket,
         conn,
@@ -74,6 +78,7 @@ pub(crate) async fn serve(
         collections,
         epoch: Instant::now(),
         peer,
+        replica_node,
     };
     tracing::info!(peer = %p.peer, name = %String::from_utf8_lossy(p.conn.name()), "dcp producer connection opened");
     let mut out = Vec::with_capacity(64 * 1024);
@@ -189,9 +194,13 @@ impl Producer {
                 Err(e) => reply(out, e.status()),
             },
             Some(Opcode::DcpSeqnoAcknowledged) => {
-                if let Ok(ack) = SeqnoAcknowledged::decode(req) {
-                    if let Ok(seqno) = self.conn.seqno_acknowledged(VbId(ack.vbucket), ack.prepared_seqno) {
-                        tracing::trace!(vb = ack.vbucket, seqno, "replica acknowledged");
+                // No reply: Couchbase's consumers do not expect one.
+                let Ok(ack) = SeqnoAcknowledged::decode(req) else { return };
+                let vb = VbId(ack.vbucket);
+                match (self.conn.seqno_acknowledged(vb, ack.prepared_seqno), self.replica_node) {
+                    (Ok(seqno), Some(node)) => self.bucket.seqno_acknowledged(vb, node, seqno),
+                    (outcome, _) => {
+                        tracing::debug!(peer = %self.peer, vb = vb.0, ?outcome, "seqno acknowledgement ignored")
                     }
                 }
             }
@@ -254,8 +263,8 @@ impl Producer {
                     };
                     self.push(vb, snapshot, s.end);
                 }
-                Ok(DcpRead::FromDisk { up_to }) => {
-                    let items = self.disk_items(vb, position, up_to);
+                Ok(DcpRead::FromDisk { up_to, prepares }) => {
+                    let items = self.disk_items(vb, position, up_to, prepares);
                     self.push(vb, Snapshot::disk(position + 1, up_to, items), up_to);
                 }
                 Err(e) => {
@@ -296,23 +305,43 @@ impl Producer {
         }
     }
 
-    /// Items on disk only, between `after` and `up_to`, read from the store's seqno index.
-    fn disk_items(&self, vb: VbId, after: u64, up_to: u64) -> Vec<DcpItem> {
+    /// Items on disk only, between `after` and `up_to`, read from the store's seqno index, with the pending
+    /// prepares of that range (memory only) merged in by seqno.
+    fn disk_items(&self, vb: VbId, after: u64, up_to: u64, prepares: Vec<DcpChange>) -> Vec<DcpItem> {
         let Some(p) = &self.bucket.persistence else { return Vec::new() };
-        let mut snaps = Vec::new();
+        let mut changes: Vec<DcpChange> = Vec::new();
         let r = tokio::task::block_in_place(|| {
-            p.store.scan_seqnos(vb, after + 1, up_to, &mut |r| snaps.push(crate::persistence::snapshot_of(r, true)))
+            p.store.scan_seqnos(vb, after + 1, up_to, &mut |r| {
+                changes.push(crate::persistence::snapshot_of(r, true).into())
+            })
         });
         if let Err(e) = r {
             tracing::error!(vb = vb.0, error = %e, "dcp backfill from disk failed");
         }
-        snaps.into_iter().filter_map(|i| self.item(vb, i)).collect()
+        changes.extend(prepares);
+        changes.sort_by_key(|c| c.item.seqno);
+        changes.into_iter().filter_map(|c| self.item(vb, c)).collect()
     }
 
-    /// The DCP form of an engine item, shaped for this connection: keys without their collection prefix and only
+    /// The DCP form of an engine change, shaped for this connection: keys without their collection prefix and only
     /// the default collection unless collections were negotiated; xattrs only if DCP_OPEN asked for them; values
-    /// the item pager ejected read back from the store.
-    fn item(&self, vb: VbId, mut i: ItemSnapshot) -> Option<DcpItem> {
+    /// the item pager ejected read back from the store. Without sync writes, prepares and aborts are left out and
+    /// a commit goes out as the mutation it installed.
+    fn item(&self, vb: VbId, change: DcpChange) -> Option<DcpItem> {
+        let DcpChange { item: mut i, kind } = change;
+        let sync_writes = self.conn.settings().sync_writes;
+        match kind {
+            ChangeKind::Prepare(_) | ChangeKind::Abort { .. } if !sync_writes => return None,
+            ChangeKind::Abort { prepared_seqno } => {
+                let key = self.wire_key(i.key)?;
+                return Some(DcpItem::Abort { key, prepared_seqno, abort_seqno: i.seqno });
+            }
+            ChangeKind::Commit { prepared_seqno } if sync_writes => {
+                let key = self.wire_key(i.key)?;
+                return Some(DcpItem::Commit { key, prepared_seqno, commit_seqno: i.seqno });
+            }
+            _ => {}
+        }
         if i.value_missing {
             let p = self.bucket.persistence.as_ref()?;
             let found = tokio::task::block_in_place(|| p.store.get(vb, &i.key)).ok().flatten()?;
@@ -321,15 +350,7 @@ impl Producer {
             }
             i.value = found.value;
         }
-        let key = if self.collections {
-            Bytes::from(i.key)
-        } else {
-            let (cid, n) = settee_mcbp::decode_leb128(&i.key)?;
-            if cid != 0 {
-                return None;
-            }
-            Bytes::copy_from_slice(&i.key[n..])
-        };
+        let key = self.wire_key(i.key)?;
         let mut datatype = Datatype(i.datatype);
         if !self.include_xattrs && datatype.has_xattr() {
             if let Ok((_, body)) = settee_doc::split_value(&i.value, true) {
@@ -338,6 +359,10 @@ impl Producer {
             datatype = Datatype(datatype.0 & !Datatype::XATTR.0);
         }
         let value = Bytes::from(i.value);
+        if let ChangeKind::Prepare(level) = kind {
+            let (cas, seqno, rev, flags, expiry, deleted) = (i.cas, i.seqno, i.rev, i.flags, i.expiry, i.deleted);
+            return Some(DcpItem::Prepare { key, value, cas, seqno, rev, flags, expiry, datatype, level, deleted });
+        }
         Some(if i.deleted {
             DcpItem::Deletion { key, value, cas: i.cas, seqno: i.seqno, rev: i.rev, delete_time: i.expiry, datatype }
         } else {
@@ -352,5 +377,15 @@ impl Producer {
                 datatype,
             }
         })
+    }
+
+    /// A stored key as this connection sends it: with its collection prefix when collections were negotiated,
+    /// else bare and only for the default collection (None: not sent).
+    fn wire_key(&self, key: Vec<u8>) -> Option<Bytes> {
+        if self.collections {
+            return Some(Bytes::from(key));
+        }
+        let (cid, n) = settee_mcbp::decode_leb128(&key)?;
+        (cid == 0).then(|| Bytes::copy_from_slice(&key[n..]))
     }
 }

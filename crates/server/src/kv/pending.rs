@@ -1,12 +1,17 @@
-//! Replies that wait: a durable write is answered only once its seqno is persisted. The handler encodes the
-//! success reply as usual; [`Out::mutation_reply`] moves it aside into a [`Pending`] that the connection loop
-//! awaits before it executes the next request, so replies stay in request order.
+//! Replies that wait: a durable write (a prepare in the engine) is answered only once the engine says it committed
+//! and its level is met. The handler encodes the success reply as usual; [`Out::mutation_reply`] moves it aside
+//! into a [`Pending`] that the connection loop awaits (before the next request, or beside it under unordered
+//! execution), so replies keep the order the connection promised.
+//!
+//! The durability timeout is enforced here: when it passes, or when the reply is abandoned (the connection closed),
+//! the prepare is aborted in the engine so that its key is free again.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use settee_engine::{EngineError, MutationResult};
+use settee_engine::{Bucket, EngineError, MutationResult};
 use settee_mcbp::{encode_response, Request, RequestFrameInfos};
-use settee_types::Status;
+use settee_types::{Seqno, Status, VbId};
 use tokio::sync::oneshot;
 
 use crate::node::BucketHandle;
@@ -61,11 +66,13 @@ pub struct Pending {
     reply: Vec<u8>,
     opcode: u8,
     opaque: u32,
+    /// The prepare to abort if the reply is given up; None once the outcome is known.
+    prepare: Option<(Arc<Bucket>, VbId, Seqno)>,
 }
 
 impl Out {
-    /// Writes a mutation's success reply with `write`; if `m` is a durable write that must wait for persistence,
-    /// the reply is held back until the write is persisted instead of going out with the batch.
+    /// Writes a mutation's success reply with `write`; if `m` is a durable write still pending, the reply is held
+    /// back until the engine completes it instead of going out with the batch.
     pub fn mutation_reply(
         &mut self,
         b: &BucketHandle,
@@ -75,7 +82,7 @@ impl Out {
     ) {
         let start = self.buf.len();
         write(&mut self.buf);
-        if !m.await_persistence {
+        if !m.sync_write {
             return;
         }
         let reply = self.buf.split_off(start);
@@ -85,30 +92,52 @@ impl Out {
             .and_then(|(_, ms)| ms)
             .map_or(DURABILITY_TIMEOUT_DEFAULT, |ms| Duration::from_millis(u64::from(ms)));
         let (tx, rx) = oneshot::channel();
-        b.when_persisted(
+        b.when_sync_write_completes(
             m.vb,
             m.seqno,
             Box::new(move |r| {
                 let _ = tx.send(r);
             }),
         );
-        self.pending = Some(Pending { rx, timeout, reply, opcode: req.opcode, opaque: req.opaque });
+        let prepare = Some((b.bucket.clone(), m.vb, m.seqno));
+        self.pending = Some(Pending { rx, timeout, reply, opcode: req.opcode, opaque: req.opaque, prepare });
     }
 }
 
 impl Pending {
     /// Waits for the outcome and returns the bytes to send: the success reply, or SYNC_WRITE_AMBIGUOUS when the
-    /// write timed out or the store failed (the value is in memory and may or may not be on disk).
-    pub async fn resolve(self) -> Vec<u8> {
-        match tokio::time::timeout(self.timeout, self.rx).await {
-            Ok(Ok(Ok(()))) => self.reply,
-            outcome => {
-                tracing::warn!(opaque = self.opaque, ?outcome, "durable write not confirmed: ambiguous");
-                let mut out = Vec::with_capacity(24);
-                let status = Status::SyncWriteAmbiguous.code();
-                encode_response(&mut out, self.opcode, status, self.opaque, 0, 0, &[], &[], &[], &[]);
-                out
+    /// write was aborted, timed out (its prepare is aborted then), the vBucket moved, or the store failed.
+    pub async fn resolve(mut self) -> Vec<u8> {
+        let outcome = match tokio::time::timeout(self.timeout, &mut self.rx).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(EngineError::SyncWriteAmbiguous),
+            Err(_) => {
+                // The prepare stops holding its key; if it committed just before, the channel says so.
+                self.abort();
+                self.rx.try_recv().unwrap_or(Err(EngineError::SyncWriteAmbiguous))
             }
+        };
+        self.prepare = None;
+        if outcome.is_ok() {
+            return std::mem::take(&mut self.reply);
         }
+        tracing::debug!(opaque = self.opaque, ?outcome, "durable write not confirmed: ambiguous");
+        let mut out = Vec::with_capacity(24);
+        let status = Status::SyncWriteAmbiguous.code();
+        encode_response(&mut out, self.opcode, status, self.opaque, 0, 0, &[], &[], &[], &[]);
+        out
+    }
+
+    fn abort(&mut self) {
+        if let Some((bucket, vb, seqno)) = self.prepare.take() {
+            bucket.abort_prepare(vb, seqno);
+        }
+    }
+}
+
+impl Drop for Pending {
+    /// A reply given up before its outcome (the connection closed): the prepare must not hold its key forever.
+    fn drop(&mut self) {
+        self.abort();
     }
 }

@@ -1,16 +1,19 @@
 //! Replication between two nodes over real sockets: node B's replica vBuckets stream from node A's active ones
 //! through A's DCP producer, and end up holding exactly what A holds, including deletions and documents written
-//! before the stream started (backfill) and after (the change log).
+//! before the stream started (backfill) and after (the change log); and sync writes on A commit once B
+//! acknowledges them.
 
 use std::time::Duration;
 
 use settee_engine::{DocKey, EngineError, VbState};
+use settee_mcbp::{Magic, Request};
 use settee_server::dcp::consumer::{self, FeedSpec};
+use settee_server::dcp::replication_connection_name;
 use settee_testkit::{TestNode, ADMIN, PASSWORD};
 use settee_types::VbId;
 use tokio::sync::watch;
 
-use crate::helpers::{get, set, vb};
+use crate::helpers::{get, req, set, vb};
 
 fn replica_value(node: &TestNode, key: &[u8]) -> Result<Vec<u8>, EngineError> {
     let b = node.running.node.bucket("default").expect("bucket");
@@ -75,6 +78,58 @@ async fn a_replica_node_follows_its_active_over_dcp() {
     assert_eq!(r.status, 0x07, "the active node holds no replica of the vBucket");
     stop_tx.send(true).unwrap();
     feed.await.unwrap();
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A SET with a durability frame: `framing` is the frame-info bytes (id 1, level, optional timeout).
+async fn durable_set(c: &mut settee_testkit::Connection, key: &[u8], value: &[u8], framing: &[u8]) -> u16 {
+    let k = c.key(0, key);
+    let r = Request { magic: Magic::AltClientRequest, framing, vbucket: vb(key), ..req(0x01, &k, &[0; 8], value) };
+    c.send(&r).await.unwrap().status
+}
+
+/// Sync writes across two nodes: with one replica configured and node 2 (B) as every vBucket's replica in A's
+/// chains, a majority SET on A is answered with success only after B acknowledged the prepare over DCP, and B
+/// then holds the committed value; with the feed stopped nothing acknowledges, so a majority SET times out as
+/// SYNC_WRITE_AMBIGUOUS, is aborted, and A keeps serving the previous value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_write_commits_once_the_replica_acknowledges() {
+    let (a, b) = (TestNode::start_with(|c| c.replicas = 1).await, TestNode::start_with(|c| c.replicas = 1).await);
+    let active_bucket = a.running.node.bucket("default").unwrap();
+    let replica_bucket = b.running.node.bucket("default").unwrap();
+    for v in 0..1024 {
+        replica_bucket.set_vbucket_state(VbId(v), VbState::Replica, 0);
+        active_bucket.set_replication_chain(VbId(v), &[Some(2)]);
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let spec = FeedSpec {
+        source: a.kv_addr(),
+        vbuckets: (0..1024).map(VbId).collect(),
+        username: ADMIN.into(),
+        password: PASSWORD.into(),
+        name: replication_connection_name(2, "default"),
+    };
+    let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, stop_rx));
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"plain", b"1", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, b"plain").is_ok(), "the feed to stream").await;
+
+    // Majority with a 5 s timeout (frame id 1, length 3: level 1, 5000 ms).
+    assert_eq!(durable_set(&mut client, b"sync", b"{\"v\":1}", &[0x13, 0x01, 0x13, 0x88]).await, 0);
+    assert_eq!(get(&mut client, b"sync").await.value, b"{\"v\":1}");
+    eventually(|| replica_value(&b, b"sync").is_ok_and(|v| v == b"{\"v\":1}"), "the commit to reach B").await;
+    assert_eq!(active_bucket.pending_prepares(VbId(vb(b"sync"))), 0);
+
+    stop_tx.send(true).unwrap();
+    feed.await.unwrap();
+    // Majority with a 500 ms timeout: nobody acknowledges.
+    assert_eq!(durable_set(&mut client, b"sync", b"{\"v\":2}", &[0x13, 0x01, 0x01, 0xf4]).await, 0xa3);
+    assert_eq!(durable_set(&mut client, b"lost", b"1", &[0x13, 0x01, 0x01, 0xf4]).await, 0xa3);
+    assert_eq!(get(&mut client, b"sync").await.value, b"{\"v\":1}", "the aborted value is not visible");
+    assert_eq!(get(&mut client, b"lost").await.status, 0x01);
+    assert_eq!(active_bucket.pending_prepares(VbId(vb(b"sync"))), 0, "the timed-out prepare was aborted");
+    assert_eq!(set(&mut client, b"sync", b"3", 0, 0).await.status, 0, "the key is free again");
     a.stop().await;
     b.stop().await;
 }

@@ -1,0 +1,367 @@
+//! Sync writes (Couchbase's durable writes) in the engine. A write with a durability level becomes a *prepare*: it
+//! takes a seqno and goes to the change log (DCP streams with sync writes send it as DCP_PREPARE) and to the
+//! vBucket's [`DurabilityMonitor`], but not to the hash table, so readers keep seeing the previous value and other
+//! writers of the key get SYNC_WRITE_IN_PROGRESS. Once its level's requirement is met it *commits*: a new seqno,
+//! the value installed (and dirty for the flusher), a commit in the change log. If its writer gives up (timeout)
+//! it is *aborted*: a new seqno, an abort in the change log, nothing installed.
+//!
+//! The requirement (see `durability_monitor.rs`) counts the replicas' DCP_SEQNO_ACKNOWLEDGED, which the server
+//! feeds to [`Bucket::seqno_acknowledged`], for the chain the cluster gives [`Bucket::set_replication_chain`].
+//!
+//! Prepares live in memory only, on the active and on the replicas: they are not written to the store. A crash of
+//! the active loses its outstanding prepares; their writers were never told success, so no acknowledged write is
+//! lost (a deliberate deviation from Couchbase, which persists prepares; see docs/compat.md).
+//!
+//! Persist levels: the writer is told success only once the *committed* document is on the active's disk. The
+//! commit itself waits (as in Couchbase) until the active's persisted seqno passed the prepare, so the value
+//! becomes visible no earlier than Couchbase makes it visible; since the prepare is not on disk, that only orders
+//! things, and the reply then waits for the flusher to persist the commit's seqno, which is what makes the
+//! document survive a crash of the active.
+
+use settee_types::{DurabilityLevel, Seqno, VbId};
+
+use crate::bucket::Bucket;
+use crate::change_log::LogKind;
+use crate::durability_monitor::{Outcome, Prepare};
+use crate::error::EngineError;
+use crate::item::{DocKey, StoredItem};
+use crate::ops::MutationResult;
+use crate::persistence::stored_of;
+use crate::replication::{ChangeKind, DcpChange, ReplicaApply};
+use crate::vbucket::{PersistWaiter, VbInner, VbState};
+
+impl Bucket {
+    // ---- the public API: topology, acknowledgements, writers ----
+
+    /// The replicas of the active vBucket `vb` in chain order, as node ids; `None` is a copy that does not exist
+    /// now (Couchbase's -1). A durable write needs a majority of the configured copies (replicas + 1) among the
+    /// active and the `Some` entries, else DURABILITY_IMPOSSIBLE; until this is called no replica is known.
+    /// Acknowledgements of nodes that left the chain are forgotten.
+    pub fn set_replication_chain(&self, vb: VbId, replicas: &[Option<u64>]) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let mut ready = Vec::new();
+        {
+            let mut inner = vbucket.inner.lock();
+            inner.monitor.set_chain(replicas);
+            if inner.state == VbState::Active {
+                self.commit_ready(&mut inner, vb, &mut ready);
+            }
+        }
+        complete(ready, Ok(()));
+    }
+
+    /// The replica node `replica` holds every prepare of `vb` up to `prepared_seqno` (its DCP_SEQNO_ACKNOWLEDGED).
+    /// Commits, in seqno order, whatever is now satisfied. An acknowledgement from a node that is not in the
+    /// vBucket's chain, or for a vBucket that is not active here, is ignored.
+    pub fn seqno_acknowledged(&self, vb: VbId, replica: u64, prepared_seqno: Seqno) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let mut ready = Vec::new();
+        {
+            let mut inner = vbucket.inner.lock();
+            if inner.state != VbState::Active {
+                return;
+            }
+            // A replica cannot hold what was never prepared; a larger number is a confused peer.
+            let seqno = prepared_seqno.min(inner.high_seqno);
+            if !inner.monitor.ack(replica, seqno) {
+                return;
+            }
+            self.commit_ready(&mut inner, vb, &mut ready);
+        }
+        complete(ready, Ok(()));
+    }
+
+    /// Aborts the pending prepare at `prepared_seqno` (its writer timed out or went away): an abort takes a seqno
+    /// and goes to the change log, and the key is free again. False when there is nothing to abort: the prepare
+    /// already committed (or was aborted), or the vBucket is no longer active here.
+    pub fn abort_prepare(&self, vb: VbId, prepared_seqno: Seqno) -> bool {
+        let Some(vbucket) = self.vbucket(vb) else { return false };
+        let mut ready = Vec::new();
+        let waiter = {
+            let mut inner = vbucket.inner.lock();
+            if inner.state != VbState::Active {
+                return false;
+            }
+            let Some(prepare) = inner.monitor.remove(prepared_seqno) else { return false };
+            let waiter = self.abort_tracked(&mut inner, vb, prepared_seqno, prepare);
+            // Later prepares no longer wait behind this one.
+            self.commit_ready(&mut inner, vb, &mut ready);
+            waiter
+        };
+        complete(waiter, Err(EngineError::SyncWriteAmbiguous));
+        complete(ready, Ok(()));
+        true
+    }
+
+    /// Calls `waiter` once the durable write whose prepare took `prepared_seqno` is complete: Ok when it committed
+    /// and its level is met (for persist levels, the commit is on the active's disk); SYNC_WRITE_AMBIGUOUS when it
+    /// was aborted, the vBucket stopped being active, the store failed, or the write is unknown.
+    pub fn when_sync_write_completes(&self, vb: VbId, prepared_seqno: Seqno, waiter: PersistWaiter) {
+        let Some(vbucket) = self.vbucket(vb) else { return waiter(Err(EngineError::SyncWriteAmbiguous)) };
+        let mut inner = vbucket.inner.lock();
+        if inner.state != VbState::Active {
+            drop(inner);
+            return waiter(Err(EngineError::SyncWriteAmbiguous));
+        }
+        let waiter = match inner.monitor.set_waiter(prepared_seqno, waiter) {
+            Ok(()) => return,
+            Err(waiter) => waiter,
+        };
+        let outcome = match inner.monitor.take_unclaimed(prepared_seqno) {
+            Some(Outcome::PersistAt(commit)) if inner.persisted_seqno < commit => {
+                inner.persist_waiters.push((commit, waiter));
+                return;
+            }
+            Some(_) => Ok(()),
+            None => Err(EngineError::SyncWriteAmbiguous),
+        };
+        drop(inner);
+        waiter(outcome);
+    }
+
+    /// Everything up to this seqno of `vb` is on disk (for a memory-only bucket: the high seqno), whatever the
+    /// vBucket's state. A replica acknowledges persist-level prepares by it.
+    pub fn persisted_seqno(&self, vb: VbId) -> Option<Seqno> {
+        Some(self.vbucket(vb)?.inner.lock().durable_seqno())
+    }
+
+    /// Prepares pending in `vb` (tests and stats).
+    pub fn pending_prepares(&self, vb: VbId) -> usize {
+        self.vbucket(vb).map_or(0, |v| v.inner.lock().monitor.len())
+    }
+
+    // ---- the write path ----
+
+    /// Every write checks this first: a key with a pending prepare is busy.
+    pub(crate) fn check_sync_write(inner: &VbInner, key: &DocKey<'_>) -> Result<(), EngineError> {
+        match inner.monitor.pending_for(key.encoded()) {
+            Some(_) => Err(EngineError::SyncWriteInProgress),
+            None => Ok(()),
+        }
+    }
+
+    /// Installs a mutation the operation built, or for a durable write (`level`) records it as a prepare.
+    pub(crate) fn apply_mutation(
+        &self,
+        inner: &mut VbInner,
+        vb: VbId,
+        key: &DocKey<'_>,
+        item: StoredItem,
+        level: Option<DurabilityLevel>,
+    ) -> MutationResult {
+        let cas = item.cas;
+        let Some(level) = level else {
+            let seqno = self.install_committed(inner, vb, key.encoded(), item, LogKind::Mutation);
+            return MutationResult { vb, cas, seqno, vbuuid: inner.uuid(), sync_write: false };
+        };
+        let seqno = self.prepare(inner, vb, key.encoded(), item, level);
+        let sync_write = inner.monitor.get(seqno).is_some();
+        MutationResult { vb, cas, seqno, vbuuid: inner.uuid(), sync_write }
+    }
+
+    /// Puts a committed document in the hash table at the next seqno; returns that seqno.
+    fn install_committed(&self, inner: &mut VbInner, vb: VbId, key: &[u8], item: StoredItem, kind: LogKind) -> Seqno {
+        let mut item = item;
+        item.seqno = inner.high_seqno + 1;
+        let delta = inner.place_as(key, item, kind);
+        self.charge(delta);
+        if inner.dirty.len() == 1 {
+            if let Some(notify) = self.dirty_notifier.get() {
+                notify(vb);
+            }
+        }
+        inner.high_seqno
+    }
+
+    /// Records a prepare at the next seqno and returns it. One that is satisfied already (majority with no
+    /// replicas configured) and has nothing before it commits at once.
+    fn prepare(&self, inner: &mut VbInner, vb: VbId, key: &[u8], item: StoredItem, level: DurabilityLevel) -> Seqno {
+        let mut item = item;
+        let seqno = inner.high_seqno + 1;
+        item.seqno = seqno;
+        self.charge(item.footprint(key.len()) as isize);
+        inner.advance(seqno, key, LogKind::Prepare);
+        self.flush_seqno(inner, vb);
+        let copies = self.configured_copies();
+        if inner.monitor.is_empty() && inner.monitor.is_satisfied(seqno, level, copies, inner.durable_seqno()) {
+            self.commit_prepare(inner, vb, key, item, seqno);
+        } else {
+            inner.monitor.track(seqno, Prepare { key: key.into(), item, level, waiter: None });
+        }
+        seqno
+    }
+
+    /// Commits a prepare taken out of the monitor: its document goes into the hash table at a new seqno with the
+    /// prepare's CAS. Returns the commit seqno.
+    fn commit_prepare(&self, inner: &mut VbInner, vb: VbId, key: &[u8], item: StoredItem, prepared: Seqno) -> Seqno {
+        self.charge(-(item.footprint(key.len()) as isize));
+        self.install_committed(inner, vb, key, item, LogKind::Commit { prepared })
+    }
+
+    /// Commits, in seqno order, every prepare of an active vBucket whose requirement is met; collects the waiters
+    /// to call with Ok once the lock is released. A persist-level write's waiter moves to the persist waiters of
+    /// its commit seqno instead: the writer hears of success only once the committed document is on disk.
+    pub(crate) fn commit_ready(&self, inner: &mut VbInner, vb: VbId, ready: &mut Vec<PersistWaiter>) {
+        if inner.monitor.is_empty() {
+            return;
+        }
+        let persisted = inner.durable_seqno();
+        for (seqno, p) in inner.monitor.take_ready(self.configured_copies(), persisted) {
+            let commit = self.commit_prepare(inner, vb, &p.key, p.item, seqno);
+            let wait_for_disk = inner.persistent && p.level.needs_persistence();
+            match (p.waiter, wait_for_disk) {
+                (Some(w), false) => ready.push(w),
+                (Some(w), true) => inner.persist_waiters.push((commit, w)),
+                (None, false) => inner.monitor.record_unclaimed(seqno, Outcome::Committed),
+                (None, true) => inner.monitor.record_unclaimed(seqno, Outcome::PersistAt(commit)),
+            }
+        }
+    }
+
+    /// Records the abort of a prepare already taken out of the monitor; returns its waiter.
+    fn abort_tracked(&self, inner: &mut VbInner, vb: VbId, prepared: Seqno, p: Prepare) -> Option<PersistWaiter> {
+        self.charge(-(p.item.footprint(p.key.len()) as isize));
+        let seqno = inner.high_seqno + 1;
+        inner.advance(seqno, &p.key, LogKind::Abort { prepared });
+        self.flush_seqno(inner, vb);
+        p.waiter
+    }
+
+    /// Settles the prepares `doomed` selects because they can no longer complete (the store failed) or their
+    /// documents are going away (flush, a dropped collection): an active vBucket aborts them, a replica forgets
+    /// them. Returns their waiters, whose writes are ambiguous.
+    pub(crate) fn discard_prepares(
+        &self,
+        inner: &mut VbInner,
+        vb: VbId,
+        doomed: impl Fn(&Prepare) -> bool,
+    ) -> Vec<PersistWaiter> {
+        let seqnos: Vec<Seqno> = inner.monitor.prepares_after(0).filter(|(_, p)| doomed(p)).map(|(s, _)| *s).collect();
+        let mut waiters = Vec::new();
+        for seqno in seqnos {
+            let Some(p) = inner.monitor.remove(seqno) else { continue };
+            if inner.state == VbState::Active {
+                waiters.extend(self.abort_tracked(inner, vb, seqno, p));
+            } else {
+                self.charge(-(p.item.footprint(p.key.len()) as isize));
+                waiters.extend(p.waiter);
+            }
+        }
+        waiters
+    }
+
+    /// A seqno that puts nothing in the checkpoint (a prepare, an abort) still needs a flusher round before it
+    /// counts as persisted: wake the flusher unless the checkpoint already did.
+    fn flush_seqno(&self, inner: &VbInner, vb: VbId) {
+        if inner.persistent && inner.dirty.is_empty() {
+            if let Some(notify) = self.dirty_notifier.get() {
+                notify(vb);
+            }
+        }
+    }
+
+    // ---- state changes ----
+
+    /// The vBucket stops being active: the writers still waiting learn that their outcome is unknown; the
+    /// prepares stay, as a replica holds them, for the new active to commit or abort.
+    pub(crate) fn demote_sync_writes(inner: &mut VbInner) -> Vec<PersistWaiter> {
+        inner.monitor.clear_acks();
+        inner.monitor.take_waiters()
+    }
+
+    /// A replica becomes active (failover): every prepare it holds reached it, so any of them may have been
+    /// acknowledged to its writer; all commit now, in seqno order. One that was never acknowledged survives too,
+    /// which is allowed: its writer saw a timeout or an ambiguous reply.
+    pub(crate) fn promote_sync_writes(&self, inner: &mut VbInner, vb: VbId) -> Vec<PersistWaiter> {
+        let mut waiters = Vec::new();
+        for (seqno, p) in inner.monitor.take_all() {
+            self.commit_prepare(inner, vb, &p.key, p.item, seqno);
+            waiters.extend(p.waiter);
+        }
+        waiters
+    }
+
+    /// Drops every prepare (the vBucket is emptied); returns the waiters, whose writes are now ambiguous.
+    pub(crate) fn drop_sync_writes(&self, inner: &mut VbInner) -> Vec<PersistWaiter> {
+        let mut waiters = inner.monitor.take_waiters();
+        for (_, p) in inner.monitor.take_all() {
+            self.charge(-(p.item.footprint(p.key.len()) as isize));
+            waiters.extend(p.waiter);
+        }
+        waiters
+    }
+
+    // ---- replica vBuckets ----
+
+    /// Applies one replicated change to a replica vBucket (the caller checked its seqno against the snapshot).
+    /// Returns the change in charged bytes, or [`ReplicaApply::MissingPrepare`] (and changes nothing) for a commit
+    /// of a prepare this replica does not hold.
+    pub(crate) fn replica_step(&self, inner: &mut VbInner, vb: VbId, change: DcpChange) -> (isize, ReplicaApply) {
+        let DcpChange { item, kind } = change;
+        let key = item.key.clone();
+        let seqno = item.seqno;
+        let mut delta = 0;
+        match kind {
+            ChangeKind::Mutation => {
+                // The active completed whatever prepare this replica held for the key (the change log kept only
+                // the newest change of the key).
+                delta += self.drop_replica_prepare(inner, &key);
+                let mut stored = stored_of(item);
+                stored.resident = true;
+                delta += inner.place(&key, stored);
+                self.notify_dirty(inner, vb);
+            }
+            ChangeKind::Prepare(level) => {
+                delta += self.drop_replica_prepare(inner, &key);
+                let mut stored = stored_of(item);
+                stored.resident = true;
+                delta += stored.footprint(key.len()) as isize;
+                inner.advance(seqno, &key, LogKind::Prepare);
+                self.flush_seqno(inner, vb);
+                inner.monitor.track(seqno, Prepare { key: key.into(), item: stored, level, waiter: None });
+            }
+            ChangeKind::Commit { prepared_seqno } => {
+                if inner.monitor.pending_for(&key) != Some(prepared_seqno) {
+                    return (0, ReplicaApply::MissingPrepare);
+                }
+                let Some(p) = inner.monitor.remove(prepared_seqno) else { return (0, ReplicaApply::MissingPrepare) };
+                delta -= p.item.footprint(key.len()) as isize;
+                let mut committed = p.item;
+                committed.seqno = seqno;
+                delta += inner.place_as(&key, committed, LogKind::Commit { prepared: prepared_seqno });
+                self.notify_dirty(inner, vb);
+            }
+            ChangeKind::Abort { prepared_seqno } => {
+                if inner.monitor.pending_for(&key) == Some(prepared_seqno) {
+                    delta += self.drop_replica_prepare(inner, &key);
+                }
+                inner.advance(seqno, &key, LogKind::Abort { prepared: prepared_seqno });
+                self.flush_seqno(inner, vb);
+            }
+        }
+        (delta, ReplicaApply::Applied)
+    }
+
+    /// Forgets the replica's prepare of `key`, if any; returns the bytes released (negative).
+    fn drop_replica_prepare(&self, inner: &mut VbInner, key: &[u8]) -> isize {
+        match inner.monitor.remove_key(key) {
+            Some((_, p)) => -(p.item.footprint(key.len()) as isize),
+            None => 0,
+        }
+    }
+
+    fn notify_dirty(&self, inner: &VbInner, vb: VbId) {
+        if inner.dirty.len() == 1 {
+            if let Some(notify) = self.dirty_notifier.get() {
+                notify(vb);
+            }
+        }
+    }
+}
+
+/// Calls every waiter with `outcome` (no vBucket lock may be held).
+fn complete(waiters: impl IntoIterator<Item = PersistWaiter>, outcome: Result<(), EngineError>) {
+    for w in waiters {
+        w(outcome.clone());
+    }
+}
