@@ -180,9 +180,6 @@ impl Bucket {
             })
             .sum()
     }
-    /// Superseded by [`Bucket::set_replication_chain`]: durability counts the copies in each vBucket's chain now.
-    /// Kept so that existing callers compile; it has no effect and can go once they call the chain API.
-    pub fn set_available_copies(&self, _copies: u64) {}
 
     /// The copies of each vBucket the bucket is configured for (replicas + 1).
     pub(crate) fn configured_copies(&self) -> u64 {

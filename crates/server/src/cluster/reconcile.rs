@@ -178,28 +178,23 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
 
 fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, me: NodeId, current: bool) {
     let mut changed = 0;
-    let mut copies_min = u64::MAX;
     for vb in 0..NUM_VBUCKETS {
         let wanted = wanted_state(b, vb, me, current);
         let Ok(info) = handle.stream_info(VbId(vb)) else { continue };
-        if wanted == VbState::Active {
-            let chain = &b.map.chains[usize::from(vb)];
-            let copies = chain.iter().filter(|n| n.is_some()).count() as u64;
-            copies_min = copies_min.min(copies);
-        }
         // A vBucket taken out of service by a checksum failure stays out until an operator acts.
-        if info.state == wanted || info.state == VbState::Failed {
-            continue;
+        if info.state != wanted && info.state != VbState::Failed {
+            if info.state == VbState::Active && wanted == VbState::Replica {
+                // Demoted: the new active's history decides what this copy keeps (the feed rolls it back if needed).
+                tracing::info!(bucket = %b.spec.name, vb, "active vBucket becomes a replica");
+            }
+            handle.set_vbucket_state(VbId(vb), wanted, rand::random());
+            changed += 1;
         }
-        if info.state == VbState::Active && wanted == VbState::Replica {
-            // Demoted: the new active's history decides what this copy keeps (the feed rolls it back if needed).
-            tracing::info!(bucket = %b.spec.name, vb, "active vBucket becomes a replica");
+        if wanted == VbState::Active {
+            // Durable writes count acknowledgements from exactly these replicas.
+            let chain = &b.map.chains[usize::from(vb)];
+            handle.set_replication_chain(VbId(vb), &chain[1..]);
         }
-        handle.set_vbucket_state(VbId(vb), wanted, rand::random());
-        changed += 1;
-    }
-    if copies_min != u64::MAX {
-        handle.set_available_copies(copies_min);
     }
     if changed > 0 {
         tracing::info!(bucket = %b.spec.name, changed, "vBucket states applied from the map");

@@ -7,12 +7,12 @@ use settee_testkit::TestNode;
 use crate::helpers::{get, req, set, vb};
 
 /// A HELLO is answered with exactly the supported features, in the order the client asked, and unknown or
-/// unsupported codes (TLS 0x02, push 0x1f, an undefined 0x7f) are dropped.
+/// unsupported codes (TLS 0x02, tracing 0x0f, an undefined 0x7f) are dropped.
 #[tokio::test]
 async fn hello_echoes_supported_features_in_request_order() {
     let node = TestNode::start().await;
     let mut c = Connection::connect_raw(node.kv_addr()).await.unwrap();
-    let asked: Vec<u8> = [0x12u16, 0x02, 0x04, 0x1f, 0x7f, 0x07, 0x10].iter().flat_map(|c| c.to_be_bytes()).collect();
+    let asked: Vec<u8> = [0x12u16, 0x02, 0x04, 0x0f, 0x7f, 0x07, 0x10].iter().flat_map(|c| c.to_be_bytes()).collect();
     let r = c.call(0x1f, b"{\"a\":\"test\"}", &[], &asked, 0, 0).await.unwrap();
     assert_eq!(r.status, 0);
     assert_eq!(r.value, vec![0x00, 0x12, 0x00, 0x04, 0x00, 0x07, 0x00, 0x10]);
