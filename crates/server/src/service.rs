@@ -85,7 +85,6 @@ impl RunningNode {
             }
         }));
         tasks.push(tokio::spawn(cluster.clone().follow(node.clone(), stopped.clone())));
-        tasks.push(tokio::spawn(crate::cluster::sync_users(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(crate::cluster::monitor(cluster.clone(), node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));

@@ -4,7 +4,7 @@
 //!
 //! - `Cluster`: the store (swapped when the node joins another cluster), this node's id, the peers' health.
 //! - `reconcile`: makes the local buckets, vBucket states, replication feeds and users match the metadata.
-//! - `ops`: the changes REST makes (create/edit/delete a bucket, edit a manifest), proposed to Raft first and then
+//! - `ops`: the changes REST makes (buckets, manifests, users), proposed to Raft first and then
 //!   applied locally by a reconcile, so every node applies the same change.
 //! - `health`: peer probes, `status` in `/pools/default`, and auto-failover on the Raft leader.
 //!
@@ -31,7 +31,7 @@ use settee_types::DurabilityLevel;
 use tokio::sync::{watch, Notify};
 
 pub use health::{monitor, Health};
-pub use ops::{sync_users, ClusterOpError};
+pub use ops::ClusterOpError;
 
 use crate::node::Node;
 
@@ -53,6 +53,9 @@ pub struct Cluster {
     /// False until this node knows its metadata is current. A restarted member of a multi-node cluster holds every
     /// vBucket dead until then, so it never serves data that a failover moved elsewhere while it was down.
     current: AtomicBool,
+    /// Set while a graceful failover of this node drains it: no vBucket is active here, so the replicas can catch
+    /// up with a history that no longer moves.
+    draining: AtomicBool,
     /// True once `start` finished: a join request waits for it instead of racing the node's own first start.
     started: watch::Sender<bool>,
     pub health: Health,
@@ -80,6 +83,7 @@ impl Cluster {
             swapped: Notify::new(),
             reconciler: tokio::sync::Mutex::new(reconcile::Reconciler::default()),
             current: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             started: watch::Sender::new(false),
             health: Health::default(),
         }))
@@ -94,8 +98,21 @@ impl Cluster {
         self.store().current()
     }
 
+    /// Whether this node may hold active vBuckets: its metadata is confirmed and it is not being drained.
+    pub fn may_serve_actives(&self) -> bool {
+        self.current.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
+    }
+
     pub fn is_current(&self) -> bool {
         self.current.load(Ordering::Acquire)
+    }
+
+    /// Starts or ends draining (graceful failover of this node) and applies it at once.
+    pub async fn set_draining(&self, node: &Node, on: bool) {
+        self.draining.store(on, Ordering::Release);
+        let meta = self.metadata();
+        self.reconcile(node, &meta).await;
+        tracing::info!(draining = on, "graceful failover drain");
     }
 
     /// Brings the node into a cluster and its local state in line: forms a one-node cluster (first start without
@@ -170,6 +187,7 @@ impl Cluster {
         tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await?.context("removing old metadata")?;
         let fresh = MetadataStore::open(&self.dir, self.me, self.addr.clone(), self.transport.clone()).await?;
         *self.store.write() = fresh;
+        self.reconciler.lock().await.forget_applied();
         self.swapped.notify_waiters();
         self.join_via(node, seed).await?;
         let meta = self.metadata();

@@ -3,17 +3,13 @@
 //! tests of the REST layer) applies the change locally only.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use settee_cluster::{MetaCommand, MetaError, ProposeError};
 use settee_engine::{BucketConfig, Manifest, ManifestError};
-use tokio::sync::watch;
 
 use super::spec_of;
+use crate::auth::{User, UserStore};
 use crate::node::{random_hex32, BucketError, BucketHandle, Node};
-
-/// How often local user changes are looked for and proposed.
-const USERS_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Why a cluster-wide change failed.
 #[derive(Debug, thiserror::Error)]
@@ -130,34 +126,46 @@ impl Node {
 }
 
 /// The users as the metadata stores them: every user but the command line's administrator.
-fn users_value(node: &Node) -> serde_json::Value {
-    let users: Vec<_> =
-        node.users.list().iter().filter(|u| u.id != node.config.username).map(|u| (**u).clone()).collect();
+fn users_value(node: &Node, users: &[Arc<User>]) -> serde_json::Value {
+    let users: Vec<&User> = users.iter().filter(|u| u.id != node.config.username).map(|u| &**u).collect();
     serde_json::to_value(users).unwrap_or_default()
 }
 
-/// Proposes the local user list whenever it changes here and differs from the cluster's (REST user changes land
-/// in the local store first). Two nodes changing users at the same instant: the later proposal wins whole.
-pub async fn sync_users(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
-    let Some(cluster) = node.cluster().cloned() else { return };
-    let mut seen = node.users.generation();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(USERS_SYNC_INTERVAL) => {}
-            _ = stopped.changed() => return,
+impl Node {
+    /// Changes the users on every node: `change` runs on a copy of the current users (off the async workers:
+    /// deriving credentials is slow on purpose), the resulting list is proposed whole and then applied here.
+    /// A refused change (`Err` from `change`) proposes nothing. Two nodes changing users at the same instant: the
+    /// later proposal wins whole.
+    pub async fn propose_user_change<R, E>(
+        &self,
+        change: impl FnOnce(&UserStore) -> Result<R, E> + Send + 'static,
+    ) -> Result<Result<R, E>, ClusterOpError>
+    where
+        R: Send + 'static,
+        E: Send + 'static,
+    {
+        let current: Vec<User> = self.users.list().iter().map(|u| (**u).clone()).collect();
+        let clock = self.clock.clone();
+        let (result, list) = tokio::task::spawn_blocking(move || {
+            let scratch = UserStore::with_clock(clock);
+            // The ids were validated when these users were stored.
+            let _ = scratch.restore(current);
+            let result = change(&scratch);
+            (result, scratch.list())
+        })
+        .await
+        .map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
+        if result.is_err() {
+            return Ok(result);
         }
-        let generation = node.users.generation();
-        if generation == seen {
-            continue;
+        match self.cluster() {
+            None => {
+                let _ = self.users.restore(list.iter().map(|u| (**u).clone()).collect());
+            }
+            Some(cluster) => {
+                cluster.propose(self, MetaCommand::SetUsers(users_value(self, &list))).await.map_err(unavailable)?;
+            }
         }
-        let local = users_value(&node);
-        if local == cluster.metadata().users {
-            seen = generation;
-            continue;
-        }
-        match cluster.store().propose(MetaCommand::SetUsers(local)).await {
-            Ok(_) => seen = generation,
-            Err(e) => tracing::warn!(error = %e, "cannot share a user change with the cluster; will retry"),
-        }
+        Ok(result)
     }
 }

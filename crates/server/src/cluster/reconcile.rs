@@ -35,10 +35,17 @@ pub(super) struct Reconciler {
     feeds: HashMap<FeedKey, Feed>,
     /// The users value last applied from the metadata.
     users_applied: Option<serde_json::Value>,
+    /// The newest revision applied: an older state (a watcher that read it before a proposal's reconcile ran)
+    /// is skipped, so it cannot undo a newer change.
+    applied_rev: u64,
 }
 
 impl Reconciler {
     pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata) {
+        if meta.rev < self.applied_rev {
+            return;
+        }
+        self.applied_rev = meta.rev;
         self.apply_users(node, meta);
         for local in node.buckets() {
             let cfg = local.config();
@@ -62,7 +69,7 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
-            apply_vbucket_states(&handle, b, cluster.me, cluster.is_current());
+            apply_vbucket_states(&handle, b, cluster.me, cluster.may_serve_actives());
             for (source, vbuckets) in replica_sources(b, cluster.me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
@@ -135,6 +142,12 @@ impl Reconciler {
         });
     }
 
+    /// Forgets what was applied: the node joined another cluster, whose revisions start again.
+    pub(super) fn forget_applied(&mut self) {
+        self.applied_rev = 0;
+        self.users_applied = None;
+    }
+
     pub(super) fn stop_feeds(&mut self) {
         for (_, feed) in self.feeds.drain() {
             let _ = feed.stop.send(true);
@@ -159,8 +172,8 @@ fn apply_settings(handle: &BucketHandle, b: &BucketMeta) {
     }
 }
 
-/// What vBucket `vb` should be on node `me` by the map. Until the node's metadata is known current, nothing is
-/// active here.
+/// What vBucket `vb` should be on node `me` by the map. Until the node's metadata is known current (or while it is
+/// drained for a graceful failover), nothing is active here.
 fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
     let Some(chain) = b.map.chains.get(usize::from(vb)) else { return VbState::Dead };
     if chain.first() == Some(&Some(me)) {

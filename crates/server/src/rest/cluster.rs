@@ -177,6 +177,148 @@ pub(crate) async fn fail_over(
     }
 }
 
+/// `POST /controller/startGracefulFailover` (`otpNode`): fails a live node over without losing a write. The node
+/// stops serving its active vBuckets (clients get NOT_MY_VBUCKET and retry), the replicas to be promoted catch up
+/// with the seqnos it stopped at, then the failover commits as a hard one would. Answers once it is done (within
+/// a minute); if the replicas cannot catch up the node serves again and the call fails.
+pub(crate) async fn graceful_fail_over(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let meta = cluster.metadata();
+    let name = form.get("otpNode").unwrap_or_default();
+    let id = find_node(&meta, name)
+        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {name}")))?;
+    let target = meta.nodes.get(&id).filter(|n| n.membership == Membership::Active).ok_or_else(|| {
+        RestError::global(StatusCode::BAD_REQUEST, "Only an active node can be failed over gracefully.")
+    })?;
+    let unreplicated: usize = meta
+        .buckets
+        .values()
+        .map(|b| {
+            b.map.chains.iter().filter(|c| c.first() == Some(&Some(id)) && c.get(1).is_none_or(|r| r.is_none())).count()
+        })
+        .sum();
+    if unreplicated > 0 {
+        return Err(RestError::global(
+            StatusCode::BAD_REQUEST,
+            format!("Failover cannot be graceful: {unreplicated} vBuckets of the node have no replica."),
+        ));
+    }
+    let (user, password) = (state.node.config.username.clone(), state.node.config.password.clone());
+    let creds = Some((user.as_str(), password.as_str()));
+    let drained = rest_client::call(&target.mgmt_addr(), "POST", "/settee/node/drain", creds, "on=true", GRACEFUL_STEP)
+        .await
+        .map_err(unavailable)?;
+    let frozen: Value = serde_json::from_str(&drained.body).map_err(unavailable)?;
+    if drained.status != 200 {
+        return Err(unavailable(format!("the node refused to drain: {}", drained.body)));
+    }
+    let caught_up = wait_for_replicas(&meta, id, &frozen, creds).await;
+    if let Err(e) = caught_up {
+        let _ = rest_client::call(&target.mgmt_addr(), "POST", "/settee/node/drain", creds, "on=false", GRACEFUL_STEP)
+            .await;
+        return Err(unavailable(format!("graceful failover abandoned, the node serves again: {e}")));
+    }
+    match cluster.failover(&state.node, id).await {
+        Ok(_) => {
+            tracing::warn!(node = id, "graceful failover");
+            Ok(StatusCode::OK)
+        }
+        Err(e) => {
+            let _ =
+                rest_client::call(&target.mgmt_addr(), "POST", "/settee/node/drain", creds, "on=false", GRACEFUL_STEP)
+                    .await;
+            Err(unavailable(e))
+        }
+    }
+}
+
+/// How long one internal call of a graceful failover may take, and how long the replicas get to catch up.
+const GRACEFUL_STEP: std::time::Duration = std::time::Duration::from_secs(10);
+const GRACEFUL_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until, for every vBucket `failing` held active, the replica that failover will promote (the first one in
+/// its chain) reports at least the seqno `frozen` lists for it.
+async fn wait_for_replicas(
+    meta: &ClusterMetadata,
+    failing: NodeId,
+    frozen: &Value,
+    creds: Option<(&str, &str)>,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + GRACEFUL_CATCH_UP;
+    loop {
+        let mut behind = 0usize;
+        let mut reports: std::collections::BTreeMap<NodeId, Value> = std::collections::BTreeMap::new();
+        for (bucket, b) in &meta.buckets {
+            for (vb, chain) in b.map.chains.iter().enumerate() {
+                let (Some(Some(active)), Some(Some(replica))) = (chain.first(), chain.get(1)) else { continue };
+                if *active != failing {
+                    continue;
+                }
+                let want = frozen["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
+                if !reports.contains_key(replica) {
+                    let addr = meta.nodes.get(replica).map(NodeInfo::mgmt_addr).unwrap_or_default();
+                    let r = rest_client::call(&addr, "GET", "/settee/node/seqnos", creds, "", GRACEFUL_STEP).await;
+                    let v = r.ok().and_then(|r| serde_json::from_str(&r.body).ok()).unwrap_or(Value::Null);
+                    reports.insert(*replica, v);
+                }
+                let have = reports[replica]["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
+                behind += usize::from(have < want);
+            }
+        }
+        if behind == 0 {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("{behind} replica vBuckets did not catch up within {GRACEFUL_CATCH_UP:?}"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `POST /settee/node/drain` (`on=true|false`), internal to graceful failover: this node stops (or resumes)
+/// serving its active vBuckets; answers the high seqno each of them stopped at.
+pub(crate) async fn drain(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<Value>, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let on = Form::parse(&body).get("on") == Some("true");
+    cluster.set_draining(&state.node, on).await;
+    let meta = cluster.metadata();
+    Ok(Json(seqnos(&state, |b, vb, _| meta.buckets.get(b).and_then(|m| m.map.active(vb)) == Some(cluster.me))))
+}
+
+/// `GET /settee/node/seqnos`, internal to graceful failover: the high seqno of every replica vBucket here.
+pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
+    require_admin(&caller)?;
+    Ok(Json(seqnos(&state, |_, _, st| st == settee_engine::VbState::Replica)))
+}
+
+/// `{"buckets": {name: {vb: high_seqno}}}` for the vBuckets `pick` selects by bucket, id and state.
+fn seqnos(state: &RestState, pick: impl Fn(&str, u16, settee_engine::VbState) -> bool) -> Value {
+    let mut buckets = serde_json::Map::new();
+    for b in state.node.buckets() {
+        let name = b.name();
+        let mut vbs = serde_json::Map::new();
+        for vb in 0..settee_types::limits::NUM_VBUCKETS {
+            let Ok(info) = b.stream_info(settee_types::VbId(vb)) else { continue };
+            if pick(&name, vb, info.state) {
+                vbs.insert(vb.to_string(), json!(info.high_seqno));
+            }
+        }
+        buckets.insert(name, Value::Object(vbs));
+    }
+    json!({ "buckets": buckets })
+}
+
 /// `POST /controller/rebalance` (`knownNodes`, `ejectedNodes`): activates added nodes and removes ejected
 /// failed-over ones. Moving vBuckets between nodes (a rebalance with buckets) is not built yet and is refused.
 pub(crate) async fn rebalance(

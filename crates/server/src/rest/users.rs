@@ -64,10 +64,9 @@ pub(crate) async fn upsert(
         check_password(p)?;
     }
     let name = form.get("name").unwrap_or_default().to_owned();
-    let users = state.node.users.clone();
     let user_id = id.clone();
-    // Deriving credentials runs PBKDF2 once per mechanism: keep it off the async workers.
-    let stored = tokio::task::spawn_blocking(move || users.upsert(&user_id, &name, password.as_deref(), roles)).await;
+    let stored =
+        state.node.propose_user_change(move |users| users.upsert(&user_id, &name, password.as_deref(), roles)).await;
     match stored {
         Ok(Ok(())) => {
             tracing::info!(user = %id, "user saved");
@@ -76,7 +75,7 @@ pub(crate) async fn upsert(
         Ok(Err(UserError::PasswordRequired)) => Err(RestError::field("password", "Password is required")),
         Ok(Err(e @ UserError::InvalidPassword(_))) => Err(RestError::field("password", e.to_string())),
         Ok(Err(e @ UserError::InvalidId(_))) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
-        Err(e) => Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("saving the user failed: {e}"))),
+        Err(e) => Err(RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("saving the user failed: {e}"))),
     }
 }
 
@@ -88,11 +87,18 @@ pub(crate) async fn delete(
 ) -> Result<StatusCode, RestError> {
     caller.require(caller.can_write_security(), || "cluster.admin.security.local!write".to_owned())?;
     refuse_builtin(&state.node, &id)?;
-    if state.node.users.delete(&id) {
-        tracing::info!(user = %id, "user deleted");
-        Ok(StatusCode::OK)
-    } else {
-        Err(RestError::text(StatusCode::NOT_FOUND, USER_NOT_FOUND))
+    if state.node.users.get(&id).is_none() {
+        return Err(RestError::text(StatusCode::NOT_FOUND, USER_NOT_FOUND));
+    }
+    let user_id = id.clone();
+    let deleted = state.node.propose_user_change(move |users| if users.delete(&user_id) { Ok(()) } else { Err(()) });
+    match deleted.await {
+        Ok(Ok(())) => {
+            tracing::info!(user = %id, "user deleted");
+            Ok(StatusCode::OK)
+        }
+        Ok(Err(())) => Err(RestError::text(StatusCode::NOT_FOUND, USER_NOT_FOUND)),
+        Err(e) => Err(RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("deleting the user failed: {e}"))),
     }
 }
 
@@ -129,10 +135,20 @@ pub(crate) async fn change_password(
     let form = Form::parse(&body);
     let password = form.get("password").ok_or_else(|| RestError::field("password", "Password is required"))?;
     check_password(password)?;
-    let (users, user, password) = (state.node.users.clone(), caller.user.clone(), password.to_owned());
-    let stored =
+    let (user, password) = (caller.user.clone(), password.to_owned());
+    let stored = if caller.builtin {
+        // The command line's administrator is per node and never shared.
+        let users = state.node.users.clone();
         tokio::task::spawn_blocking(move || users.upsert(&user.id, &user.name, Some(&password), user.roles.clone()))
-            .await;
+            .await
+            .map_err(|e| e.to_string())
+    } else {
+        state
+            .node
+            .propose_user_change(move |users| users.upsert(&user.id, &user.name, Some(&password), user.roles.clone()))
+            .await
+            .map_err(|e| e.to_string())
+    };
     match stored {
         Ok(Ok(())) => Ok(StatusCode::OK),
         Ok(Err(e)) => Err(RestError::field("password", e.to_string())),
