@@ -43,12 +43,16 @@ var (
 type setteeServer struct {
 	kvPort, mgmtPort, queryPort int
 	bucket                      string
-	dir                         string
-	logPath                     string
-	cmd                         *exec.Cmd
-	logFile                     *os.File
-	exited                      chan struct{}
-	exitErr                     error
+	// host is the loopback address the node binds ("127.0.0.1" unless a cluster test gives each node its own);
+	// extraArgs are appended to the command line (e.g. --join).
+	host      string
+	extraArgs []string
+	dir       string
+	logPath   string
+	cmd       *exec.Cmd
+	logFile   *os.File
+	exited    chan struct{}
+	exitErr   error
 }
 
 func repoRoot() string {
@@ -95,7 +99,7 @@ func newServer(bucketName string, defaultPorts bool) (*setteeServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &setteeServer{bucket: bucketName, dir: dir, logPath: filepath.Join(dir, "settee.log")}
+	s := &setteeServer{bucket: bucketName, dir: dir, logPath: filepath.Join(dir, "settee.log"), host: "127.0.0.1"}
 	if defaultPorts {
 		s.kvPort, s.mgmtPort, s.queryPort = defaultKVPort, defaultMgmtPort, defaultQueryPort
 	} else {
@@ -110,9 +114,9 @@ func newServer(bucketName string, defaultPorts bool) (*setteeServer, error) {
 
 func (s *setteeServer) connStr() string {
 	if s.kvPort == defaultKVPort {
-		return "couchbase://127.0.0.1"
+		return "couchbase://" + s.host
 	}
-	return fmt.Sprintf("couchbase://127.0.0.1:%d", s.kvPort)
+	return fmt.Sprintf("couchbase://%s:%d", s.host, s.kvPort)
 }
 
 func (s *setteeServer) start() error {
@@ -125,9 +129,9 @@ func (s *setteeServer) start() error {
 		return err
 	}
 	s.logFile = logFile
-	s.cmd = exec.Command(bin, "server",
+	args := []string{"server",
 		"--data-dir", filepath.Join(s.dir, "data"),
-		"--host", "127.0.0.1",
+		"--host", s.host,
 		"--kv-port", strconv.Itoa(s.kvPort),
 		"--mgmt-port", strconv.Itoa(s.mgmtPort),
 		"--query-port", strconv.Itoa(s.queryPort),
@@ -137,7 +141,8 @@ func (s *setteeServer) start() error {
 		"--bucket-type", "ephemeral",
 		"--bucket-ram-mb", "256",
 		"--replicas", "0",
-	)
+	}
+	s.cmd = exec.Command(bin, append(args, s.extraArgs...)...)
 	s.cmd.Stdout = logFile
 	s.cmd.Stderr = logFile
 	if err := s.cmd.Start(); err != nil {
@@ -159,7 +164,7 @@ func (s *setteeServer) start() error {
 func (s *setteeServer) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
-	url := fmt.Sprintf("http://127.0.0.1:%d/pools", s.mgmtPort)
+	url := fmt.Sprintf("http://%s:%d/pools", s.host, s.mgmtPort)
 	last := "no attempt"
 	for time.Now().Before(deadline) {
 		select {

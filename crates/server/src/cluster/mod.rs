@@ -230,7 +230,7 @@ impl Cluster {
         loop {
             let mut changes = self.store().subscribe();
             let meta = changes.borrow_and_update().clone();
-            self.reconcile(&node, &meta).await;
+            self.reconcile_with(&node, &meta, false).await;
             tokio::select! {
                 r = changes.changed() => {
                     if r.is_err() {
@@ -246,10 +246,14 @@ impl Cluster {
         }
     }
 
-    /// Makes the local node match `meta` (idempotent; serialised).
+    /// Makes the local node match `meta` (idempotent; serialised), even if it was applied before.
     pub async fn reconcile(&self, node: &Node, meta: &ClusterMetadata) {
+        self.reconcile_with(node, meta, true).await;
+    }
+
+    async fn reconcile_with(&self, node: &Node, meta: &ClusterMetadata, again: bool) {
         let mut reconciler = self.reconciler.lock().await;
-        reconciler.apply(node, self, meta).await;
+        reconciler.apply(node, self, meta, again).await;
         node.publish_config();
     }
 
@@ -258,7 +262,7 @@ impl Cluster {
         let meta = self.store().propose(cmd).await?;
         let local = self.metadata();
         let newest = if local.rev >= meta.rev { local } else { meta };
-        self.reconcile(node, &newest).await;
+        self.reconcile_with(node, &newest, false).await;
         Ok(newest)
     }
 

@@ -41,8 +41,10 @@ pub(super) struct Reconciler {
 }
 
 impl Reconciler {
-    pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata) {
-        if meta.rev < self.applied_rev {
+    /// Applies `meta`; a state already applied is applied again only when `again` (something local changed, such
+    /// as the node becoming current or draining).
+    pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata, again: bool) {
+        if meta.rev < self.applied_rev || (meta.rev == self.applied_rev && !again) {
             return;
         }
         self.applied_rev = meta.rev;

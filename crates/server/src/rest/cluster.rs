@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use settee_cluster::{
-    vbmap, AutoFailoverSettings, ClusterMetadata, Membership, MetaCommand, MetaError, NodeId, NodeInfo, ProposeError,
+    vbmap, AutoFailoverSettings, ClusterMetadata, Membership, MetaCommand, NodeId, NodeInfo, ProposeError,
 };
 use tower::ServiceExt;
 
@@ -53,6 +53,12 @@ fn find_node(meta: &ClusterMetadata, name: &str) -> Option<NodeId> {
         .values()
         .find(|n| otp_node(meta, n) == name || n.mgmt_addr() == name || format!("ns_1@{}", n.hostname) == name)
         .map(|n| n.id)
+}
+
+/// The node `name` designates, or ns_server's error for an unknown one.
+fn named_node(meta: &ClusterMetadata, name: &str) -> Result<NodeId, RestError> {
+    find_node(meta, name)
+        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {name}")))
 }
 
 /// `/settee/raft/...`: the metadata store's Raft traffic between nodes, with the administrator's credentials.
@@ -150,9 +156,7 @@ pub(crate) async fn fail_over(
     let cluster = cluster(&state)?;
     let form = Form::parse(&body);
     let meta = cluster.metadata();
-    let name = form.get("otpNode").unwrap_or_default();
-    let id = find_node(&meta, name)
-        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {name}")))?;
+    let id = named_node(&meta, form.get("otpNode").unwrap_or_default())?;
     if meta.nodes.get(&id).is_some_and(|n| n.membership == Membership::InactiveFailed) {
         return Err(RestError::global(StatusCode::BAD_REQUEST, "The node is already failed over."));
     }
@@ -168,9 +172,6 @@ pub(crate) async fn fail_over(
         Ok(_) => {
             tracing::warn!(node = id, "hard failover");
             Ok(StatusCode::OK)
-        }
-        Err(ProposeError::Rejected(e @ MetaError::LastActiveNode)) => {
-            Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string()))
         }
         Err(ProposeError::Rejected(e)) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
         Err(e) => Err(unavailable(e)),
@@ -190,9 +191,7 @@ pub(crate) async fn graceful_fail_over(
     let cluster = cluster(&state)?;
     let form = Form::parse(&body);
     let meta = cluster.metadata();
-    let name = form.get("otpNode").unwrap_or_default();
-    let id = find_node(&meta, name)
-        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {name}")))?;
+    let id = named_node(&meta, form.get("otpNode").unwrap_or_default())?;
     let target = meta.nodes.get(&id).filter(|n| n.membership == Membership::Active).ok_or_else(|| {
         RestError::global(StatusCode::BAD_REQUEST, "Only an active node can be failed over gracefully.")
     })?;
@@ -211,17 +210,25 @@ pub(crate) async fn graceful_fail_over(
     }
     let (user, password) = (state.node.config.username.clone(), state.node.config.password.clone());
     let creds = Some((user.as_str(), password.as_str()));
-    let drained = rest_client::call(&target.mgmt_addr(), "POST", "/settee/node/drain", creds, "on=true", GRACEFUL_STEP)
-        .await
-        .map_err(unavailable)?;
+    let addr = target.mgmt_addr();
+    let drain = |on: bool| {
+        rest_client::call(
+            &addr,
+            "POST",
+            "/settee/node/drain",
+            creds,
+            if on { "on=true" } else { "on=false" },
+            GRACEFUL_STEP,
+        )
+    };
+    let drained = drain(true).await.map_err(unavailable)?;
     let frozen: Value = serde_json::from_str(&drained.body).map_err(unavailable)?;
     if drained.status != 200 {
         return Err(unavailable(format!("the node refused to drain: {}", drained.body)));
     }
     let caught_up = wait_for_replicas(&meta, id, &frozen, creds).await;
     if let Err(e) = caught_up {
-        let _ = rest_client::call(&target.mgmt_addr(), "POST", "/settee/node/drain", creds, "on=false", GRACEFUL_STEP)
-            .await;
+        let _ = drain(false).await;
         return Err(unavailable(format!("graceful failover abandoned, the node serves again: {e}")));
     }
     match cluster.failover(&state.node, id).await {
@@ -230,9 +237,7 @@ pub(crate) async fn graceful_fail_over(
             Ok(StatusCode::OK)
         }
         Err(e) => {
-            let _ =
-                rest_client::call(&target.mgmt_addr(), "POST", "/settee/node/drain", creds, "on=false", GRACEFUL_STEP)
-                    .await;
+            let _ = drain(false).await;
             Err(unavailable(e))
         }
     }

@@ -23,11 +23,9 @@ async fn buckets_collections_and_users_survive_a_restart() {
         .propose_manifest_change(&bucket, |m| m.create_collection("s", "c", Some(30), false).map(drop))
         .await
         .unwrap();
-    first
-        .node
-        .users
-        .upsert("reader", "Reader", Some("secret1"), Role::parse_list("data_reader[default]").unwrap())
-        .unwrap();
+    let roles = Role::parse_list("data_reader[default]").unwrap();
+    let added = first.node.propose_user_change(move |u| u.upsert("reader", "Reader", Some("secret1"), roles));
+    added.await.unwrap().unwrap();
     let mut c = settee_client::Connection::connect(
         first.kv_addr,
         "Administrator",
