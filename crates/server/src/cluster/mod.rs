@@ -98,6 +98,11 @@ impl Cluster {
         self.store().current()
     }
 
+    /// Whether `start` has finished (formed, joined or restored its cluster).
+    pub fn has_started(&self) -> bool {
+        *self.started.borrow()
+    }
+
     /// Whether this node may hold active vBuckets: its metadata is confirmed and it is not being drained.
     pub fn may_serve_actives(&self) -> bool {
         self.current.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)

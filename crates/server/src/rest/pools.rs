@@ -35,8 +35,13 @@ pub(crate) async fn whoami(caller: Caller) -> Json<Value> {
 }
 
 /// `GET /pools`. Without credentials it still answers 200 (ns_server does; readiness probes rely on it), with
-/// `isAdminCreds: false`; wrong credentials get 401.
+/// `isAdminCreds: false`; wrong credentials get 401; 503 until the node has joined or formed its cluster.
 pub(crate) async fn pools(State(state): State<RestState>, headers: HeaderMap) -> Result<Json<Value>, RestError> {
+    // Readiness: a node that is still forming, joining or restoring its cluster is not ready (its Raft endpoints
+    // already answer on this port, since joining needs them).
+    if state.node.cluster().is_some_and(|c| !c.has_started()) {
+        return Err(RestError::global(axum::http::StatusCode::SERVICE_UNAVAILABLE, "The node is starting."));
+    }
     let caller = match auth::basic_credentials(&headers) {
         Some((id, password)) => Some(auth::authenticate(&state, &id, &password).await?),
         None if headers.contains_key(header::AUTHORIZATION) => return Err(RestError::Unauthorized),
