@@ -16,6 +16,7 @@ ADMIN=(-u Administrator:password)
 
 cargo build --release -p settee-server --features jemalloc --bin settee >&2
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(uname -r), commit $(git rev-parse --short HEAD)"
+mkdir -p "$WORK"
 echo "work dir: $WORK"
 
 PIDS=()
