@@ -185,6 +185,19 @@ impl ConsumerStream {
         }
     }
 
+    /// Prepares the replica already held when this stream was opened (ascending; `true` for a persist-level one):
+    /// they are acknowledged again on this connection, as soon as the snapshot that brought them is complete (and,
+    /// for persist-level ones, persisted), since acknowledgements sent on an earlier connection may have been lost.
+    pub fn resume_prepares(&mut self, held: &[(Seqno, bool)]) {
+        let (high, snap_start, snap_end) = self.resume;
+        for &(seqno, persist) in held.iter().filter(|(s, _)| *s <= high) {
+            self.prepared.prepare(seqno, if persist { seqno } else { 0 });
+        }
+        // The resume snapshot is complete when the replica reached its end; otherwise only what precedes it is.
+        let complete = if high >= snap_end { high } else { snap_start.saturating_sub(1) };
+        self.prepared.snapshot_complete(complete);
+    }
+
     /// The driver persisted everything up to `seqno` (lets persist-level and disk-snapshot prepares count).
     pub fn persisted(&mut self, seqno: Seqno) {
         self.prepared.persisted(seqno);

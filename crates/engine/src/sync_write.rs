@@ -125,6 +125,14 @@ impl Bucket {
         Some(self.vbucket(vb)?.inner.lock().durable_seqno())
     }
 
+    /// The prepares `vb` holds, in seqno order, with their levels: a replica re-acknowledges them when its stream
+    /// to the active is opened again (the acknowledgements sent on the old connection may have been lost).
+    pub fn held_prepares(&self, vb: VbId) -> Vec<(Seqno, DurabilityLevel)> {
+        let Some(vbucket) = self.vbucket(vb) else { return Vec::new() };
+        let inner = vbucket.inner.lock();
+        inner.monitor.prepares_after(0).map(|(seqno, p)| (*seqno, p.level)).collect()
+    }
+
     /// Prepares pending in `vb` (tests and stats).
     pub fn pending_prepares(&self, vb: VbId) -> usize {
         self.vbucket(vb).map_or(0, |v| v.inner.lock().monitor.len())

@@ -161,6 +161,27 @@ fn resume_point_follows_snapshots() {
 
 /// A majority prepare is acknowledged once its memory snapshot is complete; a persist-level one and any in a
 /// disk snapshot only once persisted.
+/// A reopened stream acknowledges again the prepares the replica already held (the old connection's acks may be
+/// lost): at once for a complete resume snapshot, a persist-level one once persisted; prepares inside a snapshot
+/// the replica had not finished wait for its end.
+#[test]
+fn held_prepares_are_acknowledged_again_on_a_new_stream() {
+    let mut c = accepted(9, (5, 9));
+    c.resume_prepares(&[(6, false), (8, true)]);
+    assert_eq!(c.seqno_ack().map(|a| a.prepared_seqno), Some(6));
+    assert!(c.awaits_acknowledgement(), "the persist-level prepare waits for the disk");
+    c.persisted(9);
+    assert_eq!(c.seqno_ack().map(|a| a.prepared_seqno), Some(8));
+
+    let mut partial = accepted(7, (5, 9));
+    partial.resume_prepares(&[(6, false)]);
+    assert_eq!(partial.seqno_ack(), None, "the snapshot holding it is not complete");
+    feed(&mut partial, &marker(8, 9, SnapshotFlags::MEMORY)).unwrap();
+    feed(&mut partial, &mutation_frame(8)).unwrap();
+    feed(&mut partial, &mutation_frame(9)).unwrap();
+    assert_eq!(partial.seqno_ack().map(|a| a.prepared_seqno), Some(6));
+}
+
 #[test]
 fn prepares_are_acknowledged_at_snapshot_boundaries() {
     let mut c = accepted(4, (4, 4));

@@ -159,7 +159,14 @@ fn acknowledge_prepares(bucket: &BucketHandle, streams: &mut BTreeMap<VbId, Cons
 fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream> {
     let info = bucket.stream_info(vb)?;
     anyhow::ensure!(info.state == VbState::Replica, "vBucket {} is not a replica here", vb.0);
-    Ok(ConsumerStream::new(vb, u32::from(vb.0), &info.failover, info.high_seqno, info.snapshot))
+    let mut stream = ConsumerStream::new(vb, u32::from(vb.0), &info.failover, info.high_seqno, info.snapshot);
+    let held: Vec<(u64, bool)> = bucket
+        .held_prepares(vb)
+        .into_iter()
+        .map(|(seqno, level)| (seqno, level == settee_types::DurabilityLevel::PersistToMajority))
+        .collect();
+    stream.resume_prepares(&held);
+    Ok(stream)
 }
 
 fn stream_response(
