@@ -33,6 +33,10 @@ fn cluster(state: &RestState) -> Result<&std::sync::Arc<Cluster>, RestError> {
     state.node.cluster().ok_or_else(|| RestError::global(StatusCode::SERVICE_UNAVAILABLE, "This node has no cluster"))
 }
 
+fn bad_request(message: impl Into<String>) -> RestError {
+    RestError::global(StatusCode::BAD_REQUEST, message)
+}
+
 fn unavailable(e: impl std::fmt::Display) -> RestError {
     RestError::global(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
 }
@@ -57,8 +61,7 @@ fn find_node(meta: &ClusterMetadata, name: &str) -> Option<NodeId> {
 
 /// The node `name` designates, or ns_server's error for an unknown one.
 fn named_node(meta: &ClusterMetadata, name: &str) -> Result<NodeId, RestError> {
-    find_node(meta, name)
-        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {name}")))
+    find_node(meta, name).ok_or_else(|| bad_request(format!("Unknown server given: {name}")))
 }
 
 /// `/settee/raft/...`: the metadata store's Raft traffic between nodes, with the administrator's credentials.
@@ -83,10 +86,8 @@ pub(crate) async fn add_node(
     require_admin(&caller)?;
     let cluster = cluster(&state)?;
     let form = Form::parse(&body);
-    let hostname = form
-        .get("hostname")
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, "Hostname is required."))?;
+    let hostname =
+        form.get("hostname").filter(|h| !h.is_empty()).ok_or_else(|| bad_request("Hostname is required."))?;
     let target = with_default_port(hostname.trim_start_matches("http://"));
     let user = form.get("user").unwrap_or(&state.node.config.username).to_owned();
     let password = form.get("password").unwrap_or(&state.node.config.password).to_owned();
@@ -107,7 +108,7 @@ pub(crate) async fn add_node(
         JOIN_TIMEOUT,
     )
     .await
-    .map_err(|e| RestError::global(StatusCode::BAD_REQUEST, format!("Failed to reach {target}: {e}")))?;
+    .map_err(|e| bad_request(format!("Failed to reach {target}: {e}")))?;
     if reply.status != 200 {
         let reason = if reply.status == 401 { "Authentication failed. Verify username and password." } else { "" };
         return Err(RestError::global(
@@ -135,14 +136,32 @@ pub(crate) async fn do_join_cluster(
     let host = form
         .get("clusterMemberHostIp")
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, "clusterMemberHostIp is required"))?;
+        .ok_or_else(|| bad_request("clusterMemberHostIp is required"))?;
     let port = form.get("clusterMemberPort").unwrap_or("8091");
     let seed = with_default_port(&format!("{}:{port}", bracket(host)));
     if seed == cluster.addr {
-        return Err(RestError::global(StatusCode::BAD_REQUEST, "A node cannot join itself."));
+        return Err(bad_request("A node cannot join itself."));
     }
-    cluster.rejoin(&state.node, &seed).await.map_err(|e| RestError::global(StatusCode::BAD_REQUEST, e.to_string()))?;
+    cluster.rejoin(&state.node, &seed).await.map_err(|e| bad_request(e.to_string()))?;
     Ok(StatusCode::OK)
+}
+
+/// What both failover controllers start from: the administrator's request, its form, and the node its `otpNode`
+/// names in the metadata.
+struct FailoverTarget<'s> {
+    cluster: &'s std::sync::Arc<Cluster>,
+    form: Form,
+    meta: std::sync::Arc<ClusterMetadata>,
+    id: NodeId,
+}
+
+fn failover_target<'s>(state: &'s RestState, caller: &Caller, body: &[u8]) -> Result<FailoverTarget<'s>, RestError> {
+    require_admin(caller)?;
+    let cluster = cluster(state)?;
+    let form = Form::parse(body);
+    let meta = cluster.metadata();
+    let id = named_node(&meta, form.get("otpNode").unwrap_or_default())?;
+    Ok(FailoverTarget { cluster, form, meta, id })
 }
 
 /// `POST /controller/failOver` (`otpNode`, `allowUnsafe`): hard failover. Replicas of the node's vBuckets are
@@ -152,13 +171,9 @@ pub(crate) async fn fail_over(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
-    let meta = cluster.metadata();
-    let id = named_node(&meta, form.get("otpNode").unwrap_or_default())?;
+    let FailoverTarget { cluster, form, meta, id } = failover_target(&state, &caller, &body)?;
     if meta.nodes.get(&id).is_some_and(|n| n.membership == Membership::InactiveFailed) {
-        return Err(RestError::global(StatusCode::BAD_REQUEST, "The node is already failed over."));
+        return Err(bad_request("The node is already failed over."));
     }
     let unsafe_ok = form.get("allowUnsafe") == Some("true");
     let at_risk: usize = meta.buckets.values().map(|b| vbmap::data_loss_risk(&b.map, &[id]).len()).sum();
@@ -173,7 +188,7 @@ pub(crate) async fn fail_over(
             tracing::warn!(node = id, "hard failover");
             Ok(StatusCode::OK)
         }
-        Err(ProposeError::Rejected(e)) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
+        Err(ProposeError::Rejected(e)) => Err(bad_request(e.to_string())),
         Err(e) => Err(unavailable(e)),
     }
 }
@@ -187,14 +202,12 @@ pub(crate) async fn graceful_fail_over(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
-    let meta = cluster.metadata();
-    let id = named_node(&meta, form.get("otpNode").unwrap_or_default())?;
-    let target = meta.nodes.get(&id).filter(|n| n.membership == Membership::Active).ok_or_else(|| {
-        RestError::global(StatusCode::BAD_REQUEST, "Only an active node can be failed over gracefully.")
-    })?;
+    let FailoverTarget { cluster, meta, id, .. } = failover_target(&state, &caller, &body)?;
+    let target = meta
+        .nodes
+        .get(&id)
+        .filter(|n| n.membership == Membership::Active)
+        .ok_or_else(|| bad_request("Only an active node can be failed over gracefully."))?;
     let unreplicated: usize = meta
         .buckets
         .values()
@@ -341,10 +354,7 @@ pub(crate) async fn rebalance(
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|n| {
-                find_node(&meta, n)
-                    .ok_or_else(|| RestError::global(StatusCode::BAD_REQUEST, format!("Unknown server given: {n}")))
-            })
+            .map(|n| find_node(&meta, n).ok_or_else(|| bad_request(format!("Unknown server given: {n}"))))
             .collect()
     };
     let ejected = names("ejectedNodes")?;
@@ -364,7 +374,7 @@ pub(crate) async fn rebalance(
     }
     for id in ejected {
         if id == cluster.me {
-            return Err(RestError::global(StatusCode::BAD_REQUEST, "A node cannot eject itself."));
+            return Err(bad_request("A node cannot eject itself."));
         }
         propose(cluster, &state, MetaCommand::RemoveNode(id)).await?;
         cluster.store().remove_member(id).await.map_err(unavailable)?;
@@ -376,7 +386,7 @@ pub(crate) async fn rebalance(
 async fn propose(cluster: &Cluster, state: &RestState, cmd: MetaCommand) -> Result<(), RestError> {
     match cluster.propose(&state.node, cmd).await {
         Ok(_) => Ok(()),
-        Err(ProposeError::Rejected(e)) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
+        Err(ProposeError::Rejected(e)) => Err(bad_request(e.to_string())),
         Err(e) => Err(unavailable(e)),
     }
 }
