@@ -1,6 +1,6 @@
 //! `ClusterMetadata::apply`: validation first, then the change, so a refused command leaves the state untouched.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use settee_engine::Manifest;
 use settee_types::limits::NUM_VBUCKETS;
@@ -27,6 +27,7 @@ impl ClusterMetadata {
                 self.buckets.remove(name).ok_or_else(|| MetaError::UnknownBucket(name.clone()))?;
             }
             MetaCommand::SetManifest { bucket, manifest } => self.set_manifest(bucket, manifest)?,
+            MetaCommand::SetBuilding { bucket, building } => self.set_building(bucket, building)?,
             MetaCommand::SetMap { bucket, map } => self.set_map(bucket, map)?,
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
@@ -92,7 +93,13 @@ impl ClusterMetadata {
             return Err(MetaError::NoActiveNodes);
         }
         let map = vbmap::plan(&active, NUM_VBUCKETS, usize::from(spec.replicas));
-        let meta = BucketMeta { spec: spec.clone(), manifest: Manifest::default(), map, failover_epoch: 0 };
+        let meta = BucketMeta {
+            spec: spec.clone(),
+            manifest: Manifest::default(),
+            map,
+            failover_epoch: 0,
+            building: Default::default(),
+        };
         self.buckets.insert(spec.name.clone(), meta);
         Ok(())
     }
@@ -151,6 +158,32 @@ impl ClusterMetadata {
         }
         if let Some(bucket) = self.buckets.get_mut(name) {
             bucket.map = map.clone();
+            // A copy the new chain includes is built; one it still leaves out keeps building.
+            retain_building(&mut bucket.building, |vb, node| !bucket.map.chains[usize::from(vb)].contains(&Some(node)));
+        }
+        Ok(())
+    }
+
+    fn set_building(&mut self, name: &str, building: &BTreeMap<u16, Vec<NodeId>>) -> Result<(), MetaError> {
+        let bucket = self.buckets.get(name).ok_or_else(|| MetaError::UnknownBucket(name.into()))?;
+        let invalid = |reason: String| MetaError::InvalidBuilding { bucket: name.into(), reason };
+        for (vb, nodes) in building {
+            let chain = bucket.map.chains.get(usize::from(*vb)).ok_or_else(|| invalid(format!("no vBucket {vb}")))?;
+            let mut seen = BTreeSet::new();
+            for node in nodes {
+                if !seen.insert(*node) {
+                    return Err(invalid(format!("node {node} listed twice for vBucket {vb}")));
+                }
+                if chain.contains(&Some(*node)) {
+                    return Err(invalid(format!("node {node} already holds vBucket {vb}")));
+                }
+                if self.nodes.get(node).map(|n| n.membership) != Some(Membership::Active) {
+                    return Err(invalid(format!("node {node} is not an active node")));
+                }
+            }
+        }
+        if let Some(bucket) = self.buckets.get_mut(name) {
+            bucket.building = building.iter().filter(|(_, n)| !n.is_empty()).map(|(vb, n)| (*vb, n.clone())).collect();
         }
         Ok(())
     }
@@ -168,6 +201,7 @@ impl ClusterMetadata {
         for bucket in self.buckets.values_mut() {
             bucket.map = vbmap::failover(&bucket.map, nodes);
             bucket.failover_epoch += 1;
+            retain_building(&mut bucket.building, |_, node| !nodes.contains(&node));
         }
         for node in nodes {
             if let Some(info) = self.nodes.get_mut(node) {
@@ -176,6 +210,14 @@ impl ClusterMetadata {
         }
         Ok(())
     }
+}
+
+/// Keeps the building copies `keep` accepts, dropping vBuckets left with none.
+fn retain_building(building: &mut BTreeMap<u16, Vec<NodeId>>, keep: impl Fn(u16, NodeId) -> bool) {
+    building.retain(|vb, nodes| {
+        nodes.retain(|n| keep(*vb, *n));
+        !nodes.is_empty()
+    });
 }
 
 fn check_spec(spec: &BucketSpec) -> Result<(), MetaError> {

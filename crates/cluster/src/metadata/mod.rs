@@ -80,6 +80,11 @@ pub struct BucketMeta {
     pub map: VbMap,
     /// Grows with every failover that touched this bucket's map.
     pub failover_epoch: u64,
+    /// Copies being built ahead of a map change (rebalance): per vBucket, nodes outside its chain that stream it
+    /// from its active as replicas would, but are neither in the client map nor counted for durability until a
+    /// `SetMap` puts them in the chain (which ends their entry).
+    #[serde(default)]
+    pub building: BTreeMap<u16, Vec<NodeId>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +148,12 @@ pub enum MetaCommand {
         bucket: String,
         manifest: Manifest,
     },
+    /// Replaces the copies being built for a bucket (rebalance): each listed node must be Active and outside the
+    /// vBucket's chain; an empty list ends the building.
+    SetBuilding {
+        bucket: String,
+        building: BTreeMap<u16, Vec<NodeId>>,
+    },
     /// Replaces a bucket's vBucket map (rebalance).
     SetMap {
         bucket: String,
@@ -180,6 +191,8 @@ pub enum MetaError {
     NoActiveNodes,
     #[error("manifest uid {proposed:x} of bucket {bucket} is older than {current:x}")]
     StaleManifest { bucket: String, current: u64, proposed: u64 },
+    #[error("invalid copies to build for bucket {bucket}: {reason}")]
+    InvalidBuilding { bucket: String, reason: String },
     #[error("invalid vBucket map for bucket {bucket}: {reason}")]
     InvalidMap { bucket: String, reason: String },
     #[error("failover needs at least one node")]

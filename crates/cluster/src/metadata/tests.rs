@@ -242,3 +242,38 @@ fn metadata_round_trips_through_json() {
     let back: ClusterMetadata = serde_json::from_str(&text).expect("decode");
     assert_eq!(back, meta);
 }
+
+/// Copies being built: only Active nodes outside the chain, once each; SetMap ends the entries it puts in the
+/// chain and keeps the others; failover drops the failed node's; an empty list ends the building.
+#[test]
+fn building_copies_follow_the_map() {
+    let mut meta = cluster();
+    meta.apply(&MetaCommand::AddNode(node(4))).expect("add");
+    let chain = meta.buckets["b"].map.chains[0].clone();
+    let outside: Vec<NodeId> = (1..=3).filter(|n| !chain.contains(&Some(*n))).collect();
+    let (free, inside) = (outside[0], chain[0].expect("active"));
+    let refused_building = |meta: &mut ClusterMetadata, nodes: Vec<NodeId>| {
+        let building = BTreeMap::from([(0u16, nodes)]);
+        refused(meta, MetaCommand::SetBuilding { bucket: "b".into(), building })
+    };
+    assert!(matches!(refused_building(&mut meta, vec![inside]), MetaError::InvalidBuilding { .. }));
+    assert!(matches!(refused_building(&mut meta, vec![4]), MetaError::InvalidBuilding { .. }), "inactiveAdded");
+    assert!(matches!(refused_building(&mut meta, vec![free, free]), MetaError::InvalidBuilding { .. }));
+    let building = BTreeMap::from([(0u16, vec![free]), (1u16, vec![])]);
+    meta.apply(&MetaCommand::SetBuilding { bucket: "b".into(), building }).expect("build");
+    assert_eq!(meta.buckets["b"].building, BTreeMap::from([(0u16, vec![free])]), "empty lists are dropped");
+
+    // A map that puts the copy in the chain ends its entry.
+    let mut map = meta.buckets["b"].map.clone();
+    map.chains[0] = vec![Some(free), chain[0]];
+    meta.apply(&MetaCommand::SetMap { bucket: "b".into(), map }).expect("map");
+    assert!(meta.buckets["b"].building.is_empty());
+
+    // Failover drops the failed node's copies.
+    let chain1 = meta.buckets["b"].map.chains[1].clone();
+    let other = (1..=3).find(|n| !chain1.contains(&Some(*n))).expect("a node outside vBucket 1");
+    let building = BTreeMap::from([(1u16, vec![other])]);
+    meta.apply(&MetaCommand::SetBuilding { bucket: "b".into(), building }).expect("build");
+    meta.apply(&MetaCommand::Failover { nodes: vec![other] }).expect("failover");
+    assert!(meta.buckets["b"].building.is_empty());
+}

@@ -184,7 +184,7 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
         } else {
             VbState::Dead
         }
-    } else if chain.iter().skip(1).any(|n| *n == Some(me)) {
+    } else if chain.iter().skip(1).any(|n| *n == Some(me)) || is_building(b, vb, me) {
         VbState::Replica
     } else {
         VbState::Dead
@@ -216,12 +216,17 @@ fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, me: NodeId, curre
     }
 }
 
-/// The replica vBuckets of `me`, grouped by the node that holds their active copy.
+/// Whether `me` is building a copy of `vb` (a rebalance streams it in before the map names it).
+fn is_building(b: &BucketMeta, vb: u16, me: NodeId) -> bool {
+    b.building.get(&vb).is_some_and(|nodes| nodes.contains(&me))
+}
+
+/// The replica vBuckets of `me` (copies being built included), grouped by the node that holds their active copy.
 fn replica_sources(b: &BucketMeta, me: NodeId) -> BTreeMap<NodeId, Vec<VbId>> {
     let mut by_source: BTreeMap<NodeId, Vec<VbId>> = BTreeMap::new();
     for (vb, chain) in (0..=u16::MAX).zip(&b.map.chains) {
         if let Some(Some(active)) = chain.first() {
-            if *active != me && chain.iter().skip(1).any(|n| *n == Some(me)) {
+            if *active != me && (chain.iter().skip(1).any(|n| *n == Some(me)) || is_building(b, vb, me)) {
                 by_source.entry(*active).or_default().push(VbId(vb));
             }
         }
@@ -255,7 +260,7 @@ mod tests {
             flush_enabled: false,
             durability_min_level: None,
         };
-        BucketMeta { spec, manifest: Default::default(), map, failover_epoch: 0 }
+        BucketMeta { spec, manifest: Default::default(), map, failover_epoch: 0, building: Default::default() }
     }
 
     #[test]
@@ -282,5 +287,18 @@ mod tests {
         for (source, vbs) in feeds {
             assert!(vbs.iter().all(|vb| b.map.active(vb.0) == Some(source)));
         }
+    }
+
+    #[test]
+    fn a_copy_being_built_is_a_replica_fed_by_the_active() {
+        // Proves a node listed as building a vBucket's copy holds it as a replica and streams it from the active,
+        // while the copies the map names are unchanged.
+        let mut b = bucket(vbmap::plan(&[1, 2], NUM_VBUCKETS, 1));
+        let active = b.map.active(5).unwrap();
+        assert_eq!(wanted_state(&b, 5, 3, true), VbState::Dead);
+        b.building.insert(5, vec![3]);
+        assert_eq!(wanted_state(&b, 5, 3, true), VbState::Replica);
+        assert_eq!(replica_sources(&b, 3), BTreeMap::from([(active, vec![VbId(5)])]));
+        assert_eq!(wanted_state(&b, 5, active, true), VbState::Active);
     }
 }
