@@ -13,6 +13,7 @@
 
 mod health;
 mod ops;
+mod rebalance;
 mod reconcile;
 pub(crate) mod rest_client;
 
@@ -32,6 +33,7 @@ use tokio::sync::{watch, Notify};
 
 pub use health::{monitor, Health};
 pub use ops::ClusterOpError;
+pub use rebalance::start_rebalance;
 
 use crate::node::Node;
 
@@ -56,6 +58,10 @@ pub struct Cluster {
     /// Set while a graceful failover of this node drains it: no vBucket is active here, so the replicas can catch
     /// up with a history that no longer moves.
     draining: AtomicBool,
+    /// Single vBuckets held dead for a rebalance takeover, by bucket.
+    drained: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<u16>>>,
+    /// The rebalance this node orchestrates, if any.
+    pub rebalance: parking_lot::Mutex<rebalance::Status>,
     /// True once `start` finished: a join request waits for it instead of racing the node's own first start.
     started: watch::Sender<bool>,
     pub health: Health,
@@ -84,6 +90,8 @@ impl Cluster {
             reconciler: tokio::sync::Mutex::new(reconcile::Reconciler::default()),
             current: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            drained: Default::default(),
+            rebalance: Default::default(),
             started: watch::Sender::new(false),
             health: Health::default(),
         }))
@@ -110,6 +118,28 @@ impl Cluster {
 
     pub fn is_current(&self) -> bool {
         self.current.load(Ordering::Acquire)
+    }
+
+    /// The vBuckets of `bucket` held dead for a takeover.
+    pub fn drained_vbuckets(&self, bucket: &str) -> std::collections::HashSet<u16> {
+        self.drained.lock().get(bucket).cloned().unwrap_or_default()
+    }
+
+    /// Holds single vBuckets dead (a rebalance takeover) or releases them, and applies it at once.
+    pub async fn drain_vbuckets(&self, node: &Node, bucket: &str, vbs: &[u16], on: bool) {
+        {
+            let mut drained = self.drained.lock();
+            let set = drained.entry(bucket.to_owned()).or_default();
+            for vb in vbs {
+                if on {
+                    set.insert(*vb);
+                } else {
+                    set.remove(vb);
+                }
+            }
+        }
+        let meta = self.metadata();
+        self.reconcile(node, &meta).await;
     }
 
     /// Starts or ends draining (graceful failover of this node) and applies it at once.

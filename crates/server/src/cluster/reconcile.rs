@@ -71,7 +71,7 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
-            apply_vbucket_states(&handle, b, cluster.me, cluster.may_serve_actives());
+            apply_vbucket_states(&handle, b, cluster.me, cluster.may_serve_actives(), &cluster.drained_vbuckets(name));
             for (source, vbuckets) in replica_sources(b, cluster.me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
@@ -191,10 +191,21 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
     }
 }
 
-fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, me: NodeId, current: bool) {
+/// Applies the map's states to the local vBuckets. `may_serve`: the node may hold actives (current, not drained
+/// as a whole); `drained`: this bucket's vBuckets held dead for a takeover. A copy the map no longer places on this
+/// node (and that is not just held back) is emptied in memory and on disk.
+fn apply_vbucket_states(
+    handle: &BucketHandle,
+    b: &BucketMeta,
+    me: NodeId,
+    may_serve: bool,
+    drained: &std::collections::HashSet<u16>,
+) {
     let mut changed = 0;
+    let mut dropped = 0;
     for vb in 0..NUM_VBUCKETS {
-        let wanted = wanted_state(b, vb, me, current);
+        let held_back = !may_serve || drained.contains(&vb);
+        let wanted = wanted_state(b, vb, me, !held_back);
         let Ok(info) = handle.stream_info(VbId(vb)) else { continue };
         // A vBucket taken out of service by a checksum failure stays out until an operator acts.
         if info.state != wanted && info.state != VbState::Failed {
@@ -204,6 +215,11 @@ fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, me: NodeId, curre
             }
             handle.set_vbucket_state(VbId(vb), wanted, rand::random());
             changed += 1;
+            let owned = wanted_state(b, vb, me, true) != VbState::Dead;
+            if wanted == VbState::Dead && !owned && !held_back {
+                crate::dcp::consumer::reset_replica(handle, VbId(vb));
+                dropped += 1;
+            }
         }
         if wanted == VbState::Active {
             // Durable writes count acknowledgements from exactly these replicas.
@@ -212,7 +228,7 @@ fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, me: NodeId, curre
         }
     }
     if changed > 0 {
-        tracing::info!(bucket = %b.spec.name, changed, "vBucket states applied from the map");
+        tracing::info!(bucket = %b.spec.name, changed, dropped, "vBucket states applied from the map");
     }
 }
 

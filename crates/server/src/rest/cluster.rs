@@ -299,8 +299,9 @@ async fn wait_for_replicas(
     }
 }
 
-/// `POST /settee/node/drain` (`on=true|false`), internal to graceful failover: this node stops (or resumes)
-/// serving its active vBuckets; answers the high seqno each of them stopped at.
+/// `POST /settee/node/drain` (`on=true|false`, optionally `bucket` and `vbs`), internal to graceful failover and
+/// rebalance: this node stops (or resumes) serving its active vBuckets, or only the listed ones; answers the high
+/// seqno each of them stopped at.
 pub(crate) async fn drain(
     State(state): State<RestState>,
     caller: Caller,
@@ -308,16 +309,25 @@ pub(crate) async fn drain(
 ) -> Result<Json<Value>, RestError> {
     require_admin(&caller)?;
     let cluster = cluster(&state)?;
-    let on = Form::parse(&body).get("on") == Some("true");
+    let form = Form::parse(&body);
+    let on = form.get("on") == Some("true");
+    if let Some(bucket) = form.get("bucket") {
+        // Single vBuckets (a rebalance takeover).
+        let vbs: Vec<u16> =
+            form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
+        cluster.drain_vbuckets(&state.node, bucket, &vbs, on).await;
+        return Ok(Json(seqnos(&state, |b, vb, _| b == bucket && vbs.contains(&vb))));
+    }
     cluster.set_draining(&state.node, on).await;
     let meta = cluster.metadata();
     Ok(Json(seqnos(&state, |b, vb, _| meta.buckets.get(b).and_then(|m| m.map.active(vb)) == Some(cluster.me))))
 }
 
-/// `GET /settee/node/seqnos`, internal to graceful failover: the high seqno of every replica vBucket here.
+/// `GET /settee/node/seqnos`, internal to graceful failover and rebalance: the high seqno of every active or
+/// replica vBucket here.
 pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     require_admin(&caller)?;
-    Ok(Json(seqnos(&state, |_, _, st| st == settee_engine::VbState::Replica)))
+    Ok(Json(seqnos(&state, |_, _, st| matches!(st, settee_engine::VbState::Replica | settee_engine::VbState::Active))))
 }
 
 /// `{"buckets": {name: {vb: high_seqno}}}` for the vBuckets `pick` selects by bucket, id and state.
@@ -337,8 +347,9 @@ fn seqnos(state: &RestState, pick: impl Fn(&str, u16, settee_engine::VbState) ->
     json!({ "buckets": buckets })
 }
 
-/// `POST /controller/rebalance` (`knownNodes`, `ejectedNodes`): activates added nodes and removes ejected
-/// failed-over ones. Moving vBuckets between nodes (a rebalance with buckets) is not built yet and is refused.
+/// `POST /controller/rebalance` (`knownNodes`, `ejectedNodes`): starts moving vBuckets to a balanced map over the
+/// nodes that stay (added nodes become active, ejected ones are removed at the end) and answers at once; progress
+/// shows in `/pools/default/tasks`.
 pub(crate) async fn rebalance(
     State(state): State<RestState>,
     caller: Caller,
@@ -359,28 +370,46 @@ pub(crate) async fn rebalance(
     };
     let ejected = names("ejectedNodes")?;
     let _known = names("knownNodes")?;
-    let added: Vec<NodeId> =
-        meta.nodes.values().filter(|n| n.membership == Membership::InactiveAdded).map(|n| n.id).collect();
-    let removing_active =
-        ejected.iter().any(|id| meta.nodes.get(id).is_some_and(|n| n.membership == Membership::Active));
-    if (!added.is_empty() || removing_active) && !meta.buckets.is_empty() {
-        return Err(RestError::global(
-            StatusCode::BAD_REQUEST,
-            "Moving vBuckets between nodes is not supported yet: add nodes before creating buckets.",
-        ));
+    if ejected.contains(&cluster.me) {
+        return Err(bad_request("This node cannot eject itself: ask another node to rebalance it out."));
     }
-    for id in added.iter().filter(|id| !ejected.contains(id)) {
-        propose(cluster, &state, MetaCommand::SetMembership { node: *id, membership: Membership::Active }).await?;
-    }
-    for id in ejected {
-        if id == cluster.me {
-            return Err(bad_request("A node cannot eject itself."));
-        }
-        propose(cluster, &state, MetaCommand::RemoveNode(id)).await?;
-        cluster.store().remove_member(id).await.map_err(unavailable)?;
-    }
-    tracing::info!("rebalance done");
+    crate::cluster::start_rebalance(cluster, &state.node, ejected).map_err(|e| bad_request(e.to_string()))?;
     Ok(StatusCode::OK)
+}
+
+/// `POST /controller/stopRebalance`: the rebalance stops after its current step (finished steps are kept).
+pub(crate) async fn stop_rebalance(State(state): State<RestState>, caller: Caller) -> Result<StatusCode, RestError> {
+    require_admin(&caller)?;
+    cluster(&state)?.rebalance.lock().stop_requested = true;
+    Ok(StatusCode::OK)
+}
+
+/// `GET /pools/default/tasks`: the rebalance this node orchestrates, as ns_server reports it.
+pub(crate) async fn tasks(State(state): State<RestState>, _caller: Caller) -> Json<Value> {
+    let status = state.node.cluster().map(|c| c.rebalance.lock().clone()).unwrap_or_default();
+    let mut task = if status.running {
+        let progress = if status.total == 0 { 0.0 } else { 100.0 * status.done as f64 / status.total as f64 };
+        json!({"type": "rebalance", "status": "running", "progress": progress, "subtype": "rebalance"})
+    } else {
+        json!({"type": "rebalance", "status": "notRunning", "statusIsStale": false, "masterRequestTimedOut": false})
+    };
+    if let Some(e) = status.last_error {
+        task["errorMessage"] = json!(e);
+    }
+    task["movesDone"] = json!(status.done);
+    task["movesTotal"] = json!(status.total);
+    Json(json!([task]))
+}
+
+/// `GET /pools/default/rebalanceProgress`.
+pub(crate) async fn rebalance_progress(State(state): State<RestState>, _caller: Caller) -> Json<Value> {
+    let status = state.node.cluster().map(|c| c.rebalance.lock().clone()).unwrap_or_default();
+    if status.running {
+        let progress = if status.total == 0 { 0.0 } else { status.done as f64 / status.total as f64 };
+        Json(json!({"status": "running", "progress": progress}))
+    } else {
+        Json(json!({"status": "none"}))
+    }
 }
 
 async fn propose(cluster: &Cluster, state: &RestState, cmd: MetaCommand) -> Result<(), RestError> {
@@ -389,11 +418,6 @@ async fn propose(cluster: &Cluster, state: &RestState, cmd: MetaCommand) -> Resu
         Err(ProposeError::Rejected(e)) => Err(bad_request(e.to_string())),
         Err(e) => Err(unavailable(e)),
     }
-}
-
-/// `GET /pools/default/tasks`: no rebalance ever runs in the background yet.
-pub(crate) async fn tasks(_caller: Caller) -> Json<Value> {
-    Json(json!([{"type": "rebalance", "status": "notRunning", "statusIsStale": false, "masterRequestTimedOut": false}]))
 }
 
 /// `GET /settings/autoFailover`.

@@ -111,6 +111,8 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settee/node/drain", post(cluster::drain))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/controller/rebalance", post(cluster::rebalance))
+        .route("/controller/stopRebalance", post(cluster::stop_rebalance))
+        .route("/pools/default/rebalanceProgress", get(cluster::rebalance_progress))
         .route("/pools/default/tasks", get(cluster::tasks))
         .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))
         .route("/settings/autoFailover/resetCount", post(cluster::reset_auto_failover_count))
