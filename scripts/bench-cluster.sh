@@ -64,6 +64,7 @@ form_cluster() { # number of nodes
     local known
     known=$(seq -s, -f "ns_1@127.0.0.%g" 1 "$1")
     curl -sf "${ADMIN[@]}" -X POST http://127.0.0.1:8091/controller/rebalance -d "knownNodes=$known&ejectedNodes=" >/dev/null
+    while curl -sf "${ADMIN[@]}" http://127.0.0.1:8091/pools/default/tasks | grep -q '"status":"running"'; do sleep 0.2; done
     curl -sf "${ADMIN[@]}" -X POST http://127.0.0.1:8091/pools/default/buckets \
         -d 'name=default&bucketType=couchbase&ramQuota=2048&replicaNumber=1' >/dev/null
     sleep 2

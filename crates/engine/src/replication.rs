@@ -131,10 +131,11 @@ impl Bucket {
         })
     }
 
-    /// Opens a cursor on an active vBucket, positioned after `position`.
+    /// Opens a cursor on an active vBucket, or a pending one (held for a takeover: clients are refused, streams
+    /// still drain it), positioned after `position`.
     pub fn open_cursor(&self, vb: VbId, position: Seqno) -> Result<CursorId, EngineError> {
         let id = self.next_cursor.fetch_add(1, Ordering::Relaxed);
-        self.with_vbucket(vb, &[VbState::Active], |inner| {
+        self.with_vbucket(vb, &[VbState::Active, VbState::Pending], |inner| {
             if inner.on_change.is_none() {
                 inner.on_change = self.change_notifier.get().cloned();
             }
@@ -150,10 +151,10 @@ impl Bucket {
         }
     }
 
-    /// Reads what the cursor has not seen above `after`. Fails with NOT_MY_VBUCKET once the vBucket stops being
-    /// active here (the stream ends with "state changed").
+    /// Reads what the cursor has not seen above `after`. Fails with NOT_MY_VBUCKET once the vBucket is neither
+    /// active nor pending here (the stream ends with "state changed").
     pub fn read_cursor(&self, vb: VbId, cursor: CursorId, after: Seqno) -> Result<DcpRead, EngineError> {
-        self.with_vbucket(vb, &[VbState::Active], |inner| {
+        self.with_vbucket(vb, &[VbState::Active, VbState::Pending], |inner| {
             let high = inner.high_seqno;
             if after >= high {
                 inner.log.advance(cursor, high);

@@ -53,6 +53,21 @@ func TestClusterFollowsFailoverWithBriefNotifications(t *testing.T) {
 	}
 	rest(t, nodes[0], "/controller/rebalance",
 		url.Values{"knownNodes": {"ns_1@127.0.0.21,ns_1@127.0.0.22,ns_1@127.0.0.23"}})
+	// The rebalance runs in the background, as in Couchbase: wait for its task to end.
+	waitUntil(t, 60*time.Second, "the rebalance to end", func() error {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s:%d/pools/default/tasks", nodes[0].host, nodes[0].mgmtPort), nil)
+		req.SetBasicAuth(adminUser, adminPassword)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(string(body), `"status":"running"`) {
+			return errors.New("still running")
+		}
+		return nil
+	})
 	rest(t, nodes[0], "/pools/default/buckets", url.Values{"name": {"gocluster"}, "bucketType": {"couchbase"},
 		"ramQuota": {"128"}, "replicaNumber": {"1"}})
 

@@ -65,6 +65,18 @@ def wait_for(check, what: str, timeout: float = 30.0, interval: float = 0.2):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_rebalanced(node: SetteeServer) -> dict:
+    """Waits until the rebalance `node` runs has ended (it runs in the background, as in Couchbase); returns the task."""
+    def ended():
+        status, tasks = rest(node, "GET", "/pools/default/tasks")
+        assert status == 200, tasks
+        return tasks[0] if tasks[0]["status"] != "running" else None
+
+    task = wait_for(ended, "the rebalance to end", timeout=300)
+    assert "errorMessage" not in task, task
+    return task
+
+
 def pool_nodes(node: SetteeServer) -> dict:
     status, pool = rest(node, "GET", "/pools/default")
     assert status == 200, pool
@@ -91,6 +103,7 @@ def nodes(tmp_path_factory):
         known = ",".join(f"ns_1@127.0.0.{i + 1}" for i in range(NODES))
         status, body = rest(servers[0], "POST", "/controller/rebalance", {"knownNodes": known, "ejectedNodes": ""})
         assert status == 200, body
+        wait_rebalanced(servers[0])
         status, body = rest(servers[1], "POST", "/pools/default/buckets",
                             {"name": BUCKET, "bucketType": "couchbase", "ramQuota": 128, "replicaNumber": 1})
         assert status == 202, body

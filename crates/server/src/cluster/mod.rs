@@ -116,6 +116,10 @@ impl Cluster {
         self.current.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
     }
 
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
     pub fn is_current(&self) -> bool {
         self.current.load(Ordering::Acquire)
     }

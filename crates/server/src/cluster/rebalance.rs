@@ -112,10 +112,14 @@ async fn move_step(cluster: &Cluster, node: &Node, bucket: &str, step: &[VbMove]
         let mut actives: BTreeMap<NodeId, Value> = BTreeMap::new();
         for (vb, nodes) in &building {
             let Some(active) = meta.buckets[bucket].map.active(*vb) else { continue };
-            if !actives.contains_key(&active) {
-                actives.insert(active, seqnos(&meta, active, creds).await?);
-            }
-            let seqno = actives[&active]["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
+            let report = match actives.get(&active) {
+                Some(r) => r,
+                None => {
+                    let r = seqnos(&meta, active, creds).await?;
+                    actives.entry(active).or_insert(r)
+                }
+            };
+            let seqno = report["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
             for n in nodes {
                 wanted.insert((*vb, *n), seqno);
             }

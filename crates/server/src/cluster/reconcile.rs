@@ -71,7 +71,13 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
-            apply_vbucket_states(&handle, b, cluster.me, cluster.may_serve_actives(), &cluster.drained_vbuckets(name));
+            apply_vbucket_states(
+                &handle,
+                b,
+                cluster.me,
+                (cluster.is_current(), cluster.is_draining()),
+                &cluster.drained_vbuckets(name),
+            );
             for (source, vbuckets) in replica_sources(b, cluster.me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
@@ -191,21 +197,28 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
     }
 }
 
-/// Applies the map's states to the local vBuckets. `may_serve`: the node may hold actives (current, not drained
-/// as a whole); `drained`: this bucket's vBuckets held dead for a takeover. A copy the map no longer places on this
+/// Applies the map's states to the local vBuckets. `current`: the node's metadata is confirmed (until then nothing
+/// is active here); `draining`: the whole node is held for a graceful failover; `drained`: this bucket's vBuckets
+/// held for a takeover. Held actives are pending (clients refused, DCP still streams them). A copy the map no longer places on this
 /// node (and that is not just held back) is emptied in memory and on disk.
 fn apply_vbucket_states(
     handle: &BucketHandle,
     b: &BucketMeta,
     me: NodeId,
-    may_serve: bool,
+    (current, draining): (bool, bool),
     drained: &std::collections::HashSet<u16>,
 ) {
+    let may_serve = current && !draining;
     let mut changed = 0;
     let mut dropped = 0;
     for vb in 0..NUM_VBUCKETS {
         let held_back = !may_serve || drained.contains(&vb);
-        let wanted = wanted_state(b, vb, me, !held_back);
+        let mut wanted = wanted_state(b, vb, me, !held_back);
+        if wanted == VbState::Dead && held_back && current && wanted_state(b, vb, me, true) == VbState::Active {
+            // Held for a takeover or a graceful failover: clients are refused, but the copies that take over still
+            // stream everything it has.
+            wanted = VbState::Pending;
+        }
         let Ok(info) = handle.stream_info(VbId(vb)) else { continue };
         // A vBucket taken out of service by a checksum failure stays out until an operator acts.
         if info.state != wanted && info.state != VbState::Failed {

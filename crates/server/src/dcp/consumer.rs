@@ -32,6 +32,8 @@ use crate::node::BucketHandle;
 /// Bytes the producer may send before this consumer acknowledges them.
 const BUFFER_BYTES: u32 = 16 * 1024 * 1024;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// Pause before asking again for a stream the producer refused.
+const STREAM_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How often the replica's persisted seqno is checked while persist-level prepares wait to be acknowledged.
 const PERSISTENCE_POLL: Duration = Duration::from_millis(5);
 
@@ -103,15 +105,25 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
     let mut poll = tokio::time::interval(PERSISTENCE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Streams the producer refused, and when to ask for each again.
+    let mut refused: Vec<(VbId, tokio::time::Instant)> = Vec::new();
     loop {
         out.clear();
+        let now = tokio::time::Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = refused.drain(..).partition(|(_, at)| *at <= now);
+        refused = later;
+        for (vb, _) in due {
+            let stream = open_stream(bucket, vb)?;
+            stream.request().encode(&mut out);
+            streams.insert(vb, stream);
+        }
         let mut used = 0;
         while let Some(&magic) = rbuf.get(used) {
             let n = if magic == 0x81 || magic == 0x18 {
                 let Some((resp, n)) = decode_response(&rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
                 if resp.opcode == Opcode::DcpStreamReq as u8 {
                     let vb = VbId(u16::try_from(resp.opaque).unwrap_or(u16::MAX));
-                    stream_response(bucket, &mut streams, vb, resp.status, resp.value, &mut out)?;
+                    stream_response(bucket, &mut streams, &mut refused, vb, resp.status, resp.value, &mut out)?;
                 }
                 n
             } else {
@@ -136,6 +148,7 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
                 anyhow::bail!("connection closed by the producer");
             },
             _ = poll.tick(), if awaiting => {}
+            _ = tokio::time::sleep(STREAM_RETRY_PAUSE), if !refused.is_empty() => {}
         }
     }
 }
@@ -172,6 +185,7 @@ fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream
 fn stream_response(
     bucket: &BucketHandle,
     streams: &mut BTreeMap<VbId, ConsumerStream>,
+    refused: &mut Vec<(VbId, tokio::time::Instant)>,
     vb: VbId,
     status: u16,
     body: &[u8],
@@ -189,8 +203,11 @@ fn stream_response(
             streams.insert(vb, fresh);
         }
         ConsumerEvent::Rejected(status) => {
-            tracing::info!(bucket = %bucket.name(), vb = vb.0, status, "replication stream refused");
+            // Usually NOT_MY_VBUCKET: the map already names the source as active but the source has not applied it
+            // yet (a rebalance or failover in progress). The stream is asked for again after a pause.
+            tracing::debug!(bucket = %bucket.name(), vb = vb.0, status, "replication stream refused; will ask again");
             streams.remove(&vb);
+            refused.push((vb, tokio::time::Instant::now() + STREAM_RETRY_PAUSE));
         }
     }
     Ok(())

@@ -215,7 +215,8 @@ impl Producer {
     fn stream_request(&mut self, req: &StreamReq<'_>, out: &mut Vec<u8>) {
         let vb = VbId(req.vbucket);
         let info = match self.bucket.stream_info(vb) {
-            Ok(info) if info.state == VbState::Active => info,
+            // A pending vBucket is held for a takeover: its copies still stream what it has.
+            Ok(info) if matches!(info.state, VbState::Active | VbState::Pending) => info,
             Ok(_) => return encode_dcp_response(out, Opcode::DcpStreamReq, Status::NotMyVbucket.code(), req.opaque),
             Err(e) => return encode_dcp_response(out, Opcode::DcpStreamReq, e.status().code(), req.opaque),
         };
