@@ -19,24 +19,8 @@ echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(un
 mkdir -p "$WORK"
 echo "work dir: $WORK"
 
-PIDS=()
-start_node() { # ip, extra args...
-    local ip=$1
-    shift
-    "$BIN" server --data-dir "$WORK/$ip" --host "$ip" --bucket "" "$@" >>"$WORK/$ip.log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 1 600); do
-        curl -sf "http://$ip:8091/pools" >/dev/null && return 0
-        sleep 0.1
-    done
-    echo "node $ip did not start" >&2
-    exit 1
-}
-stop_all() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    PIDS=()
-}
+# shellcheck source=scripts/cluster-nodes.sh
+. scripts/cluster-nodes.sh
 trap stop_all EXIT
 cpu_ticks() { # sum of utime+stime over the node processes
     local t=0

@@ -38,23 +38,8 @@ for _ in range(N // CHUNK):
 t.join(); print(f"{N / (time.time() - t0) / 1e6:.0f} MB/s")
 PY
 
-PIDS=()
-start_node() { # ip, extra args...
-    local ip=$1
-    shift
-    "$BIN" server --data-dir "$WORK/$ip" --host "$ip" --bucket "" "$@" >>"$WORK/$ip.log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 1 600); do
-        curl -sf "http://$ip:8091/pools" >/dev/null && return 0
-        sleep 0.1
-    done
-    echo "node $ip did not start" >&2
-    exit 1
-}
-stop_all() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-}
+# shellcheck source=scripts/cluster-nodes.sh
+. scripts/cluster-nodes.sh
 trap stop_all EXIT
 items_on() { curl -sf "${ADMIN[@]}" "http://$1:8091/pools/default" | python3 -c \
     'import json,sys; print(next(n["interestingStats"]["curr_items"] for n in json.load(sys.stdin)["nodes"] if n["thisNode"]))'; }
