@@ -31,8 +31,10 @@ pub struct ProducerConnection {
     /// The vBucket served last, so the next poll starts after it.
     cursor: Option<VbId>,
     noop_sent_at: Duration,
-    noop_pending: Option<u32>,
+    /// The opaque of the last NOOP sent.
     noop_opaque: u32,
+    /// Whether the last NOOP is still unanswered.
+    noop_pending: bool,
     received_at: Duration,
     idle_timeout: Duration,
 }
@@ -61,8 +63,8 @@ impl ProducerConnection {
             streams: BTreeMap::new(),
             cursor: None,
             noop_sent_at: now,
-            noop_pending: None,
             noop_opaque: 0,
+            noop_pending: false,
             received_at: now,
             idle_timeout: IDLE_TIMEOUT_DEFAULT,
         })
@@ -158,8 +160,8 @@ impl ProducerConnection {
 
     /// Handles the consumer's reply to a NOOP.
     pub fn noop_response(&mut self, opaque: u32) {
-        if self.noop_pending == Some(opaque) {
-            self.noop_pending = None;
+        if opaque == self.noop_opaque {
+            self.noop_pending = false;
         }
     }
 
@@ -216,11 +218,11 @@ impl ProducerConnection {
 
     fn poll_noop(&mut self, now: Duration, out: &mut Vec<u8>) -> Option<usize> {
         let due = now.saturating_sub(self.noop_sent_at) >= self.settings.noop_interval;
-        if !self.settings.noop_enabled || self.noop_pending.is_some() || !due {
+        if !self.settings.noop_enabled || self.noop_pending || !due {
             return None;
         }
         self.noop_opaque = self.noop_opaque.wrapping_add(1);
-        self.noop_pending = Some(self.noop_opaque);
+        self.noop_pending = true;
         self.noop_sent_at = now;
         let before = out.len();
         DcpNoop { opaque: self.noop_opaque }.encode(out);

@@ -40,6 +40,18 @@ enum Outgoing {
     End(StreamEndReason),
 }
 
+impl Outgoing {
+    /// What the frame counts for in the queue's accounting, from the moment it is queued until it is sent.
+    fn queue_bytes(&self) -> usize {
+        match self {
+            Outgoing::Marker(_) => settee_mcbp::HEADER_BYTES + 20,
+            Outgoing::Item(item) => item.frame_bytes_estimate(),
+            Outgoing::Advanced(_) => settee_mcbp::HEADER_BYTES + 8,
+            Outgoing::End(_) => settee_mcbp::HEADER_BYTES + 4,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     /// Accepting snapshots.
@@ -198,13 +210,12 @@ impl ProducerStream {
             MarkerFormat::V1
         };
         let marker = SnapshotMarker { opaque: self.opaque, vbucket: self.vb.0, start, end, flags, format };
-        self.enqueue(Outgoing::Marker(marker), settee_mcbp::HEADER_BYTES + 20);
+        self.enqueue(Outgoing::Marker(marker));
         for item in items {
-            let bytes = item.frame_bytes_estimate();
-            self.enqueue(Outgoing::Item(item), bytes);
+            self.enqueue(Outgoing::Item(item));
         }
         if self.options.seqno_advanced && last.is_none_or(|s| s < end) {
-            self.enqueue(Outgoing::Advanced(end), settee_mcbp::HEADER_BYTES + 8);
+            self.enqueue(Outgoing::Advanced(end));
         }
         self.marker_queued = true;
         self.position = end;
@@ -267,7 +278,7 @@ impl ProducerStream {
             }
         }
         let len = out.len() - before;
-        self.queued_bytes = self.queued_bytes.saturating_sub(estimate(&next));
+        self.queued_bytes = self.queued_bytes.saturating_sub(next.queue_bytes());
         flow.sent(len);
         Some(len)
     }
@@ -303,8 +314,8 @@ impl ProducerStream {
         Ok(())
     }
 
-    fn enqueue(&mut self, frame: Outgoing, bytes: usize) {
-        self.queued_bytes += bytes;
+    fn enqueue(&mut self, frame: Outgoing) {
+        self.queued_bytes += frame.queue_bytes();
         self.queue.push_back(frame);
     }
 
@@ -314,18 +325,7 @@ impl ProducerStream {
     }
 
     fn finish(&mut self, reason: StreamEndReason) {
-        self.enqueue(Outgoing::End(reason), settee_mcbp::HEADER_BYTES + 4);
+        self.enqueue(Outgoing::End(reason));
         self.state = State::Ending;
     }
-}
-
-/// The queue accounting of a frame, matching what `enqueue` added.
-fn estimate(frame: &Outgoing) -> usize {
-    settee_mcbp::HEADER_BYTES
-        + match frame {
-            Outgoing::Marker(_) => 20,
-            Outgoing::Item(item) => item.frame_bytes_estimate() - settee_mcbp::HEADER_BYTES,
-            Outgoing::Advanced(_) => 8,
-            Outgoing::End(_) => 4,
-        }
 }

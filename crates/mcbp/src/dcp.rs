@@ -148,99 +148,65 @@ flag_set! {
     }
 }
 
-/// Any DCP message, decoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DcpMessage<'a> {
-    Open(DcpOpen<'a>),
-    AddStream(AddStream),
-    CloseStream(CloseStream),
-    StreamReq(StreamReq<'a>),
-    GetFailoverLog(GetFailoverLog),
-    StreamEnd(StreamEnd),
-    SnapshotMarker(SnapshotMarker),
-    Mutation(Mutation<'a>),
-    Deletion(Deletion<'a>),
-    Expiration(Expiration<'a>),
-    SetVbucketState(SetVbucketState<'a>),
-    Noop(DcpNoop),
-    BufferAck(BufferAck),
-    Control(DcpControl<'a>),
-    SystemEvent(SystemEvent<'a>),
-    Prepare(Prepare<'a>),
-    SeqnoAcknowledged(SeqnoAcknowledged),
-    Commit(Commit<'a>),
-    Abort(Abort<'a>),
-    SeqnoAdvanced(SeqnoAdvanced),
-    OsoSnapshot(OsoSnapshot),
-}
+/// Defines [`DcpMessage`] from one table (variant, body type, opcode): the enum, decoding by opcode, and the
+/// methods every body shares.
+macro_rules! dcp_messages {
+    ($( $variant:ident($body:ty) = $opcode:ident, )*) => {
+        /// Any DCP message, decoded.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum DcpMessage<'a> {
+            $( $variant($body), )*
+        }
 
-macro_rules! dispatch {
-    ($self:ident, $m:ident => $e:expr) => {
-        match $self {
-            DcpMessage::Open($m) => $e,
-            DcpMessage::AddStream($m) => $e,
-            DcpMessage::CloseStream($m) => $e,
-            DcpMessage::StreamReq($m) => $e,
-            DcpMessage::GetFailoverLog($m) => $e,
-            DcpMessage::StreamEnd($m) => $e,
-            DcpMessage::SnapshotMarker($m) => $e,
-            DcpMessage::Mutation($m) => $e,
-            DcpMessage::Deletion($m) => $e,
-            DcpMessage::Expiration($m) => $e,
-            DcpMessage::SetVbucketState($m) => $e,
-            DcpMessage::Noop($m) => $e,
-            DcpMessage::BufferAck($m) => $e,
-            DcpMessage::Control($m) => $e,
-            DcpMessage::SystemEvent($m) => $e,
-            DcpMessage::Prepare($m) => $e,
-            DcpMessage::SeqnoAcknowledged($m) => $e,
-            DcpMessage::Commit($m) => $e,
-            DcpMessage::Abort($m) => $e,
-            DcpMessage::SeqnoAdvanced($m) => $e,
-            DcpMessage::OsoSnapshot($m) => $e,
+        impl<'a> DcpMessage<'a> {
+            /// Decodes any DCP request by its opcode.
+            pub fn decode(req: &Request<'a>) -> Result<DcpMessage<'a>, DcpDecodeError> {
+                let not_dcp = DcpDecodeError::NotDcp(req.opcode);
+                Ok(match Opcode::from_byte(req.opcode).ok_or(not_dcp)? {
+                    $( Opcode::$opcode => DcpMessage::$variant(<$body>::decode(req)?), )*
+                    _ => return Err(not_dcp),
+                })
+            }
+
+            /// Appends the whole request frame.
+            pub fn encode(&self, out: &mut Vec<u8>) {
+                match self {
+                    $( DcpMessage::$variant(m) => m.encode(out), )*
+                }
+            }
+
+            /// The opaque of the frame: the stream's opaque for stream messages.
+            pub fn opaque(&self) -> u32 {
+                match self {
+                    $( DcpMessage::$variant(m) => m.opaque, )*
+                }
+            }
         }
     };
 }
 
-impl<'a> DcpMessage<'a> {
-    /// Decodes any DCP request by its opcode.
-    pub fn decode(req: &Request<'a>) -> Result<DcpMessage<'a>, DcpDecodeError> {
-        let not_dcp = DcpDecodeError::NotDcp(req.opcode);
-        Ok(match Opcode::from_byte(req.opcode).ok_or(not_dcp)? {
-            Opcode::DcpOpen => DcpMessage::Open(DcpOpen::decode(req)?),
-            Opcode::DcpAddStream => DcpMessage::AddStream(AddStream::decode(req)?),
-            Opcode::DcpCloseStream => DcpMessage::CloseStream(CloseStream::decode(req)?),
-            Opcode::DcpStreamReq => DcpMessage::StreamReq(StreamReq::decode(req)?),
-            Opcode::DcpGetFailoverLog => DcpMessage::GetFailoverLog(GetFailoverLog::decode(req)?),
-            Opcode::DcpStreamEnd => DcpMessage::StreamEnd(StreamEnd::decode(req)?),
-            Opcode::DcpSnapshotMarker => DcpMessage::SnapshotMarker(SnapshotMarker::decode(req)?),
-            Opcode::DcpMutation => DcpMessage::Mutation(Mutation::decode(req)?),
-            Opcode::DcpDeletion => DcpMessage::Deletion(Deletion::decode(req)?),
-            Opcode::DcpExpiration => DcpMessage::Expiration(Expiration::decode(req)?),
-            Opcode::DcpSetVbucketState => DcpMessage::SetVbucketState(SetVbucketState::decode(req)?),
-            Opcode::DcpNoop => DcpMessage::Noop(DcpNoop::decode(req)?),
-            Opcode::DcpBufferAck => DcpMessage::BufferAck(BufferAck::decode(req)?),
-            Opcode::DcpControl => DcpMessage::Control(DcpControl::decode(req)?),
-            Opcode::DcpSystemEvent => DcpMessage::SystemEvent(SystemEvent::decode(req)?),
-            Opcode::DcpPrepare => DcpMessage::Prepare(Prepare::decode(req)?),
-            Opcode::DcpSeqnoAcknowledged => DcpMessage::SeqnoAcknowledged(SeqnoAcknowledged::decode(req)?),
-            Opcode::DcpCommit => DcpMessage::Commit(Commit::decode(req)?),
-            Opcode::DcpAbort => DcpMessage::Abort(Abort::decode(req)?),
-            Opcode::DcpSeqnoAdvanced => DcpMessage::SeqnoAdvanced(SeqnoAdvanced::decode(req)?),
-            Opcode::DcpOsoSnapshot => DcpMessage::OsoSnapshot(OsoSnapshot::decode(req)?),
-            _ => return Err(not_dcp),
-        })
-    }
-
-    /// Appends the whole request frame.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        dispatch!(self, m => m.encode(out))
-    }
-
-    /// The opaque of the frame: the stream's opaque for stream messages.
-    pub fn opaque(&self) -> u32 {
-        dispatch!(self, m => m.opaque)
-    }
+dcp_messages! {
+    Open(DcpOpen<'a>) = DcpOpen,
+    AddStream(AddStream) = DcpAddStream,
+    CloseStream(CloseStream) = DcpCloseStream,
+    StreamReq(StreamReq<'a>) = DcpStreamReq,
+    GetFailoverLog(GetFailoverLog) = DcpGetFailoverLog,
+    StreamEnd(StreamEnd) = DcpStreamEnd,
+    SnapshotMarker(SnapshotMarker) = DcpSnapshotMarker,
+    Mutation(Mutation<'a>) = DcpMutation,
+    Deletion(Deletion<'a>) = DcpDeletion,
+    Expiration(Expiration<'a>) = DcpExpiration,
+    SetVbucketState(SetVbucketState<'a>) = DcpSetVbucketState,
+    Noop(DcpNoop) = DcpNoop,
+    BufferAck(BufferAck) = DcpBufferAck,
+    Control(DcpControl<'a>) = DcpControl,
+    SystemEvent(SystemEvent<'a>) = DcpSystemEvent,
+    Prepare(Prepare<'a>) = DcpPrepare,
+    SeqnoAcknowledged(SeqnoAcknowledged) = DcpSeqnoAcknowledged,
+    Commit(Commit<'a>) = DcpCommit,
+    Abort(Abort<'a>) = DcpAbort,
+    SeqnoAdvanced(SeqnoAdvanced) = DcpSeqnoAdvanced,
+    OsoSnapshot(OsoSnapshot) = DcpOsoSnapshot,
 }
 
 /// Appends a reply to a DCP request with no body (NOOP, CONTROL, BUFFER_ACK, a snapshot-marker ACK, or an error).

@@ -27,7 +27,7 @@ const BUCKET: OpcodeFlags = f(false, false, true, false);
 /// Connection-level commands after auth.
 const CONN: OpcodeFlags = f(false, false, false, false);
 /// DCP commands (their bodies are in [`crate::dcp`]): bucket-level, only meaningful on a DCP connection.
-const DCP: OpcodeFlags = f(false, false, true, false);
+const DCP: OpcodeFlags = BUCKET;
 
 macro_rules! opcodes {
     ($( $variant:ident = $code:literal, $name:literal, $flags:expr; )*) => {

@@ -92,6 +92,7 @@ pub fn decode_request(buf: &[u8], body_bytes_max: usize) -> Result<Option<(Reque
 pub fn encode_request(out: &mut Vec<u8>, req: &Request<'_>) {
     let flexible = !req.framing.is_empty();
     let body = req.framing.len() + req.extras.len() + req.key.len() + req.value.len();
+    out.reserve(HEADER_BYTES + body);
     out.push(if flexible { 0x08 } else { 0x80 });
     out.push(req.opcode);
     if flexible {

@@ -159,8 +159,6 @@ fn resume_point_follows_snapshots() {
     assert_eq!(c.resume_point(), (12, 12, 12));
 }
 
-/// A majority prepare is acknowledged once its memory snapshot is complete; a persist-level one and any in a
-/// disk snapshot only once persisted.
 /// A reopened stream acknowledges again the prepares the replica already held (the old connection's acks may be
 /// lost): at once for a complete resume snapshot, a persist-level one once persisted; prepares inside a snapshot
 /// the replica had not finished wait for its end.
@@ -182,6 +180,8 @@ fn held_prepares_are_acknowledged_again_on_a_new_stream() {
     assert_eq!(partial.seqno_ack().map(|a| a.prepared_seqno), Some(6));
 }
 
+/// A majority prepare is acknowledged once its memory snapshot is complete; a persist-level one and any in a
+/// disk snapshot only once persisted.
 #[test]
 fn prepares_are_acknowledged_at_snapshot_boundaries() {
     let mut c = accepted(4, (4, 4));

@@ -94,7 +94,7 @@ pub fn request(frame: &[u8]) -> Request<'_> {
     req
 }
 
-/// Every frame a stream emits while flow control allows, decoded and owned as a short description.
+/// Every frame a stream emits while flow control allows, one buffer per frame.
 pub fn drain(stream: &mut ProducerStream, flow: &mut FlowControl) -> Vec<Vec<u8>> {
     std::iter::from_fn(|| stream.poll_frame(flow)).take(10_000).collect()
 }

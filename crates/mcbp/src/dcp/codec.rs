@@ -1,49 +1,28 @@
-//! The pieces every DCP message shares: the frame writer, an extras builder, a checked extras reader, and the
+//! The pieces every DCP message shares: a bare request frame, an extras builder, a checked extras reader, and the
 //! layout checks a decoder runs before it reads anything.
 
 use super::{DcpDecodeError, Opcode};
 use crate::header::Magic;
-use crate::request::{encode_request, Request};
+use crate::request::Request;
 
 /// The largest fixed section of any DCP message: the value of a v2.2 snapshot marker (STREAM_REQ's extras take 48).
 const FIXED_SECTION_BYTES_MAX: usize = 52;
 
-/// The header fields and sections of one DCP request frame.
-pub(crate) struct Frame<'a> {
-    pub opcode: Opcode,
-    pub vbucket: u16,
-    pub opaque: u32,
-    pub cas: u64,
-    pub datatype: u8,
-    pub extras: &'a [u8],
-    pub key: &'a [u8],
-    pub value: &'a [u8],
-}
-
-impl Frame<'_> {
-    /// A frame of `opcode` with every other field empty.
-    pub(crate) fn new<'b>(opcode: Opcode, vbucket: u16, opaque: u32) -> Frame<'b> {
-        Frame { opcode, vbucket, opaque, cas: 0, datatype: 0, extras: &[], key: &[], value: &[] }
-    }
-
-    /// Appends the frame (magic 0x80). Keys come from stored documents (at most 250 bytes) or connection names, so
-    /// they fit the header; `encode_request` panics otherwise.
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        encode_request(
-            out,
-            &Request {
-                magic: Magic::ClientRequest,
-                opcode: self.opcode as u8,
-                datatype: self.datatype,
-                vbucket: self.vbucket,
-                opaque: self.opaque,
-                cas: self.cas,
-                framing: &[],
-                extras: self.extras,
-                key: self.key,
-                value: self.value,
-            },
-        );
+/// A DCP request frame of `opcode` (magic 0x80) with no CAS, datatype or sections: each message fills in what it
+/// carries with struct-update syntax and hands the result to `encode_request`. Keys come from stored documents (at
+/// most 250 bytes) or connection names, so they fit the header; `encode_request` panics otherwise.
+pub(crate) fn frame(opcode: Opcode, vbucket: u16, opaque: u32) -> Request<'static> {
+    Request {
+        magic: Magic::ClientRequest,
+        opcode: opcode as u8,
+        datatype: 0,
+        vbucket,
+        opaque,
+        cas: 0,
+        framing: &[],
+        extras: &[],
+        key: &[],
+        value: &[],
     }
 }
 

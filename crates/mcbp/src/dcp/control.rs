@@ -1,9 +1,9 @@
 //! Connection and stream management messages: DCP_OPEN, DCP_CONTROL, BUFFER_ACKNOWLEDGEMENT, NOOP, ADD_STREAM,
 //! CLOSE_STREAM, GET_FAILOVER_LOG, SET_VBUCKET_STATE and SEQNO_ACKNOWLEDGED.
 
-use super::codec::{check, ExtrasBuf, Fields, Frame, Part};
+use super::codec::{check, frame, ExtrasBuf, Fields, Part};
 use super::{DcpDecodeError, DcpOpenFlags, Opcode, StreamFlags};
-use crate::request::Request;
+use crate::request::{encode_request, Request};
 use settee_types::Seqno;
 
 /// DCP_OPEN (0x50): extras `reserved u32` (formerly a seqno, sent as 0) and `flags u32`; the connection name in the
@@ -19,9 +19,15 @@ pub struct DcpOpen<'a> {
 impl<'a> DcpOpen<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(0).u32(self.flags.0);
-        let mut f = Frame::new(Opcode::DcpOpen, 0, self.opaque);
-        (f.extras, f.key, f.value) = (extras.bytes(), self.name, self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                extras: extras.bytes(),
+                key: self.name,
+                value: self.value,
+                ..frame(Opcode::DcpOpen, 0, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<DcpOpen<'a>, DcpDecodeError> {
         check(req, Opcode::DcpOpen, &[8], Part::Required, Part::Optional)?;
@@ -41,9 +47,7 @@ pub struct DcpControl<'a> {
 
 impl<'a> DcpControl<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut f = Frame::new(Opcode::DcpControl, 0, self.opaque);
-        (f.key, f.value) = (self.key, self.value);
-        f.write(out);
+        encode_request(out, &Request { key: self.key, value: self.value, ..frame(Opcode::DcpControl, 0, self.opaque) });
     }
     pub fn decode(req: &Request<'a>) -> Result<DcpControl<'a>, DcpDecodeError> {
         check(req, Opcode::DcpControl, &[0], Part::Required, Part::Optional)?;
@@ -61,9 +65,7 @@ pub struct BufferAck {
 impl BufferAck {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.bytes);
-        let mut f = Frame::new(Opcode::DcpBufferAck, 0, self.opaque);
-        f.extras = extras.bytes();
-        f.write(out);
+        encode_request(out, &Request { extras: extras.bytes(), ..frame(Opcode::DcpBufferAck, 0, self.opaque) });
     }
     pub fn decode(req: &Request<'_>) -> Result<BufferAck, DcpDecodeError> {
         check(req, Opcode::DcpBufferAck, &[4], Part::Forbidden, Part::Forbidden)?;
@@ -79,7 +81,7 @@ pub struct DcpNoop {
 
 impl DcpNoop {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Frame::new(Opcode::DcpNoop, 0, self.opaque).write(out);
+        encode_request(out, &frame(Opcode::DcpNoop, 0, self.opaque));
     }
     pub fn decode(req: &Request<'_>) -> Result<DcpNoop, DcpDecodeError> {
         check(req, Opcode::DcpNoop, &[0], Part::Forbidden, Part::Forbidden)?;
@@ -98,9 +100,10 @@ pub struct AddStream {
 impl AddStream {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.flags.0);
-        let mut f = Frame::new(Opcode::DcpAddStream, self.vbucket, self.opaque);
-        f.extras = extras.bytes();
-        f.write(out);
+        encode_request(
+            out,
+            &Request { extras: extras.bytes(), ..frame(Opcode::DcpAddStream, self.vbucket, self.opaque) },
+        );
     }
     pub fn decode(req: &Request<'_>) -> Result<AddStream, DcpDecodeError> {
         check(req, Opcode::DcpAddStream, &[4], Part::Forbidden, Part::Forbidden)?;
@@ -117,7 +120,7 @@ pub struct CloseStream {
 
 impl CloseStream {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Frame::new(Opcode::DcpCloseStream, self.vbucket, self.opaque).write(out);
+        encode_request(out, &frame(Opcode::DcpCloseStream, self.vbucket, self.opaque));
     }
     pub fn decode(req: &Request<'_>) -> Result<CloseStream, DcpDecodeError> {
         check(req, Opcode::DcpCloseStream, &[0], Part::Forbidden, Part::Forbidden)?;
@@ -134,7 +137,7 @@ pub struct GetFailoverLog {
 
 impl GetFailoverLog {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Frame::new(Opcode::DcpGetFailoverLog, self.vbucket, self.opaque).write(out);
+        encode_request(out, &frame(Opcode::DcpGetFailoverLog, self.vbucket, self.opaque));
     }
     pub fn decode(req: &Request<'_>) -> Result<GetFailoverLog, DcpDecodeError> {
         check(req, Opcode::DcpGetFailoverLog, &[0], Part::Forbidden, Part::Forbidden)?;
@@ -175,9 +178,14 @@ pub struct SetVbucketState<'a> {
 impl<'a> SetVbucketState<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u8(self.state as u8);
-        let mut f = Frame::new(Opcode::DcpSetVbucketState, self.vbucket, self.opaque);
-        (f.extras, f.value) = (extras.bytes(), self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                extras: extras.bytes(),
+                value: self.value,
+                ..frame(Opcode::DcpSetVbucketState, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<SetVbucketState<'a>, DcpDecodeError> {
         check(req, Opcode::DcpSetVbucketState, &[1], Part::Forbidden, Part::Optional)?;
@@ -198,9 +206,10 @@ pub struct SeqnoAcknowledged {
 impl SeqnoAcknowledged {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.prepared_seqno);
-        let mut f = Frame::new(Opcode::DcpSeqnoAcknowledged, self.vbucket, self.opaque);
-        f.extras = extras.bytes();
-        f.write(out);
+        encode_request(
+            out,
+            &Request { extras: extras.bytes(), ..frame(Opcode::DcpSeqnoAcknowledged, self.vbucket, self.opaque) },
+        );
     }
     pub fn decode(req: &Request<'_>) -> Result<SeqnoAcknowledged, DcpDecodeError> {
         check(req, Opcode::DcpSeqnoAcknowledged, &[8], Part::Forbidden, Part::Forbidden)?;

@@ -1,9 +1,9 @@
 //! Hot path: the data messages a producer streams: MUTATION, DELETION (v1 and v2), EXPIRATION, PREPARE, COMMIT
 //! and ABORT. The document CAS travels in the header, the datatype describes the value as sent.
 
-use super::codec::{check, ExtrasBuf, Fields, Frame, Part};
+use super::codec::{check, frame, ExtrasBuf, Fields, Part};
 use super::{DcpDecodeError, Opcode};
-use crate::request::Request;
+use crate::request::{encode_request, Request};
 use settee_types::{Cas, Datatype, DurabilityLevel, Seqno};
 
 /// Splits the legacy extended-metadata section (`nmeta` bytes after the value) off the value. Producers since 5.0
@@ -41,10 +41,17 @@ impl<'a> Mutation<'a> {
             .u32(self.lock_time)
             .u16(0)
             .u8(self.nru);
-        let mut f = Frame::new(Opcode::DcpMutation, self.vbucket, self.opaque);
-        (f.cas, f.datatype) = (self.cas, self.datatype.0);
-        (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                cas: self.cas,
+                datatype: self.datatype.0,
+                extras: extras.bytes(),
+                key: self.key,
+                value: self.value,
+                ..frame(Opcode::DcpMutation, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<Mutation<'a>, DcpDecodeError> {
         let op = Opcode::DcpMutation;
@@ -93,10 +100,17 @@ impl<'a> Deletion<'a> {
             Some(t) => extras.u32(t).u8(0),
             None => extras.u16(0),
         };
-        let mut f = Frame::new(Opcode::DcpDeletion, self.vbucket, self.opaque);
-        (f.cas, f.datatype) = (self.cas, self.datatype.0);
-        (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                cas: self.cas,
+                datatype: self.datatype.0,
+                extras: extras.bytes(),
+                key: self.key,
+                value: self.value,
+                ..frame(Opcode::DcpDeletion, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<Deletion<'a>, DcpDecodeError> {
         let op = Opcode::DcpDeletion;
@@ -140,10 +154,17 @@ pub struct Expiration<'a> {
 impl<'a> Expiration<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.by_seqno).u64(self.rev_seqno).u32(self.delete_time);
-        let mut f = Frame::new(Opcode::DcpExpiration, self.vbucket, self.opaque);
-        (f.cas, f.datatype) = (self.cas, self.datatype.0);
-        (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                cas: self.cas,
+                datatype: self.datatype.0,
+                extras: extras.bytes(),
+                key: self.key,
+                value: self.value,
+                ..frame(Opcode::DcpExpiration, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<Expiration<'a>, DcpDecodeError> {
         check(req, Opcode::DcpExpiration, &[20], Part::Required, Part::Optional)?;
@@ -194,10 +215,17 @@ impl<'a> Prepare<'a> {
             .u8(self.nru)
             .u8(u8::from(self.deleted))
             .u8(self.level as u8);
-        let mut f = Frame::new(Opcode::DcpPrepare, self.vbucket, self.opaque);
-        (f.cas, f.datatype) = (self.cas, self.datatype.0);
-        (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                cas: self.cas,
+                datatype: self.datatype.0,
+                extras: extras.bytes(),
+                key: self.key,
+                value: self.value,
+                ..frame(Opcode::DcpPrepare, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<Prepare<'a>, DcpDecodeError> {
         check(req, Opcode::DcpPrepare, &[31], Part::Required, Part::Optional)?;
@@ -280,9 +308,7 @@ impl<'a> Abort<'a> {
 /// COMMIT and ABORT share their layout: two seqnos and the key.
 fn encode_resolution(out: &mut Vec<u8>, op: Opcode, vbucket: u16, opaque: u32, seqnos: [Seqno; 2], key: &[u8]) {
     let extras = ExtrasBuf::new().u64(seqnos[0]).u64(seqnos[1]);
-    let mut f = Frame::new(op, vbucket, opaque);
-    (f.extras, f.key) = (extras.bytes(), key);
-    f.write(out);
+    encode_request(out, &Request { extras: extras.bytes(), key, ..frame(op, vbucket, opaque) });
 }
 
 fn decode_resolution(req: &Request<'_>, op: Opcode) -> Result<[Seqno; 2], DcpDecodeError> {

@@ -1,9 +1,9 @@
 //! Stream messages: STREAM_REQ and its reply, STREAM_END, SNAPSHOT_MARKER (v1 and v2.x), SEQNO_ADVANCED,
 //! OSO_SNAPSHOT and SYSTEM_EVENT.
 
-use super::codec::{check, ExtrasBuf, Fields, Frame, Part};
+use super::codec::{check, frame, ExtrasBuf, Fields, Part};
 use super::{DcpDecodeError, Opcode, SnapshotFlags, StreamFlags, STATUS_ROLLBACK};
-use crate::request::Request;
+use crate::request::{encode_request, Request};
 use crate::response::encode_response;
 use settee_types::{FailoverLog, Seqno, Status, VbUuid};
 
@@ -32,9 +32,14 @@ impl<'a> StreamReq<'a> {
             .u64(self.vb_uuid)
             .u64(self.snap_start)
             .u64(self.snap_end);
-        let mut f = Frame::new(Opcode::DcpStreamReq, self.vbucket, self.opaque);
-        (f.extras, f.value) = (extras.bytes(), self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                extras: extras.bytes(),
+                value: self.value,
+                ..frame(Opcode::DcpStreamReq, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<StreamReq<'a>, DcpDecodeError> {
         check(req, Opcode::DcpStreamReq, &[48], Part::Forbidden, Part::Optional)?;
@@ -162,9 +167,10 @@ pub struct StreamEnd {
 impl StreamEnd {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.reason.code());
-        let mut f = Frame::new(Opcode::DcpStreamEnd, self.vbucket, self.opaque);
-        f.extras = extras.bytes();
-        f.write(out);
+        encode_request(
+            out,
+            &Request { extras: extras.bytes(), ..frame(Opcode::DcpStreamEnd, self.vbucket, self.opaque) },
+        );
     }
     pub fn decode(req: &Request<'_>) -> Result<StreamEnd, DcpDecodeError> {
         check(req, Opcode::DcpStreamEnd, &[4], Part::Forbidden, Part::Forbidden)?;
@@ -199,12 +205,9 @@ pub struct SnapshotMarker {
 impl SnapshotMarker {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let fields = ExtrasBuf::new().u64(self.start).u64(self.end).u32(self.flags.0);
-        let mut f = Frame::new(Opcode::DcpSnapshotMarker, self.vbucket, self.opaque);
+        let header = frame(Opcode::DcpSnapshotMarker, self.vbucket, self.opaque);
         let (version, value) = match self.format {
-            MarkerFormat::V1 => {
-                f.extras = fields.bytes();
-                return f.write(out);
-            }
+            MarkerFormat::V1 => return encode_request(out, &Request { extras: fields.bytes(), ..header }),
             MarkerFormat::V2_0 { max_visible_seqno, high_completed_seqno } => {
                 (0u8, fields.u64(max_visible_seqno).u64(high_completed_seqno))
             }
@@ -213,9 +216,7 @@ impl SnapshotMarker {
                 (2u8, v.u64(high_prepared_seqno))
             }
         };
-        let version = [version];
-        (f.extras, f.value) = (&version, value.bytes());
-        f.write(out);
+        encode_request(out, &Request { extras: &[version], value: value.bytes(), ..header });
     }
     pub fn decode(req: &Request<'_>) -> Result<SnapshotMarker, DcpDecodeError> {
         let op = Opcode::DcpSnapshotMarker;
@@ -262,9 +263,10 @@ pub struct SeqnoAdvanced {
 impl SeqnoAdvanced {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.seqno);
-        let mut f = Frame::new(Opcode::DcpSeqnoAdvanced, self.vbucket, self.opaque);
-        f.extras = extras.bytes();
-        f.write(out);
+        encode_request(
+            out,
+            &Request { extras: extras.bytes(), ..frame(Opcode::DcpSeqnoAdvanced, self.vbucket, self.opaque) },
+        );
     }
     pub fn decode(req: &Request<'_>) -> Result<SeqnoAdvanced, DcpDecodeError> {
         check(req, Opcode::DcpSeqnoAdvanced, &[8], Part::Forbidden, Part::Forbidden)?;
@@ -286,9 +288,10 @@ impl OsoSnapshot {
 
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u32(self.flags);
-        let mut f = Frame::new(Opcode::DcpOsoSnapshot, self.vbucket, self.opaque);
-        f.extras = extras.bytes();
-        f.write(out);
+        encode_request(
+            out,
+            &Request { extras: extras.bytes(), ..frame(Opcode::DcpOsoSnapshot, self.vbucket, self.opaque) },
+        );
     }
     pub fn decode(req: &Request<'_>) -> Result<OsoSnapshot, DcpDecodeError> {
         check(req, Opcode::DcpOsoSnapshot, &[4], Part::Forbidden, Part::Forbidden)?;
@@ -312,9 +315,15 @@ pub struct SystemEvent<'a> {
 impl<'a> SystemEvent<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let extras = ExtrasBuf::new().u64(self.seqno).u32(self.event).u8(self.version);
-        let mut f = Frame::new(Opcode::DcpSystemEvent, self.vbucket, self.opaque);
-        (f.extras, f.key, f.value) = (extras.bytes(), self.key, self.value);
-        f.write(out);
+        encode_request(
+            out,
+            &Request {
+                extras: extras.bytes(),
+                key: self.key,
+                value: self.value,
+                ..frame(Opcode::DcpSystemEvent, self.vbucket, self.opaque)
+            },
+        );
     }
     pub fn decode(req: &Request<'a>) -> Result<SystemEvent<'a>, DcpDecodeError> {
         check(req, Opcode::DcpSystemEvent, &[13], Part::Optional, Part::Optional)?;
