@@ -10,7 +10,7 @@ use crate::error::EngineError;
 use crate::expiry::is_expired;
 use crate::manifest::{Manifest, ManifestError, ResolveError};
 use crate::stats::BucketStats;
-use crate::vbucket::{ObservedSeqnos, VBucket, VbInner, VbState};
+use crate::vbucket::{complete, ObservedSeqnos, VBucket, VbInner, VbState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BucketKind {
@@ -35,6 +35,13 @@ impl EvictionPolicy {
             Self::FullEviction => "fullEviction",
             Self::NoEviction => "noEviction",
             Self::NruEviction => "nruEviction",
+        }
+    }
+    /// Couchbase's default for a bucket type: value eviction on disk, none in memory.
+    pub fn default_for(kind: BucketKind) -> EvictionPolicy {
+        match kind {
+            BucketKind::Couchbase => Self::ValueOnly,
+            BucketKind::Ephemeral => Self::NoEviction,
         }
     }
     pub fn parse(s: &str) -> Option<EvictionPolicy> {
@@ -243,14 +250,12 @@ impl Bucket {
         let mut ambiguous = Vec::new();
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
-            ambiguous.extend(self.discard_prepares(&mut inner, vb.id, |p| in_dropped(&p.key)));
+            ambiguous.extend(self.discard_prepares(&mut inner, |p| in_dropped(&p.key)));
             let doomed: Vec<Box<[u8]>> = inner.table.keys().filter(|k| in_dropped(k)).cloned().collect();
             let freed: usize = doomed.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));
         }
-        for w in ambiguous {
-            w(Err(EngineError::SyncWriteAmbiguous));
-        }
+        complete(ambiguous, Err(EngineError::SyncWriteAmbiguous));
     }
 
     // ---- plumbing for the operations ----
@@ -264,13 +269,25 @@ impl Bucket {
         if self.warming_up.load(Ordering::Acquire) {
             return Err(EngineError::TempFail);
         }
+        self.with_vbucket(vb, &[VbState::Active], f)
+    }
+
+    /// Runs `f` under the vBucket's lock if it is in one of `states`.
+    pub(crate) fn with_vbucket<R>(
+        &self,
+        vb: VbId,
+        states: &[VbState],
+        f: impl FnOnce(&mut VbInner) -> Result<R, EngineError>,
+    ) -> Result<R, EngineError> {
         let vbucket = self.vbucket(vb).ok_or(EngineError::NotMyVbucket)?;
         let mut inner = vbucket.inner.lock();
-        match inner.state {
-            VbState::Active => f(&mut inner),
-            VbState::Failed => Err(EngineError::VbucketFailed),
-            _ => Err(EngineError::NotMyVbucket),
+        if inner.state == VbState::Failed {
+            return Err(EngineError::VbucketFailed);
         }
+        if !states.contains(&inner.state) {
+            return Err(EngineError::NotMyVbucket);
+        }
+        f(&mut inner)
     }
 
     pub(crate) fn charge(&self, delta: isize) {
@@ -337,8 +354,11 @@ impl Bucket {
     pub fn observe_seqno(&self, vb: VbId) -> Result<ObservedSeqnos, EngineError> {
         self.with_active(vb, |inner| {
             // An ephemeral bucket has no disk: what is in memory is all there is to "persist".
-            let persisted = if inner.persistent { inner.persisted_seqno } else { inner.high_seqno };
-            Ok(ObservedSeqnos { vbuuid: inner.uuid(), persisted_seqno: persisted, current_seqno: inner.high_seqno })
+            Ok(ObservedSeqnos {
+                vbuuid: inner.uuid(),
+                persisted_seqno: inner.durable_seqno(),
+                current_seqno: inner.high_seqno,
+            })
         })
     }
 
@@ -350,7 +370,7 @@ impl Bucket {
         let mut ambiguous = Vec::new();
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
-            ambiguous.extend(self.discard_prepares(&mut inner, vb.id, |_| true));
+            ambiguous.extend(self.discard_prepares(&mut inner, |_| true));
             if inner.persistent {
                 let live: Vec<Box<[u8]>> =
                     inner.table.iter().filter(|(_, i)| !i.deleted).map(|(k, _)| k.clone()).collect();
@@ -368,9 +388,7 @@ impl Bucket {
             let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));
         }
-        for w in ambiguous {
-            w(Err(EngineError::SyncWriteAmbiguous));
-        }
+        complete(ambiguous, Err(EngineError::SyncWriteAmbiguous));
     }
 
     /// The expiry pager: turns expired items into tombstones and purges tombstones older than `purge_age_secs`.

@@ -37,6 +37,13 @@ pub(crate) struct Prepare {
     pub waiter: Option<PersistWaiter>,
 }
 
+impl Prepare {
+    /// The bytes the prepare is charged to the bucket while it is held.
+    pub(crate) fn footprint(&self) -> isize {
+        self.item.footprint(self.key.len()) as isize
+    }
+}
+
 /// How a prepare nobody waited for yet ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {

@@ -9,7 +9,7 @@ use settee_types::{Cas, Datatype, Seqno, VbId, VbUuid};
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::item::StoredItem;
-use crate::vbucket::PersistWaiter;
+use crate::vbucket::{complete, PersistWaiter};
 
 /// An item as it travels to and from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,28 +90,9 @@ impl Bucket {
             let (done, waiting): (Vec<_>, Vec<_>) = waiters.into_iter().partition(|(s, _)| *s <= persisted);
             inner.persist_waiters = waiting;
             ready.extend(done.into_iter().map(|(_, w)| w));
-            if inner.state == crate::VbState::Active {
-                self.commit_ready(&mut inner, vb, &mut ready);
-            }
+            self.commit_ready(&mut inner, &mut ready);
         }
-        for w in ready {
-            w(Ok(()));
-        }
-    }
-
-    /// Calls `waiter` once `seqno` of `vb` is persisted (at once if it already is), or with an error if the store
-    /// fails first.
-    pub fn when_persisted(&self, vb: VbId, seqno: Seqno, waiter: PersistWaiter) {
-        if self.store_failed() {
-            return waiter(Err(EngineError::TempFail));
-        }
-        let Some(vbucket) = self.vbucket(vb) else { return waiter(Err(EngineError::NotMyVbucket)) };
-        let mut inner = vbucket.inner.lock();
-        if inner.persisted_seqno >= seqno {
-            drop(inner);
-            return waiter(Ok(()));
-        }
-        inner.persist_waiters.push((seqno, waiter));
+        complete(ready, Ok(()));
     }
 
     /// The store failed: nothing more can be made durable. Writes get TMPFAIL from now on, every waiting
@@ -126,16 +107,12 @@ impl Bucket {
                 let mut inner = vbucket.inner.lock();
                 failed.extend(std::mem::take(&mut inner.persist_waiters).into_iter().map(|(_, w)| w));
                 if inner.state == crate::VbState::Active {
-                    failed.extend(self.discard_prepares(&mut inner, VbId(v), |p| p.level.needs_persistence()));
-                    self.commit_ready(&mut inner, VbId(v), &mut ready);
+                    failed.extend(self.discard_prepares(&mut inner, |p| p.level.needs_persistence()));
+                    self.commit_ready(&mut inner, &mut ready);
                 }
             }
-            for w in failed {
-                w(Err(EngineError::SyncWriteAmbiguous));
-            }
-            for w in ready {
-                w(Ok(()));
-            }
+            complete(failed, Err(EngineError::SyncWriteAmbiguous));
+            complete(ready, Ok(()));
         }
     }
 

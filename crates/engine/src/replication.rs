@@ -10,10 +10,11 @@ use settee_types::{DurabilityLevel, FailoverLog, Seqno, VbId, VbUuid};
 
 use crate::bucket::Bucket;
 use crate::change_log::{CursorId, LogKind};
+use crate::durability_monitor::Prepare;
 use crate::error::EngineError;
 use crate::item::ItemView;
 use crate::persistence::{snapshot, ItemSnapshot};
-use crate::vbucket::{ChangeNotifier, PersistWaiter, VbInner, VbState};
+use crate::vbucket::{complete, ChangeNotifier, PersistWaiter, VbInner, VbState};
 
 /// One change of a vBucket as DCP carries it: a mutation or deletion, or a step of a sync write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,7 +168,7 @@ impl Bucket {
                     .monitor
                     .prepares_after(after)
                     .take_while(|(s, _)| **s <= up_to)
-                    .map(|(s, p)| prepare_change(&p.key, &p.item, p.level, *s))
+                    .map(|(_, p)| prepare_change(p))
                     .collect();
                 return Ok(DcpRead::FromDisk { up_to, prepares });
             }
@@ -194,7 +195,7 @@ impl Bucket {
             if state == VbState::Active {
                 let high = inner.high_seqno;
                 inner.failover.push(new_uuid, high);
-                (Vec::new(), self.promote_sync_writes(&mut inner, vb))
+                (Vec::new(), self.promote_sync_writes(&mut inner))
             } else {
                 let mut ambiguous: Vec<PersistWaiter> =
                     std::mem::take(&mut inner.persist_waiters).into_iter().map(|(_, w)| w).collect();
@@ -204,12 +205,8 @@ impl Bucket {
                 (ambiguous, Vec::new())
             }
         };
-        for w in ambiguous {
-            w(Err(EngineError::SyncWriteAmbiguous));
-        }
-        for w in committed {
-            w(Ok(()));
-        }
+        complete(ambiguous, Err(EngineError::SyncWriteAmbiguous));
+        complete(committed, Ok(()));
     }
 
     /// A replica adopts the history of the active it follows (the failover log of an accepted stream request).
@@ -244,7 +241,7 @@ impl Bucket {
             }
             inner.hlc.observe(change.item.cas);
             inner.known_absent.remove(&change.item.key[..]);
-            Ok(self.replica_step(inner, vb, change))
+            Ok(self.replica_step(inner, change))
         })?;
         self.charge(delta);
         Ok(applied)
@@ -272,9 +269,7 @@ impl Bucket {
             (freed, waiters)
         };
         self.charge(-(freed as isize));
-        for w in waiters {
-            w(Err(EngineError::SyncWriteAmbiguous));
-        }
+        complete(waiters, Err(EngineError::SyncWriteAmbiguous));
     }
 
     /// GET_REPLICA: a read served by a replica vBucket (NOT_MY_VBUCKET anywhere else).
@@ -294,24 +289,6 @@ impl Bucket {
             None if inner.ejected_items > 0 => Err(EngineError::NeedFetch),
             _ => Err(EngineError::NotFound),
         })
-    }
-
-    /// Runs `f` under the vBucket's lock if it is in one of `states`.
-    pub(crate) fn with_vbucket<R>(
-        &self,
-        vb: VbId,
-        states: &[VbState],
-        f: impl FnOnce(&mut VbInner) -> Result<R, EngineError>,
-    ) -> Result<R, EngineError> {
-        let vbucket = self.vbucket(vb).ok_or(EngineError::NotMyVbucket)?;
-        let mut inner = vbucket.inner.lock();
-        if inner.state == VbState::Failed {
-            return Err(EngineError::VbucketFailed);
-        }
-        if !states.contains(&inner.state) {
-            return Err(EngineError::NotMyVbucket);
-        }
-        f(&mut inner)
     }
 }
 
@@ -337,10 +314,7 @@ fn read_log(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
                 };
                 Some(DcpChange { item: with_residency(snapshot(key, item), item.resident), kind })
             }
-            LogKind::Prepare => {
-                let p = inner.monitor.get(*seqno)?;
-                Some(prepare_change(key, &p.item, p.level, *seqno))
-            }
+            LogKind::Prepare => inner.monitor.get(*seqno).map(prepare_change),
             LogKind::Abort { prepared } => {
                 (prepared <= after).then(|| DcpChange::abort(key.to_vec(), prepared, *seqno))
             }
@@ -356,15 +330,15 @@ fn backfill(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
         .iter()
         .filter(|(_, item)| item.seqno > after)
         .map(|(key, item)| with_residency(snapshot(key, item), item.resident).into())
-        .chain(inner.monitor.prepares_after(after).map(|(s, p)| prepare_change(&p.key, &p.item, p.level, *s)))
+        .chain(inner.monitor.prepares_after(after).map(|(_, p)| prepare_change(p)))
         .collect();
     items.sort_unstable_by_key(|c| c.item.seqno);
     items
 }
 
-fn prepare_change(key: &[u8], item: &crate::item::StoredItem, level: DurabilityLevel, seqno: Seqno) -> DcpChange {
-    debug_assert_eq!(item.seqno, seqno);
-    DcpChange { item: snapshot(key, item), kind: ChangeKind::Prepare(level) }
+/// A pending prepare as DCP carries it (its item holds the prepare's seqno).
+fn prepare_change(p: &Prepare) -> DcpChange {
+    DcpChange { item: snapshot(&p.key, &p.item), kind: ChangeKind::Prepare(p.level) }
 }
 
 fn with_residency(mut snap: ItemSnapshot, resident: bool) -> ItemSnapshot {

@@ -28,7 +28,7 @@ use crate::item::{DocKey, StoredItem};
 use crate::ops::MutationResult;
 use crate::persistence::stored_of;
 use crate::replication::{ChangeKind, DcpChange, ReplicaApply};
-use crate::vbucket::{PersistWaiter, VbInner, VbState};
+use crate::vbucket::{complete, PersistWaiter, VbInner, VbState};
 
 impl Bucket {
     // ---- the public API: topology, acknowledgements, writers ----
@@ -43,9 +43,7 @@ impl Bucket {
         {
             let mut inner = vbucket.inner.lock();
             inner.monitor.set_chain(replicas);
-            if inner.state == VbState::Active {
-                self.commit_ready(&mut inner, vb, &mut ready);
-            }
+            self.commit_ready(&mut inner, &mut ready);
         }
         complete(ready, Ok(()));
     }
@@ -66,7 +64,7 @@ impl Bucket {
             if !inner.monitor.ack(replica, seqno) {
                 return;
             }
-            self.commit_ready(&mut inner, vb, &mut ready);
+            self.commit_ready(&mut inner, &mut ready);
         }
         complete(ready, Ok(()));
     }
@@ -83,9 +81,9 @@ impl Bucket {
                 return false;
             }
             let Some(prepare) = inner.monitor.remove(prepared_seqno) else { return false };
-            let waiter = self.abort_tracked(&mut inner, vb, prepared_seqno, prepare);
+            let waiter = self.abort_tracked(&mut inner, prepared_seqno, prepare);
             // Later prepares no longer wait behind this one.
-            self.commit_ready(&mut inner, vb, &mut ready);
+            self.commit_ready(&mut inner, &mut ready);
             waiter
         };
         complete(waiter, Err(EngineError::SyncWriteAmbiguous));
@@ -152,70 +150,62 @@ impl Bucket {
     pub(crate) fn apply_mutation(
         &self,
         inner: &mut VbInner,
-        vb: VbId,
         key: &DocKey<'_>,
         item: StoredItem,
         level: Option<DurabilityLevel>,
     ) -> MutationResult {
         let cas = item.cas;
-        let Some(level) = level else {
-            let seqno = self.install_committed(inner, vb, key.encoded(), item, LogKind::Mutation);
-            return MutationResult { vb, cas, seqno, vbuuid: inner.uuid(), sync_write: false };
+        let (seqno, sync_write) = match level {
+            None => (self.install_committed(inner, key.encoded(), item, LogKind::Mutation), false),
+            Some(level) => self.prepare(inner, key.encoded(), item, level),
         };
-        let seqno = self.prepare(inner, vb, key.encoded(), item, level);
-        let sync_write = inner.monitor.get(seqno).is_some();
-        MutationResult { vb, cas, seqno, vbuuid: inner.uuid(), sync_write }
+        MutationResult { vb: inner.vb, cas, seqno, vbuuid: inner.uuid(), sync_write }
     }
 
     /// Puts a committed document in the hash table at the next seqno; returns that seqno.
-    fn install_committed(&self, inner: &mut VbInner, vb: VbId, key: &[u8], item: StoredItem, kind: LogKind) -> Seqno {
-        let mut item = item;
-        item.seqno = inner.high_seqno + 1;
-        let delta = inner.place_as(key, item, kind);
+    fn install_committed(&self, inner: &mut VbInner, key: &[u8], mut item: StoredItem, kind: LogKind) -> Seqno {
+        item.seqno = inner.next_seqno();
+        let delta = inner.place(key, item, kind);
         self.charge(delta);
-        if inner.dirty.len() == 1 {
-            if let Some(notify) = self.dirty_notifier.get() {
-                notify(vb);
-            }
-        }
+        self.notify_dirty(inner);
         inner.high_seqno
     }
 
-    /// Records a prepare at the next seqno and returns it. One that is satisfied already (majority with no
-    /// replicas configured) and has nothing before it commits at once.
-    fn prepare(&self, inner: &mut VbInner, vb: VbId, key: &[u8], item: StoredItem, level: DurabilityLevel) -> Seqno {
-        let mut item = item;
-        let seqno = inner.high_seqno + 1;
+    /// Records a prepare at the next seqno; returns it, and whether it is pending. One that is satisfied already
+    /// (majority with no replicas configured) and has nothing before it commits at once.
+    fn prepare(&self, inner: &mut VbInner, key: &[u8], mut item: StoredItem, level: DurabilityLevel) -> (Seqno, bool) {
+        let seqno = inner.next_seqno();
         item.seqno = seqno;
         self.charge(item.footprint(key.len()) as isize);
         inner.advance(seqno, key, LogKind::Prepare);
-        self.flush_seqno(inner, vb);
+        self.flush_seqno(inner);
         let copies = self.configured_copies();
         if inner.monitor.is_empty() && inner.monitor.is_satisfied(seqno, level, copies, inner.durable_seqno()) {
-            self.commit_prepare(inner, vb, key, item, seqno);
-        } else {
-            inner.monitor.track(seqno, Prepare { key: key.into(), item, level, waiter: None });
+            self.commit_prepare(inner, key, item, seqno);
+            return (seqno, false);
         }
-        seqno
+        inner.monitor.track(seqno, Prepare { key: key.into(), item, level, waiter: None });
+        (seqno, true)
     }
 
     /// Commits a prepare taken out of the monitor: its document goes into the hash table at a new seqno with the
     /// prepare's CAS. Returns the commit seqno.
-    fn commit_prepare(&self, inner: &mut VbInner, vb: VbId, key: &[u8], item: StoredItem, prepared: Seqno) -> Seqno {
+    fn commit_prepare(&self, inner: &mut VbInner, key: &[u8], item: StoredItem, prepared: Seqno) -> Seqno {
         self.charge(-(item.footprint(key.len()) as isize));
-        self.install_committed(inner, vb, key, item, LogKind::Commit { prepared })
+        self.install_committed(inner, key, item, LogKind::Commit { prepared })
     }
 
-    /// Commits, in seqno order, every prepare of an active vBucket whose requirement is met; collects the waiters
-    /// to call with Ok once the lock is released. A persist-level write's waiter moves to the persist waiters of
-    /// its commit seqno instead: the writer hears of success only once the committed document is on disk.
-    pub(crate) fn commit_ready(&self, inner: &mut VbInner, vb: VbId, ready: &mut Vec<PersistWaiter>) {
-        if inner.monitor.is_empty() {
+    /// Commits, in seqno order, every prepare whose requirement is met, if the vBucket is active (only an active
+    /// commits); collects the waiters to call with Ok once the lock is released. A persist-level write's waiter
+    /// moves to the persist waiters of its commit seqno instead: the writer hears of success only once the
+    /// committed document is on disk.
+    pub(crate) fn commit_ready(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>) {
+        if inner.monitor.is_empty() || inner.state != VbState::Active {
             return;
         }
         let persisted = inner.durable_seqno();
         for (seqno, p) in inner.monitor.take_ready(self.configured_copies(), persisted) {
-            let commit = self.commit_prepare(inner, vb, &p.key, p.item, seqno);
+            let commit = self.commit_prepare(inner, &p.key, p.item, seqno);
             let wait_for_disk = inner.persistent && p.level.needs_persistence();
             match (p.waiter, wait_for_disk) {
                 (Some(w), false) => ready.push(w),
@@ -227,11 +217,10 @@ impl Bucket {
     }
 
     /// Records the abort of a prepare already taken out of the monitor; returns its waiter.
-    fn abort_tracked(&self, inner: &mut VbInner, vb: VbId, prepared: Seqno, p: Prepare) -> Option<PersistWaiter> {
-        self.charge(-(p.item.footprint(p.key.len()) as isize));
-        let seqno = inner.high_seqno + 1;
-        inner.advance(seqno, &p.key, LogKind::Abort { prepared });
-        self.flush_seqno(inner, vb);
+    fn abort_tracked(&self, inner: &mut VbInner, prepared: Seqno, p: Prepare) -> Option<PersistWaiter> {
+        self.charge(-p.footprint());
+        inner.advance(inner.next_seqno(), &p.key, LogKind::Abort { prepared });
+        self.flush_seqno(inner);
         p.waiter
     }
 
@@ -241,7 +230,6 @@ impl Bucket {
     pub(crate) fn discard_prepares(
         &self,
         inner: &mut VbInner,
-        vb: VbId,
         doomed: impl Fn(&Prepare) -> bool,
     ) -> Vec<PersistWaiter> {
         let seqnos: Vec<Seqno> = inner.monitor.prepares_after(0).filter(|(_, p)| doomed(p)).map(|(s, _)| *s).collect();
@@ -249,9 +237,9 @@ impl Bucket {
         for seqno in seqnos {
             let Some(p) = inner.monitor.remove(seqno) else { continue };
             if inner.state == VbState::Active {
-                waiters.extend(self.abort_tracked(inner, vb, seqno, p));
+                waiters.extend(self.abort_tracked(inner, seqno, p));
             } else {
-                self.charge(-(p.item.footprint(p.key.len()) as isize));
+                self.charge(-p.footprint());
                 waiters.extend(p.waiter);
             }
         }
@@ -260,11 +248,22 @@ impl Bucket {
 
     /// A seqno that puts nothing in the checkpoint (a prepare, an abort) still needs a flusher round before it
     /// counts as persisted: wake the flusher unless the checkpoint already did.
-    fn flush_seqno(&self, inner: &VbInner, vb: VbId) {
+    fn flush_seqno(&self, inner: &VbInner) {
         if inner.persistent && inner.dirty.is_empty() {
-            if let Some(notify) = self.dirty_notifier.get() {
-                notify(vb);
-            }
+            self.wake_flusher(inner.vb);
+        }
+    }
+
+    /// A committed change made the checkpoint non-empty: wake the flusher that owns the vBucket.
+    fn notify_dirty(&self, inner: &VbInner) {
+        if inner.dirty.len() == 1 {
+            self.wake_flusher(inner.vb);
+        }
+    }
+
+    fn wake_flusher(&self, vb: VbId) {
+        if let Some(notify) = self.dirty_notifier.get() {
+            notify(vb);
         }
     }
 
@@ -280,10 +279,10 @@ impl Bucket {
     /// A replica becomes active (failover): every prepare it holds reached it, so any of them may have been
     /// acknowledged to its writer; all commit now, in seqno order. One that was never acknowledged survives too,
     /// which is allowed: its writer saw a timeout or an ambiguous reply.
-    pub(crate) fn promote_sync_writes(&self, inner: &mut VbInner, vb: VbId) -> Vec<PersistWaiter> {
+    pub(crate) fn promote_sync_writes(&self, inner: &mut VbInner) -> Vec<PersistWaiter> {
         let mut waiters = Vec::new();
         for (seqno, p) in inner.monitor.take_all() {
-            self.commit_prepare(inner, vb, &p.key, p.item, seqno);
+            self.commit_prepare(inner, &p.key, p.item, seqno);
             waiters.extend(p.waiter);
         }
         waiters
@@ -293,7 +292,7 @@ impl Bucket {
     pub(crate) fn drop_sync_writes(&self, inner: &mut VbInner) -> Vec<PersistWaiter> {
         let mut waiters = inner.monitor.take_waiters();
         for (_, p) in inner.monitor.take_all() {
-            self.charge(-(p.item.footprint(p.key.len()) as isize));
+            self.charge(-p.footprint());
             waiters.extend(p.waiter);
         }
         waiters
@@ -304,9 +303,10 @@ impl Bucket {
     /// Applies one replicated change to a replica vBucket (the caller checked its seqno against the snapshot).
     /// Returns the change in charged bytes, or [`ReplicaApply::MissingPrepare`] (and changes nothing) for a commit
     /// of a prepare this replica does not hold.
-    pub(crate) fn replica_step(&self, inner: &mut VbInner, vb: VbId, change: DcpChange) -> (isize, ReplicaApply) {
-        let DcpChange { item, kind } = change;
-        let key = item.key.clone();
+    pub(crate) fn replica_step(&self, inner: &mut VbInner, change: DcpChange) -> (isize, ReplicaApply) {
+        let DcpChange { mut item, kind } = change;
+        // The key moves out of the snapshot: `stored_of` does not read it.
+        let key = std::mem::take(&mut item.key);
         let seqno = item.seqno;
         let mut delta = 0;
         match kind {
@@ -316,8 +316,8 @@ impl Bucket {
                 delta += self.drop_replica_prepare(inner, &key);
                 let mut stored = stored_of(item);
                 stored.resident = true;
-                delta += inner.place(&key, stored);
-                self.notify_dirty(inner, vb);
+                delta += inner.place(&key, stored, LogKind::Mutation);
+                self.notify_dirty(inner);
             }
             ChangeKind::Prepare(level) => {
                 delta += self.drop_replica_prepare(inner, &key);
@@ -325,7 +325,7 @@ impl Bucket {
                 stored.resident = true;
                 delta += stored.footprint(key.len()) as isize;
                 inner.advance(seqno, &key, LogKind::Prepare);
-                self.flush_seqno(inner, vb);
+                self.flush_seqno(inner);
                 inner.monitor.track(seqno, Prepare { key: key.into(), item: stored, level, waiter: None });
             }
             ChangeKind::Commit { prepared_seqno } => {
@@ -333,18 +333,18 @@ impl Bucket {
                     return (0, ReplicaApply::MissingPrepare);
                 }
                 let Some(p) = inner.monitor.remove(prepared_seqno) else { return (0, ReplicaApply::MissingPrepare) };
-                delta -= p.item.footprint(key.len()) as isize;
+                delta -= p.footprint();
                 let mut committed = p.item;
                 committed.seqno = seqno;
-                delta += inner.place_as(&key, committed, LogKind::Commit { prepared: prepared_seqno });
-                self.notify_dirty(inner, vb);
+                delta += inner.place(&key, committed, LogKind::Commit { prepared: prepared_seqno });
+                self.notify_dirty(inner);
             }
             ChangeKind::Abort { prepared_seqno } => {
                 if inner.monitor.pending_for(&key) == Some(prepared_seqno) {
                     delta += self.drop_replica_prepare(inner, &key);
                 }
                 inner.advance(seqno, &key, LogKind::Abort { prepared: prepared_seqno });
-                self.flush_seqno(inner, vb);
+                self.flush_seqno(inner);
             }
         }
         (delta, ReplicaApply::Applied)
@@ -353,23 +353,8 @@ impl Bucket {
     /// Forgets the replica's prepare of `key`, if any; returns the bytes released (negative).
     fn drop_replica_prepare(&self, inner: &mut VbInner, key: &[u8]) -> isize {
         match inner.monitor.remove_key(key) {
-            Some((_, p)) => -(p.item.footprint(key.len()) as isize),
+            Some((_, p)) => -p.footprint(),
             None => 0,
         }
-    }
-
-    fn notify_dirty(&self, inner: &VbInner, vb: VbId) {
-        if inner.dirty.len() == 1 {
-            if let Some(notify) = self.dirty_notifier.get() {
-                notify(vb);
-            }
-        }
-    }
-}
-
-/// Calls every waiter with `outcome` (no vBucket lock may be held).
-fn complete(waiters: impl IntoIterator<Item = PersistWaiter>, outcome: Result<(), EngineError>) {
-    for w in waiters {
-        w(outcome.clone());
     }
 }

@@ -75,6 +75,13 @@ pub(crate) struct VbInner {
     pub purge_seqno: Seqno,
 }
 
+/// Calls every waiter with `outcome` (no vBucket lock may be held).
+pub(crate) fn complete(waiters: impl IntoIterator<Item = PersistWaiter>, outcome: Result<(), crate::EngineError>) {
+    for w in waiters {
+        w(outcome.clone());
+    }
+}
+
 /// Wakes the DCP streams of a bucket when a vBucket has new mutations.
 pub type ChangeNotifier = std::sync::Arc<dyn Fn(VbId) + Send + Sync>;
 
@@ -146,18 +153,14 @@ impl VbInner {
 
     /// Puts `item` under `key` as the next mutation, returning the change in charged bytes.
     pub(crate) fn install(&mut self, key: &[u8], mut item: StoredItem) -> isize {
-        item.seqno = self.high_seqno + 1;
-        self.place(key, item)
+        item.seqno = self.next_seqno();
+        self.place(key, item, LogKind::Mutation)
     }
 
-    /// Puts `item` under `key` at the seqno it carries (above the high seqno): a new mutation, or one a replica
-    /// receives from its active. Returns the change in charged bytes.
-    pub(crate) fn place(&mut self, key: &[u8], item: StoredItem) -> isize {
-        self.place_as(key, item, LogKind::Mutation)
-    }
-
-    /// [`VbInner::place`], recorded in the change log as `kind` (a mutation, or the commit of a prepare).
-    pub(crate) fn place_as(&mut self, key: &[u8], item: StoredItem, kind: LogKind) -> isize {
+    /// Puts `item` under `key` at the seqno it carries (above the high seqno), recorded in the change log as
+    /// `kind`: a new mutation, the commit of a prepare, or a change a replica receives from its active. Returns
+    /// the change in charged bytes.
+    pub(crate) fn place(&mut self, key: &[u8], item: StoredItem, kind: LogKind) -> isize {
         self.advance(item.seqno, key, kind);
         if self.persistent {
             self.dirty.push((key.into(), item.seqno));
@@ -239,8 +242,7 @@ impl VbInner {
                 if old.deleted {
                     // A stream resuming below this seqno could miss the deletion: it must start over.
                     self.purge_seqno = self.purge_seqno.max(old.seqno);
-                }
-                if !old.deleted {
+                } else {
                     self.live_items -= 1;
                 }
                 old.footprint(key.len())

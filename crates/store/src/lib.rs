@@ -90,10 +90,10 @@ pub trait VbStore: Send + Sync {
     /// Removes tombstones whose deletion time (`meta.expiry`) is before `deleted_before_secs` from both indexes;
     /// returns how many were removed. Live documents and newer tombstones stay.
     fn purge_tombstones(&self, vb: VbId, deleted_before_secs: u32) -> Result<u64, StoreError>;
-    /// Reclaims the space held by superseded versions, purged tombstones and dead values, blocking until done.
     /// Removes every record and the state of a vBucket (a replica that must start over); returns how many records
     /// went. Durable at the next [`VbStore::sync`].
     fn clear_vbucket(&self, vb: VbId) -> Result<u64, StoreError>;
+    /// Reclaims the space held by superseded versions, purged tombstones and dead values, blocking until done.
     fn compact(&self) -> Result<(), StoreError>;
     /// Bytes the store occupies on disk now (0 for memory).
     fn disk_bytes(&self) -> u64;

@@ -100,7 +100,7 @@ impl Bucket {
             next.value = bytes.into_boxed_slice();
             next.datatype = Datatype::of(true, has_xattr);
             next.cas = inner.next_cas(now_ns);
-            Ok(ArithmeticResult { value, mutation: self.apply_mutation(inner, vb, key, next, level) })
+            Ok(ArithmeticResult { value, mutation: self.apply_mutation(inner, key, next, level) })
         });
         let (hit, miss) = match op {
             ArithmeticOp::Increment => (&self.stats.incr_hits, &self.stats.incr_misses),

@@ -123,7 +123,7 @@ impl Bucket {
             next.expiry = cap_expiry(absolute_expiry(expiry, now), ttl_cap, now);
             next.cas = inner.next_cas(now_ns);
             next.rev += 1;
-            let m = self.apply_mutation(inner, vb, key, next, None);
+            let m = self.apply_mutation(inner, key, next, None);
             let item = &inner.table[key.encoded()];
             let out = f(ItemView::of(item, m.cas));
             Ok((m, out))

@@ -126,7 +126,7 @@ impl Bucket {
         self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
-            self.mutate_locked(inner, vb, key, specs, opts, (ttl_cap, level), now_ns, now)
+            self.mutate_locked(inner, key, specs, opts, (ttl_cap, level), now_ns, now)
         })
     }
 
@@ -134,7 +134,6 @@ impl Bucket {
     fn mutate_locked(
         &self,
         inner: &mut VbInner,
-        vb: VbId,
         key: &DocKey<'_>,
         specs: &[MutationSpec<'_>],
         opts: MutateInOptions,
@@ -217,7 +216,7 @@ impl Bucket {
             referenced: true,
         };
         Ok(SubdocMutationResult {
-            mutation: self.apply_mutation(inner, vb, key, item, level),
+            mutation: self.apply_mutation(inner, key, item, level),
             results: outcome.results,
             deleted,
         })

@@ -81,7 +81,7 @@ impl Bucket {
                 resident: true,
                 referenced: true,
             };
-            Ok(self.apply_mutation(inner, vb, key, item, level))
+            Ok(self.apply_mutation(inner, key, item, level))
         })
     }
 
@@ -96,7 +96,7 @@ impl Bucket {
             check_cas_and_lock(old, opts.cas, now)?;
             let mut tomb = tombstone_of(old, now);
             tomb.cas = inner.next_cas(now_ns);
-            Ok(self.apply_mutation(inner, vb, key, tomb, level))
+            Ok(self.apply_mutation(inner, key, tomb, level))
         });
         BucketStats::bump(if r.is_ok() { &self.stats.delete_hits } else { &self.stats.delete_misses });
         r
@@ -142,7 +142,7 @@ impl Bucket {
             next.rev += 1;
             next.locked_until = 0;
             next.cas = inner.next_cas(now_ns);
-            Ok(self.apply_mutation(inner, vb, key, next, level))
+            Ok(self.apply_mutation(inner, key, next, level))
         })
     }
 }
