@@ -165,8 +165,8 @@ impl Server {
     }
 }
 
-/// `host:port`, bracketing IPv6 literals.
-fn host_port(host: &str, port: u16) -> String {
+/// `host:port`, bracketing IPv6 literals (an already bracketed host is kept).
+pub(crate) fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {

@@ -117,10 +117,7 @@ impl Node {
             BucketTypeArg::Couchbase => BucketKind::Couchbase,
             BucketTypeArg::Ephemeral => BucketKind::Ephemeral,
         };
-        let eviction = match kind {
-            BucketKind::Couchbase => EvictionPolicy::ValueOnly,
-            BucketKind::Ephemeral => EvictionPolicy::NoEviction,
-        };
+        let eviction = EvictionPolicy::default_for(kind);
         Some(BucketConfig {
             name: self.config.bucket.clone(),
             uuid: random_hex32(self.clock.now_nanos() ^ fold(self.config.bucket.as_bytes())),
@@ -169,21 +166,8 @@ impl Node {
 
     /// Creates a bucket; a missing uuid is generated.
     pub fn create_bucket(&self, mut config: BucketConfig) -> Result<Arc<BucketHandle>, BucketError> {
-        validate_bucket_name(&config.name)?;
-        // The REST API enforces Couchbase's 100 MiB floor; the command line may go lower (tests of eviction).
-        if config.ram_quota_bytes < 1024 * 1024 {
-            return Err(BucketError::Invalid("RAM quota cannot be less than 1 MiB".into()));
-        }
-        if config.replicas > 3 {
-            return Err(BucketError::Invalid("Replica number larger than 3 is not supported.".into()));
-        }
         let mut buckets = self.buckets.write();
-        if buckets.keys().any(|n| n.eq_ignore_ascii_case(&config.name)) {
-            return Err(BucketError::Exists);
-        }
-        if buckets.len() >= BUCKETS_MAX {
-            return Err(BucketError::Invalid(format!("Cannot create more than {BUCKETS_MAX} buckets")));
-        }
+        check_new_bucket(&buckets, &config)?;
         if config.uuid.is_empty() {
             config.uuid = random_hex32(self.clock.now_nanos() ^ fold(config.name.as_bytes()));
         }
@@ -238,8 +222,34 @@ impl Node {
     }
 }
 
+impl Node {
+    /// The checks ns_server makes before creating a bucket here, with its texts (the cluster path runs them before
+    /// proposing, the local creation again under the lock).
+    pub(crate) fn check_new_bucket(&self, config: &BucketConfig) -> Result<(), BucketError> {
+        check_new_bucket(&self.buckets.read(), config)
+    }
+}
+
+fn check_new_bucket(buckets: &BTreeMap<String, Arc<BucketHandle>>, config: &BucketConfig) -> Result<(), BucketError> {
+    validate_bucket_name(&config.name)?;
+    // The REST API enforces Couchbase's 100 MiB floor; the command line may go lower (tests of eviction).
+    if config.ram_quota_bytes < 1024 * 1024 {
+        return Err(BucketError::Invalid("RAM quota cannot be less than 1 MiB".into()));
+    }
+    if config.replicas > 3 {
+        return Err(BucketError::Invalid("Replica number larger than 3 is not supported.".into()));
+    }
+    if buckets.keys().any(|n| n.eq_ignore_ascii_case(&config.name)) {
+        return Err(BucketError::Exists);
+    }
+    if buckets.len() >= BUCKETS_MAX {
+        return Err(BucketError::Invalid(format!("Cannot create more than {BUCKETS_MAX} buckets")));
+    }
+    Ok(())
+}
+
 /// Couchbase's bucket naming rule: 1-100 characters of letters, digits, `.`, `%`, `_`, `-`, not starting with `.`.
-pub(crate) fn validate_bucket_name(name: &str) -> Result<(), BucketError> {
+fn validate_bucket_name(name: &str) -> Result<(), BucketError> {
     let ok = !name.is_empty()
         && name.len() <= 100
         && !name.starts_with('.')

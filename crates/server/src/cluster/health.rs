@@ -24,7 +24,7 @@ const UNHEALTHY_AFTER: Duration = Duration::from_secs(3);
 pub struct Health {
     /// When each peer last answered a probe (or when this node first heard of it).
     seen: Mutex<HashMap<NodeId, Instant>>,
-    /// The peer refused for auto-failover and why, so the refusal is logged once per episode.
+    /// The peer last refused for auto-failover, so the refusal is logged once per episode.
     refused: Mutex<Option<NodeId>>,
 }
 
@@ -60,35 +60,20 @@ pub async fn monitor(cluster: Arc<Cluster>, node: Arc<Node>, mut stopped: watch:
             _ = stopped.changed() => return,
         }
         let meta = cluster.metadata();
-        let probes = meta.nodes.values().filter(|n| n.id != cluster.me).map(|n| {
+        let mut probes = tokio::task::JoinSet::new();
+        for n in meta.nodes.values().filter(|n| n.id != cluster.me) {
             let (id, addr) = (n.id, n.mgmt_addr());
-            async move { (id, rest_client::call(&addr, "GET", "/pools", None, "", PROBE_TIMEOUT).await) }
-        });
-        for (id, reply) in futures_join_all(probes).await {
-            match reply {
-                Ok(r) if r.status == 200 => cluster.health.mark_seen(id),
-                _ => {}
+            probes.spawn(async move { (id, rest_client::call(&addr, "GET", "/pools", None, "", PROBE_TIMEOUT).await) });
+        }
+        while let Some(Ok((id, reply))) = probes.join_next().await {
+            if reply.is_ok_and(|r| r.status == 200) {
+                cluster.health.mark_seen(id);
             }
         }
         if cluster.store().is_leader() && cluster.is_current() {
             auto_failover(&cluster, &node, &meta).await;
         }
     }
-}
-
-/// Runs futures concurrently and collects their outputs (a handful of peers: no need for a combinator crate).
-async fn futures_join_all<F: std::future::Future + Send + 'static>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.map(tokio::spawn).collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for h in handles {
-        if let Ok(v) = h.await {
-            out.push(v);
-        }
-    }
-    out
 }
 
 async fn auto_failover(cluster: &Cluster, node: &Node, meta: &ClusterMetadata) {

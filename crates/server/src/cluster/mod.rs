@@ -7,12 +7,16 @@
 //! - `ops`: the changes REST makes (buckets, manifests, users), proposed to Raft first and then
 //!   applied locally by a reconcile, so every node applies the same change.
 //! - `health`: peer probes, `status` in `/pools/default`, and auto-failover on the Raft leader.
+//! - `failover`, `rebalance`: moving actives between nodes, through `peers` (other nodes' seqnos, holding
+//!   actives for a takeover).
 //!
 //! The store lives in `<data-dir>/raft`. A node started without `--join` forms a one-node cluster on first start
 //! (and creates the command line's bucket); with `--join` it asks that member's cluster to add it.
 
+mod failover;
 mod health;
 mod ops;
+mod peers;
 mod rebalance;
 mod reconcile;
 pub(crate) mod rest_client;
@@ -55,11 +59,10 @@ pub struct Cluster {
     /// False until this node knows its metadata is current. A restarted member of a multi-node cluster holds every
     /// vBucket dead until then, so it never serves data that a failover moved elsewhere while it was down.
     current: AtomicBool,
-    /// Set while a graceful failover of this node drains it: no vBucket is active here, so the replicas can catch
-    /// up with a history that no longer moves.
-    draining: AtomicBool,
-    /// Single vBuckets held dead for a rebalance takeover, by bucket.
-    drained: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<u16>>>,
+    /// Active vBuckets held for a takeover (a rebalance step, or a graceful failover of this node), by bucket:
+    /// pending here, so clients are refused while the copies that take over catch up with a history that no
+    /// longer moves.
+    held: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<u16>>>,
     /// The rebalance this node orchestrates, if any.
     pub rebalance: parking_lot::Mutex<rebalance::Status>,
     /// True once `start` finished: a join request waits for it instead of racing the node's own first start.
@@ -89,8 +92,7 @@ impl Cluster {
             swapped: Notify::new(),
             reconciler: tokio::sync::Mutex::new(reconcile::Reconciler::default()),
             current: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
-            drained: Default::default(),
+            held: Default::default(),
             rebalance: Default::default(),
             started: watch::Sender::new(false),
             health: Health::default(),
@@ -111,30 +113,31 @@ impl Cluster {
         *self.started.borrow()
     }
 
-    /// Whether this node may hold active vBuckets: its metadata is confirmed and it is not being drained.
-    pub fn may_serve_actives(&self) -> bool {
-        self.current.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
-    }
-
-    pub fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Acquire)
-    }
-
     pub fn is_current(&self) -> bool {
         self.current.load(Ordering::Acquire)
     }
 
-    /// The vBuckets of `bucket` held dead for a takeover.
-    pub fn drained_vbuckets(&self, bucket: &str) -> std::collections::HashSet<u16> {
-        self.drained.lock().get(bucket).cloned().unwrap_or_default()
+    /// The vBuckets of `bucket` held for a takeover.
+    pub fn held_vbuckets(&self, bucket: &str) -> std::collections::HashSet<u16> {
+        self.held.lock().get(bucket).cloned().unwrap_or_default()
     }
 
-    /// Holds single vBuckets dead (a rebalance takeover) or releases them, and applies it at once.
-    pub async fn drain_vbuckets(&self, node: &Node, bucket: &str, vbs: &[u16], on: bool) {
+    /// Holds (`on`) or releases `vbs` of `bucket`, or every vBucket the map makes active here when `bucket` is None
+    /// (graceful failover), and applies it at once. Returns the (bucket, vBucket) pairs it covered.
+    pub async fn hold_actives(&self, node: &Node, bucket: Option<&str>, vbs: &[u16], on: bool) -> Vec<(String, u16)> {
+        let meta = self.metadata();
+        let covered: Vec<(String, u16)> = match bucket {
+            Some(b) => vbs.iter().map(|vb| (b.to_owned(), *vb)).collect(),
+            None => meta
+                .buckets
+                .iter()
+                .flat_map(|(name, b)| b.map.actives_of(self.me).into_iter().map(move |vb| (name.clone(), vb)))
+                .collect(),
+        };
         {
-            let mut drained = self.drained.lock();
-            let set = drained.entry(bucket.to_owned()).or_default();
-            for vb in vbs {
+            let mut held = self.held.lock();
+            for (b, vb) in &covered {
+                let set = held.entry(b.clone()).or_default();
                 if on {
                     set.insert(*vb);
                 } else {
@@ -142,16 +145,8 @@ impl Cluster {
                 }
             }
         }
-        let meta = self.metadata();
         self.reconcile(node, &meta).await;
-    }
-
-    /// Starts or ends draining (graceful failover of this node) and applies it at once.
-    pub async fn set_draining(&self, node: &Node, on: bool) {
-        self.draining.store(on, Ordering::Release);
-        let meta = self.metadata();
-        self.reconcile(node, &meta).await;
-        tracing::info!(draining = on, "graceful failover drain");
+        covered
     }
 
     /// Brings the node into a cluster and its local state in line: forms a one-node cluster (first start without
@@ -305,34 +300,9 @@ impl Cluster {
         Ok(newest)
     }
 
-    /// Hard failover of `failed`, then the replicas it held rebuilt on the surviving nodes (settee does not wait for
-    /// a rebalance for that, see docs/compat.md): every vBucket gets back to its configured copies when enough
-    /// nodes remain, so durable writes keep working.
-    pub async fn failover(&self, node: &Node, failed: NodeId) -> Result<Arc<ClusterMetadata>, ProposeError> {
-        let meta = self.propose(node, MetaCommand::Failover { nodes: vec![failed] }).await?;
-        let survivors = meta.active_nodes();
-        let mut latest = meta.clone();
-        for (name, b) in &meta.buckets {
-            let repaired = settee_cluster::vbmap::repair_replicas(&b.map, &survivors);
-            if repaired == b.map {
-                continue;
-            }
-            match self.propose(node, MetaCommand::SetMap { bucket: name.clone(), map: repaired }).await {
-                Ok(m) => latest = m,
-                Err(e) => tracing::warn!(bucket = %name, error = %e, "cannot rebuild replicas after the failover"),
-            }
-        }
-        Ok(latest)
-    }
-
     /// The Raft endpoints of the current store (mounted behind admin authentication by the REST layer).
     pub fn raft_router(&self) -> axum::Router {
         settee_cluster::raft_router(self.store())
-    }
-
-    /// The node's membership as the metadata records it.
-    pub fn membership_of(&self, id: NodeId) -> Option<Membership> {
-        self.metadata().nodes.get(&id).map(|n| n.membership)
     }
 }
 
@@ -382,14 +352,13 @@ pub fn spec_of(c: &BucketConfig) -> BucketSpec {
 /// default).
 pub fn config_of(s: &BucketSpec) -> BucketConfig {
     let kind = if s.ephemeral { BucketKind::Ephemeral } else { BucketKind::Couchbase };
-    let default_eviction = if s.ephemeral { EvictionPolicy::NoEviction } else { EvictionPolicy::ValueOnly };
     BucketConfig {
         name: s.name.clone(),
         uuid: s.uuid.clone(),
         kind,
         ram_quota_bytes: s.ram_quota_bytes,
         replicas: s.replicas,
-        eviction: EvictionPolicy::parse(&s.eviction).unwrap_or(default_eviction),
+        eviction: EvictionPolicy::parse(&s.eviction).unwrap_or(EvictionPolicy::default_for(kind)),
         max_ttl: s.max_ttl,
         flush_enabled: s.flush_enabled,
         durability_min_level: s.durability_min_level.and_then(DurabilityLevel::from_wire),

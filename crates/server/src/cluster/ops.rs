@@ -27,6 +27,16 @@ fn unavailable(e: ProposeError) -> ClusterOpError {
     ClusterOpError::Unavailable(e.to_string())
 }
 
+/// A refused or failed bucket command, as the REST layer reports it.
+fn bucket_error(e: ProposeError) -> ClusterOpError {
+    match e {
+        ProposeError::Rejected(MetaError::BucketExists(_)) => BucketError::Exists.into(),
+        ProposeError::Rejected(MetaError::UnknownBucket(_)) => BucketError::NotFound.into(),
+        ProposeError::Rejected(e) => BucketError::Invalid(e.to_string()).into(),
+        e => unavailable(e),
+    }
+}
+
 impl Node {
     /// Creates a bucket on every node.
     pub async fn propose_create_bucket(&self, mut config: BucketConfig) -> Result<(), ClusterOpError> {
@@ -37,12 +47,7 @@ impl Node {
         if config.uuid.is_empty() {
             config.uuid = random_hex32(self.clock.now_nanos());
         }
-        match cluster.propose(self, MetaCommand::CreateBucket(spec_of(&config))).await {
-            Ok(_) => {}
-            Err(ProposeError::Rejected(MetaError::BucketExists(_))) => return Err(BucketError::Exists.into()),
-            Err(ProposeError::Rejected(e)) => return Err(BucketError::Invalid(e.to_string()).into()),
-            Err(e) => return Err(unavailable(e)),
-        }
+        cluster.propose(self, MetaCommand::CreateBucket(spec_of(&config))).await.map_err(bucket_error)?;
         match self.bucket(&config.name) {
             Some(_) => Ok(()),
             None => Err(ClusterOpError::Unavailable("the bucket was created but could not be opened here".into())),
@@ -52,12 +57,7 @@ impl Node {
     /// Deletes a bucket on every node.
     pub async fn propose_delete_bucket(&self, name: &str) -> Result<(), ClusterOpError> {
         let Some(cluster) = self.cluster() else { return self.delete_bucket(name).map_err(Into::into) };
-        match cluster.propose(self, MetaCommand::DeleteBucket(name.to_owned())).await {
-            Ok(_) => Ok(()),
-            Err(ProposeError::Rejected(MetaError::UnknownBucket(_))) => Err(BucketError::NotFound.into()),
-            Err(ProposeError::Rejected(e)) => Err(BucketError::Invalid(e.to_string()).into()),
-            Err(e) => Err(unavailable(e)),
-        }
+        cluster.propose(self, MetaCommand::DeleteBucket(name.to_owned())).await.map(drop).map_err(bucket_error)
     }
 
     /// Changes a bucket's settings on every node (name, uuid and type never change).
@@ -75,12 +75,7 @@ impl Node {
             self.bump_rev();
             return Ok(());
         };
-        match cluster.propose(self, MetaCommand::UpdateBucket(spec_of(&config))).await {
-            Ok(_) => Ok(()),
-            Err(ProposeError::Rejected(MetaError::UnknownBucket(_))) => Err(BucketError::NotFound.into()),
-            Err(ProposeError::Rejected(e)) => Err(BucketError::Invalid(e.to_string()).into()),
-            Err(e) => Err(unavailable(e)),
-        }
+        cluster.propose(self, MetaCommand::UpdateBucket(spec_of(&config))).await.map(drop).map_err(bucket_error)
     }
 
     /// Applies one collections change on every node; returns the new manifest uid.
@@ -106,22 +101,6 @@ impl Node {
             Err(ProposeError::Rejected(e)) => Err(ClusterOpError::Unavailable(e.to_string())),
             Err(e) => Err(unavailable(e)),
         }
-    }
-
-    /// The checks ns_server makes before creating a bucket, with its texts.
-    fn check_new_bucket(&self, config: &BucketConfig) -> Result<(), BucketError> {
-        crate::node::validate_bucket_name(&config.name)?;
-        if config.replicas > 3 {
-            return Err(BucketError::Invalid("Replica number larger than 3 is not supported.".into()));
-        }
-        let buckets = self.buckets();
-        if buckets.iter().any(|b| b.name().eq_ignore_ascii_case(&config.name)) {
-            return Err(BucketError::Exists);
-        }
-        if buckets.len() >= crate::node::BUCKETS_MAX {
-            return Err(BucketError::Invalid(format!("Cannot create more than {} buckets", crate::node::BUCKETS_MAX)));
-        }
-        Ok(())
     }
 }
 

@@ -19,18 +19,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::Value;
-use settee_cluster::{vbmap, ClusterMetadata, Membership, MetaCommand, NodeId, VbMove};
-use tokio::time::Instant;
+use settee_cluster::{vbmap, Membership, MetaCommand, NodeId, VbMove};
 
-use super::{rest_client, Cluster};
+use super::peers::{seqno_in, Peers};
+use super::Cluster;
 use crate::node::Node;
 
 /// vBuckets moved per step.
 const MOVES_PER_STEP: usize = 64;
 /// How long one step's copies may take to catch up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(100);
 
 /// What `/pools/default/tasks` and `/pools/default/rebalanceProgress` report.
 #[derive(Clone, Debug, Default)]
@@ -98,8 +96,8 @@ async fn run(cluster: &Cluster, node: &Node, ejected: &[NodeId]) -> anyhow::Resu
 }
 
 async fn move_step(cluster: &Cluster, node: &Node, bucket: &str, step: &[VbMove]) -> anyhow::Result<()> {
-    let creds = (node.config.username.as_str(), node.config.password.as_str());
     let meta = cluster.metadata();
+    let peers = Peers::new(node, &meta);
     let building: BTreeMap<u16, Vec<NodeId>> = step
         .iter()
         .map(|m| (m.vb, m.new_chain.iter().flatten().filter(|n| !m.old_chain.contains(&Some(**n))).copied().collect()))
@@ -108,23 +106,23 @@ async fn move_step(cluster: &Cluster, node: &Node, bucket: &str, step: &[VbMove]
     if !building.is_empty() {
         cluster.propose(node, MetaCommand::SetBuilding { bucket: bucket.into(), building: building.clone() }).await?;
         // Each new copy must reach what its active held when the wait began.
-        let mut wanted: BTreeMap<(u16, NodeId), u64> = BTreeMap::new();
-        let mut actives: BTreeMap<NodeId, Value> = BTreeMap::new();
+        let mut reports: BTreeMap<NodeId, Value> = BTreeMap::new();
+        let mut wanted = BTreeMap::new();
         for (vb, nodes) in &building {
             let Some(active) = meta.buckets[bucket].map.active(*vb) else { continue };
-            let report = match actives.get(&active) {
+            let report = match reports.get(&active) {
                 Some(r) => r,
                 None => {
-                    let r = seqnos(&meta, active, creds).await?;
-                    actives.entry(active).or_insert(r)
+                    let r = peers.seqnos(active).await?;
+                    reports.entry(active).or_insert(r)
                 }
             };
-            let seqno = report["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
+            let seqno = seqno_in(report, bucket, *vb).unwrap_or(0);
             for n in nodes {
-                wanted.insert((*vb, *n), seqno);
+                wanted.insert((bucket.to_owned(), *vb, *n), seqno);
             }
         }
-        wait_until_reached(&meta, bucket, &wanted, creds).await?;
+        peers.wait_until_reached(&wanted, CATCH_UP_TIMEOUT).await?;
     }
     // Takeover of the vBuckets whose active moves, grouped by their current active.
     let mut takeovers: BTreeMap<NodeId, Vec<(u16, NodeId)>> = BTreeMap::new();
@@ -135,17 +133,16 @@ async fn move_step(cluster: &Cluster, node: &Node, bucket: &str, step: &[VbMove]
             }
         }
     }
-    let mut frozen: BTreeMap<(u16, NodeId), u64> = BTreeMap::new();
-    for (old, vbs) in &takeovers {
-        let list: Vec<String> = vbs.iter().map(|(vb, _)| vb.to_string()).collect();
-        let form = format!("on=true&bucket={bucket}&vbs={}", list.join(","));
-        let answer = call(&meta, *old, "POST", "/settee/node/drain", &form, creds).await?;
-        for (vb, new) in vbs {
-            frozen.insert((*vb, *new), answer["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0));
+    let mut frozen = BTreeMap::new();
+    for (old, moves) in &takeovers {
+        let vbs: Vec<u16> = moves.iter().map(|(vb, _)| *vb).collect();
+        let stopped_at = peers.hold(*old, Some(bucket), &vbs, true).await?;
+        for (vb, new) in moves {
+            frozen.insert((bucket.to_owned(), *vb, *new), seqno_in(&stopped_at, bucket, *vb).unwrap_or(0));
         }
     }
     let committed = async {
-        wait_until_reached(&meta, bucket, &frozen, creds).await?;
+        peers.wait_until_reached(&frozen, CATCH_UP_TIMEOUT).await?;
         let mut map = cluster.metadata().buckets[bucket].map.clone();
         for m in step {
             map.chains[usize::from(m.vb)] = m.new_chain.clone();
@@ -154,56 +151,11 @@ async fn move_step(cluster: &Cluster, node: &Node, bucket: &str, step: &[VbMove]
         anyhow::Ok(())
     }
     .await;
-    for (old, vbs) in &takeovers {
-        let list: Vec<String> = vbs.iter().map(|(vb, _)| vb.to_string()).collect();
-        let form = format!("on=false&bucket={bucket}&vbs={}", list.join(","));
-        if let Err(e) = call(&meta, *old, "POST", "/settee/node/drain", &form, creds).await {
+    for (old, moves) in &takeovers {
+        let vbs: Vec<u16> = moves.iter().map(|(vb, _)| *vb).collect();
+        if let Err(e) = peers.hold(*old, Some(bucket), &vbs, false).await {
             tracing::warn!(node = old, error = %e, "cannot release vBuckets held for a takeover");
         }
     }
     committed
-}
-
-/// Polls until every (vBucket, node) copy reports at least its wanted seqno.
-async fn wait_until_reached(
-    meta: &ClusterMetadata,
-    bucket: &str,
-    wanted: &BTreeMap<(u16, NodeId), u64>,
-    creds: (&str, &str),
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + CATCH_UP_TIMEOUT;
-    loop {
-        let mut reports: BTreeMap<NodeId, Value> = BTreeMap::new();
-        let mut behind = 0;
-        for ((vb, n), seqno) in wanted {
-            if !reports.contains_key(n) {
-                reports.insert(*n, seqnos(meta, *n, creds).await.unwrap_or(Value::Null));
-            }
-            let have = reports[n]["buckets"][bucket][vb.to_string()].as_u64();
-            behind += usize::from(have.is_none_or(|h| h < *seqno));
-        }
-        if behind == 0 {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "{behind} copies did not catch up within {CATCH_UP_TIMEOUT:?}");
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-async fn seqnos(meta: &ClusterMetadata, node: NodeId, creds: (&str, &str)) -> anyhow::Result<Value> {
-    call(meta, node, "GET", "/settee/node/seqnos", "", creds).await
-}
-
-async fn call(
-    meta: &ClusterMetadata,
-    node: NodeId,
-    method: &str,
-    path: &str,
-    form: &str,
-    creds: (&str, &str),
-) -> anyhow::Result<Value> {
-    let addr = meta.nodes.get(&node).map(|n| n.mgmt_addr()).context("unknown node")?;
-    let reply = rest_client::call(&addr, method, path, Some(creds), form, CALL_TIMEOUT).await?;
-    anyhow::ensure!(reply.status == 200, "{addr} answered {} to {path}: {}", reply.status, reply.body);
-    Ok(serde_json::from_str(&reply.body)?)
 }

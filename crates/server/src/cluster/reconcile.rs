@@ -42,7 +42,7 @@ pub(super) struct Reconciler {
 
 impl Reconciler {
     /// Applies `meta`; a state already applied is applied again only when `again` (something local changed, such
-    /// as the node becoming current or draining).
+    /// as the node becoming current or holding vBuckets for a takeover).
     pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata, again: bool) {
         if meta.rev < self.applied_rev || (meta.rev == self.applied_rev && !again) {
             return;
@@ -71,13 +71,7 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
-            apply_vbucket_states(
-                &handle,
-                b,
-                cluster.me,
-                (cluster.is_current(), cluster.is_draining()),
-                &cluster.drained_vbuckets(name),
-            );
+            apply_vbucket_states(&handle, b, cluster.me, cluster.is_current(), &cluster.held_vbuckets(name));
             for (source, vbuckets) in replica_sources(b, cluster.me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
@@ -141,12 +135,16 @@ impl Reconciler {
     }
 
     fn stop_feeds_of(&mut self, bucket: &str) {
+        self.stop_feeds_where(|key| key.bucket == bucket);
+    }
+
+    fn stop_feeds_where(&mut self, stop: impl Fn(&FeedKey) -> bool) {
         self.feeds.retain(|key, feed| {
-            let keep = key.bucket != bucket;
-            if !keep {
+            let stopped = stop(key);
+            if stopped {
                 let _ = feed.stop.send(true);
             }
-            keep
+            !stopped
         });
     }
 
@@ -157,9 +155,7 @@ impl Reconciler {
     }
 
     pub(super) fn stop_feeds(&mut self) {
-        for (_, feed) in self.feeds.drain() {
-            let _ = feed.stop.send(true);
-        }
+        self.stop_feeds_where(|_| true);
     }
 }
 
@@ -180,8 +176,8 @@ fn apply_settings(handle: &BucketHandle, b: &BucketMeta) {
     }
 }
 
-/// What vBucket `vb` should be on node `me` by the map. Until the node's metadata is known current (or while it is
-/// drained for a graceful failover), nothing is active here.
+/// What vBucket `vb` should be on node `me` by the map. Until the node's metadata is known current, nothing is
+/// active here.
 fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
     let Some(chain) = b.map.chains.get(usize::from(vb)) else { return VbState::Dead };
     if chain.first() == Some(&Some(me)) {
@@ -197,39 +193,36 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
     }
 }
 
-/// Applies the map's states to the local vBuckets. `current`: the node's metadata is confirmed (until then nothing
-/// is active here); `draining`: the whole node is held for a graceful failover; `drained`: this bucket's vBuckets
-/// held for a takeover. Held actives are pending (clients refused, DCP still streams them). A copy the map no longer places on this
-/// node (and that is not just held back) is emptied in memory and on disk.
+/// Applies the map's states to the local vBuckets. Until the node is `current` nothing is active here; an active
+/// in `held` (a takeover in progress) is pending: clients are refused while DCP still streams it to the copy that
+/// takes over. A copy the (confirmed) map no longer places on this node is emptied in memory and on disk.
 fn apply_vbucket_states(
     handle: &BucketHandle,
     b: &BucketMeta,
     me: NodeId,
-    (current, draining): (bool, bool),
-    drained: &std::collections::HashSet<u16>,
+    current: bool,
+    held: &std::collections::HashSet<u16>,
 ) {
-    let may_serve = current && !draining;
     let mut changed = 0;
     let mut dropped = 0;
     for vb in 0..NUM_VBUCKETS {
-        let held_back = !may_serve || drained.contains(&vb);
-        let mut wanted = wanted_state(b, vb, me, !held_back);
-        if wanted == VbState::Dead && held_back && current && wanted_state(b, vb, me, true) == VbState::Active {
-            // Held for a takeover or a graceful failover: clients are refused, but the copies that take over still
-            // stream everything it has.
-            wanted = VbState::Pending;
-        }
-        let Ok(info) = handle.stream_info(VbId(vb)) else { continue };
+        let owned = wanted_state(b, vb, me, true);
+        let wanted = match owned {
+            VbState::Active if !current => VbState::Dead,
+            VbState::Active if held.contains(&vb) => VbState::Pending,
+            state => state,
+        };
+        let Some(vbucket) = handle.vbucket(VbId(vb)) else { continue };
+        let state = vbucket.state();
         // A vBucket taken out of service by a checksum failure stays out until an operator acts.
-        if info.state != wanted && info.state != VbState::Failed {
-            if info.state == VbState::Active && wanted == VbState::Replica {
+        if state != wanted && state != VbState::Failed {
+            if state == VbState::Active && wanted == VbState::Replica {
                 // Demoted: the new active's history decides what this copy keeps (the feed rolls it back if needed).
                 tracing::info!(bucket = %b.spec.name, vb, "active vBucket becomes a replica");
             }
             handle.set_vbucket_state(VbId(vb), wanted, rand::random());
             changed += 1;
-            let owned = wanted_state(b, vb, me, true) != VbState::Dead;
-            if wanted == VbState::Dead && !owned && !held_back {
+            if owned == VbState::Dead && current && !held.contains(&vb) {
                 crate::dcp::consumer::reset_replica(handle, VbId(vb));
                 dropped += 1;
             }

@@ -74,10 +74,7 @@ pub(crate) async fn create(
         kind,
         ram_quota_bytes: settings.ram_quota_mb.unwrap_or(BUCKET_RAM_MB_MIN).saturating_mul(MIB),
         replicas: settings.replicas.unwrap_or(DEFAULT_REPLICAS),
-        eviction: settings.eviction.unwrap_or(match kind {
-            BucketKind::Couchbase => EvictionPolicy::ValueOnly,
-            BucketKind::Ephemeral => EvictionPolicy::NoEviction,
-        }),
+        eviction: settings.eviction.unwrap_or(EvictionPolicy::default_for(kind)),
         max_ttl: settings.max_ttl.unwrap_or(0),
         flush_enabled: settings.flush_enabled.unwrap_or(false),
         durability_min_level: settings.durability.flatten(),

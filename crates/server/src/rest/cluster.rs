@@ -203,11 +203,9 @@ pub(crate) async fn graceful_fail_over(
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
     let FailoverTarget { cluster, meta, id, .. } = failover_target(&state, &caller, &body)?;
-    let target = meta
-        .nodes
-        .get(&id)
-        .filter(|n| n.membership == Membership::Active)
-        .ok_or_else(|| bad_request("Only an active node can be failed over gracefully."))?;
+    if !meta.nodes.get(&id).is_some_and(|n| n.membership == Membership::Active) {
+        return Err(bad_request("Only an active node can be failed over gracefully."));
+    }
     let unreplicated: usize = meta
         .buckets
         .values()
@@ -216,86 +214,16 @@ pub(crate) async fn graceful_fail_over(
         })
         .sum();
     if unreplicated > 0 {
-        return Err(RestError::global(
-            StatusCode::BAD_REQUEST,
-            format!("Failover cannot be graceful: {unreplicated} vBuckets of the node have no replica."),
-        ));
+        return Err(bad_request(format!(
+            "Failover cannot be graceful: {unreplicated} vBuckets of the node have no replica."
+        )));
     }
-    let (user, password) = (state.node.config.username.clone(), state.node.config.password.clone());
-    let creds = Some((user.as_str(), password.as_str()));
-    let addr = target.mgmt_addr();
-    let drain = |on: bool| {
-        rest_client::call(
-            &addr,
-            "POST",
-            "/settee/node/drain",
-            creds,
-            if on { "on=true" } else { "on=false" },
-            GRACEFUL_STEP,
-        )
-    };
-    let drained = drain(true).await.map_err(unavailable)?;
-    let frozen: Value = serde_json::from_str(&drained.body).map_err(unavailable)?;
-    if drained.status != 200 {
-        return Err(unavailable(format!("the node refused to drain: {}", drained.body)));
-    }
-    let caught_up = wait_for_replicas(&meta, id, &frozen, creds).await;
-    if let Err(e) = caught_up {
-        let _ = drain(false).await;
-        return Err(unavailable(format!("graceful failover abandoned, the node serves again: {e}")));
-    }
-    match cluster.failover(&state.node, id).await {
-        Ok(_) => {
+    match cluster.graceful_failover(&state.node, id).await {
+        Ok(()) => {
             tracing::warn!(node = id, "graceful failover");
             Ok(StatusCode::OK)
         }
-        Err(e) => {
-            let _ = drain(false).await;
-            Err(unavailable(e))
-        }
-    }
-}
-
-/// How long one internal call of a graceful failover may take, and how long the replicas get to catch up.
-const GRACEFUL_STEP: std::time::Duration = std::time::Duration::from_secs(10);
-const GRACEFUL_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Waits until, for every vBucket `failing` held active, the replica that failover will promote (the first one in
-/// its chain) reports at least the seqno `frozen` lists for it.
-async fn wait_for_replicas(
-    meta: &ClusterMetadata,
-    failing: NodeId,
-    frozen: &Value,
-    creds: Option<(&str, &str)>,
-) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + GRACEFUL_CATCH_UP;
-    loop {
-        let mut behind = 0usize;
-        let mut reports: std::collections::BTreeMap<NodeId, Value> = std::collections::BTreeMap::new();
-        for (bucket, b) in &meta.buckets {
-            for (vb, chain) in b.map.chains.iter().enumerate() {
-                let (Some(Some(active)), Some(Some(replica))) = (chain.first(), chain.get(1)) else { continue };
-                if *active != failing {
-                    continue;
-                }
-                let want = frozen["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
-                if !reports.contains_key(replica) {
-                    let addr = meta.nodes.get(replica).map(NodeInfo::mgmt_addr).unwrap_or_default();
-                    let r = rest_client::call(&addr, "GET", "/settee/node/seqnos", creds, "", GRACEFUL_STEP).await;
-                    let v = r.ok().and_then(|r| serde_json::from_str(&r.body).ok()).unwrap_or(Value::Null);
-                    reports.insert(*replica, v);
-                }
-                let have = reports[replica]["buckets"][bucket][vb.to_string()].as_u64().unwrap_or(0);
-                behind += usize::from(have < want);
-            }
-        }
-        if behind == 0 {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(format!("{behind} replica vBuckets did not catch up within {GRACEFUL_CATCH_UP:?}"));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        Err(e) => Err(unavailable(format!("{e:#}"))),
     }
 }
 
@@ -311,16 +239,9 @@ pub(crate) async fn drain(
     let cluster = cluster(&state)?;
     let form = Form::parse(&body);
     let on = form.get("on") == Some("true");
-    if let Some(bucket) = form.get("bucket") {
-        // Single vBuckets (a rebalance takeover).
-        let vbs: Vec<u16> =
-            form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
-        cluster.drain_vbuckets(&state.node, bucket, &vbs, on).await;
-        return Ok(Json(seqnos(&state, |b, vb, _| b == bucket && vbs.contains(&vb))));
-    }
-    cluster.set_draining(&state.node, on).await;
-    let meta = cluster.metadata();
-    Ok(Json(seqnos(&state, |b, vb, _| meta.buckets.get(b).and_then(|m| m.map.active(vb)) == Some(cluster.me))))
+    let vbs: Vec<u16> = form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
+    let covered = cluster.hold_actives(&state.node, form.get("bucket"), &vbs, on).await;
+    Ok(Json(seqnos(&state, |b, vb, _| covered.iter().any(|(cb, cvb)| cb == b && *cvb == vb))))
 }
 
 /// `GET /settee/node/seqnos`, internal to graceful failover and rebalance: the high seqno of every active or
@@ -337,9 +258,9 @@ fn seqnos(state: &RestState, pick: impl Fn(&str, u16, settee_engine::VbState) ->
         let name = b.name();
         let mut vbs = serde_json::Map::new();
         for vb in 0..settee_types::limits::NUM_VBUCKETS {
-            let Ok(info) = b.stream_info(settee_types::VbId(vb)) else { continue };
-            if pick(&name, vb, info.state) {
-                vbs.insert(vb.to_string(), json!(info.high_seqno));
+            let Some(vbucket) = b.vbucket(settee_types::VbId(vb)) else { continue };
+            if pick(&name, vb, vbucket.state()) {
+                vbs.insert(vb.to_string(), json!(vbucket.high_seqno()));
             }
         }
         buckets.insert(name, Value::Object(vbs));

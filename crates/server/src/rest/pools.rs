@@ -13,6 +13,7 @@ use super::auth::{self, Caller};
 use super::error::RestError;
 use super::roles::role_json;
 use super::RestState;
+use crate::cluster_config::host_port;
 use crate::node::{BUCKETS_MAX, COUCHBASE_VERSION};
 
 /// Cluster compatibility version for 7.6 (`major * 0x10000 + minor`), as ns_server reports it.
@@ -228,15 +229,6 @@ fn strip_port(host: &str) -> &str {
     match host.split_once(':') {
         Some((h, port)) if !port.contains(':') => h,
         _ => host,
-    }
-}
-
-/// `host:port`, bracketing IPv6 literals.
-pub(crate) fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
     }
 }
 
