@@ -26,6 +26,8 @@ use crate::vbucket::PersistWaiter;
 /// Outcomes kept for prepares that completed before their writer registered its waiter; the writer registers
 /// right after its write returns, so this only has to cover that moment.
 const UNCLAIMED_OUTCOMES_MAX: usize = 1024;
+/// Nodes whose acknowledgements a vBucket remembers: its chain (at most 3 replicas) and copies being built.
+const ACKED_NODES_MAX: usize = 8;
 
 /// One pending sync write.
 pub(crate) struct Prepare {
@@ -61,7 +63,9 @@ pub(crate) struct DurabilityMonitor {
     by_key: HashMap<Box<[u8]>, Seqno>,
     /// The replicas of the vBucket in chain order; None is a copy that does not exist right now.
     chain: Vec<Option<u64>>,
-    /// For each replica of the chain that acknowledged anything: the highest prepared seqno it acknowledged.
+    /// For each node that acknowledged anything: the highest prepared seqno it acknowledged. Nodes outside the
+    /// chain are kept too (a copy being built for a rebalance, which may join the chain while prepares are in
+    /// flight), but only the chain's count.
     acked: Vec<(u64, Seqno)>,
     /// Outcomes of completed prepares whose writer has not registered yet, oldest first.
     unclaimed: VecDeque<(Seqno, Outcome)>,
@@ -152,11 +156,9 @@ impl DurabilityMonitor {
 
     // ---- topology and acknowledgements (active vBuckets) ----
 
-    /// Replaces the chain; acknowledgements of replicas that left it are forgotten.
+    /// Replaces the chain. Acknowledgements already received from a node that joins it count from now on.
     pub(crate) fn set_chain(&mut self, replicas: &[Option<u64>]) {
         self.chain = replicas.to_vec();
-        let chain = &self.chain;
-        self.acked.retain(|(node, _)| chain.contains(&Some(*node)));
     }
 
     /// The copies that exist among the `copies` configured: the active and the replicas present in the chain.
@@ -165,17 +167,23 @@ impl DurabilityMonitor {
         1 + self.chain.iter().take(replicas).filter(|n| n.is_some()).count() as u64
     }
 
-    /// Records that `replica` holds every prepare up to `seqno`; false (and nothing recorded) when the node is not
-    /// a replica in the chain.
+    /// Records that `replica` holds every prepare up to `seqno`. True when the node is a replica in the chain (its
+    /// acknowledgement counts now); a node outside the chain is remembered in case it joins, up to
+    /// [`ACKED_NODES_MAX`] nodes (the oldest outsider is forgotten first).
     pub(crate) fn ack(&mut self, replica: u64, seqno: Seqno) -> bool {
-        if !self.chain.contains(&Some(replica)) {
-            return false;
-        }
         match self.acked.iter_mut().find(|(node, _)| *node == replica) {
             Some(entry) => entry.1 = entry.1.max(seqno),
-            None => self.acked.push((replica, seqno)),
+            None => {
+                if self.acked.len() >= ACKED_NODES_MAX {
+                    let chain = &self.chain;
+                    if let Some(at) = self.acked.iter().position(|(n, _)| !chain.contains(&Some(*n))) {
+                        self.acked.remove(at);
+                    }
+                }
+                self.acked.push((replica, seqno));
+            }
         }
-        true
+        self.chain.contains(&Some(replica))
     }
 
     /// Forgets every acknowledgement (the vBucket stopped being active).
@@ -193,7 +201,9 @@ impl DurabilityMonitor {
         active_persisted: Seqno,
     ) -> bool {
         let majority = copies / 2 + 1;
-        let replicas = self.acked.iter().filter(|(_, acked)| *acked >= seqno).count() as u64;
+        let chain = &self.chain;
+        let replicas =
+            self.acked.iter().filter(|(node, acked)| *acked >= seqno && chain.contains(&Some(*node))).count() as u64;
         let active_on_disk = active_persisted >= seqno;
         match level {
             DurabilityLevel::Majority => 1 + replicas >= majority,
@@ -300,5 +310,22 @@ mod tests {
         assert!(m.ack(4, 1));
         m.set_chain(&[Some(5)]);
         assert!(!m.is_satisfied(1, DurabilityLevel::Majority, 2, 0), "node 4's acknowledgement left with it");
+    }
+
+    /// A copy being built (outside the chain) acknowledges a prepare; when a rebalance puts it in the chain while
+    /// the prepare is in flight, that acknowledgement counts, as the copy will not send it again.
+    #[test]
+    fn an_acknowledgement_from_outside_the_chain_counts_once_the_node_joins() {
+        let mut m = DurabilityMonitor::default();
+        m.set_chain(&[Some(4)]);
+        m.track(1, prepare("k", DurabilityLevel::Majority));
+        assert!(!m.ack(5, 1), "node 5 is not in the chain yet");
+        assert!(!m.is_satisfied(1, DurabilityLevel::Majority, 2, 0));
+        m.set_chain(&[Some(5)]);
+        assert!(m.is_satisfied(1, DurabilityLevel::Majority, 2, 0));
+        for outsider in 10..20 {
+            m.ack(outsider, 1);
+        }
+        assert!(m.acked.len() <= ACKED_NODES_MAX && m.acked.iter().any(|(n, _)| *n == 5), "the chain's ack stays");
     }
 }

@@ -14,6 +14,7 @@ use crate::durability_monitor::Prepare;
 use crate::error::EngineError;
 use crate::item::ItemView;
 use crate::persistence::{snapshot, ItemSnapshot};
+use crate::stats::BucketStats;
 use crate::vbucket::{complete, ChangeNotifier, PersistWaiter, VbInner, VbState};
 
 /// One change of a vBucket as DCP carries it: a mutation or deletion, or a step of a sync write.
@@ -190,16 +191,19 @@ impl Bucket {
             if inner.state == state {
                 return;
             }
-            let was_active = inner.state == VbState::Active;
+            let was_leading = inner.state.leads_sync_writes();
             inner.state = state;
-            if state == VbState::Active {
+            if state.leads_sync_writes() && was_leading {
+                // Into or out of a takeover hold: the same copy keeps its history and its durable writes.
+                (Vec::new(), Vec::new())
+            } else if state == VbState::Active {
                 let high = inner.high_seqno;
                 inner.failover.push(new_uuid, high);
                 (Vec::new(), self.promote_sync_writes(&mut inner))
             } else {
                 let mut ambiguous: Vec<PersistWaiter> =
                     std::mem::take(&mut inner.persist_waiters).into_iter().map(|(_, w)| w).collect();
-                if was_active {
+                if was_leading {
                     ambiguous.extend(Self::demote_sync_writes(&mut inner));
                 }
                 (ambiguous, Vec::new())
@@ -244,6 +248,7 @@ impl Bucket {
             Ok(self.replica_step(inner, change))
         })?;
         self.charge(delta);
+        BucketStats::bump(&self.stats.replica_items_received);
         Ok(applied)
     }
 

@@ -25,6 +25,8 @@ pub struct BucketStats {
     pub tmp_oom_errors: AtomicU64,
     pub ejected: AtomicU64,
     pub bg_fetched: AtomicU64,
+    /// Changes replica vBuckets applied from their active over DCP (mutations, deletions, sync-write steps).
+    pub replica_items_received: AtomicU64,
 }
 
 impl BucketStats {
@@ -56,6 +58,7 @@ impl BucketStats {
             ("ep_tmp_oom_errors", g(&self.tmp_oom_errors)),
             ("ep_num_value_ejects", g(&self.ejected)),
             ("ep_bg_fetched", g(&self.bg_fetched)),
+            ("ep_dcp_replica_items_received", g(&self.replica_items_received)),
         ]
     }
 }

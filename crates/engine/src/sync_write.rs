@@ -28,7 +28,7 @@ use crate::item::{DocKey, StoredItem};
 use crate::ops::MutationResult;
 use crate::persistence::stored_of;
 use crate::replication::{ChangeKind, DcpChange, ReplicaApply};
-use crate::vbucket::{complete, PersistWaiter, VbInner, VbState};
+use crate::vbucket::{complete, PersistWaiter, VbInner};
 
 impl Bucket {
     // ---- the public API: topology, acknowledgements, writers ----
@@ -56,7 +56,7 @@ impl Bucket {
         let mut ready = Vec::new();
         {
             let mut inner = vbucket.inner.lock();
-            if inner.state != VbState::Active {
+            if !inner.state.leads_sync_writes() {
                 return;
             }
             // A replica cannot hold what was never prepared; a larger number is a confused peer.
@@ -69,6 +69,15 @@ impl Bucket {
         complete(ready, Ok(()));
     }
 
+    /// Whether durable writes of `vb` are still under way here: prepares not yet committed or aborted, or commits
+    /// whose writers wait for the disk. A takeover waits for none before the vBucket changes hands.
+    pub fn sync_writes_in_flight(&self, vb: VbId) -> bool {
+        self.vbucket(vb).is_some_and(|v| {
+            let inner = v.inner.lock();
+            !inner.monitor.is_empty() || !inner.persist_waiters.is_empty()
+        })
+    }
+
     /// Aborts the pending prepare at `prepared_seqno` (its writer timed out or went away): an abort takes a seqno
     /// and goes to the change log, and the key is free again. False when there is nothing to abort: the prepare
     /// already committed (or was aborted), or the vBucket is no longer active here.
@@ -77,7 +86,7 @@ impl Bucket {
         let mut ready = Vec::new();
         let waiter = {
             let mut inner = vbucket.inner.lock();
-            if inner.state != VbState::Active {
+            if !inner.state.leads_sync_writes() {
                 return false;
             }
             let Some(prepare) = inner.monitor.remove(prepared_seqno) else { return false };
@@ -97,7 +106,7 @@ impl Bucket {
     pub fn when_sync_write_completes(&self, vb: VbId, prepared_seqno: Seqno, waiter: PersistWaiter) {
         let Some(vbucket) = self.vbucket(vb) else { return waiter(Err(EngineError::SyncWriteAmbiguous)) };
         let mut inner = vbucket.inner.lock();
-        if inner.state != VbState::Active {
+        if !inner.state.leads_sync_writes() {
             drop(inner);
             return waiter(Err(EngineError::SyncWriteAmbiguous));
         }
@@ -200,7 +209,7 @@ impl Bucket {
     /// moves to the persist waiters of its commit seqno instead: the writer hears of success only once the
     /// committed document is on disk.
     pub(crate) fn commit_ready(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>) {
-        if inner.monitor.is_empty() || inner.state != VbState::Active {
+        if inner.monitor.is_empty() || !inner.state.leads_sync_writes() {
             return;
         }
         let persisted = inner.durable_seqno();
@@ -236,7 +245,7 @@ impl Bucket {
         let mut waiters = Vec::new();
         for seqno in seqnos {
             let Some(p) = inner.monitor.remove(seqno) else { continue };
-            if inner.state == VbState::Active {
+            if inner.state.leads_sync_writes() {
                 waiters.extend(self.abort_tracked(inner, seqno, p));
             } else {
                 self.charge(-p.footprint());

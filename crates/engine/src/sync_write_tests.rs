@@ -352,6 +352,27 @@ fn demotion_makes_waiters_ambiguous() {
     assert!(!b.abort_prepare(VB, m.seqno), "only an active aborts");
 }
 
+/// A takeover hold (active -> pending) takes no new writes but finishes the durable writes it had prepared: an
+/// acknowledgement still commits them and their writers hear success; released (pending -> active), the copy
+/// keeps its history (no new failover-log branch).
+#[test]
+fn a_held_vbucket_finishes_its_sync_writes() {
+    let b = active_with_replica(BucketKind::Ephemeral);
+    let m = write(&b, "k", "v", MAJORITY).unwrap();
+    let outcome = wait(&b, &m);
+    let branches = b.stream_info(VB).unwrap().failover.entries().len();
+    b.set_vbucket_state(VB, VbState::Pending, 0);
+    assert_eq!(*outcome.lock(), None, "still in flight");
+    assert!(b.sync_writes_in_flight(VB));
+    assert_eq!(write(&b, "other", "v", None), Err(EngineError::NotMyVbucket), "no new writes while held");
+    b.seqno_acknowledged(VB, 7, m.seqno);
+    assert_eq!(*outcome.lock(), Some(Ok(())));
+    assert!(!b.sync_writes_in_flight(VB));
+    b.set_vbucket_state(VB, VbState::Active, 99);
+    assert_eq!(b.stream_info(VB).unwrap().failover.entries().len(), branches, "same history");
+    assert_eq!(read(&b, "k").unwrap(), b"v");
+}
+
 /// A bucket flush aborts the sync writes in flight: their writers hear the outcome is unknown and nothing
 /// commits over the flushed bucket later.
 #[test]

@@ -21,6 +21,14 @@ pub enum VbState {
     Failed,
 }
 
+impl VbState {
+    /// Whether this copy runs the vBucket's durable writes: an active one, or one held pending for a takeover
+    /// (it takes no new writes, but the prepares it already made still commit or abort here).
+    pub fn leads_sync_writes(self) -> bool {
+        matches!(self, VbState::Active | VbState::Pending)
+    }
+}
+
 /// Seqnos reported by OBSERVE_SEQNO.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ObservedSeqnos {
