@@ -22,6 +22,7 @@ pub mod vbmap;
 
 pub use metadata::{
     AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, Membership, MetaCommand, MetaError, NodeInfo,
+    RebalanceSettings, Recovery,
 };
 pub use store::{ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
 pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};

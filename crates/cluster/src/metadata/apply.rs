@@ -7,6 +7,7 @@ use settee_types::limits::NUM_VBUCKETS;
 
 use super::{
     AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, Membership, MetaCommand, MetaError, NodeInfo,
+    RebalanceSettings, Recovery,
 };
 use crate::vbmap::{self, NodeId, VbMap, REPLICAS_MAX};
 
@@ -34,6 +35,16 @@ impl ClusterMetadata {
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();
+            }
+            MetaCommand::SetRecovery { node, recovery } => self.set_recovery(*node, *recovery)?,
+            MetaCommand::SetRebalanceSettings(settings) => {
+                let max = RebalanceSettings::MOVES_PER_NODE_MAX;
+                if !(1..=max).contains(&settings.moves_per_node) {
+                    return Err(MetaError::InvalidRebalanceSettings(format!(
+                        "rebalanceMovesPerNode must be between 1 and {max}"
+                    )));
+                }
+                self.rebalance = settings.clone();
             }
         }
         self.rev += 1;
@@ -68,6 +79,9 @@ impl ClusterMetadata {
             return Err(MetaError::MembershipNeedsFailover(id));
         }
         let node = self.nodes.get_mut(&id).ok_or(MetaError::UnknownNode(id))?;
+        if node.membership == Membership::InactiveFailed && !self.recovery.contains_key(&id) {
+            return Err(MetaError::RecoveryNotSet(id));
+        }
         node.membership = membership;
         Ok(())
     }
@@ -80,6 +94,23 @@ impl ClusterMetadata {
             return Err(MetaError::NodeInUse { node: id, bucket: bucket.spec.name.clone() });
         }
         self.nodes.remove(&id);
+        self.recovery.remove(&id);
+        Ok(())
+    }
+
+    fn set_recovery(&mut self, id: NodeId, recovery: Option<Recovery>) -> Result<(), MetaError> {
+        let node = self.nodes.get(&id).ok_or(MetaError::UnknownNode(id))?;
+        match recovery {
+            None => {
+                self.recovery.remove(&id);
+            }
+            Some(r) => {
+                if node.membership != Membership::InactiveFailed && !self.recovery.contains_key(&id) {
+                    return Err(MetaError::NotFailedOver(id));
+                }
+                self.recovery.insert(id, r);
+            }
+        }
         Ok(())
     }
 
@@ -207,6 +238,7 @@ impl ClusterMetadata {
             if let Some(info) = self.nodes.get_mut(node) {
                 info.membership = Membership::InactiveFailed;
             }
+            self.recovery.remove(node);
         }
         Ok(())
     }

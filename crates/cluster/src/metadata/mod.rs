@@ -26,6 +26,48 @@ pub struct ClusterMetadata {
     /// Opaque to this crate: the server owns the user model (salted credentials and roles) and stores it whole.
     pub users: serde_json::Value,
     pub auto_failover: AutoFailoverSettings,
+    /// How each failed-over node marked for recovery rejoins at the next rebalance; the entry stays while that
+    /// rebalance runs (a delta-recovering node keeps its data until then) and goes when it ends.
+    #[serde(default)]
+    pub recovery: BTreeMap<NodeId, Recovery>,
+    #[serde(default)]
+    pub rebalance: RebalanceSettings,
+}
+
+/// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Recovery {
+    /// Keep the node's data and catch it up: the rebalance gives it back the vBuckets it holds where it can.
+    Delta,
+    /// Drop the node's data; it is rebuilt as for a new node.
+    Full,
+}
+
+impl Recovery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recovery::Delta => "delta",
+            Recovery::Full => "full",
+        }
+    }
+}
+
+/// Couchbase's rebalance settings (`/settings/rebalance`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebalanceSettings {
+    /// vBucket moves a node takes part in at once (as the source or a destination of a copy).
+    pub moves_per_node: u32,
+}
+
+impl RebalanceSettings {
+    pub const MOVES_PER_NODE_MAX: u32 = 64;
+}
+
+impl Default for RebalanceSettings {
+    fn default() -> Self {
+        RebalanceSettings { moves_per_node: 4 }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,7 +172,8 @@ pub enum MetaCommand {
     AddNode(NodeInfo),
     /// Changes a member's address, ports or services (a node restarted with other ports); membership is kept.
     UpdateNode(NodeInfo),
-    /// Changes a node's membership; InactiveFailed is reached only through `Failover`.
+    /// Changes a node's membership; InactiveFailed is reached only through `Failover`, and left only by a node
+    /// marked for recovery.
     SetMembership {
         node: NodeId,
         membership: Membership,
@@ -166,6 +209,13 @@ pub enum MetaCommand {
     },
     SetUsers(serde_json::Value),
     SetAutoFailover(AutoFailoverSettings),
+    /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
+    /// be set only while the node is inactiveFailed or already marked.
+    SetRecovery {
+        node: NodeId,
+        recovery: Option<Recovery>,
+    },
+    SetRebalanceSettings(RebalanceSettings),
 }
 
 /// Why a command was refused. Deterministic: every node refuses the same command the same way.
@@ -201,6 +251,12 @@ pub enum MetaError {
     LastActiveNode,
     #[error("invalid auto-failover settings: {0}")]
     InvalidAutoFailover(String),
+    #[error("node {0} is failed over and not marked for recovery")]
+    RecoveryNotSet(NodeId),
+    #[error("node {0} is not failed over")]
+    NotFailedOver(NodeId),
+    #[error("invalid rebalance settings: {0}")]
+    InvalidRebalanceSettings(String),
 }
 
 impl ClusterMetadata {

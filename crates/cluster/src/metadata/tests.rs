@@ -277,3 +277,44 @@ fn building_copies_follow_the_map() {
     meta.apply(&MetaCommand::Failover { nodes: vec![other] }).expect("failover");
     assert!(meta.buckets["b"].building.is_empty());
 }
+
+/// Recovery: only a failed-over node can be marked; a failed-over node becomes Active again only once marked; a
+/// new failover or removal forgets the mark, and None ends it.
+#[test]
+fn recovery_marks_only_failed_over_nodes() {
+    let mut meta = cluster();
+    let delta = |node| MetaCommand::SetRecovery { node, recovery: Some(Recovery::Delta) };
+    assert_eq!(refused(&mut meta, delta(3)), MetaError::NotFailedOver(3));
+    assert_eq!(refused(&mut meta, delta(9)), MetaError::UnknownNode(9));
+    meta.apply(&MetaCommand::Failover { nodes: vec![3] }).expect("failover");
+    let activate = MetaCommand::SetMembership { node: 3, membership: Membership::Active };
+    assert_eq!(refused(&mut meta, activate.clone()), MetaError::RecoveryNotSet(3));
+
+    meta.apply(&delta(3)).expect("mark");
+    assert_eq!(meta.recovery.get(&3), Some(&Recovery::Delta));
+    meta.apply(&activate).expect("a marked node comes back");
+    // Still marked while its rebalance runs; the mark can change, then ends.
+    meta.apply(&MetaCommand::SetRecovery { node: 3, recovery: Some(Recovery::Full) }).expect("remark");
+    meta.apply(&MetaCommand::SetRecovery { node: 3, recovery: None }).expect("end");
+    assert!(meta.recovery.is_empty());
+
+    meta.apply(&MetaCommand::Failover { nodes: vec![3] }).expect("failover again");
+    meta.apply(&delta(3)).expect("mark");
+    meta.apply(&MetaCommand::Failover { nodes: vec![2] }).expect("another failover");
+    assert_eq!(meta.recovery.get(&3), Some(&Recovery::Delta), "another node's failover keeps the mark");
+    meta.apply(&MetaCommand::RemoveNode(3)).expect("remove");
+    assert!(meta.recovery.is_empty(), "a removed node's mark goes with it");
+}
+
+/// Rebalance moves per node: 1 to 64, default 4.
+#[test]
+fn rebalance_settings_are_validated() {
+    let mut meta = cluster();
+    assert_eq!(meta.rebalance.moves_per_node, 4);
+    for bad in [0, 65] {
+        let cmd = MetaCommand::SetRebalanceSettings(RebalanceSettings { moves_per_node: bad });
+        assert!(matches!(refused(&mut meta, cmd), MetaError::InvalidRebalanceSettings(_)));
+    }
+    meta.apply(&MetaCommand::SetRebalanceSettings(RebalanceSettings { moves_per_node: 64 })).expect("max");
+    assert_eq!(meta.rebalance.moves_per_node, 64);
+}

@@ -77,7 +77,7 @@ impl HttpTransport {
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| not_sent(e.to_string()))?;
         let response = self.client.request(request).await.map_err(|e| {
-            if e.is_connect() {
+            if e.is_connect() || was_canceled(&e) {
                 not_sent(e.to_string())
             } else {
                 TransportError::Io(e.to_string())
@@ -159,4 +159,17 @@ impl RaftTransport for HttpTransport {
     ) -> BoxFuture<'a, Reply<Option<u64>, ConsensusError>> {
         Box::pin(async move { self.post(addr, path::READ_INDEX, &(), timeout).await })
     }
+}
+
+/// Whether hyper gave the request up before sending it: the pooled connection it was queued on closed first (a
+/// peer that just stopped). Such a request was never delivered, so it may go elsewhere.
+fn was_canceled(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        if err.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_canceled) {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }

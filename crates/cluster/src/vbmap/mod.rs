@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 pub use plan::{plan, REPLICAS_MAX};
-pub use rebalance::rebalance;
+pub use rebalance::{rebalance, rebalance_keeping};
 
 /// A node's id in the cluster; also its Raft id.
 pub type NodeId = u64;

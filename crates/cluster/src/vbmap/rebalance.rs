@@ -31,6 +31,28 @@ pub fn rebalance(current: &VbMap, nodes: &[NodeId], replicas: usize) -> VbMap {
     }
 }
 
+/// As [`rebalance`], counting as already in place the copies `kept` lists: vBuckets a node holds data for
+/// although no chain names it (a failed-over node in delta recovery). The plan then hands those vBuckets back to
+/// that node where balance allows, so they only catch up instead of being copied whole.
+pub fn rebalance_keeping(
+    current: &VbMap,
+    kept: &BTreeMap<NodeId, Vec<u16>>,
+    nodes: &[NodeId],
+    replicas: usize,
+) -> VbMap {
+    let mut hinted = current.clone();
+    for (node, vbs) in kept {
+        for vb in vbs {
+            if let Some(chain) = hinted.chains.get_mut(usize::from(*vb)) {
+                if !chain.contains(&Some(*node)) {
+                    chain.push(Some(*node));
+                }
+            }
+        }
+    }
+    rebalance(&hinted, nodes, replicas)
+}
+
 /// (copies to build, actives that change node): lower is better.
 fn cost(from: &VbMap, to: &VbMap) -> (usize, usize) {
     let empty = Vec::new();
@@ -129,6 +151,25 @@ mod tests {
     fn rebalance_onto_same_nodes_is_identity() {
         let before = plan(&[1, 2, 3, 4, 5], 1024, 2);
         assert_eq!(rebalance(&before, &[5, 4, 3, 2, 1], 2), before);
+    }
+
+    /// A failed-over node in delta recovery gets back (nearly) the vBuckets it kept: far fewer copies to build
+    /// than when its data is ignored (full recovery).
+    #[test]
+    fn delta_recovery_hands_back_the_kept_vbuckets() {
+        let before = plan(&[1, 2, 3], 1024, 1);
+        let kept: Vec<u16> = (0..1024).filter(|vb| before.chains[usize::from(*vb)].contains(&Some(3))).collect();
+        let failed_over = crate::vbmap::repair_replicas(&crate::vbmap::failover(&before, &[3]), &[1, 2]);
+        let kept = BTreeMap::from([(3, kept)]);
+        let delta = rebalance_keeping(&failed_over, &kept, &[1, 2, 3], 1);
+        let full = rebalance(&failed_over, &[1, 2, 3], 1);
+        let built_on_3 = |to: &VbMap| {
+            (0..1024usize).filter(|vb| to.chains[*vb].contains(&Some(3)) && !kept[&3].contains(&(*vb as u16))).count()
+        };
+        let copies_on_3 = delta.replicas_of(3).len() + delta.actives_of(3).len();
+        assert!((682..=683).contains(&copies_on_3), "balanced: {copies_on_3} copies on node 3");
+        assert!(built_on_3(&delta) < 40, "{} vBuckets built from scratch", built_on_3(&delta));
+        assert!(built_on_3(&full) > 150, "without the kept data most copies are new: {}", built_on_3(&full));
     }
 
     /// A replica that stays a replica keeps its rank; missing copies stay at the end.
