@@ -32,7 +32,7 @@ use settee_cluster::{
     BucketSpec, ClusterMetadata, HttpTransport, Membership, MetaCommand, MetadataStore, NodeId, NodeInfo, ProposeError,
 };
 use settee_engine::{BucketConfig, BucketKind, EvictionPolicy};
-use settee_types::DurabilityLevel;
+use settee_types::{DurabilityLevel, VbId};
 use tokio::sync::{watch, Notify};
 
 pub use health::{monitor, Health};
@@ -45,6 +45,8 @@ use crate::node::Node;
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause between attempts to confirm a restarted member's view with the cluster.
 const CATCH_UP_RETRY: Duration = Duration::from_millis(500);
+/// How long a vBucket held for a takeover may take to finish the durable writes it had prepared.
+const TAKEOVER_SETTLE: Duration = Duration::from_secs(10);
 
 pub struct Cluster {
     pub me: NodeId,
@@ -122,12 +124,18 @@ impl Cluster {
         self.held.lock().get(bucket).cloned().unwrap_or_default()
     }
 
-    /// Holds (`on`) or releases `vbs` of `bucket`, or every vBucket the map makes active here when `bucket` is None
-    /// (graceful failover), and applies it at once. Returns the (bucket, vBucket) pairs it covered.
+    /// Holds (`on`) or releases `vbs` of `bucket`, or when `bucket` is None every vBucket the map makes active here
+    /// (hold; graceful failover) or every one held (release), and applies it at once. A hold returns once the held
+    /// vBuckets finished their durable writes in flight (or after [`TAKEOVER_SETTLE`]). Returns the (bucket,
+    /// vBucket) pairs it covered.
     pub async fn hold_actives(&self, node: &Node, bucket: Option<&str>, vbs: &[u16], on: bool) -> Vec<(String, u16)> {
         let meta = self.metadata();
         let covered: Vec<(String, u16)> = match bucket {
             Some(b) => vbs.iter().map(|vb| (b.to_owned(), *vb)).collect(),
+            // Releasing everything covers whatever is held, even vBuckets the map no longer makes active here.
+            None if !on => {
+                self.held.lock().iter().flat_map(|(b, vbs)| vbs.iter().map(move |vb| (b.clone(), *vb))).collect()
+            }
             None => meta
                 .buckets
                 .iter()
@@ -146,6 +154,16 @@ impl Cluster {
             }
         }
         self.reconcile(node, &meta).await;
+        if on {
+            // Durable writes already prepared finish here (a pending vBucket still commits them), so the copy that
+            // takes over receives their outcome instead of their writers hearing "ambiguous".
+            let deadline = tokio::time::Instant::now() + TAKEOVER_SETTLE;
+            while tokio::time::Instant::now() < deadline
+                && covered.iter().any(|(b, vb)| node.bucket(b).is_some_and(|h| h.sync_writes_in_flight(VbId(*vb))))
+            {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
         covered
     }
 

@@ -1,34 +1,40 @@
 //! Rebalance: moves vBuckets to a balanced map over the nodes that stay, while clients keep working.
 //!
-//! The node that received `POST /controller/rebalance` orchestrates, in the background: it activates added
-//! nodes, plans the target map (`vbmap::rebalance`, minimal movement), then moves vBuckets a step at a time:
-//! 1. **build**: the step's new copies are proposed as `building`; their nodes stream them from the active over
-//!    DCP (backfill, then the change log) until each has reached the seqno the active had when the wait began;
-//! 2. **takeover** (only for vBuckets whose active moves): the old active holds just those vBuckets dead (clients
-//!    get NOT_MY_VBUCKET and retry), answering the seqnos they stopped at; the new active's copy catches up to them;
-//! 3. **commit**: one `SetMap` names the new chains (promotion gives the new actives a failover-log branch, the
-//!    map change is pushed to clients), then the old actives release the held vBuckets; copies the map no longer
-//!    places on a node are dropped there.
+//! The node that received `POST /controller/rebalance` orchestrates, in the background: it activates added nodes
+//! and failed-over nodes marked for recovery (ejecting failed-over nodes that are not), plans the target map
+//! (`vbmap::rebalance_keeping`: minimal movement, and a delta-recovering node gets back the vBuckets it kept), then
+//! moves vBuckets concurrently, at most `rebalanceMovesPerNode` moves per node at a time (as the source or a
+//! destination of a copy). Each move goes through:
+//! 1. **build**: its new copies are proposed as `building`; their nodes stream them from the active over DCP
+//!    (backfill, then the change log; a kept copy resumes from its own seqno) until each has reached the seqno the
+//!    active had when the move started;
+//! 2. **takeover** (only when the active moves): the old active holds just that vBucket pending (clients get
+//!    NOT_MY_VBUCKET and retry), answering the seqno it stopped at; the new active's copy catches up to it;
+//! 3. **commit**: a `SetMap` names the new chain (promotion gives the new active a failover-log branch, the map
+//!    change is pushed to clients), then the old active releases the vBucket; copies the map no longer places on
+//!    a node are dropped there.
 //!
-//! Ejected nodes are removed at the end. A stop or a failure leaves the map as the last committed step made it
-//! (consistent; finished steps are kept) and the rebalance can be started again.
+//! One loop drives every move in flight, so each round costs one proposal per kind of change and one seqno
+//! report per node, whatever the number of moves. Ejected nodes are removed at the end. A stop or a failure leaves
+//! the map as the last commit made it (consistent; finished moves are kept) and the rebalance can be started again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::Value;
-use settee_cluster::{vbmap, Membership, MetaCommand, NodeId, VbMove};
+use settee_cluster::{vbmap, Membership, MetaCommand, NodeId, Recovery, VbMove};
+use tokio::time::Instant;
 
 use super::peers::{seqno_in, Peers};
 use super::Cluster;
 use crate::node::Node;
 
-/// vBuckets moved per step.
-const MOVES_PER_STEP: usize = 64;
-/// How long one step's copies may take to catch up.
+/// How long one move's copies may take to catch up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
+/// Pause between rounds of the move loop when nothing advanced.
+const ROUND_PAUSE: Duration = Duration::from_millis(20);
 
 /// What `/pools/default/tasks` and `/pools/default/rebalanceProgress` report.
 #[derive(Clone, Debug, Default)]
@@ -57,7 +63,7 @@ pub fn start_rebalance(cluster: &Arc<Cluster>, node: &Arc<Node>, ejected: Vec<No
             Ok(()) => tracing::info!(moves = status.done, "rebalance done"),
             Err(e) => {
                 tracing::warn!(error = %e, done = status.done, total = status.total, "rebalance ended early");
-                status.last_error = Some(e.to_string());
+                status.last_error = Some(format!("{e:#}"));
             }
         }
     });
@@ -66,96 +72,330 @@ pub fn start_rebalance(cluster: &Arc<Cluster>, node: &Arc<Node>, ejected: Vec<No
 
 async fn run(cluster: &Cluster, node: &Node, ejected: &[NodeId]) -> anyhow::Result<()> {
     let meta = cluster.metadata();
-    for n in meta.nodes.values().filter(|n| n.membership == Membership::InactiveAdded && !ejected.contains(&n.id)) {
+    let mut ejected = ejected.to_vec();
+    // A failed-over node not marked for recovery leaves, as ns_server ejects it.
+    for n in meta.nodes.values() {
+        if n.membership == Membership::InactiveFailed && !meta.recovery.contains_key(&n.id) && !ejected.contains(&n.id)
+        {
+            ejected.push(n.id);
+        }
+    }
+    let recovering: Vec<(NodeId, Recovery)> =
+        meta.recovery.iter().filter(|(id, _)| !ejected.contains(id)).map(|(id, r)| (*id, *r)).collect();
+    let kept = kept_copies(node, &meta, &recovering).await?;
+    for n in meta.nodes.values().filter(|n| n.membership != Membership::Active && !ejected.contains(&n.id)) {
         cluster.propose(node, MetaCommand::SetMembership { node: n.id, membership: Membership::Active }).await?;
     }
     let meta = cluster.metadata();
     let nodes: Vec<NodeId> = meta.active_nodes().into_iter().filter(|n| !ejected.contains(n)).collect();
     anyhow::ensure!(!nodes.is_empty(), "a rebalance must keep at least one active node");
+    let no_kept = BTreeMap::new();
     let plans: Vec<(String, Vec<VbMove>)> = meta
         .buckets
         .iter()
         .map(|(name, b)| {
-            let target = vbmap::rebalance(&b.map, &nodes, usize::from(b.spec.replicas));
+            let kept = kept.get(name).unwrap_or(&no_kept);
+            let target = vbmap::rebalance_keeping(&b.map, kept, &nodes, usize::from(b.spec.replicas));
             (name.clone(), vbmap::moves(&b.map, &target))
         })
         .collect();
     cluster.rebalance.lock().total = plans.iter().map(|(_, m)| m.len()).sum();
-    for (bucket, moves) in &plans {
-        for step in moves.chunks(MOVES_PER_STEP) {
-            anyhow::ensure!(!cluster.rebalance.lock().stop_requested, "Rebalance stopped by user.");
-            move_step(cluster, node, bucket, step).await.with_context(|| format!("moving vBuckets of {bucket}"))?;
-            cluster.rebalance.lock().done += step.len();
+    let limit = usize::try_from(meta.rebalance.moves_per_node).unwrap_or(usize::MAX).max(1);
+    for (bucket, moves) in plans {
+        let mut mover = Mover::new(cluster, node, &bucket, limit);
+        let moved = mover.run(moves).await;
+        mover.release_all().await;
+        if moved.is_err() {
+            mover.clear_building().await;
         }
+        moved.with_context(|| format!("moving vBuckets of {bucket}"))?;
     }
-    for id in ejected {
+    for (id, _) in &recovering {
+        cluster.propose(node, MetaCommand::SetRecovery { node: *id, recovery: None }).await?;
+    }
+    for id in &ejected {
         cluster.propose(node, MetaCommand::RemoveNode(*id)).await?;
         cluster.store().remove_member(*id).await?;
     }
     Ok(())
 }
 
-async fn move_step(cluster: &Cluster, node: &Node, bucket: &str, step: &[VbMove]) -> anyhow::Result<()> {
-    let meta = cluster.metadata();
-    let peers = Peers::new(node, &meta);
-    let building: BTreeMap<u16, Vec<NodeId>> = step
-        .iter()
-        .map(|m| (m.vb, m.new_chain.iter().flatten().filter(|n| !m.old_chain.contains(&Some(**n))).copied().collect()))
-        .filter(|(_, nodes): &(u16, Vec<NodeId>)| !nodes.is_empty())
-        .collect();
-    if !building.is_empty() {
-        cluster.propose(node, MetaCommand::SetBuilding { bucket: bucket.into(), building: building.clone() }).await?;
-        // Each new copy must reach what its active held when the wait began.
+/// Per bucket, the vBuckets each delta-recovering node still holds data for (its failed-over copies).
+async fn kept_copies(
+    node: &Node,
+    meta: &settee_cluster::ClusterMetadata,
+    recovering: &[(NodeId, Recovery)],
+) -> anyhow::Result<BTreeMap<String, BTreeMap<NodeId, Vec<u16>>>> {
+    let peers = Peers::new(node, meta);
+    let mut kept: BTreeMap<String, BTreeMap<NodeId, Vec<u16>>> = BTreeMap::new();
+    for (id, _) in recovering.iter().filter(|(_, r)| *r == Recovery::Delta) {
+        let report = peers.seqnos(*id).await.context("a node in delta recovery must answer")?;
+        for (bucket, vbs) in report["kept"].as_object().into_iter().flatten() {
+            let vbs: Vec<u16> = vbs.as_object().into_iter().flatten().filter_map(|(vb, _)| vb.parse().ok()).collect();
+            kept.entry(bucket.clone()).or_default().insert(*id, vbs);
+        }
+    }
+    Ok(kept)
+}
+
+/// Where one move is.
+#[derive(Debug)]
+enum Phase {
+    /// New copies streaming until each reaches the active's seqno when the move started.
+    Building { wanted: u64 },
+    /// The old active holds the vBucket; the new active's copy catches up to the seqno it stopped at.
+    Holding { stopped_at: u64 },
+    /// Ready for the map.
+    Ready,
+}
+
+struct InFlight {
+    mv: VbMove,
+    /// Nodes building a new copy.
+    building: Vec<NodeId>,
+    /// (old, new) active when the active changes node.
+    takeover: Option<(NodeId, NodeId)>,
+    phase: Phase,
+    /// Whether the move counts against the per-node limit (it has data to copy).
+    counts: bool,
+    deadline: Instant,
+}
+
+impl InFlight {
+    fn new(mv: VbMove) -> Self {
+        let building: Vec<NodeId> =
+            mv.new_chain.iter().flatten().filter(|n| !mv.old_chain.contains(&Some(**n))).copied().collect();
+        let takeover = match (mv.old_chain.first(), mv.new_chain.first()) {
+            (Some(Some(old)), Some(Some(new))) if old != new => Some((*old, *new)),
+            _ => None,
+        };
+        let phase = Phase::Building { wanted: 0 };
+        InFlight { mv, building, takeover, phase, counts: true, deadline: Instant::now() + CATCH_UP_TIMEOUT }
+    }
+
+    /// The nodes this move keeps busy: the source and the destinations of its copies, and both ends of a takeover.
+    fn nodes(&self) -> Vec<NodeId> {
+        let mut nodes = self.building.clone();
+        if !self.building.is_empty() {
+            nodes.extend(self.mv.old_chain.first().copied().flatten());
+        }
+        if let Some((old, new)) = self.takeover {
+            nodes.extend([old, new]);
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    fn active(&self) -> Option<NodeId> {
+        self.mv.old_chain.first().copied().flatten()
+    }
+}
+
+/// Drives one bucket's moves.
+struct Mover<'a> {
+    cluster: &'a Cluster,
+    node: &'a Node,
+    bucket: &'a str,
+    limit: usize,
+    flight: Vec<InFlight>,
+    /// vBuckets held for takeovers, by their old active.
+    held: BTreeMap<NodeId, Vec<u16>>,
+}
+
+impl<'a> Mover<'a> {
+    fn new(cluster: &'a Cluster, node: &'a Node, bucket: &'a str, limit: usize) -> Self {
+        Mover { cluster, node, bucket, limit, flight: Vec::new(), held: BTreeMap::new() }
+    }
+
+    async fn run(&mut self, moves: Vec<VbMove>) -> anyhow::Result<()> {
+        let mut queue: VecDeque<VbMove> = moves.into();
+        while !queue.is_empty() || !self.flight.is_empty() {
+            let meta = self.cluster.metadata();
+            let peers = Peers::new(self.node, &meta);
+            let stopping = self.cluster.rebalance.lock().stop_requested;
+            let mut advanced =
+                if stopping { self.abandon_building().await? } else { self.admit(&mut queue, &peers).await? };
+            if stopping && self.flight.is_empty() {
+                anyhow::bail!("Rebalance stopped by user.");
+            }
+            advanced |= self.advance(&peers).await?;
+            advanced |= self.commit_ready().await?;
+            if let Some(late) = self.flight.iter().find(|f| Instant::now() > f.deadline) {
+                anyhow::bail!("vBucket {} did not catch up within {CATCH_UP_TIMEOUT:?} ({:?})", late.mv.vb, late.phase);
+            }
+            if !advanced {
+                tokio::time::sleep(ROUND_PAUSE).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the queued moves whose nodes have room, and proposes their copies; true when any started. A move
+    /// of an empty vBucket copies nothing and does not count against the limit.
+    async fn admit(&mut self, queue: &mut VecDeque<VbMove>, peers: &Peers<'_>) -> anyhow::Result<bool> {
+        if queue.is_empty() {
+            return Ok(false);
+        }
+        let mut load: BTreeMap<NodeId, usize> = BTreeMap::new();
+        for n in self.flight.iter().filter(|f| f.counts).flat_map(InFlight::nodes) {
+            *load.entry(n).or_default() += 1;
+        }
+        // Each new copy must reach what its active holds now.
         let mut reports: BTreeMap<NodeId, Value> = BTreeMap::new();
-        let mut wanted = BTreeMap::new();
-        for (vb, nodes) in &building {
-            let Some(active) = meta.buckets[bucket].map.active(*vb) else { continue };
-            let report = match reports.get(&active) {
-                Some(r) => r,
-                None => {
-                    let r = peers.seqnos(active).await?;
-                    reports.entry(active).or_insert(r)
+        let sources: std::collections::BTreeSet<NodeId> =
+            queue.iter().filter_map(|m| m.old_chain.first().copied().flatten()).collect();
+        for active in sources {
+            reports.insert(active, peers.seqnos(active).await?);
+        }
+        let mut started = Vec::new();
+        let mut rest = VecDeque::new();
+        while let Some(mv) = queue.pop_front() {
+            let mut f = InFlight::new(mv);
+            let wanted = f.active().and_then(|a| seqno_in(&reports[&a], self.bucket, f.mv.vb)).unwrap_or(0);
+            f.phase = Phase::Building { wanted };
+            f.counts = wanted > 0;
+            let nodes = if f.counts { f.nodes() } else { Vec::new() };
+            if nodes.iter().all(|n| load.get(n).copied().unwrap_or(0) < self.limit) {
+                for n in nodes {
+                    *load.entry(n).or_default() += 1;
                 }
-            };
-            let seqno = seqno_in(report, bucket, *vb).unwrap_or(0);
-            for n in nodes {
-                wanted.insert((bucket.to_owned(), *vb, *n), seqno);
+                started.push(f);
+            } else {
+                rest.push_back(f.mv);
             }
         }
-        peers.wait_until_reached(&wanted, CATCH_UP_TIMEOUT).await?;
+        *queue = rest;
+        if started.is_empty() {
+            return Ok(false);
+        }
+        let new_copies = started.iter().any(|f| !f.building.is_empty());
+        self.flight.extend(started);
+        if new_copies {
+            self.propose_building().await?;
+        }
+        Ok(true)
     }
-    // Takeover of the vBuckets whose active moves, grouped by their current active.
-    let mut takeovers: BTreeMap<NodeId, Vec<(u16, NodeId)>> = BTreeMap::new();
-    for m in step {
-        if let (Some(Some(old)), Some(Some(new))) = (m.old_chain.first(), m.new_chain.first()) {
-            if old != new {
-                takeovers.entry(*old).or_default().push((m.vb, *new));
+
+    /// On a stop: moves still building are given up (their copies no longer streamed); takeovers finish.
+    async fn abandon_building(&mut self) -> anyhow::Result<bool> {
+        let before = self.flight.len();
+        self.flight.retain(|f| !matches!(f.phase, Phase::Building { .. }));
+        if self.flight.len() == before {
+            return Ok(false);
+        }
+        self.propose_building().await?;
+        Ok(true)
+    }
+
+    async fn propose_building(&self) -> anyhow::Result<()> {
+        let building: BTreeMap<u16, Vec<NodeId>> =
+            self.flight.iter().filter(|f| !f.building.is_empty()).map(|f| (f.mv.vb, f.building.clone())).collect();
+        self.cluster.propose(self.node, MetaCommand::SetBuilding { bucket: self.bucket.into(), building }).await?;
+        Ok(())
+    }
+
+    /// Moves every copy that caught up to its next phase, holding the actives of the takeovers that can start.
+    async fn advance(&mut self, peers: &Peers<'_>) -> anyhow::Result<bool> {
+        let mut watched: Vec<NodeId> = Vec::new();
+        for f in &self.flight {
+            match f.phase {
+                Phase::Building { .. } => watched.extend(&f.building),
+                Phase::Holding { .. } => watched.extend(f.takeover.map(|(_, new)| new)),
+                Phase::Ready => {}
             }
         }
-    }
-    let mut frozen = BTreeMap::new();
-    for (old, moves) in &takeovers {
-        let vbs: Vec<u16> = moves.iter().map(|(vb, _)| *vb).collect();
-        let stopped_at = peers.hold(*old, Some(bucket), &vbs, true).await?;
-        for (vb, new) in moves {
-            frozen.insert((bucket.to_owned(), *vb, *new), seqno_in(&stopped_at, bucket, *vb).unwrap_or(0));
+        watched.sort_unstable();
+        watched.dedup();
+        let mut reports = BTreeMap::new();
+        for n in watched {
+            // A node that does not answer this round is asked again in the next one.
+            reports.insert(n, peers.seqnos(n).await.unwrap_or(Value::Null));
         }
-    }
-    let committed = async {
-        peers.wait_until_reached(&frozen, CATCH_UP_TIMEOUT).await?;
-        let mut map = cluster.metadata().buckets[bucket].map.clone();
-        for m in step {
-            map.chains[usize::from(m.vb)] = m.new_chain.clone();
+        let reached = |node: NodeId, vb: u16, seqno: u64| {
+            reports.get(&node).and_then(|r| seqno_in(r, self.bucket, vb)).is_some_and(|have| have >= seqno)
+        };
+        let mut advanced = false;
+        let mut to_hold: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
+        for f in &mut self.flight {
+            match f.phase {
+                Phase::Building { wanted } if f.building.iter().all(|n| reached(*n, f.mv.vb, wanted)) => {
+                    advanced = true;
+                    match f.takeover {
+                        Some((old, _)) => to_hold.entry(old).or_default().push(f.mv.vb),
+                        None => f.phase = Phase::Ready,
+                    }
+                }
+                Phase::Holding { stopped_at }
+                    if f.takeover.is_some_and(|(_, new)| reached(new, f.mv.vb, stopped_at)) =>
+                {
+                    f.phase = Phase::Ready;
+                    advanced = true;
+                }
+                _ => {}
+            }
         }
-        cluster.propose(node, MetaCommand::SetMap { bucket: bucket.into(), map }).await?;
-        anyhow::Ok(())
+        for (old, vbs) in to_hold {
+            self.held.entry(old).or_default().extend(&vbs);
+            let stopped = peers.hold(old, Some(self.bucket), &vbs, true).await?;
+            for f in self.flight.iter_mut().filter(|f| vbs.contains(&f.mv.vb)) {
+                f.phase = Phase::Holding { stopped_at: seqno_in(&stopped, self.bucket, f.mv.vb).unwrap_or(0) };
+            }
+        }
+        Ok(advanced)
     }
-    .await;
-    for (old, moves) in &takeovers {
-        let vbs: Vec<u16> = moves.iter().map(|(vb, _)| *vb).collect();
-        if let Err(e) = peers.hold(*old, Some(bucket), &vbs, false).await {
+
+    /// Commits every ready move's chain in one map change, then releases their held actives.
+    async fn commit_ready(&mut self) -> anyhow::Result<bool> {
+        let (ready, rest): (Vec<InFlight>, Vec<InFlight>) =
+            std::mem::take(&mut self.flight).into_iter().partition(|f| matches!(f.phase, Phase::Ready));
+        self.flight = rest;
+        if ready.is_empty() {
+            return Ok(false);
+        }
+        let mut map = self.cluster.metadata().buckets.get(self.bucket).context("the bucket was deleted")?.map.clone();
+        for f in &ready {
+            map.chains[usize::from(f.mv.vb)] = f.mv.new_chain.clone();
+        }
+        let committed = self.cluster.propose(self.node, MetaCommand::SetMap { bucket: self.bucket.into(), map }).await;
+        let mut released: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
+        for f in &ready {
+            if let Some((old, _)) = f.takeover {
+                released.entry(old).or_default().push(f.mv.vb);
+            }
+        }
+        for (old, vbs) in released {
+            self.release(old, &vbs).await;
+        }
+        committed?;
+        self.cluster.rebalance.lock().done += ready.len();
+        Ok(true)
+    }
+
+    async fn release(&mut self, old: NodeId, vbs: &[u16]) {
+        let meta = self.cluster.metadata();
+        if let Err(e) = Peers::new(self.node, &meta).hold(old, Some(self.bucket), vbs, false).await {
             tracing::warn!(node = old, error = %e, "cannot release vBuckets held for a takeover");
         }
+        if let Some(held) = self.held.get_mut(&old) {
+            held.retain(|vb| !vbs.contains(vb));
+        }
     }
-    committed
+
+    /// Releases whatever is still held (a failed or stopped rebalance): the old actives serve again.
+    async fn release_all(&mut self) {
+        for (old, vbs) in std::mem::take(&mut self.held) {
+            if !vbs.is_empty() {
+                self.release(old, &vbs).await;
+            }
+        }
+    }
+
+    /// Ends the building of copies a failed rebalance leaves behind.
+    async fn clear_building(&self) {
+        let cmd = MetaCommand::SetBuilding { bucket: self.bucket.into(), building: BTreeMap::new() };
+        if let Err(e) = self.cluster.propose(self.node, cmd).await {
+            tracing::warn!(bucket = self.bucket, error = %e, "cannot end the copies a failed rebalance was building");
+        }
+    }
 }

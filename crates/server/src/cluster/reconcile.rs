@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use settee_cluster::{BucketMeta, ClusterMetadata, NodeId, NodeInfo};
+use settee_cluster::{BucketMeta, ClusterMetadata, Membership, NodeId, NodeInfo, Recovery};
 use settee_engine::VbState;
 use settee_types::limits::NUM_VBUCKETS;
 use settee_types::VbId;
@@ -27,6 +27,8 @@ struct FeedKey {
 
 struct Feed {
     spec: FeedSpec,
+    /// The vBuckets the running feed streams; it follows changes without reconnecting.
+    vbuckets: watch::Sender<Vec<VbId>>,
     stop: watch::Sender<bool>,
 }
 
@@ -71,7 +73,9 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
-            apply_vbucket_states(&handle, b, cluster.me, cluster.is_current(), &cluster.held_vbuckets(name));
+            let here =
+                Here { me: cluster.me, current: cluster.is_current(), keep_data: keeps_unowned_data(meta, cluster.me) };
+            apply_vbucket_states(&handle, b, &here, &cluster.held_vbuckets(name));
             for (source, vbuckets) in replica_sources(b, cluster.me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
@@ -113,10 +117,11 @@ impl Reconciler {
         }
     }
 
-    /// Starts, keeps or stops feeds so that exactly `wanted` run.
+    /// Starts, updates or stops feeds so that exactly `wanted` run. A feed whose vBucket list alone changed keeps
+    /// its connection and opens or closes just the streams that differ.
     fn set_feeds(&mut self, wanted: BTreeMap<FeedKey, (Arc<BucketHandle>, FeedSpec)>) {
         self.feeds.retain(|key, feed| {
-            let keep = wanted.get(key).is_some_and(|(_, spec)| *spec == feed.spec);
+            let keep = wanted.get(key).is_some_and(|(_, spec)| spec.same_connection(&feed.spec));
             if !keep {
                 let _ = feed.stop.send(true);
                 tracing::info!(bucket = %key.bucket, source = key.source, "replication feed stopped");
@@ -124,13 +129,18 @@ impl Reconciler {
             keep
         });
         for (key, (handle, spec)) in wanted {
-            if self.feeds.contains_key(&key) {
+            if let Some(feed) = self.feeds.get_mut(&key) {
+                if feed.spec.vbuckets != spec.vbuckets {
+                    let _ = feed.vbuckets.send(spec.vbuckets.clone());
+                    feed.spec = spec;
+                }
                 continue;
             }
             let (stop, stopped) = watch::channel(false);
+            let (vbuckets, streamed) = watch::channel(spec.vbuckets.clone());
             tracing::info!(bucket = %key.bucket, source = key.source, addr = %spec.source, vbuckets = spec.vbuckets.len(), "replication feed started");
-            tokio::spawn(consumer::run(handle, spec.clone(), stopped));
-            self.feeds.insert(key, Feed { spec, stop });
+            tokio::spawn(consumer::run(handle, spec.clone(), streamed, stopped));
+            self.feeds.insert(key, Feed { spec, vbuckets, stop });
         }
     }
 
@@ -193,39 +203,54 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
     }
 }
 
+/// What the reconciler needs to know about this node.
+struct Here {
+    me: NodeId,
+    /// Whether the node's metadata is confirmed current (until then nothing is active here).
+    current: bool,
+    /// Whether copies the map does not place here keep their data (see [`keeps_unowned_data`]).
+    keep_data: bool,
+}
+
+/// A failed-over node keeps the data of its (dead) vBuckets, and so does one in delta recovery until its
+/// rebalance ends: that is what delta recovery resumes from. Every other node drops what the map does not give it.
+fn keeps_unowned_data(meta: &ClusterMetadata, me: NodeId) -> bool {
+    meta.nodes.get(&me).is_some_and(|n| n.membership == Membership::InactiveFailed)
+        || meta.recovery.get(&me) == Some(&Recovery::Delta)
+}
+
 /// Applies the map's states to the local vBuckets. Until the node is `current` nothing is active here; an active
 /// in `held` (a takeover in progress) is pending: clients are refused while DCP still streams it to the copy that
-/// takes over. A copy the (confirmed) map no longer places on this node is emptied in memory and on disk.
-fn apply_vbucket_states(
-    handle: &BucketHandle,
-    b: &BucketMeta,
-    me: NodeId,
-    current: bool,
-    held: &std::collections::HashSet<u16>,
-) {
+/// takes over. A copy the (confirmed) map no longer places on this node is emptied in memory and on disk, unless
+/// the node keeps such data (failed over, or in delta recovery).
+fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, here: &Here, held: &std::collections::HashSet<u16>) {
     let mut changed = 0;
     let mut dropped = 0;
     for vb in 0..NUM_VBUCKETS {
-        let owned = wanted_state(b, vb, me, true);
+        let owned = wanted_state(b, vb, here.me, true);
         let wanted = match owned {
-            VbState::Active if !current => VbState::Dead,
+            VbState::Active if !here.current => VbState::Dead,
             VbState::Active if held.contains(&vb) => VbState::Pending,
             state => state,
         };
         let Some(vbucket) = handle.vbucket(VbId(vb)) else { continue };
         let state = vbucket.state();
         // A vBucket taken out of service by a checksum failure stays out until an operator acts.
-        if state != wanted && state != VbState::Failed {
+        if state == VbState::Failed {
+            continue;
+        }
+        if state != wanted {
             if state == VbState::Active && wanted == VbState::Replica {
                 // Demoted: the new active's history decides what this copy keeps (the feed rolls it back if needed).
                 tracing::info!(bucket = %b.spec.name, vb, "active vBucket becomes a replica");
             }
             handle.set_vbucket_state(VbId(vb), wanted, rand::random());
             changed += 1;
-            if owned == VbState::Dead && current && !held.contains(&vb) {
-                crate::dcp::consumer::reset_replica(handle, VbId(vb));
-                dropped += 1;
-            }
+        }
+        let unowned = owned == VbState::Dead && here.current && !held.contains(&vb);
+        if unowned && !here.keep_data && vbucket.high_seqno() > 0 {
+            crate::dcp::consumer::reset_replica(handle, VbId(vb));
+            dropped += 1;
         }
         if wanted == VbState::Active {
             // Durable writes count acknowledgements from exactly these replicas.
@@ -233,7 +258,7 @@ fn apply_vbucket_states(
             handle.set_replication_chain(VbId(vb), &chain[1..]);
         }
     }
-    if changed > 0 {
+    if changed > 0 || dropped > 0 {
         tracing::info!(bucket = %b.spec.name, changed, dropped, "vBucket states applied from the map");
     }
 }

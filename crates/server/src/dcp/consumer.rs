@@ -11,7 +11,7 @@
 //! and for persist-level ones (or any in a disk snapshot) once the replica's flusher persisted them, which the
 //! driver checks on a short tick while such prepares wait.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use bytes::{Buf, BytesMut};
 use settee_client::Connection;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
 use settee_engine::{ChangeKind, DcpChange, ItemSnapshot, ReplicaApply, VbState};
-use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpen, DcpOpenFlags};
+use settee_mcbp::dcp::{encode_dcp_response, CloseStream, DcpControl, DcpOpen, DcpOpenFlags};
 use settee_mcbp::{decode_request, decode_response, Feature, Opcode, Request};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use settee_types::{Status, VbId};
@@ -42,7 +42,8 @@ const PERSISTENCE_POLL: Duration = Duration::from_millis(5);
 pub struct FeedSpec {
     /// The producer's KV address.
     pub source: SocketAddr,
-    /// The vBuckets this node holds as replicas whose active is on `source`.
+    /// The vBuckets this node holds as replicas whose active is on `source`. A running feed follows changes to
+    /// this list on its open connection (see [`run`]).
     pub vbuckets: Vec<VbId>,
     pub username: String,
     pub password: String,
@@ -51,11 +52,26 @@ pub struct FeedSpec {
     pub name: String,
 }
 
-/// Runs the feed until `stop` turns true, reconnecting after failures.
-pub async fn run(bucket: Arc<BucketHandle>, spec: FeedSpec, mut stop: watch::Receiver<bool>) {
+impl FeedSpec {
+    /// Whether `other` is the same connection (everything but the vBucket list equal).
+    pub fn same_connection(&self, other: &FeedSpec) -> bool {
+        (&self.source, &self.username, &self.password, &self.name)
+            == (&other.source, &other.username, &other.password, &other.name)
+    }
+}
+
+/// Runs the feed until `stop` turns true, reconnecting after failures. `vbuckets` is the list to stream: a change
+/// opens streams for added vBuckets and closes those removed, on the same connection (a rebalance changes it for
+/// every vBucket it moves).
+pub async fn run(
+    bucket: Arc<BucketHandle>,
+    spec: FeedSpec,
+    mut vbuckets: watch::Receiver<Vec<VbId>>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let outcome = tokio::select! {
-            r = stream_once(&bucket, &spec) => r,
+            r = stream_once(&bucket, &spec, &mut vbuckets) => r,
             _ = stop.wait_for(|s| *s) => return,
         };
         if let Err(e) = outcome {
@@ -69,7 +85,11 @@ pub async fn run(bucket: Arc<BucketHandle>, spec: FeedSpec, mut stop: watch::Rec
 }
 
 /// One connection's life: handshake, a stream per vBucket, then apply what arrives until an error.
-async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<()> {
+async fn stream_once(
+    bucket: &BucketHandle,
+    spec: &FeedSpec,
+    vbuckets: &mut watch::Receiver<Vec<VbId>>,
+) -> anyhow::Result<()> {
     let features = [Feature::Collections, Feature::Xattr, Feature::Json];
     let mut c =
         Connection::connect(spec.source, &spec.username, &spec.password, Some(&bucket.name()), &features).await?;
@@ -94,28 +114,40 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
     let (mut sock, unread) = c.into_parts();
     let mut rbuf = BytesMut::from(&unread[..]);
     let mut streams: BTreeMap<VbId, ConsumerStream> = BTreeMap::new();
+    let mut wanted: BTreeSet<VbId> = vbuckets.borrow_and_update().iter().copied().collect();
     out.clear();
-    for &vb in &spec.vbuckets {
+    for &vb in &wanted {
         let stream = open_stream(bucket, vb)?;
         stream.request().encode(&mut out);
         streams.insert(vb, stream);
     }
     sock.write_all(&out).await?;
-    tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = spec.vbuckets.len(), "replication streams requested");
+    tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = wanted.len(), "replication streams requested");
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
     let mut poll = tokio::time::interval(PERSISTENCE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Streams the producer refused, and when to ask for each again.
     let mut refused: Vec<(VbId, tokio::time::Instant)> = Vec::new();
+    let mut list_changed = false;
     loop {
         out.clear();
+        if std::mem::take(&mut list_changed) {
+            let now: BTreeSet<VbId> = vbuckets.borrow_and_update().iter().copied().collect();
+            for &vb in wanted.difference(&now) {
+                streams.remove(&vb);
+                refused.retain(|(r, _)| *r != vb);
+                CloseStream { opaque: u32::from(vb.0), vbucket: vb.0 }.encode(&mut out);
+            }
+            for &vb in now.difference(&wanted) {
+                open_if_replica(bucket, vb, &mut streams, &mut out)?;
+            }
+            wanted = now;
+        }
         let now = tokio::time::Instant::now();
         let (due, later): (Vec<_>, Vec<_>) = refused.drain(..).partition(|(_, at)| *at <= now);
         refused = later;
         for (vb, _) in due {
-            let stream = open_stream(bucket, vb)?;
-            stream.request().encode(&mut out);
-            streams.insert(vb, stream);
+            open_if_replica(bucket, vb, &mut streams, &mut out)?;
         }
         let mut used = 0;
         while let Some(&magic) = rbuf.get(used) {
@@ -128,7 +160,18 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
                 n
             } else {
                 let Some((req, n)) = decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
-                message(bucket, &mut streams, &req, &mut out)?;
+                if let Err(e) = message(bucket, &mut streams, &req, &mut out) {
+                    let vb = VbId(req.vbucket);
+                    if !is_not_replica(&e) {
+                        return Err(e);
+                    }
+                    // The local copy stopped being a replica (promoted by a takeover, or dropped) before the list
+                    // change that closes its stream arrived: only this stream ends.
+                    tracing::debug!(bucket = %bucket.name(), vb = vb.0, "stream for a vBucket no longer a replica closed");
+                    if streams.remove(&vb).is_some() {
+                        CloseStream { opaque: u32::from(vb.0), vbucket: vb.0 }.encode(&mut out);
+                    }
+                }
                 flow.consumed(n);
                 n
             };
@@ -147,6 +190,11 @@ async fn stream_once(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(
             read = sock.read_buf(&mut rbuf) => if read? == 0 {
                 anyhow::bail!("connection closed by the producer");
             },
+            changed = vbuckets.changed() => {
+                // The feed's owner went away: its stop signal follows.
+                changed?;
+                list_changed = true;
+            }
             _ = poll.tick(), if awaiting => {}
             _ = tokio::time::sleep(STREAM_RETRY_PAUSE), if !refused.is_empty() => {}
         }
@@ -168,10 +216,45 @@ fn acknowledge_prepares(bucket: &BucketHandle, streams: &mut BTreeMap<VbId, Cons
     }
 }
 
+/// Requests a stream for `vb` unless the local copy is no longer a replica (its state changed after the list
+/// naming it was sent; the next list leaves it out).
+fn open_if_replica(
+    bucket: &BucketHandle,
+    vb: VbId,
+    streams: &mut BTreeMap<VbId, ConsumerStream>,
+    out: &mut Vec<u8>,
+) -> anyhow::Result<()> {
+    match open_stream(bucket, vb) {
+        Ok(stream) => {
+            stream.request().encode(out);
+            streams.insert(vb, stream);
+            Ok(())
+        }
+        Err(e) if is_not_replica(&e) => {
+            tracing::debug!(bucket = %bucket.name(), vb = vb.0, "no stream for a vBucket no longer a replica");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `e` says the local vBucket is not (or no longer) a replica.
+fn is_not_replica(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<NotReplica>().is_some()
+        || e.downcast_ref::<settee_engine::EngineError>() == Some(&settee_engine::EngineError::NotMyVbucket)
+}
+
+/// The local vBucket a stream was asked for is not a replica.
+#[derive(Debug, thiserror::Error)]
+#[error("vBucket {0} is not a replica here")]
+struct NotReplica(u16);
+
 /// A stream request resuming from what the local replica vBucket holds (opaque = the vBucket id).
 fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream> {
     let info = bucket.stream_info(vb)?;
-    anyhow::ensure!(info.state == VbState::Replica, "vBucket {} is not a replica here", vb.0);
+    if info.state != VbState::Replica {
+        return Err(NotReplica(vb.0).into());
+    }
     let mut stream = ConsumerStream::new(vb, u32::from(vb.0), &info.failover, info.high_seqno, info.snapshot);
     let held: Vec<(u64, bool)> = bucket
         .held_prepares(vb)

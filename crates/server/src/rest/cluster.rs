@@ -13,6 +13,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use settee_cluster::{
     vbmap, AutoFailoverSettings, ClusterMetadata, Membership, MetaCommand, NodeId, NodeInfo, ProposeError,
+    RebalanceSettings, Recovery,
 };
 use tower::ServiceExt;
 
@@ -241,26 +242,31 @@ pub(crate) async fn drain(
     let on = form.get("on") == Some("true");
     let vbs: Vec<u16> = form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
     let covered = cluster.hold_actives(&state.node, form.get("bucket"), &vbs, on).await;
-    Ok(Json(seqnos(&state, |b, vb, _| covered.iter().any(|(cb, cvb)| cb == b && *cvb == vb))))
+    Ok(Json(seqnos(&state, |b, vb, _, _| covered.iter().any(|(cb, cvb)| cb == b && *cvb == vb))))
 }
 
 /// `GET /settee/node/seqnos`, internal to graceful failover and rebalance: the high seqno of every active or
-/// replica vBucket here.
+/// replica vBucket here, and under `kept` the dead vBuckets that still hold data (a failed-over node's copies,
+/// which delta recovery resumes from).
 pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     require_admin(&caller)?;
-    Ok(Json(seqnos(&state, |_, _, st| matches!(st, settee_engine::VbState::Replica | settee_engine::VbState::Active))))
+    use settee_engine::VbState;
+    let mut report = seqnos(&state, |_, _, st, _| matches!(st, VbState::Replica | VbState::Active));
+    report["kept"] = seqnos(&state, |_, _, st, high| st == VbState::Dead && high > 0)["buckets"].take();
+    Ok(Json(report))
 }
 
-/// `{"buckets": {name: {vb: high_seqno}}}` for the vBuckets `pick` selects by bucket, id and state.
-fn seqnos(state: &RestState, pick: impl Fn(&str, u16, settee_engine::VbState) -> bool) -> Value {
+/// `{"buckets": {name: {vb: high_seqno}}}` for the vBuckets `pick` selects by bucket, id, state and high seqno.
+fn seqnos(state: &RestState, pick: impl Fn(&str, u16, settee_engine::VbState, u64) -> bool) -> Value {
     let mut buckets = serde_json::Map::new();
     for b in state.node.buckets() {
         let name = b.name();
         let mut vbs = serde_json::Map::new();
         for vb in 0..settee_types::limits::NUM_VBUCKETS {
             let Some(vbucket) = b.vbucket(settee_types::VbId(vb)) else { continue };
-            if pick(&name, vb, vbucket.state()) {
-                vbs.insert(vb.to_string(), json!(vbucket.high_seqno()));
+            let high = vbucket.high_seqno();
+            if pick(&name, vb, vbucket.state(), high) {
+                vbs.insert(vb.to_string(), json!(high));
             }
         }
         buckets.insert(name, Value::Object(vbs));
@@ -298,11 +304,74 @@ pub(crate) async fn rebalance(
     Ok(StatusCode::OK)
 }
 
-/// `POST /controller/stopRebalance`: the rebalance stops after its current step (finished steps are kept).
+/// `POST /controller/stopRebalance`: moves still building their copies are given up, takeovers under way finish,
+/// and the rebalance ends; finished moves are kept.
 pub(crate) async fn stop_rebalance(State(state): State<RestState>, caller: Caller) -> Result<StatusCode, RestError> {
     require_admin(&caller)?;
     cluster(&state)?.rebalance.lock().stop_requested = true;
     Ok(StatusCode::OK)
+}
+
+/// `POST /controller/setRecoveryType` (`otpNode`, `recoveryType=delta|full`): marks a failed-over node to come back
+/// at the next rebalance, keeping its data and catching it up (delta) or rebuilding it (full). Answers `[]`; a
+/// bad field gets ns_server's `{"field": "message"}`.
+pub(crate) async fn set_recovery_type(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<Value>, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let invalid = |field: &str, message: &str| RestError::Json(StatusCode::BAD_REQUEST, json!({ field: message }));
+    let recovery = match form.get("recoveryType") {
+        Some("delta") => Recovery::Delta,
+        Some("full") => Recovery::Full,
+        _ => return Err(invalid("recoveryType", "recoveryType must be one of: delta, full")),
+    };
+    let meta = cluster.metadata();
+    let not_failed = "invalid node name or node can't be used for delta recovery";
+    let id = find_node(&meta, form.get("otpNode").unwrap_or_default()).ok_or_else(|| invalid("otpNode", not_failed))?;
+    match cluster.propose(&state.node, MetaCommand::SetRecovery { node: id, recovery: Some(recovery) }).await {
+        Ok(_) => {
+            tracing::info!(node = id, recovery = recovery.as_str(), "node marked for recovery");
+            Ok(Json(json!([])))
+        }
+        Err(ProposeError::Rejected(_)) => Err(invalid("otpNode", not_failed)),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
+/// `GET /settings/rebalance`.
+pub(crate) async fn get_rebalance_settings(
+    State(state): State<RestState>,
+    caller: Caller,
+) -> Result<Json<Value>, RestError> {
+    caller.require(caller.user.can_read_settings(), || "cluster.settings!read".to_owned())?;
+    let moves = cluster(&state)?.metadata().rebalance.moves_per_node;
+    Ok(Json(json!({ "rebalanceMovesPerNode": moves })))
+}
+
+/// `POST /settings/rebalance` (`rebalanceMovesPerNode`, 1 to 64): how many vBucket moves a node takes part in at
+/// once during a rebalance.
+pub(crate) async fn set_rebalance_settings(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<Value>, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let form = Form::parse(&body);
+    let max = RebalanceSettings::MOVES_PER_NODE_MAX;
+    let moves = form
+        .get("rebalanceMovesPerNode")
+        .and_then(|m| m.parse::<u32>().ok())
+        .filter(|m| (1..=max).contains(m))
+        .ok_or_else(|| {
+            RestError::field("rebalanceMovesPerNode", format!("The value must be in range from 1 to {max}"))
+        })?;
+    propose(cluster, &state, MetaCommand::SetRebalanceSettings(RebalanceSettings { moves_per_node: moves })).await?;
+    Ok(Json(json!({ "rebalanceMovesPerNode": moves })))
 }
 
 /// `GET /pools/default/tasks`: the rebalance this node orchestrates, as ns_server reports it.

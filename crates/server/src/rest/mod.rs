@@ -112,6 +112,8 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
+        .route("/controller/setRecoveryType", post(cluster::set_recovery_type))
+        .route("/settings/rebalance", get(cluster::get_rebalance_settings).post(cluster::set_rebalance_settings))
         .route("/pools/default/rebalanceProgress", get(cluster::rebalance_progress))
         .route("/pools/default/tasks", get(cluster::tasks))
         .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))

@@ -42,14 +42,24 @@ async fn a_replica_node_follows_its_active_over_dcp() {
         set(&mut client, format!("before-{i}").as_bytes(), b"{\"v\":1}", 0, 0).await;
     }
     let (stop_tx, stop_rx) = watch::channel(false);
+    let lower_half: Vec<VbId> = (0..512).map(VbId).collect();
     let spec = FeedSpec {
         source: a.kv_addr(),
-        vbuckets: (0..1024).map(VbId).collect(),
+        vbuckets: lower_half.clone(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
         name: "replication:test".into(),
     };
-    let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, stop_rx));
+    // The feed starts with half the vBuckets; the list then grows to all of them on the same feed.
+    let (list_tx, list_rx) = watch::channel(lower_half.clone());
+    let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, list_rx, stop_rx));
+    let key_in = |upper: bool, tag: &str| {
+        (0..).map(|i| format!("{tag}-{i}")).find(|k| (vb(k.as_bytes()) >= 512) == upper).expect("a key")
+    };
+    let (low, high) = (key_in(false, "before"), key_in(true, "before"));
+    eventually(|| replica_value(&b, low.as_bytes()).is_ok(), "the lower half to stream").await;
+    assert_eq!(replica_value(&b, high.as_bytes()), Err(EngineError::NotFound), "the upper half is not streamed");
+    list_tx.send((0..1024).map(VbId).collect()).unwrap();
     for i in 0..200 {
         set(&mut client, format!("after-{i}").as_bytes(), format!("{i}").as_bytes(), 0, 0).await;
     }
@@ -76,6 +86,16 @@ async fn a_replica_node_follows_its_active_over_dcp() {
     assert_eq!((r.status, r.value.as_slice()), (0, &b"3"[..]));
     let r = client.call(0x83, &k, &[], &[], vb(b"after-3"), 0).await.unwrap();
     assert_eq!(r.status, 0x07, "the active node holds no replica of the vBucket");
+
+    // The list shrinks back: the upper half's streams close, so later writes there no longer arrive.
+    list_tx.send(lower_half).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (low, high) = (key_in(false, "late"), key_in(true, "late"));
+    set(&mut client, high.as_bytes(), b"1", 0, 0).await;
+    set(&mut client, low.as_bytes(), b"1", 0, 0).await;
+    eventually(|| replica_value(&b, low.as_bytes()).is_ok(), "the lower half to keep streaming").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(replica_value(&b, high.as_bytes()), Err(EngineError::NotFound), "a closed stream delivers nothing");
     stop_tx.send(true).unwrap();
     feed.await.unwrap();
     a.stop().await;
@@ -110,7 +130,8 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
         password: PASSWORD.into(),
         name: replication_connection_name(2, "default"),
     };
-    let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, stop_rx));
+    let (_list, list_rx) = watch::channel(spec.vbuckets.clone());
+    let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, list_rx, stop_rx));
     let mut client = a.connect().await;
     assert_eq!(set(&mut client, b"plain", b"1", 0, 0).await.status, 0);
     eventually(|| replica_value(&b, b"plain").is_ok(), "the feed to stream").await;
