@@ -1,11 +1,14 @@
 """Online rebalance under a continuous Python SDK load: in from 1 to 3 nodes, a swap (one in, one out) with
-`majority` writes, and a rebalance stopped half way and finished later. After each: zero client errors (timeouts
-included), every key holds its last acknowledged value, replicas equal actives, the map is balanced.
+`majority` writes, a rebalance out to 2 nodes stopped half way and finished later, and the recovery of a
+failed-over node (delta, then full). After each: zero client errors (timeouts included), every key holds its last
+acknowledged value, replicas equal actives, the map is balanced.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -19,7 +22,7 @@ from couchbase.options import UpsertOptions
 
 import settee_server
 from sdk_connect import connect
-from settee_server import SetteeServer
+from settee_server import PASSWORD, USERNAME, SetteeServer
 from test_cluster import rest, wait_for
 
 BUCKET = "moving"
@@ -86,6 +89,12 @@ def check(collection, writer: Writer, node: SetteeServer, members: list[SetteeSe
     assert sum(writer.errors.values()) == 0, f"client errors during the rebalance: {dict(writer.errors)}"
     lost = [(k, i) for k, i in writer.acked.items() if collection.get(k).content_as[dict]["i"] < i]
     assert lost == [], f"acknowledged writes lost: {lost[:10]}"
+    check_map(collection, node, members)
+
+
+def check_map(collection, node: SetteeServer, members: list[SetteeServer]):
+    """The map covers exactly `members`, balanced, every vBucket with an active and a replica, and replica reads
+    return what the actives hold."""
     status, cfg = rest(node, "GET", f"/pools/default/b/{BUCKET}")
     server_map = cfg["vBucketServerMap"]
     assert sorted(server_map["serverList"]) == sorted(f"{m.host}:{m.kv_port}" for m in members)
@@ -102,10 +111,10 @@ def check(collection, writer: Writer, node: SetteeServer, members: list[SetteeSe
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     base = Path(tmp_path_factory.mktemp("rebalance"))
-    ports = settee_server.free_ports(12)
+    ports = settee_server.free_ports(15)
     servers = [SetteeServer(kv_port=ports[3 * i], mgmt_port=ports[3 * i + 1], query_port=ports[3 * i + 2],
                             data_dir=base / f"n{i}", log_path=base / f"n{i}.log", bucket="", ip=f"127.0.0.{11 + i}")
-               for i in range(4)]
+               for i in range(5)]
     for s in servers[1:]:
         s.join = servers[0].mgmt_addr
     servers[0].start()
@@ -141,7 +150,7 @@ def test_rebalance_in_from_one_to_three_nodes(nodes, collection):
 def test_swap_one_node_in_one_out_with_majority_writes(nodes, collection):
     with Writer(collection, ServerDurability(DurabilityLevel.MAJORITY)) as writer:
         nodes[3].start()
-        seconds, task = rebalance(nodes[0], nodes, [nodes[2]])
+        seconds, task = rebalance(nodes[0], nodes[:4], [nodes[2]])
         assert "errorMessage" not in task, task
         print(f"\nswap: {seconds:.1f} s, {task['movesDone']} vBucket moves")
         time.sleep(1)
@@ -151,14 +160,119 @@ def test_swap_one_node_in_one_out_with_majority_writes(nodes, collection):
     assert nodes[2].mgmt_addr not in listed, "the ejected node left the cluster"
 
 
-def test_stopped_rebalance_leaves_a_consistent_map_and_finishes_later(nodes, collection):
+def set_moves_per_node(node: SetteeServer, moves: int):
+    status, body = rest(node, "POST", "/settings/rebalance", {"rebalanceMovesPerNode": moves})
+    assert status == 200, body
+    assert rest(node, "GET", "/settings/rebalance")[1] == {"rebalanceMovesPerNode": moves}
+
+
+def test_stopped_rebalance_out_leaves_a_consistent_map_and_finishes_later(nodes, collection):
     members = [nodes[0], nodes[1]]
+    status, body = rest(nodes[0], "POST", "/settings/rebalance", {"rebalanceMovesPerNode": 65})
+    assert status == 400 and "rebalanceMovesPerNode" in body["errors"], body
+    # One move per node at a time, so the stop lands half way.
+    set_moves_per_node(nodes[0], 1)
     with Writer(collection) as writer:
         _, task = rebalance(nodes[0], [nodes[0], nodes[1], nodes[3]], [nodes[3]], stop_after=0.3)
+        assert 0 < task["movesDone"] < task["movesTotal"], task
+        assert task["errorMessage"] == "moving vBuckets of moving: Rebalance stopped by user.", task
         status, cfg = rest(nodes[0], "GET", f"/pools/default/b/{BUCKET}")
         assert all(r[0] >= 0 for r in cfg["vBucketServerMap"]["vBucketMap"]), "every vBucket has an active"
-        print(f"\nstopped after {task['movesDone']} of {task['movesTotal']} moves: {task.get('errorMessage')}")
+        print(f"\nstopped after {task['movesDone']} of {task['movesTotal']} moves")
+        set_moves_per_node(nodes[0], 4)
         _, task = rebalance(nodes[0], [nodes[0], nodes[1], nodes[3]], [nodes[3]])
         assert "errorMessage" not in task, task
         time.sleep(1)
     check(collection, writer, nodes[0], members)
+
+
+def kv_stat(node: SetteeServer, name: str) -> int:
+    """One statistic of the bucket on `node`, from the KV port's STAT (SASL PLAIN, SELECT_BUCKET)."""
+    def send(sock, opcode, key=b"", value=b""):
+        sock.sendall(struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), 0, 0, 0, len(key) + len(value), 0, 0)
+                     + key + value)
+
+    def receive(sock):
+        head = b""
+        while len(head) < 24:
+            head += sock.recv(24 - len(head))
+        key_len, status, body_len = struct.unpack(">H", head[2:4])[0], *struct.unpack(">HI", head[6:12])
+        body = b""
+        while len(body) < body_len:
+            body += sock.recv(body_len - len(body))
+        extras_len = head[4]
+        return status, body[extras_len:extras_len + key_len], body[extras_len + key_len:]
+
+    with socket.create_connection((node.host, node.kv_port), timeout=5) as sock:
+        send(sock, 0x21, b"PLAIN", f"\0{USERNAME}\0{PASSWORD}".encode())
+        assert receive(sock)[0] == 0
+        send(sock, 0x89, BUCKET.encode())
+        assert receive(sock)[0] == 0
+        send(sock, 0x10)
+        stats = {}
+        while True:
+            status, key, value = receive(sock)
+            assert status == 0, status
+            if not key:
+                return int(stats[name])
+            stats[key.decode()] = value.decode()
+
+
+def node_entry(node: SetteeServer, about: SetteeServer) -> dict:
+    listed = rest(node, "GET", "/pools/default")[1]["nodes"]
+    return next(n for n in listed if n["hostname"] == about.mgmt_addr)
+
+
+def test_failed_over_node_comes_back_by_delta_then_full_recovery(nodes, collection):
+    extra = nodes[4]
+    extra.join = nodes[0].mgmt_addr
+    extra.start()
+    members = [nodes[0], nodes[1], extra]
+    _, task = rebalance(nodes[0], members, [])
+    assert "errorMessage" not in task, task
+    docs = {f"d-{i}": 0 for i in range(2000)}
+    for key, v in docs.items():
+        collection.upsert(key, {"v": v})
+    otp = f"ns_1@{extra.host}"
+    status, body = rest(nodes[0], "POST", "/controller/setRecoveryType", {"otpNode": otp, "recoveryType": "delta"})
+    assert status == 400 and "otpNode" in body, "only a failed-over node can be recovered"
+
+    # Delta: a graceful failover (maintenance), some documents change meanwhile, the node comes back with its data.
+    status, body = rest(nodes[0], "POST", "/controller/startGracefulFailover", {"otpNode": otp})
+    assert status == 200, body
+    assert node_entry(nodes[0], extra)["clusterMembership"] == "inactiveFailed"
+    for key in list(docs)[::10]:
+        docs[key] = 1
+        collection.upsert(key, {"v": 1})
+    received_before = kv_stat(extra, "ep_dcp_replica_items_received")
+    status, body = rest(nodes[0], "POST", "/controller/setRecoveryType", {"otpNode": otp, "recoveryType": "delta"})
+    assert status == 200, body
+    assert node_entry(nodes[0], extra)["recoveryType"] == "delta"
+    # No writer this time, so what the node receives is what it lacked.
+    seconds, task = rebalance(nodes[0], members, [])
+    assert "errorMessage" not in task, task
+    check_map(collection, nodes[0], members)
+    received = kv_stat(extra, "ep_dcp_replica_items_received") - received_before
+    held = kv_stat(extra, "curr_items")
+    print(f"\ndelta recovery: {seconds:.1f} s, {task['movesDone']} moves, {received} items received, {held} held")
+    assert node_entry(nodes[0], extra)["recoveryType"] == "none"
+    assert node_entry(nodes[0], extra)["clusterMembership"] == "active"
+    assert all(collection.get(k).content_as[dict] == {"v": v} for k, v in docs.items())
+
+    # Full: a hard failover, then the node's data is dropped and rebuilt.
+    status, body = rest(nodes[0], "POST", "/controller/failOver", {"otpNode": otp})
+    assert status == 200, body
+    received_before = kv_stat(extra, "ep_dcp_replica_items_received")
+    status, body = rest(nodes[0], "POST", "/controller/setRecoveryType", {"otpNode": otp, "recoveryType": "full"})
+    assert status == 200, body
+    with Writer(collection) as writer:
+        seconds, task = rebalance(nodes[0], members, [])
+        assert "errorMessage" not in task, task
+        time.sleep(1)
+    check(collection, writer, nodes[0], members)
+    received_full = kv_stat(extra, "ep_dcp_replica_items_received") - received_before
+    held = kv_stat(extra, "curr_items")
+    print(f"full recovery: {seconds:.1f} s, {task['movesDone']} moves, {received_full} items received, {held} held")
+    assert received_full >= held, "full recovery copies every item again"
+    assert received < held / 3, f"delta recovery caught up ({received} items) instead of copying ({held} held)"
+    assert all(collection.get(k).content_as[dict] == {"v": v} for k, v in docs.items())
