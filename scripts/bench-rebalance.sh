@@ -86,5 +86,5 @@ during = [t["p99_us"] for t in run["timeline"] if r0 <= t["t_s"] + c0 <= r1 and 
 for name, xs in (("before", before), ("during", during)):
     if xs:
         print(f"client p99 per second {name}: median {statistics.median(xs):.0f} us, max {max(xs):.0f} us ({len(xs)} s)")
-print(f"client errors: {run['errors']} {run['errors_by_kind']}")
+print(f"client errors: {run['errors']} {run['errors_by_kind']}; retries: {run.get('retries', 0)}")
 PY

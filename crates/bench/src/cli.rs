@@ -147,7 +147,8 @@ pub struct RunArgs {
     /// Name of this case in results and comparisons (default: a description of the workload).
     #[arg(long)]
     pub case: Option<String>,
-    /// Seconds without a reply after which a connection gives up.
+    /// Seconds without a reply after which a connection gives up; a request is not retried (NOT_MY_VBUCKET, a node
+    /// leaving the map) past this many seconds after its first send either.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
     /// No progress line and no table (the JSON file is still written).

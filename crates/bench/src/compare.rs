@@ -144,6 +144,7 @@ mod tests {
                 errors: 0,
                 not_found: 0,
                 errors_by_kind: Default::default(),
+                retries: 0,
                 latency_us: LatencySummary { p50: p99 / 2.0, p99, ..Default::default() },
                 percentiles_us: vec![],
                 operations: Default::default(),

@@ -7,6 +7,9 @@
 //! - [`run_bench`]: one run (load phase, run phase) returning a [`BenchResult`], the JSON document `--json` writes.
 //! - Workloads: the pillowfight GET/SET mix and YCSB core workloads A, B, C, D, F with YCSB's zipfian, uniform and
 //!   latest key choice. Latency goes into HdrHistograms per operation type; `--rate-limit` runs open loop.
+//! - On `couchbase://` the connections follow the cluster map like an SDK's: NOT_MY_VBUCKET is retried on the node
+//!   the new map names (`retry`), pushed and fetched configs are applied, and a new node list is followed without
+//!   losing requests in flight (`follow`, `link`). Retries are counted apart from errors.
 //!
 //! It depends on the client and the codec only, never on the server or the engine.
 
@@ -14,11 +17,13 @@ mod cli;
 mod compare;
 mod distribution;
 mod driver;
+mod follow;
 mod keys;
 mod link;
 mod plot;
 mod progress;
 mod report;
+mod retry;
 mod rng;
 mod runner;
 mod spec;

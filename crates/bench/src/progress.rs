@@ -1,4 +1,4 @@
-//! The live progress line: ops/s, errors and p99 of the last second, redrawn in place on a terminal (indicatif),
+//! The live progress line: ops/s, errors, retries and p99 of the last second, redrawn in place on a terminal (indicatif),
 //! or printed as one line per second when stderr is not a terminal.
 
 use std::io::IsTerminal;
@@ -31,12 +31,13 @@ impl Progress {
 
     pub(crate) fn update(&mut self, elapsed: Duration, p: &TimelinePoint, total_ops: u64, warming: bool) {
         let line = format!(
-            "{:<4} {:>6.1} s{} {:>11.0} ops/s  errors {:<6} p99 {:>8.1} µs  total {}",
+            "{:<4} {:>6.1} s{} {:>11.0} ops/s  errors {:<6} retries {:<6} p99 {:>8.1} µs  total {}",
             self.phase,
             elapsed.as_secs_f64(),
             if warming { " (warm-up)" } else { "" },
             p.ops_per_sec,
             p.errors,
+            p.retries,
             p.p99_us,
             total_ops
         );

@@ -51,6 +51,11 @@ pub struct PhaseResult {
     pub not_found: u64,
     /// Errors by kind (`TMPFAIL (0x86)`, `timeout`, ...).
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Requests sent again, as the SDKs do, after NOT_MY_VBUCKET or because their node had no connection or left
+    /// the map (a rebalance, a failover). Not errors: an operation that succeeds after retries counts once, with
+    /// the latency of all its attempts. (Absent from files written before retries existed: 0.)
+    #[serde(default)]
+    pub retries: u64,
     /// Latency over all operation types.
     pub latency_us: LatencySummary,
     /// Latency at [`CURVE_PERCENTILES`] over all operation types: `[percentile, microseconds]`.
@@ -89,6 +94,9 @@ pub struct TimelinePoint {
     pub ops: u64,
     pub ops_per_sec: f64,
     pub errors: u64,
+    /// Requests sent again during the interval.
+    #[serde(default)]
+    pub retries: u64,
     pub p50_us: f64,
     pub p99_us: f64,
 }
@@ -157,6 +165,7 @@ impl PhaseResult {
             errors,
             not_found,
             errors_by_kind: stats.errors_by.clone(),
+            retries: stats.retries,
             latency_us: summary(&all),
             percentiles_us: curve(&all),
             operations,
@@ -194,6 +203,13 @@ pub(crate) fn table(result: &BenchResult) -> String {
         if let Some(p) = phase {
             for (kind, n) in &p.errors_by_kind {
                 let _ = writeln!(out, "{name} errors: {kind}: {n}");
+            }
+            if p.retries > 0 {
+                let _ = writeln!(
+                    out,
+                    "{name} retries: {} (requests sent again after NOT_MY_VBUCKET or a node change)",
+                    p.retries
+                );
             }
         }
     }
@@ -237,6 +253,7 @@ mod tests {
             s.record(&Completion { kind: OpKind::Get, latency_ns: i * 1000, outcome: Outcome::Ok });
         }
         s.record(&Completion { kind: OpKind::Set, latency_ns: 5000, outcome: Outcome::Status(0x86) });
+        s.record_retries(7);
         s
     }
 
@@ -251,6 +268,7 @@ mod tests {
         assert!((get.latency_us.p50 - 500.0).abs() < 1.0 && (get.latency_us.max - 1000.0).abs() < 1.0);
         assert_eq!(p.percentiles_us.len(), CURVE_PERCENTILES.len());
         assert_eq!(p.errors_by_kind["TMPFAIL (0x86)"], 1);
+        assert_eq!(p.retries, 7);
     }
 
     /// The result document survives a JSON round trip, and the table names every operation.
@@ -272,6 +290,11 @@ mod tests {
         assert_eq!(back.run.as_ref().unwrap().ops, 1001);
         let t = table(&back);
         assert!(t.contains("get") && t.contains("set") && t.contains("total") && t.contains("TMPFAIL"), "{t}");
+        assert!(t.contains("run retries: 7"), "{t}");
+        let mut old = serde_json::to_value(&r).unwrap();
+        old["run"].as_object_mut().unwrap().remove("retries");
+        let back: BenchResult = serde_json::from_value(old).unwrap();
+        assert_eq!(back.run.unwrap().retries, 0, "files written before retries existed still read");
     }
 
     /// The histogram text ends each section at the 100th percentile with the total count.

@@ -400,6 +400,7 @@ impl Sampler<'_> {
             ops: self.interval.ops,
             ops_per_sec: self.interval.ops as f64 / secs,
             errors: self.interval.errors,
+            retries: self.interval.retries,
             p50_us: p(0.5),
             p99_us: p(0.99),
         };

@@ -1,6 +1,6 @@
 //! What a run records: per operation type an HdrHistogram of latencies (nanoseconds, 3 significant digits) and
-//! counts of successes, misses and errors; per reporting interval a histogram over all operations for the live
-//! progress line and the timeline.
+//! counts of successes, misses and errors; the requests sent again (retries, not errors); per reporting interval a
+//! histogram over all operations for the live progress line and the timeline.
 
 use std::collections::BTreeMap;
 
@@ -128,9 +128,12 @@ impl OpTotals {
 pub(crate) struct PhaseStats {
     pub ops: [Option<OpTotals>; 4],
     pub errors_by: BTreeMap<String, u64>,
+    /// Requests sent again (after NOT_MY_VBUCKET, or because their node had no connection or left the map).
+    pub retries: u64,
     pub interval: Histogram<u64>,
     pub interval_ops: u64,
     pub interval_errors: u64,
+    pub interval_retries: u64,
 }
 
 impl PhaseStats {
@@ -138,10 +141,17 @@ impl PhaseStats {
         PhaseStats {
             ops: [None, None, None, None],
             errors_by: BTreeMap::new(),
+            retries: 0,
             interval: new_histogram(),
             interval_ops: 0,
             interval_errors: 0,
+            interval_retries: 0,
         }
+    }
+
+    pub(crate) fn record_retries(&mut self, n: u64) {
+        self.retries += n;
+        self.interval_retries += n;
     }
 
     pub(crate) fn record(&mut self, c: &Completion) {
@@ -177,6 +187,7 @@ impl PhaseStats {
         for (k, v) in &other.errors_by {
             *self.errors_by.entry(k.clone()).or_default() += v;
         }
+        self.retries += other.retries;
     }
 
     /// Moves the interval's histogram and counts into `into`, leaving them empty here.
@@ -184,9 +195,11 @@ impl PhaseStats {
         let _ = into.latency.add(&self.interval);
         into.ops += self.interval_ops;
         into.errors += self.interval_errors;
+        into.retries += self.interval_retries;
         self.interval.reset();
         self.interval_ops = 0;
         self.interval_errors = 0;
+        self.interval_retries = 0;
     }
 }
 
@@ -196,16 +209,18 @@ pub(crate) struct IntervalStats {
     pub latency: Histogram<u64>,
     pub ops: u64,
     pub errors: u64,
+    pub retries: u64,
 }
 
 impl IntervalStats {
     pub(crate) fn new() -> IntervalStats {
-        IntervalStats { latency: new_histogram(), ops: 0, errors: 0 }
+        IntervalStats { latency: new_histogram(), ops: 0, errors: 0, retries: 0 }
     }
     pub(crate) fn reset(&mut self) {
         self.latency.reset();
         self.ops = 0;
         self.errors = 0;
+        self.retries = 0;
     }
 }
 
@@ -226,6 +241,8 @@ mod tests {
         a.record(&c(OpKind::Set, 3_000, Outcome::Status(0x86)));
         let mut b = PhaseStats::new();
         b.record(&c(OpKind::Set, 4_000, Outcome::Timeout));
+        a.record_retries(3);
+        b.record_retries(1);
         b.merge_totals(&a);
         let get = b.ops[0].as_ref().unwrap();
         assert_eq!((get.ok, get.not_found, get.errors, get.ops()), (1, 1, 0, 2));
@@ -233,6 +250,7 @@ mod tests {
         assert_eq!((set.errors, set.latency.len()), (2, 2));
         assert_eq!(b.errors_by.get("TMPFAIL (0x86)"), Some(&1));
         assert_eq!(b.errors_by.get("timeout"), Some(&1));
+        assert_eq!(b.retries, 4, "retries add up apart from errors");
         assert_eq!(Outcome::of_status(1, false), Outcome::Status(1));
     }
 
@@ -242,10 +260,12 @@ mod tests {
         let mut a = PhaseStats::new();
         a.record(&c(OpKind::Get, 5_000, Outcome::Ok));
         a.record(&c(OpKind::Get, 5_000, Outcome::Status(4)));
+        a.record_retries(2);
         let mut i = IntervalStats::new();
         a.drain_interval(&mut i);
-        assert_eq!((i.ops, i.errors, i.latency.len()), (2, 1, 2));
-        assert_eq!((a.interval_ops, a.interval.len()), (0, 0));
+        assert_eq!((i.ops, i.errors, i.retries, i.latency.len()), (2, 1, 2, 2));
+        assert_eq!((a.interval_ops, a.interval_retries, a.interval.len()), (0, 0, 0));
+        assert_eq!(a.retries, 2);
         assert_eq!(a.ops[0].as_ref().unwrap().ops(), 2);
     }
 }

@@ -1,14 +1,19 @@
 //! The smart client: bootstrap from a seed node (HELLO, SASL PLAIN, SELECT_BUCKET, GET_CLUSTER_CONFIG), a
-//! connection to every KV node of the map, and routing of each key to the node holding its vBucket active.
+//! connection to every KV node of the map ([`NodeConnections`]), newer configs from the server, and the
+//! reconciliation of the connections with a new node list.
 
-use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::task::{Context, Poll};
+use std::time::Duration;
 
-use settee_mcbp::{Feature, Opcode, Request};
+use settee_mcbp::{Feature, Opcode};
 
 use crate::config::ClusterConfig;
 use crate::connection::{ClientError, Connection};
+use crate::node_connections::{NodeConnections, Reconciled};
+
+/// How long opening a connection to a node that joined the map may take (connect, HELLO, SASL, SELECT_BUCKET)
+/// before it counts as unreachable.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What every connection of a smart client negotiates.
 #[derive(Clone, Debug)]
@@ -21,7 +26,9 @@ pub struct BootstrapOptions {
     pub agent: String,
 }
 
-/// The features the official SDKs ask for that change what goes over the wire for KV operations.
+/// The features the official SDKs ask for that change what goes over the wire for KV operations. Duplex with brief
+/// cluster-map notifications, as the current SDKs do: a node pushes (magic 0x82, opcode 0x01) the revision of every
+/// new config, and the client fetches the config with GET_CLUSTER_CONFIG when it is newer than its own.
 pub const SDK_FEATURES: &[Feature] = &[
     Feature::TcpNoDelay,
     Feature::MutationSeqno,
@@ -34,6 +41,8 @@ pub const SDK_FEATURES: &[Feature] = &[
     Feature::SyncReplication,
     Feature::Collections,
     Feature::PreserveTtl,
+    Feature::Duplex,
+    Feature::ClustermapChangeNotificationBrief,
 ];
 
 /// A bootstrapped cluster: the options to open more connections with, and the current map.
@@ -44,14 +53,6 @@ pub struct Cluster {
     config: ClusterConfig,
 }
 
-/// Where a key goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Route {
-    /// Index of the node connection.
-    pub node: usize,
-    pub vbucket: u16,
-}
-
 /// What applying a config from the server changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigChange {
@@ -59,7 +60,7 @@ pub enum ConfigChange {
     Ignored,
     /// A newer map over the same nodes: routing changed, connections stay.
     Map,
-    /// The node list changed: connections must be reopened with [`Cluster::connect_all`].
+    /// The node list changed: the connections must follow with [`Cluster::reconcile`].
     Nodes,
 }
 
@@ -96,7 +97,8 @@ impl Cluster {
         &self.options
     }
 
-    /// Applies a config the server sent (a NOT_MY_VBUCKET body) if it is newer than the current one.
+    /// Applies a config the server sent (a NOT_MY_VBUCKET body, a push, a GET_CLUSTER_CONFIG reply) if it is newer
+    /// than the current one.
     pub fn apply_config(&mut self, body: &[u8]) -> ConfigChange {
         let Ok(next) = ClusterConfig::parse(body, &self.seed_host) else { return ConfigChange::Ignored };
         if !next.is_newer_than(&self.config) {
@@ -115,9 +117,28 @@ impl Cluster {
     pub async fn connect_all(&self) -> Result<NodeConnections, ClientError> {
         let mut conns = Vec::with_capacity(self.config.kv_nodes.len());
         for node in &self.config.kv_nodes {
-            conns.push(handshake(node, &self.options).await?);
+            conns.push(Some(handshake(node, &self.options).await?));
         }
-        Ok(NodeConnections { conns, config: self.config.clone() })
+        Ok(NodeConnections::new(conns, self.config.clone()))
+    }
+
+    /// Brings `nodes` in line with the current config (after [`ConfigChange::Nodes`]): the connections to nodes
+    /// still listed are kept as they are, with whatever they have in flight; a connection is opened to every new
+    /// node (and to a listed node whose connection failed); connections to nodes no longer listed are closed. A node
+    /// that cannot be reached within a few seconds keeps an empty slot and is reported.
+    pub async fn reconcile(&self, nodes: &mut NodeConnections) -> Reconciled {
+        let mut opened = Vec::new();
+        for (index, addr) in nodes.to_open(&self.config) {
+            let attempt = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(addr, &self.options)).await {
+                Ok(r) => r,
+                Err(_) => Err(ClientError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no handshake with {addr} within {HANDSHAKE_TIMEOUT:?}"),
+                ))),
+            };
+            opened.push((index, attempt));
+        }
+        nodes.replace(&self.config, opened)
     }
 
     /// Resolves `scope.collection` to its collection id (GET_COLLECTION_ID).
@@ -128,66 +149,6 @@ impl Cluster {
         }
         let e = r.extras.get(8..12).ok_or_else(|| ClientError::Protocol("GET_COLLECTION_ID extras".into()))?;
         Ok(u32::from_be_bytes([e[0], e[1], e[2], e[3]]))
-    }
-}
-
-/// One connection per KV node, and the map they were opened for.
-pub struct NodeConnections {
-    conns: Vec<Connection>,
-    config: ClusterConfig,
-}
-
-impl NodeConnections {
-    /// Where `key` (without its collection prefix) goes; None when its vBucket has no active node.
-    pub fn route(&self, key: &[u8]) -> Option<Route> {
-        let vbucket = self.config.vbucket_of(key);
-        self.config.active_node(vbucket).map(|node| Route { node, vbucket })
-    }
-
-    /// Takes a newer map over the same nodes (see [`Cluster::apply_config`]).
-    pub fn set_config(&mut self, config: &ClusterConfig) {
-        if config.kv_nodes == self.config.kv_nodes {
-            self.config = config.clone();
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.conns.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.conns.is_empty()
-    }
-
-    pub fn node(&mut self, node: usize) -> &mut Connection {
-        &mut self.conns[node]
-    }
-
-    /// Queues `req` on the node of `route` with the route's vBucket; returns the opaque.
-    pub fn queue(&mut self, route: Route, req: &Request<'_>) -> u32 {
-        self.conns[route.node].queue(&Request { vbucket: route.vbucket, ..*req })
-    }
-
-    /// Flushes every node connection with queued requests.
-    pub async fn flush(&mut self) -> Result<(), ClientError> {
-        for c in &mut self.conns {
-            c.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Waits until any of the nodes in `waiting` (indexes) sends bytes; returns that node's index.
-    pub async fn fill_any(&mut self, waiting: &[usize]) -> Result<usize, ClientError> {
-        poll_fn(|cx| self.poll_fill_any(cx, waiting)).await
-    }
-
-    fn poll_fill_any(&mut self, cx: &mut Context<'_>, waiting: &[usize]) -> Poll<Result<usize, ClientError>> {
-        for &i in waiting {
-            if let Poll::Ready(r) = self.conns[i].poll_fill(cx) {
-                return Poll::Ready(r.map(|_| i));
-            }
-        }
-        Poll::Pending
     }
 }
 
@@ -221,6 +182,121 @@ fn host_of(addr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node_connections::Route;
+    use settee_mcbp::{decode_request, encode_response, Magic, Request};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn options() -> BootstrapOptions {
+        BootstrapOptions {
+            user: "u".into(),
+            password: "p".into(),
+            bucket: "b".into(),
+            features: vec![],
+            agent: "t".into(),
+        }
+    }
+
+    fn body(rev: i64, list: &str, map: &str) -> Vec<u8> {
+        format!(r#"{{"rev":{rev},"vBucketServerMap":{{"serverList":{list},"vBucketMap":{map}}}}}"#).into_bytes()
+    }
+
+    /// A fake KV node: counts the connections it accepts and those that closed, and answers every request with
+    /// success and an empty body (enough for HELLO, SASL and SELECT_BUCKET, and for a GET).
+    struct FakeNode {
+        addr: String,
+        accepted: Arc<AtomicUsize>,
+        closed: Arc<AtomicUsize>,
+    }
+
+    async fn fake_node() -> FakeNode {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (accepted, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (a, c) = (accepted.clone(), closed.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            c.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let mut out = Vec::new();
+                        while let Ok(Some((r, used))) = decode_request(&buf, 1 << 20) {
+                            encode_response(&mut out, r.opcode, 0, r.opaque, 0, 0, &[], &[], &[], &[]);
+                            buf.drain(..used);
+                        }
+                        let _ = s.write_all(&out).await;
+                    }
+                });
+            }
+        });
+        FakeNode { addr, accepted, closed }
+    }
+
+    fn list(nodes: &[&str]) -> String {
+        format!("[{}]", nodes.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(","))
+    }
+
+    /// From [a, b] to [b, c]: the connection to b is kept (a request sent on it before gets its reply after, at
+    /// b's new index), c gets a new connection, a's is closed; then a node that refuses connections gets an empty,
+    /// reported slot while the others stay as they are.
+    #[tokio::test]
+    async fn reconcile_keeps_connections_to_nodes_that_stay() {
+        let (a, b, c) = (fake_node().await, fake_node().await, fake_node().await);
+        let config = ClusterConfig::parse(&body(1, &list(&[&a.addr, &b.addr]), "[[0],[1]]"), "s").unwrap();
+        let mut cluster = Cluster { options: options(), seed_host: "s".into(), config };
+        let mut nodes = cluster.connect_all().await.unwrap();
+        let get = Request {
+            magic: Magic::ClientRequest,
+            opcode: 0,
+            datatype: 0,
+            vbucket: 0,
+            opaque: 0,
+            cas: 0,
+            framing: &[],
+            extras: &[],
+            key: b"k",
+            value: &[],
+        };
+        let opaque = nodes.queue(Route { node: 1, vbucket: 1 }, &get).unwrap();
+        nodes.flush().await.unwrap();
+
+        let change = cluster.apply_config(&body(2, &list(&[&b.addr, &c.addr]), "[[0],[1]]"));
+        assert_eq!(change, ConfigChange::Nodes);
+        let r = cluster.reconcile(&mut nodes).await;
+        assert_eq!(r.moved, [None, Some(0)]);
+        assert!(r.unreachable.is_empty());
+        assert_eq!((nodes.len(), nodes.addr(0), nodes.addr(1)), (2, Some(b.addr.as_str()), Some(c.addr.as_str())));
+        let reply = nodes.node(0).unwrap().read_response().await.unwrap();
+        assert_eq!(reply.opaque, opaque, "the request sent to b before is answered on the kept connection");
+        let counts = |n: &FakeNode| (n.accepted.load(Ordering::SeqCst), n.closed.load(Ordering::SeqCst));
+        assert_eq!((counts(&b), counts(&c).0), ((1, 0), 1));
+        for _ in 0..200 {
+            if counts(&a) == (1, 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(counts(&a), (1, 1), "the connection to a was closed");
+
+        let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        cluster.apply_config(&body(3, &list(&[&b.addr, &c.addr, &refused]), "[[0],[1]]"));
+        let r = cluster.reconcile(&mut nodes).await;
+        assert_eq!(r.moved, [Some(0), Some(1)]);
+        assert_eq!(r.unreachable.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [2]);
+        assert!(nodes.is_up(0) && nodes.is_up(1) && !nodes.is_up(2));
+        assert_eq!((counts(&b).0, counts(&c).0), (1, 1), "no new connection to nodes that stay");
+        assert_eq!(nodes.queue(Route { node: 2, vbucket: 0 }, &get), None, "nothing is queued on an empty slot");
+    }
 
     /// The seed's host is what `$HOST` stands for, with IPv6 brackets removed.
     #[test]
@@ -234,18 +310,8 @@ mod tests {
     /// or unparsable body is ignored.
     #[test]
     fn apply_config_reports_what_changed() {
-        let body = |rev: i64, list: &str, map: &str| {
-            format!(r#"{{"rev":{rev},"vBucketServerMap":{{"serverList":{list},"vBucketMap":{map}}}}}"#).into_bytes()
-        };
-        let opts = BootstrapOptions {
-            user: "u".into(),
-            password: "p".into(),
-            bucket: "b".into(),
-            features: vec![],
-            agent: "t".into(),
-        };
         let config = ClusterConfig::parse(&body(5, r#"["a:1","b:1"]"#, "[[0],[1]]"), "s").unwrap();
-        let mut c = Cluster { options: opts, seed_host: "s".into(), config };
+        let mut c = Cluster { options: options(), seed_host: "s".into(), config };
         assert_eq!(c.apply_config(&body(4, r#"["a:1","b:1"]"#, "[[1],[1]]")), ConfigChange::Ignored);
         assert_eq!(c.apply_config(b"{"), ConfigChange::Ignored);
         assert_eq!(c.apply_config(&body(6, r#"["a:1","b:1"]"#, "[[1],[1]]")), ConfigChange::Map);

@@ -205,13 +205,17 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads the next frame from the server.
+    /// Reads the next reply from the server. Server pushes (cluster-map notifications, on a connection that agreed
+    /// Duplex) answer no request and are skipped.
     pub async fn read_response(&mut self) -> Result<OwnedResponse, ClientError> {
         loop {
-            if let Some(r) = self.next_response()? {
-                return Ok(OwnedResponse::of(&r));
+            match self.next_response()? {
+                Some(r) if r.magic == Magic::ServerRequest => continue,
+                Some(r) => return Ok(OwnedResponse::of(&r)),
+                None => {
+                    self.fill().await?;
+                }
             }
-            self.fill().await?;
         }
     }
 
@@ -385,5 +389,17 @@ mod tests {
         let r = c.call(0x0a, &[], &[], &[], 0, 0).await.unwrap();
         assert_eq!((r.opcode, r.opaque, r.extras, r.key, r.value), (0x0a, 1, vec![1, 2], b"k".to_vec(), b"v".to_vec()));
         assert!(!c.collections() && c.key(8, b"x") == b"x");
+    }
+
+    /// A cluster-map push (magic 0x82) that arrives before the reply is not taken for the reply.
+    #[tokio::test]
+    async fn read_response_skips_server_pushes() {
+        let mut reply = vec![0x82, 0x01, 0, 0, 16, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        reply.extend_from_slice(&[0; 16]);
+        encode_response(&mut reply, 0xb5, 0, 1, 0, 0, &[], &[], &[], b"{}");
+        let addr = fake_server(24, reply).await;
+        let mut c = Connection::connect_raw(addr).await.unwrap();
+        let r = c.call(0xb5, &[], &[], &[], 0, 0).await.unwrap();
+        assert_eq!((r.opcode, r.opaque, r.value), (0xb5, 1, b"{}".to_vec()));
     }
 }

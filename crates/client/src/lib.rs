@@ -3,15 +3,18 @@
 //! - [`Connection`]: one socket. `connect` runs HELLO, SASL PLAIN and SELECT_BUCKET; `call`/`send` do one request
 //!   at a time; `queue`, `flush`, `fill` and `next_response` pipeline requests and decode replies in place.
 //! - [`Cluster`]: bootstrap from a seed (GET_CLUSTER_CONFIG after the handshake), collection ids
-//!   (GET_COLLECTION_ID), and [`NodeConnections`], one connection per KV node with vBucket routing from the
-//!   config's `vBucketMap`, `serverList` and `nodesExt` ([`ClusterConfig`]).
+//!   (GET_COLLECTION_ID), newer configs from the server ([`ConfigChange`]), and [`NodeConnections`], one connection
+//!   per KV node with vBucket routing from the config's `vBucketMap`, `serverList` and `nodesExt`
+//!   ([`ClusterConfig`]), reconciled with a new node list by [`Cluster::reconcile`].
 //!
 //! It depends on the codec (`settee-mcbp`) and tokio only; it knows nothing of the server.
 
 mod cluster;
 mod config;
 mod connection;
+mod node_connections;
 
-pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, NodeConnections, Route, SDK_FEATURES};
+pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
 pub use config::{vbucket_of, ClusterConfig};
 pub use connection::{ClientError, Connection, OwnedResponse};
+pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};
