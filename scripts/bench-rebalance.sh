@@ -4,7 +4,8 @@
 # rebalance spreads the bucket over the three while a rate-limited client (RATE ops/s, 50/50 get/set) runs.
 # Reports the rebalance time, the items and MB the new copies received per second (against dd and a loopback
 # socket copy measured in the same run), and the client's per-second p99 before and during the rebalance.
-# Environment: ITEMS (default 1000000), RATE (default 5000), WORK (default a new temporary directory).
+# Environment: ITEMS (default 1000000), RATE (default 5000), MOVES (rebalanceMovesPerNode; default: the server's,
+# 4), WORK (default a new temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,6 +61,10 @@ BEFORE=10
 CLIENT=$!
 CLIENT_START=$(date +%s.%N)
 sleep "$BEFORE"
+if [ -n "${MOVES:-}" ]; then
+    curl -sf "${ADMIN[@]}" -X POST http://127.0.0.1:8091/settings/rebalance -d "rebalanceMovesPerNode=$MOVES" >/dev/null
+fi
+echo "rebalanceMovesPerNode: $(curl -sf "${ADMIN[@]}" http://127.0.0.1:8091/settings/rebalance)"
 REB_START=$(date +%s.%N)
 curl -sf "${ADMIN[@]}" -X POST http://127.0.0.1:8091/controller/rebalance \
     -d 'knownNodes=ns_1@127.0.0.1,ns_1@127.0.0.2,ns_1@127.0.0.3&ejectedNodes=' >/dev/null
