@@ -4,7 +4,7 @@
 //! durability frame differ.
 
 use settee_client::{ClientError, Cluster, ConfigChange, Connection, NodeConnections, NodeError, Reconciled, Route};
-use settee_mcbp::{encode_leb128, Feature, Magic, Opcode, Request, Response};
+use settee_mcbp::{encode_leb128, Feature, Opcode, Request, Response};
 
 /// Request extras of a SET: flags and expiry, both zero.
 const SET_EXTRAS: [u8; 8] = [0; 8];
@@ -132,18 +132,7 @@ impl Link {
             Some((v, _)) => (Opcode::Set as u8, &SET_EXTRAS[..], v),
             None => (Opcode::Get as u8, &[][..], &[][..]),
         };
-        let mut req = Request {
-            magic: Magic::ClientRequest,
-            opcode,
-            datatype: 0,
-            vbucket: 0,
-            opaque: 0,
-            cas: 0,
-            framing: &[],
-            extras,
-            key: wire_key,
-            value: body,
-        };
+        let mut req = Request { extras, value: body, ..Request::client(opcode, wire_key) };
         match self {
             Link::Memcached(c, _) => Ok(Queued { node: 0, opaque: c.queue(&req), vbucket: 0 }),
             Link::Couchbase(c) => {
@@ -250,18 +239,7 @@ impl Link {
     /// Queues a GET_CLUSTER_CONFIG on `node`; returns its opaque, or None when the node has no connection.
     pub(crate) fn request_config(&mut self, node: usize) -> Option<u32> {
         let Link::Couchbase(c) = self else { return None };
-        let req = Request {
-            magic: Magic::ClientRequest,
-            opcode: Opcode::GetClusterConfig as u8,
-            datatype: 0,
-            vbucket: 0,
-            opaque: 0,
-            cas: 0,
-            framing: &[],
-            extras: &[],
-            key: &[],
-            value: &[],
-        };
+        let req = Request::client(Opcode::GetClusterConfig as u8, &[]);
         c.nodes.node(node).map(|conn| conn.queue(&req))
     }
 

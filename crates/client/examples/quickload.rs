@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use settee_client::Connection;
-use settee_mcbp::{encode_request, Feature, Magic, Request};
+use settee_mcbp::{encode_request, Feature, Request};
 use settee_types::vbucket_for_key;
 
 #[tokio::main]
@@ -39,16 +39,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let k = c.key(0, key.as_bytes());
                     let is_set = (n >> 20) % 100 < set_pct;
                     let req = Request {
-                        magic: Magic::ClientRequest,
-                        opcode: if is_set { 0x01 } else { 0x00 },
-                        datatype: 0,
                         vbucket: vbucket_for_key(key.as_bytes(), 1024).0,
-                        opaque: 0,
-                        cas: 0,
-                        framing: &[],
                         extras: if is_set { &[0; 8] } else { &[] },
-                        key: &k,
                         value: if is_set { &value } else { &[] },
+                        ..Request::client(if is_set { 0x01 } else { 0x00 }, &k)
                     };
                     encode_request(&mut out, &req);
                 }

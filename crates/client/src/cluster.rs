@@ -183,7 +183,7 @@ fn host_of(addr: &str) -> String {
 mod tests {
     use super::*;
     use crate::node_connections::Route;
-    use settee_mcbp::{decode_request, encode_response, Magic, Request};
+    use settee_mcbp::{decode_request, encode_response, Request};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -255,18 +255,7 @@ mod tests {
         let config = ClusterConfig::parse(&body(1, &list(&[&a.addr, &b.addr]), "[[0],[1]]"), "s").unwrap();
         let mut cluster = Cluster { options: options(), seed_host: "s".into(), config };
         let mut nodes = cluster.connect_all().await.unwrap();
-        let get = Request {
-            magic: Magic::ClientRequest,
-            opcode: 0,
-            datatype: 0,
-            vbucket: 0,
-            opaque: 0,
-            cas: 0,
-            framing: &[],
-            extras: &[],
-            key: b"k",
-            value: &[],
-        };
+        let get = Request::client(0, b"k");
         let opaque = nodes.queue(Route { node: 1, vbucket: 1 }, &get).unwrap();
         nodes.flush().await.unwrap();
 

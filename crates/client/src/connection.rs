@@ -169,18 +169,7 @@ impl Connection {
         vbucket: u16,
         cas: u64,
     ) -> Result<OwnedResponse, ClientError> {
-        let req = Request {
-            magic: Magic::ClientRequest,
-            opcode,
-            datatype: 0,
-            vbucket,
-            opaque: 0,
-            cas,
-            framing: &[],
-            extras,
-            key,
-            value,
-        };
+        let req = Request { vbucket, cas, extras, value, ..Request::client(opcode, key) };
         self.send(&req).await
     }
 
@@ -337,18 +326,7 @@ mod tests {
     }
 
     fn get(key: &[u8]) -> Request<'_> {
-        Request {
-            magic: Magic::ClientRequest,
-            opcode: 0,
-            datatype: 0,
-            vbucket: 0,
-            opaque: 0,
-            cas: 0,
-            framing: &[],
-            extras: &[],
-            key,
-            value: &[],
-        }
+        Request::client(0, key)
     }
 
     /// Queued requests get consecutive opaques and go out in one flush; replies split across reads decode in

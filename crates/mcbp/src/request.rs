@@ -20,6 +20,25 @@ pub struct Request<'a> {
     pub value: &'a [u8],
 }
 
+impl<'a> Request<'a> {
+    /// A client request (magic 0x80) of `opcode` for `key` with every other field zero or empty; callers fill in
+    /// the rest with struct-update syntax.
+    pub fn client(opcode: u8, key: &'a [u8]) -> Request<'a> {
+        Request {
+            magic: Magic::ClientRequest,
+            opcode,
+            datatype: 0,
+            vbucket: 0,
+            opaque: 0,
+            cas: 0,
+            framing: &[],
+            extras: &[],
+            key,
+            value: &[],
+        }
+    }
+}
+
 /// A frame that cannot be decoded; the connection must be closed, since the stream can no longer be trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecodeError {

@@ -2,7 +2,6 @@
 //! layout checks a decoder runs before it reads anything.
 
 use super::{DcpDecodeError, Opcode};
-use crate::header::Magic;
 use crate::request::Request;
 
 /// The largest fixed section of any DCP message: the value of a v2.2 snapshot marker (STREAM_REQ's extras take 48).
@@ -12,18 +11,7 @@ const FIXED_SECTION_BYTES_MAX: usize = 52;
 /// carries with struct-update syntax and hands the result to `encode_request`. Keys come from stored documents (at
 /// most 250 bytes) or connection names, so they fit the header; `encode_request` panics otherwise.
 pub(crate) fn frame(opcode: Opcode, vbucket: u16, opaque: u32) -> Request<'static> {
-    Request {
-        magic: Magic::ClientRequest,
-        opcode: opcode as u8,
-        datatype: 0,
-        vbucket,
-        opaque,
-        cas: 0,
-        framing: &[],
-        extras: &[],
-        key: &[],
-        value: &[],
-    }
+    Request { vbucket, opaque, ..Request::client(opcode as u8, &[]) }
 }
 
 /// Builds a fixed-layout section (extras, or a marker's value) in place, big-endian.

@@ -332,14 +332,10 @@ pub(crate) async fn set_recovery_type(
     let meta = cluster.metadata();
     let not_failed = "invalid node name or node can't be used for delta recovery";
     let id = find_node(&meta, form.get("otpNode").unwrap_or_default()).ok_or_else(|| invalid("otpNode", not_failed))?;
-    match cluster.propose(&state.node, MetaCommand::SetRecovery { node: id, recovery: Some(recovery) }).await {
-        Ok(_) => {
-            tracing::info!(node = id, recovery = recovery.as_str(), "node marked for recovery");
-            Ok(Json(json!([])))
-        }
-        Err(ProposeError::Rejected(_)) => Err(invalid("otpNode", not_failed)),
-        Err(e) => Err(unavailable(e)),
-    }
+    let cmd = MetaCommand::SetRecovery { node: id, recovery: Some(recovery) };
+    propose_or(cluster, &state, cmd, |_| invalid("otpNode", not_failed)).await?;
+    tracing::info!(node = id, recovery = recovery.as_str(), "node marked for recovery");
+    Ok(Json(json!([])))
 }
 
 /// `GET /settings/rebalance`.
@@ -403,9 +399,19 @@ pub(crate) async fn rebalance_progress(State(state): State<RestState>, _caller: 
 }
 
 async fn propose(cluster: &Cluster, state: &RestState, cmd: MetaCommand) -> Result<(), RestError> {
+    propose_or(cluster, state, cmd, |e| bad_request(e.to_string())).await
+}
+
+/// Proposes `cmd`; a refusal by the metadata becomes `rejected`'s error, no quorum a 503.
+async fn propose_or(
+    cluster: &Cluster,
+    state: &RestState,
+    cmd: MetaCommand,
+    rejected: impl FnOnce(settee_cluster::MetaError) -> RestError,
+) -> Result<(), RestError> {
     match cluster.propose(&state.node, cmd).await {
         Ok(_) => Ok(()),
-        Err(ProposeError::Rejected(e)) => Err(bad_request(e.to_string())),
+        Err(ProposeError::Rejected(e)) => Err(rejected(e)),
         Err(e) => Err(unavailable(e)),
     }
 }

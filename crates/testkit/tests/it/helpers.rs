@@ -1,20 +1,9 @@
 use settee_client::{Connection, OwnedResponse};
-use settee_mcbp::{Magic, Request};
+use settee_mcbp::Request;
 use settee_types::vbucket_for_key;
 
 pub fn req<'a>(opcode: u8, key: &'a [u8], extras: &'a [u8], value: &'a [u8]) -> Request<'a> {
-    Request {
-        magic: Magic::ClientRequest,
-        opcode,
-        datatype: 0,
-        vbucket: 0,
-        opaque: 0,
-        cas: 0,
-        framing: &[],
-        extras,
-        key,
-        value,
-    }
+    Request { extras, value, ..Request::client(opcode, key) }
 }
 
 /// The vBucket of a key as the SDKs compute it (the key without its collection prefix).

@@ -68,7 +68,15 @@ async fn a_replica_node_follows_its_active_over_dcp() {
     client.call(0x04, &k, &[], &[], vb(b"before-8"), 0).await.unwrap();
 
     let active_bucket = a.running.node.bucket("default").unwrap();
-    eventually(|| replica_bucket.curr_items() == active_bucket.curr_items(), "the replica to catch up").await;
+    // Caught up: every vBucket's stream delivered up to the active's high seqno (streams run independently, so
+    // equal item counts alone could come before a later update in another vBucket).
+    let caught_up = || {
+        (0..1024).all(|v| {
+            let (x, y) = (active_bucket.stream_info(VbId(v)).unwrap(), replica_bucket.stream_info(VbId(v)).unwrap());
+            x.high_seqno == y.high_seqno
+        })
+    };
+    eventually(caught_up, "the replica to catch up").await;
     assert_eq!(active_bucket.curr_items(), 399);
     assert_eq!(replica_value(&b, b"before-7").unwrap(), b"\"changed\"");
     assert_eq!(replica_value(&b, b"after-199").unwrap(), b"199");
