@@ -30,7 +30,9 @@ KEYS = 500
 
 
 class Writer:
-    """Upserts `{"i": n}` over KEYS keys in a loop, remembering the last acknowledged value of each key."""
+    """Upserts `{"i": n}` over KEYS keys in a loop, remembering the last acknowledged value of each key, and reads
+    another key after each write: a read older than that key's last acknowledged write (a stale copy serving after
+    a takeover) counts as an error."""
 
     def __init__(self, collection, durability=None):
         self.collection, self.durability = collection, durability
@@ -51,6 +53,13 @@ class Writer:
                 self.acked[key] = i
             except CouchbaseException as e:
                 self.errors[type(e).__name__] += 1
+            other = f"r-{(i * 7 + 3) % KEYS}"
+            if other in self.acked:
+                try:
+                    if self.collection.get(other).content_as[dict]["i"] < self.acked[other]:
+                        self.errors["StaleRead"] += 1
+                except CouchbaseException as e:
+                    self.errors[type(e).__name__] += 1
             i += 1
 
     def __enter__(self):

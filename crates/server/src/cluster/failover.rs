@@ -38,8 +38,8 @@ impl Cluster {
 
     /// Graceful failover of the live node `id`: its actives are held (clients get NOT_MY_VBUCKET and retry), the
     /// first replica of each (the one failover promotes) catches up to the seqno it stopped at, then the failover
-    /// commits and the hold is released (the node's vBuckets are dead by the new map). If the replicas do not catch
-    /// up, or the failover does not commit, the node serves again.
+    /// commits (the node ends its holds when it applies the new map). If the replicas do not catch up, or the
+    /// failover does not commit, the node serves again.
     pub async fn graceful_failover(&self, node: &Node, id: NodeId) -> anyhow::Result<()> {
         let meta = self.metadata();
         let peers = Peers::new(node, &meta);
@@ -56,10 +56,12 @@ impl Cluster {
             Ok(()) => self.failover(node, id).await.map(drop).map_err(anyhow::Error::from),
             Err(e) => Err(e.context("graceful failover abandoned, the node serves again")),
         };
-        // Failed over or not, the node's hold ends: its vBuckets are dead by the new map, or serve again. A hold
-        // left in place would keep them pending when a recovery gives them back.
-        if let Err(e) = peers.hold(id, None, &[], false).await {
-            tracing::info!(node = id, error = %e, "cannot release the gracefully failed-over node's hold");
+        // Failed over, the node ends its holds itself once it applies the new map (a release could reach it first
+        // and make its vBuckets active again for a moment); otherwise it serves again.
+        if outcome.is_err() {
+            if let Err(e) = peers.hold(id, None, &[], false).await {
+                tracing::warn!(node = id, error = %e, "cannot release the node held for a graceful failover");
+            }
         }
         outcome
     }

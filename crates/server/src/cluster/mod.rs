@@ -124,6 +124,16 @@ impl Cluster {
         self.held.lock().get(bucket).cloned().unwrap_or_default()
     }
 
+    /// Ends the holds of `bucket`'s vBuckets that `still_active` says the applied map no longer makes active here:
+    /// a takeover (or graceful failover) that committed needs no release, so the held copy goes straight from
+    /// pending to replica or dead and never serves again after the map moved on (a release that arrived before
+    /// this node applied the new map would have made it active for a moment).
+    pub(crate) fn end_moved_holds(&self, bucket: &str, still_active: impl Fn(u16) -> bool) {
+        if let Some(held) = self.held.lock().get_mut(bucket) {
+            held.retain(|vb| still_active(*vb));
+        }
+    }
+
     /// Holds (`on`) or releases `vbs` of `bucket`, or when `bucket` is None every vBucket the map makes active here
     /// (hold; graceful failover) or every one held (release), and applies it at once. A hold returns once the held
     /// vBuckets finished their durable writes in flight (or after [`TAKEOVER_SETTLE`]). Returns the (bucket,

@@ -11,8 +11,8 @@
 //! 2. **takeover** (only when the active moves): the old active holds just that vBucket pending (clients get
 //!    NOT_MY_VBUCKET and retry), answering the seqno it stopped at; the new active's copy catches up to it;
 //! 3. **commit**: a `SetMap` names the new chain (promotion gives the new active a failover-log branch, the map
-//!    change is pushed to clients), then the old active releases the vBucket; copies the map no longer places on
-//!    a node are dropped there.
+//!    change is pushed to clients); the old active ends its hold when it applies that map, so its copy goes from
+//!    pending straight to replica or dead; copies the map no longer places on a node are dropped there.
 //!
 //! One loop drives every move in flight, so each round costs one proposal per kind of change and one seqno
 //! report per node, whatever the number of moves. Ejected nodes are removed at the end. A stop or a failure leaves
@@ -345,7 +345,8 @@ impl<'a> Mover<'a> {
         Ok(advanced)
     }
 
-    /// Commits every ready move's chain in one map change, then releases their held actives.
+    /// Commits every ready move's chain in one map change (the old actives end their holds as they apply it; if the
+    /// change fails they are released).
     async fn commit_ready(&mut self) -> anyhow::Result<bool> {
         let (ready, rest): (Vec<InFlight>, Vec<InFlight>) =
             std::mem::take(&mut self.flight).into_iter().partition(|f| matches!(f.phase, Phase::Ready));
@@ -358,14 +359,25 @@ impl<'a> Mover<'a> {
             map.chains[usize::from(f.mv.vb)] = f.mv.new_chain.clone();
         }
         let committed = self.cluster.propose(self.node, MetaCommand::SetMap { bucket: self.bucket.into(), map }).await;
-        let mut released: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
+        let mut held: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
         for f in &ready {
             if let Some((old, _)) = f.takeover {
-                released.entry(old).or_default().push(f.mv.vb);
+                held.entry(old).or_default().push(f.mv.vb);
             }
         }
-        for (old, vbs) in released {
-            self.release(old, &vbs).await;
+        if committed.is_err() {
+            // The map did not change: the old actives serve again.
+            for (old, vbs) in held {
+                self.release(old, &vbs).await;
+            }
+        } else {
+            // Committed: each old active ends its hold when it applies the new map (the vBucket goes from pending
+            // to replica or dead; a release reaching it first would make it active again for a moment).
+            for (old, vbs) in held {
+                if let Some(h) = self.held.get_mut(&old) {
+                    h.retain(|vb| !vbs.contains(vb));
+                }
+            }
         }
         committed?;
         self.cluster.rebalance.lock().done += ready.len();

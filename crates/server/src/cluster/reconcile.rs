@@ -73,6 +73,7 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
+            cluster.end_moved_holds(name, |vb| b.map.active(vb) == Some(cluster.me));
             let here =
                 Here { me: cluster.me, current: cluster.is_current(), keep_data: keeps_unowned_data(meta, cluster.me) };
             apply_vbucket_states(&handle, b, &here, &cluster.held_vbuckets(name));
