@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use settee_client::Connection;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
 use settee_engine::{ChangeKind, DcpChange, ItemSnapshot, ReplicaApply, VbState};
@@ -340,11 +340,12 @@ fn message(
     Ok(())
 }
 
-/// The engine form of a replicated change.
+/// The engine form of a replicated change. The item's key and value buffers move into the snapshot (a `Bytes`
+/// made from a copy of the frame owns its buffer alone, so it becomes a `Vec` without copying again).
 fn change_of(item: DcpItem) -> DcpChange {
-    let snapshot = |key: &[u8], value: &[u8], cas, seqno, rev, flags, expiry, datatype, deleted| ItemSnapshot {
-        key: key.to_vec(),
-        value: value.to_vec(),
+    let snapshot = |key: Bytes, value: Bytes, cas, seqno, rev, flags, expiry, datatype, deleted| ItemSnapshot {
+        key: key.into(),
+        value: value.into(),
         cas,
         seqno,
         rev,
@@ -356,23 +357,23 @@ fn change_of(item: DcpItem) -> DcpChange {
     };
     match item {
         DcpItem::Mutation { key, value, cas, seqno, rev, flags, expiry, datatype } => {
-            snapshot(&key, &value, cas, seqno, rev, flags, expiry, datatype.0, false).into()
+            snapshot(key, value, cas, seqno, rev, flags, expiry, datatype.0, false).into()
         }
         DcpItem::Deletion { key, value, cas, seqno, rev, delete_time, datatype } => {
-            snapshot(&key, &value, cas, seqno, rev, 0, delete_time, datatype.0, true).into()
+            snapshot(key, value, cas, seqno, rev, 0, delete_time, datatype.0, true).into()
         }
         DcpItem::Expiration { key, cas, seqno, rev, delete_time } => {
-            snapshot(&key, &[], cas, seqno, rev, 0, delete_time, 0, true).into()
+            snapshot(key, Bytes::new(), cas, seqno, rev, 0, delete_time, 0, true).into()
         }
         DcpItem::Prepare { key, value, cas, seqno, rev, flags, expiry, datatype, level, deleted } => DcpChange {
-            item: snapshot(&key, &value, cas, seqno, rev, flags, expiry, datatype.0, deleted),
+            item: snapshot(key, value, cas, seqno, rev, flags, expiry, datatype.0, deleted),
             kind: ChangeKind::Prepare(level),
         },
         DcpItem::Commit { key, prepared_seqno, commit_seqno } => {
-            DcpChange::commit(key.to_vec(), prepared_seqno, commit_seqno)
+            DcpChange::commit(key.into(), prepared_seqno, commit_seqno)
         }
         DcpItem::Abort { key, prepared_seqno, abort_seqno } => {
-            DcpChange::abort(key.to_vec(), prepared_seqno, abort_seqno)
+            DcpChange::abort(key.into(), prepared_seqno, abort_seqno)
         }
     }
 }
