@@ -3,7 +3,7 @@
 //!
 //! Time is an input: every method that needs it takes `now`, a monotonic `Duration` since any fixed epoch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::error::{OpenError, StreamError, StreamRequestError};
@@ -28,6 +28,8 @@ pub struct ProducerConnection {
     settings: ProducerSettings,
     flow: FlowControl,
     streams: BTreeMap<VbId, ProducerStream>,
+    /// The streams with a frame queued: a poll finds the next one without walking every stream (up to 1,024).
+    ready: BTreeSet<VbId>,
     /// The vBucket served last, so the next poll starts after it.
     cursor: Option<VbId>,
     noop_sent_at: Duration,
@@ -61,6 +63,7 @@ impl ProducerConnection {
             settings: ProducerSettings::new(flags),
             flow: FlowControl::new(),
             streams: BTreeMap::new(),
+            ready: BTreeSet::new(),
             cursor: None,
             noop_sent_at: now,
             noop_opaque: 0,
@@ -123,6 +126,7 @@ impl ProducerConnection {
         match result {
             Ok(stream) => {
                 self.streams.insert(vb, stream);
+                self.refresh(vb);
                 StreamReqResponse::Accepted(log.clone()).encode(req.opaque, out);
                 Ok(())
             }
@@ -142,15 +146,15 @@ impl ProducerConnection {
         let send_end = self.settings.send_stream_end_on_client_close;
         let Some(stream) = self.streams.get_mut(&vb) else { return Status::KeyEnoent };
         stream.close(send_end);
-        if stream.is_done() {
-            self.streams.remove(&vb);
-        }
+        self.refresh(vb);
         Status::Success
     }
 
     /// Ends a stream from the producer side (the vBucket changed state or is rolling back); false if none.
     pub fn end_stream(&mut self, vb: VbId, reason: StreamEndReason) -> bool {
-        self.streams.get_mut(&vb).map(|s| s.end(reason)).is_some()
+        let ended = self.streams.get_mut(&vb).map(|s| s.end(reason)).is_some();
+        self.refresh(vb);
+        ended
     }
 
     /// Handles DCP_BUFFER_ACKNOWLEDGEMENT.
@@ -179,7 +183,9 @@ impl ProducerConnection {
 
     /// Feeds a stream the next snapshot the driver read from the engine.
     pub fn push_snapshot(&mut self, vb: VbId, snapshot: Snapshot) -> Result<(), StreamError> {
-        self.streams.get_mut(&vb).ok_or(StreamError::NoStream(vb))?.push_snapshot(snapshot)
+        let pushed = self.streams.get_mut(&vb).ok_or(StreamError::NoStream(vb))?.push_snapshot(snapshot);
+        self.refresh(vb);
+        pushed
     }
 
     /// The streams that need data, with the first seqno each needs.
@@ -198,16 +204,27 @@ impl ProducerConnection {
             return None;
         }
         let first = VbId(self.cursor.and_then(|vb| vb.0.checked_add(1)).unwrap_or(0));
-        let next = (self.streams.range(first..).chain(self.streams.range(..first)))
-            .find(|(_, s)| s.has_frame())
-            .map(|(vb, _)| *vb)?;
-        let stream = self.streams.get_mut(&next).expect("found just above");
-        let len = stream.poll_into(&mut self.flow, out);
+        let next = self.ready.range(first..).next().or_else(|| self.ready.iter().next()).copied()?;
+        let len = self.streams.get_mut(&next).and_then(|stream| stream.poll_into(&mut self.flow, out));
         self.cursor = Some(next);
-        if stream.is_done() {
-            self.streams.remove(&next);
-        }
+        self.refresh(next);
         len
+    }
+
+    /// Keeps `ready` in step with stream `vb` after a change, and forgets the stream once it is done.
+    fn refresh(&mut self, vb: VbId) {
+        match self.streams.get(&vb) {
+            Some(s) if s.is_done() => {
+                self.streams.remove(&vb);
+                self.ready.remove(&vb);
+            }
+            Some(s) if s.has_frame() => {
+                self.ready.insert(vb);
+            }
+            _ => {
+                self.ready.remove(&vb);
+            }
+        }
     }
 
     /// Whether the driver should drop the connection: noops are enabled and nothing has arrived from the consumer
