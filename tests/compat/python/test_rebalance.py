@@ -285,3 +285,17 @@ def test_failed_over_node_comes_back_by_delta_then_full_recovery(nodes, collecti
     assert received_full >= held, "full recovery copies every item again"
     assert received < held / 3, f"delta recovery caught up ({received} items) instead of copying ({held} held)"
     assert all(collection.get(k).content_as[dict] == {"v": v} for k, v in docs.items())
+
+
+def test_a_rebalance_with_an_unreachable_node_is_refused(nodes, collection):
+    """A node that stays in the cluster but does not answer makes the rebalance fail at once with a clear reason,
+    not wait for its copies to time out; the map is untouched."""
+    extra = nodes[4]
+    before = rest(nodes[0], "GET", f"/pools/default/b/{BUCKET}")[1]["vBucketServerMap"]["vBucketMap"]
+    extra.kill()
+    wait_for(lambda: node_entry(nodes[0], extra)["status"] == "unhealthy", "the node to look down", timeout=30)
+    names = ",".join(f"ns_1@{n.host}" for n in [nodes[0], nodes[1], extra])
+    status, body = rest(nodes[0], "POST", "/controller/rebalance", {"knownNodes": names, "ejectedNodes": ""})
+    assert status == 400 and "unreachable" in body["errors"]["_"], body
+    after = rest(nodes[0], "GET", f"/pools/default/b/{BUCKET}")[1]["vBucketServerMap"]["vBucketMap"]
+    assert after == before

@@ -41,7 +41,8 @@ impl Health {
         }
     }
 
-    fn unseen_for(&self, id: NodeId) -> Duration {
+    /// How long `id` has not answered a probe (zero for a node first heard of now).
+    pub(crate) fn unseen_for(&self, id: NodeId) -> Duration {
         self.seen.lock().entry(id).or_insert_with(Instant::now).elapsed()
     }
 

@@ -33,6 +33,8 @@ use crate::node::Node;
 
 /// How long one move's copies may take to catch up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a node taking part in a move may go unseen by the health probes before the rebalance fails.
+const NODE_DOWN_DURING_MOVES: Duration = Duration::from_secs(10);
 /// Pause between rounds of the move loop when nothing advanced.
 const ROUND_PAUSE: Duration = Duration::from_millis(20);
 
@@ -47,8 +49,17 @@ pub struct Status {
     pub last_error: Option<String>,
 }
 
-/// Starts a rebalance in the background; refuses while one runs.
+/// Starts a rebalance in the background; refuses while one runs, or when a node that stays is unreachable.
 pub fn start_rebalance(cluster: &Arc<Cluster>, node: &Arc<Node>, ejected: Vec<NodeId>) -> anyhow::Result<()> {
+    let meta = cluster.metadata();
+    let staying: Vec<NodeId> = meta
+        .nodes
+        .values()
+        .filter(|n| n.membership != Membership::InactiveFailed || meta.recovery.contains_key(&n.id))
+        .filter(|n| !ejected.contains(&n.id))
+        .map(|n| n.id)
+        .collect();
+    cluster.ensure_reachable(&staying)?;
     {
         let mut status = cluster.rebalance.lock();
         anyhow::ensure!(!status.running, "Rebalance running.");
@@ -89,6 +100,7 @@ async fn run(cluster: &Cluster, node: &Node, ejected: &[NodeId]) -> anyhow::Resu
     let meta = cluster.metadata();
     let nodes: Vec<NodeId> = meta.active_nodes().into_iter().filter(|n| !ejected.contains(n)).collect();
     anyhow::ensure!(!nodes.is_empty(), "a rebalance must keep at least one active node");
+    cluster.ensure_reachable(&nodes)?;
     let no_kept = BTreeMap::new();
     let plans: Vec<(String, Vec<VbMove>)> = meta
         .buckets
@@ -221,6 +233,15 @@ impl<'a> Mover<'a> {
             }
             advanced |= self.advance(&peers).await?;
             advanced |= self.commit_ready().await?;
+            // A node in a move that stopped answering ends the rebalance (allowing for a slow probe on a busy box).
+            if let Some(n) = self
+                .flight
+                .iter()
+                .flat_map(InFlight::nodes)
+                .find(|n| *n != self.cluster.me && self.cluster.health.unseen_for(*n) > NODE_DOWN_DURING_MOVES)
+            {
+                anyhow::bail!("node {n} stopped answering during the rebalance; finished moves are kept");
+            }
             if let Some(late) = self.flight.iter().find(|f| Instant::now() > f.deadline) {
                 anyhow::bail!("vBucket {} did not catch up within {CATCH_UP_TIMEOUT:?} ({:?})", late.mv.vb, late.phase);
             }
@@ -408,6 +429,20 @@ impl<'a> Mover<'a> {
         let cmd = MetaCommand::SetBuilding { bucket: self.bucket.into(), building: BTreeMap::new() };
         if let Err(e) = self.cluster.propose(self.node, cmd).await {
             tracing::warn!(bucket = self.bucket, error = %e, "cannot end the copies a failed rebalance was building");
+        }
+    }
+}
+
+impl Cluster {
+    /// Fails when one of `nodes` is unhealthy (unseen by this node's probes for 3 s): a rebalance that needs it is
+    /// refused at once instead of waiting out its moves' timeout.
+    fn ensure_reachable(&self, nodes: &[NodeId]) -> anyhow::Result<()> {
+        match nodes.iter().find(|n| self.health.status(**n, self.me) == "unhealthy") {
+            Some(n) => {
+                let name = self.metadata().nodes.get(n).map_or_else(|| n.to_string(), |i| i.mgmt_addr());
+                anyhow::bail!("node {name} is unreachable; fail it over or bring it back, then rebalance again")
+            }
+            None => Ok(()),
         }
     }
 }
