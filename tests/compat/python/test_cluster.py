@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import struct
 import threading
 import time
 import urllib.error
@@ -28,6 +26,8 @@ from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.exceptions import CouchbaseException
 from couchbase.options import GetAnyReplicaOptions, UpsertOptions
 
+import kv_raw
+from cluster_load import Writer, wait_for
 import settee_server
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer
@@ -55,24 +55,20 @@ def rest(node: SetteeServer, method: str, path: str, form: dict | None = None, t
         return status, body.decode(errors="replace")
 
 
-def wait_for(check, what: str, timeout: float = 30.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wait_rebalanced(node: SetteeServer) -> dict:
-    """Waits until the rebalance `node` runs has ended (it runs in the background, as in Couchbase); returns the task."""
+def rebalance_ended(node: SetteeServer) -> dict:
+    """Waits until the rebalance `node` runs has ended (it runs in the background, as in Couchbase); returns the
+    task, with `errorMessage` if it stopped or failed."""
     def ended():
         status, tasks = rest(node, "GET", "/pools/default/tasks")
         assert status == 200, tasks
         return tasks[0] if tasks[0]["status"] != "running" else None
 
-    task = wait_for(ended, "the rebalance to end", timeout=300)
+    return wait_for(ended, "the rebalance to end", timeout=300)
+
+
+def wait_rebalanced(node: SetteeServer) -> dict:
+    """As `rebalance_ended`, for a rebalance that must succeed."""
+    task = rebalance_ended(node)
     assert "errorMessage" not in task, task
     return task
 
@@ -168,22 +164,8 @@ def vbucket_of(key: bytes) -> int:
 
 def raw_get_status(node: SetteeServer, key: bytes) -> int:
     """GET `key` straight from `node`'s KV port (SASL PLAIN, SELECT_BUCKET): the status, without SDK routing."""
-    def call(sock, opcode, key=b"", value=b"", vb=0):
-        header = struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), 0, 0, vb, len(key) + len(value), 0, 0)
-        sock.sendall(header + key + value)
-        head = b""
-        while len(head) < 24:
-            head += sock.recv(24 - len(head))
-        body_len = struct.unpack(">I", head[8:12])[0]
-        body = b""
-        while len(body) < body_len:
-            body += sock.recv(body_len - len(body))
-        return struct.unpack(">H", head[6:8])[0]
-
-    with socket.create_connection((node.host, node.kv_port), timeout=5) as sock:
-        assert call(sock, 0x21, b"PLAIN", f"\0{USERNAME}\0{PASSWORD}".encode()) == 0
-        assert call(sock, 0x89, BUCKET.encode()) == 0
-        return call(sock, 0x00, key, vb=vbucket_of(key))
+    with kv_raw.session(node, BUCKET) as sock:
+        return kv_raw.call(sock, 0x00, key, vb=vbucket_of(key))[0]
 
 
 def test_kill_under_majority_writes_then_auto_failover_loses_nothing(nodes, collection):
@@ -256,35 +238,15 @@ def test_failed_over_node_restarted_serves_nothing_stale(nodes, collection):
 def test_graceful_failover_keeps_every_acknowledged_write(nodes, collection):
     """Graceful failover of a live node under a write load: the node stops serving its actives, the replicas
     catch up, then they are promoted; every write the SDK acknowledged, durable or not, is still there."""
-    acked: dict[str, int] = {}
-    stop = threading.Event()
-    errors = Counter()
-
-    def writer():
-        i = 0
-        while not stop.is_set():
-            key = f"g-{i % KEYS}"
-            try:
-                collection.upsert(key, {"i": i}, UpsertOptions(timeout=timedelta(seconds=5)))
-                acked[key] = i
-            except CouchbaseException as e:
-                errors[type(e).__name__] += 1
-            i += 1
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        wait_for(lambda: len(acked) == KEYS, "the writer to cover every key", timeout=60)
+    with Writer(collection, KEYS, prefix="g-") as writer:
         leaving = nodes[1]
         started = time.monotonic()
         status, body = rest(nodes[0], "POST", "/controller/startGracefulFailover",
                             {"otpNode": f"ns_1@{leaving.host}"})
         assert status == 200, body
-        print(f"\ngraceful failover took {time.monotonic() - started:.2f} s; writer errors {dict(errors)}")
+        print(f"\ngraceful failover took {time.monotonic() - started:.2f} s; writer errors {dict(writer.errors)}")
         assert pool_nodes(nodes[0])[leaving.mgmt_addr]["clusterMembership"] == "inactiveFailed"
         time.sleep(1)
-    finally:
-        stop.set()
-        thread.join(timeout=30)
+    acked = writer.acked
     lost = [(k, i) for k, i in acked.items() if collection.get(k).content_as[dict]["i"] < i]
     assert lost == [], f"acknowledged writes lost by a graceful failover: {lost[:10]}"

@@ -6,10 +6,6 @@ acknowledged value, replicas equal actives, the map is balanced.
 
 from __future__ import annotations
 
-import json
-import socket
-import struct
-import threading
 import time
 from collections import Counter
 from datetime import timedelta
@@ -17,59 +13,16 @@ from pathlib import Path
 
 import pytest
 from couchbase.durability import DurabilityLevel, ServerDurability
-from couchbase.exceptions import CouchbaseException
-from couchbase.options import UpsertOptions
 
+import kv_raw
 import settee_server
 from sdk_connect import connect
-from settee_server import PASSWORD, USERNAME, SetteeServer
-from test_cluster import rest, wait_for
+from settee_server import SetteeServer
+from cluster_load import Writer, wait_for
+from test_cluster import rebalance_ended, rest
 
 BUCKET = "moving"
 KEYS = 500
-
-
-class Writer:
-    """Upserts `{"i": n}` over KEYS keys in a loop, remembering the last acknowledged value of each key, and reads
-    another key after each write: a read older than that key's last acknowledged write (a stale copy serving after
-    a takeover) counts as an error."""
-
-    def __init__(self, collection, durability=None):
-        self.collection, self.durability = collection, durability
-        self.acked: dict[str, int] = {}
-        self.errors = Counter()
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self.run)
-
-    def run(self):
-        i = 0
-        while not self.stop_event.is_set():
-            key = f"r-{i % KEYS}"
-            try:
-                options = UpsertOptions(timeout=timedelta(seconds=5))
-                if self.durability:
-                    options = UpsertOptions(timeout=timedelta(seconds=5), durability=self.durability)
-                self.collection.upsert(key, {"i": i}, options)
-                self.acked[key] = i
-            except CouchbaseException as e:
-                self.errors[type(e).__name__] += 1
-            other = f"r-{(i * 7 + 3) % KEYS}"
-            if other in self.acked:
-                try:
-                    if self.collection.get(other).content_as[dict]["i"] < self.acked[other]:
-                        self.errors["StaleRead"] += 1
-                except CouchbaseException as e:
-                    self.errors[type(e).__name__] += 1
-            i += 1
-
-    def __enter__(self):
-        self.thread.start()
-        wait_for(lambda: len(self.acked) == KEYS, "the writer to cover every key", timeout=60)
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_event.set()
-        self.thread.join(timeout=30)
 
 
 def rebalance(node: SetteeServer, known: list[SetteeServer], ejected: list[SetteeServer], stop_after: float = 0):
@@ -84,13 +37,7 @@ def rebalance(node: SetteeServer, known: list[SetteeServer], ejected: list[Sette
         time.sleep(stop_after)
         status, body = rest(node, "POST", "/controller/stopRebalance", {})
         assert status == 200, body
-
-    def finished():
-        status, tasks = rest(node, "GET", "/pools/default/tasks")
-        assert status == 200, tasks
-        return tasks[0] if tasks[0]["status"] != "running" else None
-
-    task = wait_for(finished, "the rebalance to end", timeout=300)
+    task = rebalance_ended(node)
     return time.monotonic() - started, task
 
 
@@ -145,7 +92,7 @@ def collection(nodes):
 
 
 def test_rebalance_in_from_one_to_three_nodes(nodes, collection):
-    with Writer(collection) as writer:
+    with Writer(collection, KEYS) as writer:
         nodes[1].start()
         nodes[2].start()
         seconds, task = rebalance(nodes[0], nodes[:3], [])
@@ -157,7 +104,7 @@ def test_rebalance_in_from_one_to_three_nodes(nodes, collection):
 
 
 def test_swap_one_node_in_one_out_with_majority_writes(nodes, collection):
-    with Writer(collection, ServerDurability(DurabilityLevel.MAJORITY)) as writer:
+    with Writer(collection, KEYS, durability=ServerDurability(DurabilityLevel.MAJORITY)) as writer:
         nodes[3].start()
         seconds, task = rebalance(nodes[0], nodes[:4], [nodes[2]])
         assert "errorMessage" not in task, task
@@ -181,7 +128,7 @@ def test_stopped_rebalance_out_leaves_a_consistent_map_and_finishes_later(nodes,
     assert status == 400 and "rebalanceMovesPerNode" in body["errors"], body
     # One move per node at a time, so the stop lands half way.
     set_moves_per_node(nodes[0], 1)
-    with Writer(collection) as writer:
+    with Writer(collection, KEYS) as writer:
         _, task = rebalance(nodes[0], [nodes[0], nodes[1], nodes[3]], [nodes[3]], stop_after=0.3)
         assert 0 < task["movesDone"] < task["movesTotal"], task
         assert task["errorMessage"] == "moving vBuckets of moving: Rebalance stopped by user.", task
@@ -196,35 +143,9 @@ def test_stopped_rebalance_out_leaves_a_consistent_map_and_finishes_later(nodes,
 
 
 def kv_stat(node: SetteeServer, name: str) -> int:
-    """One statistic of the bucket on `node`, from the KV port's STAT (SASL PLAIN, SELECT_BUCKET)."""
-    def send(sock, opcode, key=b"", value=b""):
-        sock.sendall(struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), 0, 0, 0, len(key) + len(value), 0, 0)
-                     + key + value)
-
-    def receive(sock):
-        head = b""
-        while len(head) < 24:
-            head += sock.recv(24 - len(head))
-        key_len, status, body_len = struct.unpack(">H", head[2:4])[0], *struct.unpack(">HI", head[6:12])
-        body = b""
-        while len(body) < body_len:
-            body += sock.recv(body_len - len(body))
-        extras_len = head[4]
-        return status, body[extras_len:extras_len + key_len], body[extras_len + key_len:]
-
-    with socket.create_connection((node.host, node.kv_port), timeout=5) as sock:
-        send(sock, 0x21, b"PLAIN", f"\0{USERNAME}\0{PASSWORD}".encode())
-        assert receive(sock)[0] == 0
-        send(sock, 0x89, BUCKET.encode())
-        assert receive(sock)[0] == 0
-        send(sock, 0x10)
-        stats = {}
-        while True:
-            status, key, value = receive(sock)
-            assert status == 0, status
-            if not key:
-                return int(stats[name])
-            stats[key.decode()] = value.decode()
+    """One statistic of the bucket on `node`, from the KV port's STAT."""
+    with kv_raw.session(node, BUCKET) as sock:
+        return int(kv_raw.stats(sock)[name])
 
 
 def node_entry(node: SetteeServer, about: SetteeServer) -> dict:
@@ -274,7 +195,7 @@ def test_failed_over_node_comes_back_by_delta_then_full_recovery(nodes, collecti
     received_before = kv_stat(extra, "ep_dcp_replica_items_received")
     status, body = rest(nodes[0], "POST", "/controller/setRecoveryType", {"otpNode": otp, "recoveryType": "full"})
     assert status == 200, body
-    with Writer(collection) as writer:
+    with Writer(collection, KEYS) as writer:
         seconds, task = rebalance(nodes[0], members, [])
         assert "errorMessage" not in task, task
         time.sleep(1)

@@ -51,17 +51,11 @@ impl<'a> Peers<'a> {
     pub async fn wait_until_reached(&self, wanted: &BTreeMap<Copy, u64>, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
-            let mut reports: BTreeMap<NodeId, Value> = BTreeMap::new();
+            let mut reports = Reports::new(self);
             let mut behind = 0;
             for ((bucket, vb, node), seqno) in wanted {
-                let report = match reports.get(node) {
-                    Some(r) => r,
-                    None => {
-                        let r = self.seqnos(*node).await.unwrap_or(Value::Null);
-                        reports.entry(*node).or_insert(r)
-                    }
-                };
-                behind += usize::from(seqno_in(report, bucket, *vb).is_none_or(|have| have < *seqno));
+                reports.load_or_skip(*node).await;
+                behind += usize::from(reports.seqno(*node, bucket, *vb).is_none_or(|have| have < *seqno));
             }
             if behind == 0 {
                 return Ok(());
@@ -76,6 +70,39 @@ impl<'a> Peers<'a> {
         let reply = rest_client::call(&addr, method, path, Some(self.creds), form, CALL_TIMEOUT).await?;
         anyhow::ensure!(reply.status == 200, "{addr} answered {} to {path}: {}", reply.status, reply.body);
         Ok(serde_json::from_str(&reply.body)?)
+    }
+}
+
+/// The [`Peers::seqnos`] reports of one polling round: each node is asked at most once per round.
+pub struct Reports<'p, 'a> {
+    peers: &'p Peers<'a>,
+    got: BTreeMap<NodeId, Value>,
+}
+
+impl<'p, 'a> Reports<'p, 'a> {
+    pub fn new(peers: &'p Peers<'a>) -> Self {
+        Reports { peers, got: BTreeMap::new() }
+    }
+
+    /// Asks `node` unless this round already has its report; an error is returned and nothing kept.
+    pub async fn load(&mut self, node: NodeId) -> anyhow::Result<()> {
+        if !self.got.contains_key(&node) {
+            let report = self.peers.seqnos(node).await?;
+            self.got.insert(node, report);
+        }
+        Ok(())
+    }
+
+    /// As [`Reports::load`], but a node that does not answer counts as reporting nothing this round.
+    pub async fn load_or_skip(&mut self, node: NodeId) {
+        if self.load(node).await.is_err() {
+            self.got.insert(node, Value::Null);
+        }
+    }
+
+    /// The seqno `node` reported for `vb` of `bucket`, if loaded and present.
+    pub fn seqno(&self, node: NodeId, bucket: &str, vb: u16) -> Option<u64> {
+        self.got.get(&node).and_then(|r| seqno_in(r, bucket, vb))
     }
 }
 

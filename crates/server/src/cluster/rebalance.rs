@@ -23,11 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::Value;
 use settee_cluster::{vbmap, Membership, MetaCommand, NodeId, Recovery, VbMove};
 use tokio::time::Instant;
 
-use super::peers::{seqno_in, Peers};
+use super::peers::{seqno_in, Peers, Reports};
 use super::Cluster;
 use crate::node::Node;
 
@@ -153,8 +152,8 @@ async fn kept_copies(
 /// Where one move is.
 #[derive(Debug)]
 enum Phase {
-    /// New copies streaming until each reaches the active's seqno when the move started.
-    Building { wanted: u64 },
+    /// New copies streaming until each reaches [`InFlight::wanted`].
+    Building,
     /// The old active holds the vBucket; the new active's copy catches up to the seqno it stopped at.
     Holding { stopped_at: u64 },
     /// Ready for the map.
@@ -167,29 +166,33 @@ struct InFlight {
     building: Vec<NodeId>,
     /// (old, new) active when the active changes node.
     takeover: Option<(NodeId, NodeId)>,
+    /// The active's high seqno when the move started: what the new copies must reach. Zero for an empty vBucket,
+    /// whose move copies nothing and does not count against the per-node limit.
+    wanted: u64,
     phase: Phase,
-    /// Whether the move counts against the per-node limit (it has data to copy).
-    counts: bool,
     deadline: Instant,
 }
 
 impl InFlight {
-    fn new(mv: VbMove) -> Self {
+    fn new(mv: VbMove, wanted: u64) -> Self {
         let building: Vec<NodeId> =
             mv.new_chain.iter().flatten().filter(|n| !mv.old_chain.contains(&Some(**n))).copied().collect();
         let takeover = match (mv.old_chain.first(), mv.new_chain.first()) {
             (Some(Some(old)), Some(Some(new))) if old != new => Some((*old, *new)),
             _ => None,
         };
-        let phase = Phase::Building { wanted: 0 };
-        InFlight { mv, building, takeover, phase, counts: true, deadline: Instant::now() + CATCH_UP_TIMEOUT }
+        InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline: Instant::now() + CATCH_UP_TIMEOUT }
+    }
+
+    fn counts(&self) -> bool {
+        self.wanted > 0
     }
 
     /// The nodes this move keeps busy: the source and the destinations of its copies, and both ends of a takeover.
     fn nodes(&self) -> Vec<NodeId> {
         let mut nodes = self.building.clone();
         if !self.building.is_empty() {
-            nodes.extend(self.mv.old_chain.first().copied().flatten());
+            nodes.extend(source(&self.mv));
         }
         if let Some((old, new)) = self.takeover {
             nodes.extend([old, new]);
@@ -198,10 +201,11 @@ impl InFlight {
         nodes.dedup();
         nodes
     }
+}
 
-    fn active(&self) -> Option<NodeId> {
-        self.mv.old_chain.first().copied().flatten()
-    }
+/// The node holding `mv`'s active copy before the move.
+fn source(mv: &VbMove) -> Option<NodeId> {
+    mv.old_chain.first().copied().flatten()
 }
 
 /// Drives one bucket's moves.
@@ -225,13 +229,15 @@ impl<'a> Mover<'a> {
         while !queue.is_empty() || !self.flight.is_empty() {
             let meta = self.cluster.metadata();
             let peers = Peers::new(self.node, &meta);
+            // Admission (sources) and progress (destinations) share one report per node per round.
+            let mut reports = Reports::new(&peers);
             let stopping = self.cluster.rebalance.lock().stop_requested;
             let mut advanced =
-                if stopping { self.abandon_building().await? } else { self.admit(&mut queue, &peers).await? };
+                if stopping { self.abandon_building().await? } else { self.admit(&mut queue, &mut reports).await? };
             if stopping && self.flight.is_empty() {
                 anyhow::bail!("Rebalance stopped by user.");
             }
-            advanced |= self.advance(&peers).await?;
+            advanced |= self.advance(&peers, &mut reports).await?;
             advanced |= self.commit_ready().await?;
             // A node in a move that stopped answering ends the rebalance (allowing for a slow probe on a busy box).
             if let Some(n) = self
@@ -254,29 +260,27 @@ impl<'a> Mover<'a> {
 
     /// Starts the queued moves whose nodes have room, and proposes their copies; true when any started. A move
     /// of an empty vBucket copies nothing and does not count against the limit.
-    async fn admit(&mut self, queue: &mut VecDeque<VbMove>, peers: &Peers<'_>) -> anyhow::Result<bool> {
+    async fn admit(&mut self, queue: &mut VecDeque<VbMove>, reports: &mut Reports<'_, '_>) -> anyhow::Result<bool> {
         if queue.is_empty() {
             return Ok(false);
         }
         let mut load: BTreeMap<NodeId, usize> = BTreeMap::new();
-        for n in self.flight.iter().filter(|f| f.counts).flat_map(InFlight::nodes) {
+        for n in self.flight.iter().filter(|f| f.counts()).flat_map(InFlight::nodes) {
             *load.entry(n).or_default() += 1;
-        }
-        // Each new copy must reach what its active holds now.
-        let mut reports: BTreeMap<NodeId, Value> = BTreeMap::new();
-        let sources: std::collections::BTreeSet<NodeId> =
-            queue.iter().filter_map(|m| m.old_chain.first().copied().flatten()).collect();
-        for active in sources {
-            reports.insert(active, peers.seqnos(active).await?);
         }
         let mut started = Vec::new();
         let mut rest = VecDeque::new();
         while let Some(mv) = queue.pop_front() {
-            let mut f = InFlight::new(mv);
-            let wanted = f.active().and_then(|a| seqno_in(&reports[&a], self.bucket, f.mv.vb)).unwrap_or(0);
-            f.phase = Phase::Building { wanted };
-            f.counts = wanted > 0;
-            let nodes = if f.counts { f.nodes() } else { Vec::new() };
+            // Each new copy must reach what its active holds now.
+            let wanted = match source(&mv) {
+                Some(active) => {
+                    reports.load(active).await?;
+                    reports.seqno(active, self.bucket, mv.vb).unwrap_or(0)
+                }
+                None => 0,
+            };
+            let f = InFlight::new(mv, wanted);
+            let nodes = if f.counts() { f.nodes() } else { Vec::new() };
             if nodes.iter().all(|n| load.get(n).copied().unwrap_or(0) < self.limit) {
                 for n in nodes {
                     *load.entry(n).or_default() += 1;
@@ -301,7 +305,7 @@ impl<'a> Mover<'a> {
     /// On a stop: moves still building are given up (their copies no longer streamed); takeovers finish.
     async fn abandon_building(&mut self) -> anyhow::Result<bool> {
         let before = self.flight.len();
-        self.flight.retain(|f| !matches!(f.phase, Phase::Building { .. }));
+        self.flight.retain(|f| !matches!(f.phase, Phase::Building));
         if self.flight.len() == before {
             return Ok(false);
         }
@@ -317,30 +321,25 @@ impl<'a> Mover<'a> {
     }
 
     /// Moves every copy that caught up to its next phase, holding the actives of the takeovers that can start.
-    async fn advance(&mut self, peers: &Peers<'_>) -> anyhow::Result<bool> {
-        let mut watched: Vec<NodeId> = Vec::new();
+    async fn advance(&mut self, peers: &Peers<'_>, reports: &mut Reports<'_, '_>) -> anyhow::Result<bool> {
         for f in &self.flight {
-            match f.phase {
-                Phase::Building { .. } => watched.extend(&f.building),
-                Phase::Holding { .. } => watched.extend(f.takeover.map(|(_, new)| new)),
-                Phase::Ready => {}
+            let watched = match f.phase {
+                Phase::Building => f.building.clone(),
+                Phase::Holding { .. } => f.takeover.map(|(_, new)| vec![new]).unwrap_or_default(),
+                Phase::Ready => Vec::new(),
+            };
+            for n in watched {
+                // A node that does not answer this round is asked again in the next one.
+                reports.load_or_skip(n).await;
             }
         }
-        watched.sort_unstable();
-        watched.dedup();
-        let mut reports = BTreeMap::new();
-        for n in watched {
-            // A node that does not answer this round is asked again in the next one.
-            reports.insert(n, peers.seqnos(n).await.unwrap_or(Value::Null));
-        }
-        let reached = |node: NodeId, vb: u16, seqno: u64| {
-            reports.get(&node).and_then(|r| seqno_in(r, self.bucket, vb)).is_some_and(|have| have >= seqno)
-        };
+        let reached =
+            |node: NodeId, vb: u16, seqno: u64| reports.seqno(node, self.bucket, vb).is_some_and(|h| h >= seqno);
         let mut advanced = false;
         let mut to_hold: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
         for f in &mut self.flight {
             match f.phase {
-                Phase::Building { wanted } if f.building.iter().all(|n| reached(*n, f.mv.vb, wanted)) => {
+                Phase::Building if f.building.iter().all(|n| reached(*n, f.mv.vb, f.wanted)) => {
                     advanced = true;
                     match f.takeover {
                         Some((old, _)) => to_hold.entry(old).or_default().push(f.mv.vb),
@@ -386,18 +385,14 @@ impl<'a> Mover<'a> {
                 held.entry(old).or_default().push(f.mv.vb);
             }
         }
-        if committed.is_err() {
-            // The map did not change: the old actives serve again.
-            for (old, vbs) in held {
+        for (old, vbs) in held {
+            if committed.is_err() {
+                // The map did not change: the old actives serve again.
                 self.release(old, &vbs).await;
-            }
-        } else {
-            // Committed: each old active ends its hold when it applies the new map (the vBucket goes from pending
-            // to replica or dead; a release reaching it first would make it active again for a moment).
-            for (old, vbs) in held {
-                if let Some(h) = self.held.get_mut(&old) {
-                    h.retain(|vb| !vbs.contains(vb));
-                }
+            } else {
+                // Each old active ends its hold when it applies the new map (the vBucket goes from pending to
+                // replica or dead; a release reaching it first would make it active again for a moment).
+                self.forget_held(old, &vbs);
             }
         }
         committed?;
@@ -410,6 +405,10 @@ impl<'a> Mover<'a> {
         if let Err(e) = Peers::new(self.node, &meta).hold(old, Some(self.bucket), vbs, false).await {
             tracing::warn!(node = old, error = %e, "cannot release vBuckets held for a takeover");
         }
+        self.forget_held(old, vbs);
+    }
+
+    fn forget_held(&mut self, old: NodeId, vbs: &[u16]) {
         if let Some(held) = self.held.get_mut(&old) {
             held.retain(|vb| !vbs.contains(vb));
         }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use settee_client::Connection;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
-use settee_engine::{ChangeKind, DcpChange, ItemSnapshot, ReplicaApply, VbState};
+use settee_engine::{ChangeKind, DcpChange, EngineError, ItemSnapshot, ReplicaApply, VbState};
 use settee_mcbp::dcp::{encode_dcp_response, CloseStream, DcpControl, DcpOpen, DcpOpenFlags};
 use settee_mcbp::{decode_request, decode_response, Feature, Opcode, Request};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
@@ -117,9 +117,7 @@ async fn stream_once(
     let mut wanted: BTreeSet<VbId> = vbuckets.borrow_and_update().iter().copied().collect();
     out.clear();
     for &vb in &wanted {
-        let stream = open_stream(bucket, vb)?;
-        stream.request().encode(&mut out);
-        streams.insert(vb, stream);
+        open_if_replica(bucket, vb, &mut streams, &mut out)?;
     }
     sock.write_all(&out).await?;
     tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = wanted.len(), "replication streams requested");
@@ -238,22 +236,17 @@ fn open_if_replica(
     }
 }
 
-/// Whether `e` says the local vBucket is not (or no longer) a replica.
+/// Whether `e` says the local vBucket is not (or no longer) a replica: the engine's NOT_MY_VBUCKET, from a
+/// replica-only call or from [`open_stream`].
 fn is_not_replica(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<NotReplica>().is_some()
-        || e.downcast_ref::<settee_engine::EngineError>() == Some(&settee_engine::EngineError::NotMyVbucket)
+    e.downcast_ref::<EngineError>() == Some(&EngineError::NotMyVbucket)
 }
-
-/// The local vBucket a stream was asked for is not a replica.
-#[derive(Debug, thiserror::Error)]
-#[error("vBucket {0} is not a replica here")]
-struct NotReplica(u16);
 
 /// A stream request resuming from what the local replica vBucket holds (opaque = the vBucket id).
 fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream> {
     let info = bucket.stream_info(vb)?;
     if info.state != VbState::Replica {
-        return Err(NotReplica(vb.0).into());
+        return Err(EngineError::NotMyVbucket.into());
     }
     let mut stream = ConsumerStream::new(vb, u32::from(vb.0), &info.failover, info.high_seqno, info.snapshot);
     let held: Vec<(u64, bool)> = bucket

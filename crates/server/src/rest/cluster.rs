@@ -34,6 +34,16 @@ fn cluster(state: &RestState) -> Result<&std::sync::Arc<Cluster>, RestError> {
     state.node.cluster().ok_or_else(|| RestError::global(StatusCode::SERVICE_UNAVAILABLE, "This node has no cluster"))
 }
 
+/// How every administrator form handler starts: the caller must be an administrator, the node in a cluster.
+fn admin_form<'s>(
+    state: &'s RestState,
+    caller: &Caller,
+    body: &[u8],
+) -> Result<(&'s std::sync::Arc<Cluster>, Form), RestError> {
+    require_admin(caller)?;
+    Ok((cluster(state)?, Form::parse(body)))
+}
+
 fn bad_request(message: impl Into<String>) -> RestError {
     RestError::global(StatusCode::BAD_REQUEST, message)
 }
@@ -84,9 +94,7 @@ pub(crate) async fn add_node(
     caller: Caller,
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let hostname =
         form.get("hostname").filter(|h| !h.is_empty()).ok_or_else(|| bad_request("Hostname is required."))?;
     let target = with_default_port(hostname.trim_start_matches("http://"));
@@ -131,9 +139,7 @@ pub(crate) async fn do_join_cluster(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let host = form
         .get("clusterMemberHostIp")
         .filter(|h| !h.is_empty())
@@ -157,9 +163,7 @@ struct FailoverTarget<'s> {
 }
 
 fn failover_target<'s>(state: &'s RestState, caller: &Caller, body: &[u8]) -> Result<FailoverTarget<'s>, RestError> {
-    require_admin(caller)?;
-    let cluster = cluster(state)?;
-    let form = Form::parse(body);
+    let (cluster, form) = admin_form(state, caller, body)?;
     let meta = cluster.metadata();
     let id = named_node(&meta, form.get("otpNode").unwrap_or_default())?;
     Ok(FailoverTarget { cluster, form, meta, id })
@@ -236,13 +240,12 @@ pub(crate) async fn drain(
     caller: Caller,
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let on = form.get("on") == Some("true");
     let vbs: Vec<u16> = form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
-    let covered = cluster.hold_actives(&state.node, form.get("bucket"), &vbs, on).await;
-    Ok(Json(seqnos(&state, |b, vb, _, _| covered.iter().any(|(cb, cvb)| cb == b && *cvb == vb))))
+    let covered: std::collections::HashSet<(String, u16)> =
+        cluster.hold_actives(&state.node, form.get("bucket"), &vbs, on).await.into_iter().collect();
+    Ok(Json(seqnos(&state, |b, vb, _, _| covered.contains(&(b.to_owned(), vb)).then_some("buckets"))))
 }
 
 /// `GET /settee/node/seqnos`, internal to graceful failover and rebalance: the high seqno of every active or
@@ -251,27 +254,34 @@ pub(crate) async fn drain(
 pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     require_admin(&caller)?;
     use settee_engine::VbState;
-    let mut report = seqnos(&state, |_, _, st, _| matches!(st, VbState::Replica | VbState::Active));
-    report["kept"] = seqnos(&state, |_, _, st, high| st == VbState::Dead && high > 0)["buckets"].take();
-    Ok(Json(report))
+    Ok(Json(seqnos(&state, |_, _, st, high| match st {
+        VbState::Active | VbState::Replica => Some("buckets"),
+        VbState::Dead if high > 0 => Some("kept"),
+        _ => None,
+    })))
 }
 
-/// `{"buckets": {name: {vb: high_seqno}}}` for the vBuckets `pick` selects by bucket, id, state and high seqno.
-fn seqnos(state: &RestState, pick: impl Fn(&str, u16, settee_engine::VbState, u64) -> bool) -> Value {
-    let mut buckets = serde_json::Map::new();
+/// `{section: {bucket: {vb: high_seqno}}}` in one pass over every vBucket: `section` names where a vBucket goes
+/// (by bucket, id, state and high seqno), if anywhere. A section is always present for every bucket.
+fn seqnos(
+    state: &RestState,
+    section: impl Fn(&str, u16, settee_engine::VbState, u64) -> Option<&'static str>,
+) -> Value {
+    let mut report = json!({ "buckets": {}, "kept": {} });
     for b in state.node.buckets() {
         let name = b.name();
-        let mut vbs = serde_json::Map::new();
+        for part in ["buckets", "kept"] {
+            report[part][name.as_str()] = json!({});
+        }
         for vb in 0..settee_types::limits::NUM_VBUCKETS {
             let Some(vbucket) = b.vbucket(settee_types::VbId(vb)) else { continue };
             let high = vbucket.high_seqno();
-            if pick(&name, vb, vbucket.state(), high) {
-                vbs.insert(vb.to_string(), json!(high));
+            if let Some(part) = section(&name, vb, vbucket.state(), high) {
+                report[part][name.as_str()][vb.to_string()] = json!(high);
             }
         }
-        buckets.insert(name, Value::Object(vbs));
     }
-    json!({ "buckets": buckets })
+    report
 }
 
 /// `POST /controller/rebalance` (`knownNodes`, `ejectedNodes`): starts moving vBuckets to a balanced map over the
@@ -282,9 +292,7 @@ pub(crate) async fn rebalance(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let meta = cluster.metadata();
     let names = |key: &str| -> Result<Vec<NodeId>, RestError> {
         form.get(key)
@@ -320,9 +328,7 @@ pub(crate) async fn set_recovery_type(
     caller: Caller,
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let invalid = |field: &str, message: &str| RestError::Json(StatusCode::BAD_REQUEST, json!({ field: message }));
     let recovery = match form.get("recoveryType") {
         Some("delta") => Recovery::Delta,
@@ -355,9 +361,7 @@ pub(crate) async fn set_rebalance_settings(
     caller: Caller,
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let max = RebalanceSettings::MOVES_PER_NODE_MAX;
     let moves = form
         .get("rebalanceMovesPerNode")
@@ -432,9 +436,7 @@ pub(crate) async fn set_auto_failover(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    require_admin(&caller)?;
-    let cluster = cluster(&state)?;
-    let form = Form::parse(&body);
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
     let mut s = cluster.metadata().auto_failover.clone();
     match form.get("enabled") {
         Some("true") => s.enabled = true,

@@ -1,0 +1,64 @@
+"""Load for the cluster tests: an SDK writer that runs while nodes join, leave or fail over, and a polling helper."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from datetime import timedelta
+
+from couchbase.exceptions import CouchbaseException
+from couchbase.options import UpsertOptions
+
+
+def wait_for(check, what: str, timeout: float = 30.0, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Writer:
+    """Upserts `{"i": n}` over `keys` keys (`prefix` + number) in a loop, remembering the last acknowledged value
+    of each key, and reads another key after each write: a read older than that key's last acknowledged write (a
+    stale copy serving after a takeover) counts as an error. Errors are counted by exception name."""
+
+    def __init__(self, collection, keys: int, prefix: str = "r-", durability=None):
+        self.collection, self.keys, self.prefix, self.durability = collection, keys, prefix, durability
+        self.acked: dict[str, int] = {}
+        self.errors = Counter()
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self):
+        i = 0
+        while not self.stop_event.is_set():
+            key = f"{self.prefix}{i % self.keys}"
+            try:
+                options = UpsertOptions(timeout=timedelta(seconds=5))
+                if self.durability:
+                    options = UpsertOptions(timeout=timedelta(seconds=5), durability=self.durability)
+                self.collection.upsert(key, {"i": i}, options)
+                self.acked[key] = i
+            except CouchbaseException as e:
+                self.errors[type(e).__name__] += 1
+            other = f"{self.prefix}{(i * 7 + 3) % self.keys}"
+            if other in self.acked:
+                try:
+                    if self.collection.get(other).content_as[dict]["i"] < self.acked[other]:
+                        self.errors["StaleRead"] += 1
+                except CouchbaseException as e:
+                    self.errors[type(e).__name__] += 1
+            i += 1
+
+    def __enter__(self):
+        self.thread.start()
+        wait_for(lambda: len(self.acked) == self.keys, "the writer to cover every key", timeout=60)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.thread.join(timeout=30)
