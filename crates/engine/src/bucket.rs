@@ -251,7 +251,7 @@ impl Bucket {
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
             ambiguous.extend(self.discard_prepares(&mut inner, |p| in_dropped(&p.key)));
-            let doomed: Vec<Box<[u8]>> = inner.table.keys().filter(|k| in_dropped(k)).cloned().collect();
+            let doomed = inner.table.keys_where(|i| in_dropped(i.key()));
             let freed: usize = doomed.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));
         }
@@ -372,11 +372,10 @@ impl Bucket {
             let mut inner = vb.inner.lock();
             ambiguous.extend(self.discard_prepares(&mut inner, |_| true));
             if inner.persistent {
-                let live: Vec<Box<[u8]>> =
-                    inner.table.iter().filter(|(_, i)| !i.deleted).map(|(k, _)| k.clone()).collect();
-                for k in live {
-                    let mut tomb = crate::ops::tombstone_of(&inner.table[&k], now);
-                    tomb.value = Box::default();
+                for k in inner.table.keys_where(|i| !i.deleted()) {
+                    let Some(item) = inner.table.get(&k) else { continue };
+                    let mut tomb = crate::ops::tombstone_of(item, now);
+                    tomb.value = Default::default();
                     tomb.datatype = settee_types::Datatype::RAW;
                     tomb.cas = inner.next_cas(now_ns);
                     let delta = inner.install(&k, tomb);
@@ -384,8 +383,8 @@ impl Bucket {
                 }
                 continue;
             }
-            let keys: Vec<Box<[u8]>> = inner.table.keys().cloned().collect();
-            let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
+            let freed: usize = std::mem::take(&mut inner.table).iter().map(|i| i.footprint()).sum();
+            inner.live_items = 0;
             self.charge(-(freed as isize));
         }
         complete(ambiguous, Err(EngineError::SyncWriteAmbiguous));
@@ -403,13 +402,14 @@ impl Bucket {
             }
             let mut to_expire = Vec::new();
             let mut to_purge = Vec::new();
-            for (k, item) in inner.table.iter() {
-                if item.deleted {
-                    if item.expiry != 0 && item.expiry.saturating_add(purge_age_secs) <= now {
-                        to_purge.push(k.clone());
+            for item in inner.table.iter() {
+                let key = || Box::<[u8]>::from(item.key());
+                if item.deleted() {
+                    if item.expiry() != 0 && item.expiry().saturating_add(purge_age_secs) <= now {
+                        to_purge.push(key());
                     }
-                } else if is_expired(item.expiry, now) {
-                    to_expire.push(k.clone());
+                } else if is_expired(item.expiry(), now) {
+                    to_expire.push(key());
                 }
             }
             for k in &to_expire {

@@ -33,7 +33,7 @@ const ACKED_NODES_MAX: usize = 8;
 pub(crate) struct Prepare {
     pub key: Box<[u8]>,
     /// The prepared document (a tombstone for a durable delete); its `seqno` is the prepare's.
-    pub item: StoredItem,
+    pub item: StoredItem<'static>,
     pub level: DurabilityLevel,
     /// Told the outcome; None until the writer registers (and always on a replica).
     pub waiter: Option<PersistWaiter>,
@@ -234,7 +234,7 @@ mod tests {
 
     fn prepare(key: &str, level: DurabilityLevel) -> Prepare {
         let item = StoredItem {
-            value: Box::default(),
+            value: Default::default(),
             cas: 1,
             seqno: 0,
             rev: 1,

@@ -33,10 +33,13 @@ impl Bucket {
         needs_value: bool,
     ) -> Result<(), EngineError> {
         let expired = match inner.table.get_mut(key.encoded()) {
-            Some(item) if !item.resident && needs_value => return Err(EngineError::NeedFetch),
+            Some(item) if !item.resident() && needs_value => return Err(EngineError::NeedFetch),
             Some(item) => {
-                item.referenced = true;
-                !item.deleted && crate::expiry::is_expired(item.expiry, now)
+                // Written only when it changes: most reads then leave the item's cache line clean.
+                if !item.referenced() {
+                    item.set_referenced(true);
+                }
+                !item.deleted() && crate::expiry::is_expired(item.expiry(), now)
             }
             None if inner.ejected_items > 0 && !inner.known_absent.remove(key.encoded()) => {
                 return Err(EngineError::NeedFetch)
@@ -57,10 +60,9 @@ impl Bucket {
         let mut inner = vbucket.inner.lock();
         crate::stats::BucketStats::bump(&self.stats.bg_fetched);
         let delta = match (inner.table.get_mut(key), found) {
-            (Some(item), Some(snap)) if !item.resident && item.seqno == snap.seqno => {
-                item.value = snap.value.into_boxed_slice();
-                item.resident = true;
-                item.value.len() as isize
+            (Some(item), Some(snap)) if !item.resident() && item.seqno() == snap.seqno => {
+                *item = item.with_value(&snap.value, true);
+                snap.value.len() as isize
             }
             (None, Some(snap)) => {
                 inner.ejected_items = inner.ejected_items.saturating_sub(1);
@@ -124,7 +126,7 @@ impl Bucket {
             if let Some(vb) = self.vbucket(VbId(v)) {
                 let inner = vb.inner.lock();
                 live += (inner.live_items + inner.ejected_items) as u64;
-                resident += inner.table.values().filter(|i| !i.deleted && i.resident).count() as u64;
+                resident += inner.table.iter().filter(|i| !i.deleted() && i.resident()).count() as u64;
             }
         }
         (resident * 100).checked_div(live).unwrap_or(100)
@@ -139,25 +141,24 @@ fn eject_from(inner: &mut VbInner, full: bool) -> (u64, usize) {
     let mut doomed = Vec::new();
     let mut freed = 0;
     let mut count = 0;
-    for (key, item) in inner.table.iter_mut() {
-        if item.seqno > persisted || item.locked_until != 0 || (!full && (!item.resident || item.deleted)) {
+    for item in inner.table.iter_mut() {
+        if item.seqno() > persisted || item.locked_until() != 0 || (!full && (!item.resident() || item.deleted())) {
             continue;
         }
-        if item.referenced {
-            item.referenced = false;
+        if item.referenced() {
+            item.set_referenced(false);
             continue;
         }
         if full {
-            doomed.push(key.clone());
+            doomed.push(Box::<[u8]>::from(item.key()));
         } else {
-            freed += item.value.len();
-            item.value = Box::default();
-            item.resident = false;
+            freed += item.value().len();
+            *item = item.with_value(&[], false);
             count += 1;
         }
     }
     for key in doomed {
-        let was_live = inner.table.get(&key).is_some_and(|i| !i.deleted);
+        let was_live = inner.table.get(&key).is_some_and(|i| !i.deleted());
         freed += inner.purge(&key);
         if was_live {
             inner.ejected_items += 1;

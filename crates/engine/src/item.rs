@@ -5,6 +5,8 @@ use std::borrow::Cow;
 use settee_mcbp::{decode_leb128, encode_leb128};
 use settee_types::{Cas, CollectionId, Datatype, Seqno};
 
+use crate::table::Item;
+
 /// A document key as the engine stores it: the LEB128 collection id followed by the key bytes. Keeping the prefix
 /// in the stored key makes keys of different collections distinct without a second table. A key that arrives with
 /// its prefix (Collections negotiated, as the SDKs do) is borrowed from the request, not copied.
@@ -40,12 +42,14 @@ impl<'a> DocKey<'a> {
     }
 }
 
-/// One document in a vBucket's hash table. Deleted documents stay as tombstones (with their system xattrs) so that
-/// seqnos, `exists` and sub-document access to deleted documents behave as in Couchbase.
+/// The fields of one document as an operation builds it, before it is packed into the vBucket's table
+/// ([`crate::table::Item`]). Deleted documents stay as tombstones (with their system xattrs) so that seqnos,
+/// `exists` and sub-document access to deleted documents behave as in Couchbase. The value may be borrowed (a SET
+/// copies the request's bytes straight into the packed item).
 #[derive(Clone, Debug)]
-pub(crate) struct StoredItem {
+pub(crate) struct StoredItem<'v> {
     /// The value: an optional xattr section followed by the body, never compressed.
-    pub value: Box<[u8]>,
+    pub value: Cow<'v, [u8]>,
     pub cas: Cas,
     pub seqno: Seqno,
     /// Revision: how many times the document was mutated.
@@ -64,18 +68,28 @@ pub(crate) struct StoredItem {
     pub referenced: bool,
 }
 
-impl StoredItem {
-    pub(crate) fn is_locked(&self, now_secs: u32) -> bool {
-        self.locked_until > now_secs
-    }
+impl StoredItem<'_> {
     /// Bytes charged to the bucket quota for this item under `key_len`.
     pub(crate) fn footprint(&self, key_len: usize) -> usize {
-        ITEM_OVERHEAD_BYTES + key_len + self.value.len()
+        crate::table::footprint(key_len, self.value.len())
+    }
+    /// The same fields with the value owned (a prepare outlives the request that made it).
+    pub(crate) fn into_owned(self) -> StoredItem<'static> {
+        StoredItem {
+            value: Cow::Owned(self.value.into_owned()),
+            cas: self.cas,
+            seqno: self.seqno,
+            rev: self.rev,
+            flags: self.flags,
+            expiry: self.expiry,
+            datatype: self.datatype,
+            deleted: self.deleted,
+            locked_until: self.locked_until,
+            resident: self.resident,
+            referenced: self.referenced,
+        }
     }
 }
-
-/// Fixed memory charged per item beyond key and value: the table slot, the item header and two heap allocations.
-pub(crate) const ITEM_OVERHEAD_BYTES: usize = 96;
 
 /// What a reader sees of a live item, borrowed while the vBucket lock is held.
 #[derive(Clone, Copy, Debug)]
@@ -92,16 +106,16 @@ pub struct ItemView<'a> {
 }
 
 impl<'a> ItemView<'a> {
-    pub(crate) fn of(item: &'a StoredItem, cas: Cas) -> ItemView<'a> {
+    pub(crate) fn of(item: &'a Item, cas: Cas) -> ItemView<'a> {
         ItemView {
-            value: &item.value,
+            value: item.value(),
             cas,
-            seqno: item.seqno,
-            rev: item.rev,
-            flags: item.flags,
-            expiry: item.expiry,
-            datatype: item.datatype,
-            deleted: item.deleted,
+            seqno: item.seqno(),
+            rev: item.rev(),
+            flags: item.flags(),
+            expiry: item.expiry(),
+            datatype: item.datatype(),
+            deleted: item.deleted(),
         }
     }
     /// The document body without its xattr section, and the datatype that goes with it.

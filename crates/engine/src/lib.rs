@@ -23,6 +23,7 @@ mod persistence;
 mod replication;
 mod stats;
 mod sync_write;
+mod table;
 mod vbucket;
 
 pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};

@@ -9,6 +9,7 @@ use settee_types::{Cas, Datatype, Seqno, VbId, VbUuid};
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::item::StoredItem;
+use crate::table::Item;
 use crate::vbucket::{complete, PersistWaiter};
 
 /// An item as it travels to and from the store.
@@ -61,7 +62,7 @@ impl Bucket {
                 continue;
             }
             if let Some(item) = inner.table.get(&key[..]) {
-                items.push(snapshot(key, item));
+                items.push(snapshot(item));
             }
         }
         items.reverse();
@@ -162,10 +163,10 @@ impl Bucket {
 
 /// An item read from disk, as the hash table holds it. A snapshot without a value (warmup of keys only) makes a
 /// non-resident item.
-pub(crate) fn stored_of(item: ItemSnapshot) -> StoredItem {
+pub(crate) fn stored_of(item: ItemSnapshot) -> StoredItem<'static> {
     let resident = !(item.value.is_empty() && item.value_missing);
     StoredItem {
-        value: item.value.into_boxed_slice(),
+        value: item.value.into(),
         cas: item.cas,
         seqno: item.seqno,
         rev: item.rev,
@@ -179,7 +180,8 @@ pub(crate) fn stored_of(item: ItemSnapshot) -> StoredItem {
     }
 }
 
-pub(crate) fn snapshot(key: &[u8], item: &StoredItem) -> ItemSnapshot {
+/// A pending prepare's document as the flusher and DCP carry it.
+pub(crate) fn snapshot_of(key: &[u8], item: &StoredItem<'_>) -> ItemSnapshot {
     ItemSnapshot {
         key: key.to_vec(),
         value: item.value.to_vec(),
@@ -191,5 +193,21 @@ pub(crate) fn snapshot(key: &[u8], item: &StoredItem) -> ItemSnapshot {
         datatype: item.datatype.0,
         deleted: item.deleted,
         value_missing: false,
+    }
+}
+
+/// An item of the hash table as the flusher and DCP carry it.
+pub(crate) fn snapshot(item: &Item) -> ItemSnapshot {
+    ItemSnapshot {
+        key: item.key().to_vec(),
+        value: item.value().to_vec(),
+        cas: item.cas(),
+        seqno: item.seqno(),
+        rev: item.rev(),
+        flags: item.flags(),
+        expiry: item.expiry(),
+        datatype: item.datatype().0,
+        deleted: item.deleted(),
+        value_missing: !item.resident(),
     }
 }

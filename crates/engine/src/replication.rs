@@ -13,7 +13,7 @@ use crate::change_log::{CursorId, LogKind};
 use crate::durability_monitor::Prepare;
 use crate::error::EngineError;
 use crate::item::ItemView;
-use crate::persistence::{snapshot, ItemSnapshot};
+use crate::persistence::{snapshot, snapshot_of, ItemSnapshot};
 use crate::stats::BucketStats;
 use crate::vbucket::{complete, ChangeNotifier, PersistWaiter, VbInner, VbState};
 
@@ -258,8 +258,8 @@ impl Bucket {
         let (freed, waiters) = {
             let mut inner = vbucket.inner.lock();
             let waiters = self.drop_sync_writes(&mut inner);
-            let keys: Vec<Box<[u8]>> = inner.table.keys().cloned().collect();
-            let freed: usize = keys.iter().map(|k| inner.purge(k)).sum();
+            let freed: usize = std::mem::take(&mut inner.table).iter().map(|i| i.footprint()).sum();
+            inner.live_items = 0;
             inner.high_seqno = 0;
             inner.persisted_seqno = 0;
             inner.purge_seqno = 0;
@@ -287,9 +287,9 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let now = self.now_secs();
         self.with_vbucket(vb, &[VbState::Replica], |inner| match inner.table.get(key.encoded()) {
-            Some(item) if !item.resident => Err(EngineError::NeedFetch),
-            Some(item) if !item.deleted && !crate::expiry::is_expired(item.expiry, now) => {
-                Ok(f(ItemView::of(item, item.cas)))
+            Some(item) if !item.resident() => Err(EngineError::NeedFetch),
+            Some(item) if !item.deleted() && !crate::expiry::is_expired(item.expiry(), now) => {
+                Ok(f(ItemView::of(item, item.cas())))
             }
             None if inner.ejected_items > 0 => Err(EngineError::NeedFetch),
             _ => Err(EngineError::NotFound),
@@ -310,14 +310,14 @@ fn read_log(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
         .entries_after(after)
         .filter_map(|(seqno, key, kind)| match *kind {
             LogKind::Mutation | LogKind::Commit { .. } => {
-                let item = inner.table.get(&key[..]).filter(|i| i.seqno == *seqno)?;
+                let item = inner.table.get(&key[..]).filter(|i| i.seqno() == *seqno)?;
                 let kind = match *kind {
                     LogKind::Commit { prepared } if prepared <= after => {
                         ChangeKind::Commit { prepared_seqno: prepared }
                     }
                     _ => ChangeKind::Mutation,
                 };
-                Some(DcpChange { item: with_residency(snapshot(key, item), item.resident), kind })
+                Some(DcpChange { item: snapshot(item), kind })
             }
             LogKind::Prepare => inner.monitor.get(*seqno).map(prepare_change),
             LogKind::Abort { prepared } => {
@@ -333,8 +333,8 @@ fn backfill(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
     let mut items: Vec<DcpChange> = inner
         .table
         .iter()
-        .filter(|(_, item)| item.seqno > after)
-        .map(|(key, item)| with_residency(snapshot(key, item), item.resident).into())
+        .filter(|item| item.seqno() > after)
+        .map(|item| snapshot(item).into())
         .chain(inner.monitor.prepares_after(after).map(|(_, p)| prepare_change(p)))
         .collect();
     items.sort_unstable_by_key(|c| c.item.seqno);
@@ -343,10 +343,5 @@ fn backfill(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
 
 /// A pending prepare as DCP carries it (its item holds the prepare's seqno).
 fn prepare_change(p: &Prepare) -> DcpChange {
-    DcpChange { item: snapshot(&p.key, &p.item), kind: ChangeKind::Prepare(p.level) }
-}
-
-fn with_residency(mut snap: ItemSnapshot, resident: bool) -> ItemSnapshot {
-    snap.value_missing = !resident;
-    snap
+    DcpChange { item: snapshot_of(&p.key, &p.item), kind: ChangeKind::Prepare(p.level) }
 }

@@ -160,7 +160,7 @@ impl Bucket {
         &self,
         inner: &mut VbInner,
         key: &DocKey<'_>,
-        item: StoredItem,
+        item: StoredItem<'_>,
         level: Option<DurabilityLevel>,
     ) -> MutationResult {
         let cas = item.cas;
@@ -172,7 +172,7 @@ impl Bucket {
     }
 
     /// Puts a committed document in the hash table at the next seqno; returns that seqno.
-    fn install_committed(&self, inner: &mut VbInner, key: &[u8], mut item: StoredItem, kind: LogKind) -> Seqno {
+    fn install_committed(&self, inner: &mut VbInner, key: &[u8], mut item: StoredItem<'_>, kind: LogKind) -> Seqno {
         item.seqno = inner.next_seqno();
         let delta = inner.place(key, item, kind);
         self.charge(delta);
@@ -182,7 +182,13 @@ impl Bucket {
 
     /// Records a prepare at the next seqno; returns it, and whether it is pending. One that is satisfied already
     /// (majority with no replicas configured) and has nothing before it commits at once.
-    fn prepare(&self, inner: &mut VbInner, key: &[u8], mut item: StoredItem, level: DurabilityLevel) -> (Seqno, bool) {
+    fn prepare(
+        &self,
+        inner: &mut VbInner,
+        key: &[u8],
+        mut item: StoredItem<'_>,
+        level: DurabilityLevel,
+    ) -> (Seqno, bool) {
         let seqno = inner.next_seqno();
         item.seqno = seqno;
         self.charge(item.footprint(key.len()) as isize);
@@ -193,13 +199,13 @@ impl Bucket {
             self.commit_prepare(inner, key, item, seqno);
             return (seqno, false);
         }
-        inner.monitor.track(seqno, Prepare { key: key.into(), item, level, waiter: None });
+        inner.monitor.track(seqno, Prepare { key: key.into(), item: item.into_owned(), level, waiter: None });
         (seqno, true)
     }
 
     /// Commits a prepare taken out of the monitor: its document goes into the hash table at a new seqno with the
     /// prepare's CAS. Returns the commit seqno.
-    fn commit_prepare(&self, inner: &mut VbInner, key: &[u8], item: StoredItem, prepared: Seqno) -> Seqno {
+    fn commit_prepare(&self, inner: &mut VbInner, key: &[u8], item: StoredItem<'_>, prepared: Seqno) -> Seqno {
         self.charge(-(item.footprint(key.len()) as isize));
         self.install_committed(inner, key, item, LogKind::Commit { prepared })
     }

@@ -1,6 +1,5 @@
 //! Hot path: one vBucket, an in-memory hash table of items behind a mutex held for microseconds.
 
-use hashbrown::HashMap;
 use parking_lot::Mutex;
 use settee_types::{Cas, FailoverLog, Seqno, VbId, VbUuid};
 
@@ -8,6 +7,7 @@ use crate::change_log::{ChangeLog, LogKind};
 use crate::durability_monitor::DurabilityMonitor;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
+use crate::table::{Item, ItemTable};
 
 /// The role this node plays for a vBucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub(crate) struct VbInner {
     pub persist_waiters: Vec<(Seqno, PersistWaiter)>,
     /// Sync writes in flight (prepares): a second write to such a key gets SYNC_WRITE_IN_PROGRESS.
     pub monitor: DurabilityMonitor,
-    pub table: HashMap<Box<[u8]>, StoredItem>,
+    pub table: ItemTable,
     pub high_seqno: Seqno,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
     pub failover: FailoverLog,
@@ -106,7 +106,7 @@ impl VBucket {
                 drained_seqno: 0,
                 persist_waiters: Vec::new(),
                 monitor: DurabilityMonitor::default(),
-                table: HashMap::new(),
+                table: ItemTable::default(),
                 high_seqno: 0,
                 failover: FailoverLog::new(uuid, 0),
                 hlc: Hlc::default(),
@@ -160,7 +160,7 @@ impl VbInner {
     }
 
     /// Puts `item` under `key` as the next mutation, returning the change in charged bytes.
-    pub(crate) fn install(&mut self, key: &[u8], mut item: StoredItem) -> isize {
+    pub(crate) fn install(&mut self, key: &[u8], mut item: StoredItem<'_>) -> isize {
         item.seqno = self.next_seqno();
         self.place(key, item, LogKind::Mutation)
     }
@@ -168,32 +168,34 @@ impl VbInner {
     /// Puts `item` under `key` at the seqno it carries (above the high seqno), recorded in the change log as
     /// `kind`: a new mutation, the commit of a prepare, or a change a replica receives from its active. Returns
     /// the change in charged bytes.
-    pub(crate) fn place(&mut self, key: &[u8], item: StoredItem, kind: LogKind) -> isize {
+    pub(crate) fn place(&mut self, key: &[u8], item: StoredItem<'_>, kind: LogKind) -> isize {
         self.advance(item.seqno, key, kind);
         if self.persistent {
             self.dirty.push((key.into(), item.seqno));
         }
-        let new_bytes = item.footprint(key.len()) as isize;
-        let now_live = !item.deleted;
         if self.ejected_items > 0 {
             self.known_absent.remove(key);
         }
-        match self.table.get_mut(key) {
+        self.put(Item::new(key, &item))
+    }
+
+    /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes.
+    pub(crate) fn put(&mut self, item: Item) -> isize {
+        let new_bytes = item.footprint() as isize;
+        let now_live = !item.deleted();
+        match self.table.insert(item) {
             Some(old) => {
-                let delta = new_bytes - old.footprint(key.len()) as isize;
-                match (old.deleted, now_live) {
+                match (old.deleted(), now_live) {
                     (true, true) => self.live_items += 1,
                     (false, false) => self.live_items -= 1,
                     _ => {}
                 }
-                *old = item;
-                delta
+                new_bytes - old.footprint() as isize
             }
             None => {
                 if now_live {
                     self.live_items += 1;
                 }
-                self.table.insert(key.into(), item);
                 new_bytes
             }
         }
@@ -222,38 +224,21 @@ impl VbInner {
     }
 
     /// Puts an item read from disk in place as it is (no new seqno, not dirty); returns the change in charged bytes.
-    pub(crate) fn load(&mut self, key: &[u8], item: StoredItem) -> isize {
-        let new_bytes = item.footprint(key.len()) as isize;
-        let live = !item.deleted;
-        match self.table.insert(key.into(), item) {
-            Some(old) => {
-                match (old.deleted, live) {
-                    (true, true) => self.live_items += 1,
-                    (false, false) => self.live_items -= 1,
-                    _ => {}
-                }
-                new_bytes - old.footprint(key.len()) as isize
-            }
-            None => {
-                if live {
-                    self.live_items += 1;
-                }
-                new_bytes
-            }
-        }
+    pub(crate) fn load(&mut self, key: &[u8], item: StoredItem<'_>) -> isize {
+        self.put(Item::new(key, &item))
     }
 
     /// Drops an item without a new seqno (tombstone purge, flush, collection drop); returns the bytes released.
     pub(crate) fn purge(&mut self, key: &[u8]) -> usize {
         match self.table.remove(key) {
             Some(old) => {
-                if old.deleted {
+                if old.deleted() {
                     // A stream resuming below this seqno could miss the deletion: it must start over.
-                    self.purge_seqno = self.purge_seqno.max(old.seqno);
+                    self.purge_seqno = self.purge_seqno.max(old.seqno());
                 } else {
                     self.live_items -= 1;
                 }
-                old.footprint(key.len())
+                old.footprint()
             }
             None => 0,
         }

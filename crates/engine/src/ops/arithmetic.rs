@@ -52,13 +52,14 @@ impl Bucket {
         let r = self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
-            let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
+            let found = inner.table.get(key.encoded());
+            let existing = found.filter(|i| !i.deleted());
             let (value, next) = match existing {
                 None if expiry == NO_CREATE_EXPIRY || opts.cas != 0 => return Err(EngineError::NotFound),
                 None => {
-                    let rev = inner.table.get(key.encoded()).map_or(1, |old| old.rev + 1);
+                    let rev = found.map_or(1, |old| old.rev() + 1);
                     let item = StoredItem {
-                        value: Box::default(),
+                        value: Default::default(),
                         cas: 0,
                         seqno: 0,
                         rev,
@@ -74,14 +75,14 @@ impl Bucket {
                 }
                 Some(old) => {
                     check_cas_and_lock(old, opts.cas, now)?;
-                    let (_, body) = settee_doc::split_value(&old.value, old.datatype.has_xattr())
+                    let (_, body) = settee_doc::split_value(old.value(), old.datatype().has_xattr())
                         .map_err(|_| EngineError::DeltaBadval)?;
                     let current = parse_counter(body).ok_or(EngineError::DeltaBadval)?;
                     let value = match op {
                         ArithmeticOp::Increment => current.wrapping_add(delta),
                         ArithmeticOp::Decrement => current.saturating_sub(delta),
                     };
-                    let mut next = old.clone();
+                    let mut next = old.fields_with(Default::default());
                     next.rev += 1;
                     next.locked_until = 0;
                     (value, next)
@@ -89,7 +90,7 @@ impl Bucket {
             };
             let mut next = next;
             let xattrs = match existing {
-                Some(old) => settee_doc::split_value(&old.value, old.datatype.has_xattr())
+                Some(old) => settee_doc::split_value(old.value(), old.datatype().has_xattr())
                     .map(|(x, _)| x)
                     .unwrap_or_else(|_| settee_doc::Xattrs::new()),
                 None => settee_doc::Xattrs::new(),
@@ -97,7 +98,7 @@ impl Bucket {
             let digits = value.to_string();
             let (bytes, has_xattr) = settee_doc::join_value(&xattrs, digits.as_bytes());
             self.check_quota(bytes.len())?;
-            next.value = bytes.into_boxed_slice();
+            next.value = bytes.into();
             next.datatype = Datatype::of(true, has_xattr);
             next.cas = inner.next_cas(now_ns);
             Ok(ArithmeticResult { value, mutation: self.apply_mutation(inner, key, next, level) })

@@ -9,6 +9,7 @@ use settee_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbUuid};
 
 use crate::expiry::is_expired;
 use crate::item::StoredItem;
+use crate::table::Item;
 use crate::vbucket::VbInner;
 
 pub use arithmetic::{ArithmeticOp, ArithmeticRequest, ArithmeticResult};
@@ -54,7 +55,7 @@ impl crate::Bucket {
 /// expiration) and returns the change in charged bytes.
 pub(crate) fn expire_in_place(inner: &mut VbInner, key: &[u8], now_nanos: u64, now_secs: u32) -> isize {
     let Some(item) = inner.table.get(key) else { return 0 };
-    if item.deleted || !is_expired(item.expiry, now_secs) {
+    if item.deleted() || !is_expired(item.expiry(), now_secs) {
         return 0;
     }
     let tomb = tombstone_of(item, now_secs);
@@ -64,9 +65,9 @@ pub(crate) fn expire_in_place(inner: &mut VbInner, key: &[u8], now_nanos: u64, n
 }
 
 /// The tombstone a live item leaves: system xattrs survive deletion, the body and user xattrs do not.
-pub(crate) fn tombstone_of(item: &StoredItem, now_secs: u32) -> StoredItem {
-    let (value, has_xattr) = if item.datatype.has_xattr() {
-        match settee_doc::split_value(&item.value, true) {
+pub(crate) fn tombstone_of(item: &Item, now_secs: u32) -> StoredItem<'static> {
+    let (value, has_xattr) = if item.datatype().has_xattr() {
+        match settee_doc::split_value(item.value(), true) {
             Ok((mut x, _)) => {
                 x.retain_system();
                 settee_doc::join_value(&x, &[])
@@ -77,11 +78,11 @@ pub(crate) fn tombstone_of(item: &StoredItem, now_secs: u32) -> StoredItem {
         (Vec::new(), false)
     };
     StoredItem {
-        value: value.into_boxed_slice(),
-        cas: item.cas,
-        seqno: item.seqno,
-        rev: item.rev + 1,
-        flags: item.flags,
+        value: value.into(),
+        cas: item.cas(),
+        seqno: item.seqno(),
+        rev: item.rev() + 1,
+        flags: item.flags(),
         expiry: now_secs,
         datatype: if has_xattr { Datatype::XATTR } else { Datatype::RAW },
         deleted: true,
@@ -92,11 +93,11 @@ pub(crate) fn tombstone_of(item: &StoredItem, now_secs: u32) -> StoredItem {
 }
 
 /// Checks lock and CAS for a mutation of an existing live item.
-pub(crate) fn check_cas_and_lock(item: &StoredItem, cas: Cas, now_secs: u32) -> Result<(), crate::EngineError> {
-    if item.is_locked(now_secs) && cas != item.cas {
+pub(crate) fn check_cas_and_lock(item: &Item, cas: Cas, now_secs: u32) -> Result<(), crate::EngineError> {
+    if item.is_locked(now_secs) && cas != item.cas() {
         return Err(crate::EngineError::Locked);
     }
-    if cas != 0 && cas != item.cas {
+    if cas != 0 && cas != item.cas() {
         return Err(crate::EngineError::CasMismatch);
     }
     Ok(())

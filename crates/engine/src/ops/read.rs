@@ -31,8 +31,8 @@ impl Bucket {
         let r = self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             match inner.table.get(key.encoded()) {
-                Some(item) if !item.deleted => {
-                    let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas };
+                Some(item) if !item.deleted() => {
+                    let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas() };
                     Ok(f(ItemView::of(item, cas)))
                 }
                 _ => Err(EngineError::NotFound),
@@ -50,12 +50,12 @@ impl Bucket {
             self.prepare_key(inner, key, now_ns, now, false)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             Ok(GetMeta {
-                deleted: item.deleted,
-                flags: item.flags,
-                expiry: item.expiry,
-                rev: item.rev,
-                datatype: item.datatype,
-                cas: item.cas,
+                deleted: item.deleted(),
+                flags: item.flags(),
+                expiry: item.expiry(),
+                rev: item.rev(),
+                datatype: item.datatype(),
+                cas: item.cas(),
             })
         })
     }
@@ -76,12 +76,12 @@ impl Bucket {
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             let cas = inner.next_cas(now_ns);
-            let item = inner.table.get_mut(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
+            let item = inner.table.get_mut(key.encoded()).filter(|i| !i.deleted()).ok_or(EngineError::NotFound)?;
             if item.is_locked(now) {
                 return Err(EngineError::Locked);
             }
-            item.cas = cas;
-            item.locked_until = now + secs;
+            item.set_cas(cas);
+            item.set_locked_until(now + secs);
             Ok(f(ItemView::of(item, cas)))
         })
     }
@@ -90,14 +90,14 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         let now = self.clock.now_secs();
         self.with_active(vb, |inner| {
-            let item = inner.table.get_mut(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
+            let item = inner.table.get_mut(key.encoded()).filter(|i| !i.deleted()).ok_or(EngineError::NotFound)?;
             if !item.is_locked(now) {
                 return Err(EngineError::NotLocked);
             }
-            if item.cas != cas {
+            if item.cas() != cas {
                 return Err(EngineError::Locked);
             }
-            item.locked_until = 0;
+            item.set_locked_until(0);
             Ok(())
         })
     }
@@ -115,16 +115,16 @@ impl Bucket {
         let r = self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
-            let item = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
+            let item = inner.table.get(key.encoded()).filter(|i| !i.deleted()).ok_or(EngineError::NotFound)?;
             if item.is_locked(now) {
                 return Err(EngineError::Locked);
             }
-            let mut next = item.clone();
+            let mut next = item.fields_with(item.value().to_vec().into());
             next.expiry = cap_expiry(absolute_expiry(expiry, now), ttl_cap, now);
             next.cas = inner.next_cas(now_ns);
             next.rev += 1;
             let m = self.apply_mutation(inner, key, next, None);
-            let item = &inner.table[key.encoded()];
+            let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             let out = f(ItemView::of(item, m.cas));
             Ok((m, out))
         });
@@ -142,15 +142,15 @@ impl Bucket {
         for i in 0..n {
             let Some(vb) = self.vbucket(VbId(((start + i) % n) as u16)) else { continue };
             let inner = vb.inner.lock();
-            let found = inner.table.iter().find(|(k, item)| {
-                !item.deleted
-                    && item.resident
-                    && !crate::expiry::is_expired(item.expiry, now)
-                    && settee_mcbp::decode_leb128(k).is_some_and(|(c, _)| c == cid)
+            let found = inner.table.iter().find(|item| {
+                !item.deleted()
+                    && item.resident()
+                    && !crate::expiry::is_expired(item.expiry(), now)
+                    && settee_mcbp::decode_leb128(item.key()).is_some_and(|(c, _)| c == cid)
             });
-            if let Some((k, item)) = found {
-                let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas };
-                return Ok(f(k, ItemView::of(item, cas)));
+            if let Some(item) = found {
+                let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas() };
+                return Ok(f(item.key(), ItemView::of(item, cas)));
             }
         }
         Err(EngineError::NotFound)

@@ -10,6 +10,7 @@ use crate::error::EngineError;
 use crate::expiry::{absolute_expiry, cap_expiry};
 use crate::item::{DocKey, StoredItem};
 use crate::stats::BucketStats;
+use crate::table::Item;
 use crate::vbucket::VbInner;
 
 /// Sub-document document flags (the last extras byte).
@@ -57,17 +58,17 @@ pub struct SubdocMutationResult {
     pub deleted: bool,
 }
 
-fn meta_of(item: &StoredItem, uuid: u64) -> DocMeta {
-    let (body, _) = crate::ItemView::of(item, item.cas).body();
+fn meta_of(item: &Item, uuid: u64) -> DocMeta {
+    let (body, _) = crate::ItemView::of(item, item.cas()).body();
     DocMeta {
-        cas: item.cas,
-        seqno: item.seqno,
+        cas: item.cas(),
+        seqno: item.seqno(),
         vbuuid: uuid,
-        revid: item.rev,
-        exptime: if item.deleted { 0 } else { item.expiry },
-        flags: item.flags,
-        deleted: item.deleted,
-        datatype: item.datatype.0,
+        revid: item.rev(),
+        exptime: if item.deleted() { 0 } else { item.expiry() },
+        flags: item.flags(),
+        deleted: item.deleted(),
+        datatype: item.datatype().0,
         value_bytes: body.len() as u32,
         crc32c: crc32c::crc32c(body),
     }
@@ -90,14 +91,14 @@ impl Bucket {
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
-            if item.deleted && !flags.has(DocFlags::ACCESS_DELETED) {
+            if item.deleted() && !flags.has(DocFlags::ACCESS_DELETED) {
                 return Err(EngineError::NotFound);
             }
             let meta = meta_of(item, inner.uuid());
-            let results = settee_doc::lookup(&item.value, item.datatype.has_xattr(), &meta, specs, now)
+            let results = settee_doc::lookup(item.value(), item.datatype().has_xattr(), &meta, specs, now)
                 .map_err(EngineError::Subdoc)?;
-            let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas };
-            Ok(LookupResult { cas, deleted: item.deleted, results })
+            let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas() };
+            Ok(LookupResult { cas, deleted: item.deleted(), results })
         })
     }
 
@@ -147,8 +148,8 @@ impl Bucket {
         let cas = inner.next_cas(now_ns);
         let found = inner.table.get(key.encoded());
         // `base` is the document the specs apply to; None means "create a new one".
-        let base: Option<&StoredItem> = match found {
-            Some(item) if !item.deleted => {
+        let base: Option<&Item> = match found {
+            Some(item) if !item.deleted() => {
                 if f.has(DocFlags::ADD) {
                     return Err(EngineError::Exists);
                 }
@@ -164,7 +165,7 @@ impl Bucket {
                 if f.has(DocFlags::ADD) {
                     return Err(EngineError::Exists);
                 }
-                if opts.write.cas != 0 && opts.write.cas != tomb.cas {
+                if opts.write.cas != 0 && opts.write.cas != tomb.cas() {
                     return Err(EngineError::CasMismatch);
                 }
                 Some(tomb)
@@ -172,13 +173,13 @@ impl Bucket {
             _ if creating && opts.write.cas == 0 => None,
             _ => return Err(EngineError::NotFound),
         };
-        let was_deleted = base.is_some_and(|b| b.deleted);
+        let was_deleted = base.is_some_and(|b| b.deleted());
         let meta = match base {
             Some(item) => meta_of(item, inner.uuid()),
             None => DocMeta { vbuuid: inner.uuid(), datatype: Datatype::JSON.0, ..DocMeta::default() },
         };
         let ctx = MutationContext { new_cas: cas, new_seqno: inner.next_seqno(), now_secs: now, doc_flags: f.0 };
-        let existing = base.map(|b| (&b.value[..], b.datatype.has_xattr()));
+        let existing = base.map(|b| (b.value(), b.datatype().has_xattr()));
         let outcome = settee_doc::mutate(existing, &meta, specs, &ctx).map_err(|e| match e.index {
             Some(index) => EngineError::SubdocSpec { index, status: e.status },
             None => EngineError::Subdoc(e.status),
@@ -194,20 +195,20 @@ impl Bucket {
         if deleted && !body.is_empty() && !outcome.delete_document {
             return Err(EngineError::Subdoc(Status::SubdocDeletedDocumentCantHaveValue));
         }
-        let old_bytes = found.map_or(0, |o| o.footprint(key.encoded().len()));
+        let old_bytes = found.map_or(0, |o| o.footprint());
         self.check_quota((outcome.value.len() + key.encoded().len()).saturating_sub(old_bytes))?;
         let expiry = match base {
             _ if deleted => now,
-            Some(b) if opts.write.preserve_ttl && !b.deleted => b.expiry,
+            Some(b) if opts.write.preserve_ttl && !b.deleted() => b.expiry(),
             _ => cap_expiry(absolute_expiry(opts.expiry, now), ttl_cap, now),
         };
         let datatype = Datatype::of(outcome.is_json, outcome.has_xattr);
         let item = StoredItem {
-            value: outcome.value.into_boxed_slice(),
+            value: outcome.value.into(),
             cas,
             seqno: 0,
-            rev: found.map_or(1, |o| o.rev + 1),
-            flags: opts.user_flags.unwrap_or(base.map_or(0, |b| b.flags)),
+            rev: found.map_or(1, |o| o.rev() + 1),
+            flags: opts.user_flags.unwrap_or(base.map_or(0, |b| b.flags())),
             expiry,
             datatype,
             deleted,

@@ -1,5 +1,7 @@
 //! Hot path: SET, ADD, REPLACE, DELETE, APPEND, PREPEND.
 
+use std::borrow::Cow;
+
 use settee_types::{limits, Datatype, VbId};
 
 use super::{check_cas_and_lock, tombstone_of, MutationResult, WriteOptions};
@@ -46,7 +48,8 @@ impl Bucket {
         self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
-            let existing = inner.table.get(key.encoded()).filter(|i| !i.deleted);
+            let found = inner.table.get(key.encoded());
+            let existing = found.filter(|i| !i.deleted());
             match (req.mode, existing) {
                 (StoreMode::Add, Some(_)) => return Err(EngineError::Exists),
                 (StoreMode::Replace, None) => return Err(EngineError::NotFound),
@@ -55,21 +58,24 @@ impl Bucket {
                 _ => {}
             }
             // A full-document write replaces the body and user xattrs; system xattrs survive, as in Couchbase.
-            let (value, has_xattr) = match existing {
-                Some(old) if old.datatype.has_xattr() => with_system_xattrs_of(&old.value, req.value),
-                _ => (req.value.to_vec(), false),
+            let (value, has_xattr): (Cow<'_, [u8]>, bool) = match existing {
+                Some(old) if old.datatype().has_xattr() => {
+                    let (value, has_xattr) = with_system_xattrs_of(old.value(), req.value);
+                    (value.into(), has_xattr)
+                }
+                _ => (Cow::Borrowed(req.value), false),
             };
             let expiry = match existing {
-                Some(old) if req.opts.preserve_ttl => old.expiry,
+                Some(old) if req.opts.preserve_ttl => old.expiry(),
                 _ => cap_expiry(absolute_expiry(req.expiry, now), ttl_cap, now),
             };
-            let rev = inner.table.get(key.encoded()).map_or(1, |old| old.rev + 1);
-            let old_bytes = existing.map_or(0, |o| o.footprint(key.encoded().len()));
+            let rev = found.map_or(1, |old| old.rev() + 1);
+            let old_bytes = existing.map_or(0, |o| o.footprint());
             self.check_quota((value.len() + key.encoded().len()).saturating_sub(old_bytes))?;
             let datatype = Datatype::of(json, has_xattr);
             let cas = inner.next_cas(now_ns);
             let item = StoredItem {
-                value: value.into_boxed_slice(),
+                value,
                 cas,
                 seqno: 0,
                 rev,
@@ -92,7 +98,7 @@ impl Bucket {
         let r = self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
-            let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotFound)?;
+            let old = inner.table.get(key.encoded()).filter(|i| !i.deleted()).ok_or(EngineError::NotFound)?;
             check_cas_and_lock(old, opts.cas, now)?;
             let mut tomb = tombstone_of(old, now);
             tomb.cas = inner.next_cas(now_ns);
@@ -117,9 +123,9 @@ impl Bucket {
         self.with_active_write(vb, level, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             Self::check_sync_write(inner, key)?;
-            let old = inner.table.get(key.encoded()).filter(|i| !i.deleted).ok_or(EngineError::NotStored)?;
+            let old = inner.table.get(key.encoded()).filter(|i| !i.deleted()).ok_or(EngineError::NotStored)?;
             check_cas_and_lock(old, opts.cas, now)?;
-            let (xattrs, body) = settee_doc::split_value(&old.value, old.datatype.has_xattr())
+            let (xattrs, body) = settee_doc::split_value(old.value(), old.datatype().has_xattr())
                 .map_err(|_| EngineError::Invalid("stored xattrs are corrupt"))?;
             if body.len() + data.len() > limits::VALUE_BYTES_MAX {
                 return Err(EngineError::TooBig);
@@ -136,8 +142,7 @@ impl Bucket {
             let json = is_json(&new_body);
             let (value, has_xattr) = settee_doc::join_value(&xattrs, &new_body);
             let datatype = Datatype::of(json, has_xattr);
-            let mut next = old.clone();
-            next.value = value.into_boxed_slice();
+            let mut next = old.fields_with(value.into());
             next.datatype = datatype;
             next.rev += 1;
             next.locked_until = 0;
