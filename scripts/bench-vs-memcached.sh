@@ -15,26 +15,30 @@
 # Environment (defaults in brackets):
 #   ROUNDS [3]  DURATION [10] seconds per run  WARMUP [1] seconds  ITEMS [1000000]  VALUE_BYTES [200]
 #   CLIENT_THREADS [2]  CLIENT_CONNS [4] connections per client thread  MC_THREADS [nproc] memcached threads
-#   MEM_ITEMS [1000000] items for the memory measurement (0 skips it)  SKIP_LATENCY=1 skips the half-load runs
+#   MEM_ITEMS [1000000] items for the memory measurement (0 skips it)
+#   CHURN_SECS [30] seconds of 50–400-byte overwrites after it, then the RSS again (0 skips it)
+#   SKIP_LATENCY=1 skips the half-load runs
 #   SERVER_CPUS, CLIENT_CPUS  pin the servers / the client to these CPUs (taskset lists, e.g. 1 and 0)
 #   SETTEE_WORKERS  settee's tokio worker threads (TOKIO_WORKER_THREADS; default: one per CPU)
 #   SETTEE_BIN=path  use this binary instead of building target/release/settee
 #   OUT [target/bench/<date>]  where results, tables and charts go
 #   BASE_PORT [27100]  ports BASE_PORT..BASE_PORT+60 must be free
 #   QUICK=1  a smoke run: 1 round of 2 s, 20,000 items
+#   MEMORY_ONLY=1  only the memory-per-item measurement (no throughput rounds)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 if [ "${QUICK:-0}" = 1 ]; then
-    : "${ROUNDS:=1}" "${DURATION:=2}" "${WARMUP:=0.5}" "${ITEMS:=20000}" "${MEM_ITEMS:=20000}"
+    : "${ROUNDS:=1}" "${DURATION:=2}" "${WARMUP:=0.5}" "${ITEMS:=20000}" "${MEM_ITEMS:=20000}" "${CHURN_SECS:=2}"
 fi
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-1}"
 ITEMS="${ITEMS:-1000000}"
 VALUE_BYTES="${VALUE_BYTES:-200}"
+CHURN_SECS="${CHURN_SECS:-30}"
 CLIENT_THREADS="${CLIENT_THREADS:-2}"
 CLIENT_CONNS="${CLIENT_CONNS:-4}"
 MC_THREADS="${MC_THREADS:-$(nproc)}"
@@ -122,7 +126,7 @@ fi
     echo "memcached: $(memcached -V) with -t $MC_THREADS"
     echo "rustc: $(rustc -V 2>/dev/null || echo unknown)"
     echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP ITEMS=$ITEMS VALUE_BYTES=$VALUE_BYTES" \
-        "CLIENT_THREADS=$CLIENT_THREADS CLIENT_CONNS=$CLIENT_CONNS MEM_ITEMS=$MEM_ITEMS" \
+        "CLIENT_THREADS=$CLIENT_THREADS CLIENT_CONNS=$CLIENT_CONNS MEM_ITEMS=$MEM_ITEMS CHURN_SECS=$CHURN_SECS" \
         "SERVER_CPUS=${SERVER_CPUS:-any} CLIENT_CPUS=${CLIENT_CPUS:-any} SETTEE_WORKERS=${SETTEE_WORKERS:-default}"
 } | tee "$OUT/machine.txt"
 
@@ -208,79 +212,81 @@ SPEC[settee-ephemeral]="couchbase://127.0.0.1:$EPH_KV/default"
 SPEC[settee-persistent]="couchbase://127.0.0.1:$PER_KV/default"
 TARGETS=(memcached settee-ephemeral settee-persistent)
 
-log "starting memcached and settee (ephemeral, persistent)"
-start_memcached "$MC_PORT" "$RAM_MB"
-start_settee ephemeral "$EPH_KV" ephemeral
-start_settee persistent "$PER_KV" couchbase
+if [ "${MEMORY_ONLY:-0}" != 1 ]; then
+    log "starting memcached and settee (ephemeral, persistent)"
+    start_memcached "$MC_PORT" "$RAM_MB"
+    start_settee ephemeral "$EPH_KV" ephemeral
+    start_settee persistent "$PER_KV" couchbase
 
-COMMON=(-t "$CLIENT_THREADS" --connections "$CLIENT_CONNS" -I "$ITEMS" -m "$VALUE_BYTES" -M "$VALUE_BYTES")
+    COMMON=(-t "$CLIENT_THREADS" --connections "$CLIENT_CONNS" -I "$ITEMS" -m "$VALUE_BYTES" -M "$VALUE_BYTES")
 
-log "loading $ITEMS items of $VALUE_BYTES bytes into each target"
-for t in "${TARGETS[@]}"; do
-    measured "$OUT/load-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" -B 100 --populate-only --label "$t" \
-        --case "load $ITEMS items"
-done
-
-# name|options|description
-CASES=(
-    "set100-b1|-r 100 -B 1|100% set, batch 1"
-    "get95-b1|-r 5 -B 1|95/5 get/set, batch 1"
-    "get50-b1|-r 50 -B 1|50/50 get/set, batch 1"
-    "get100-b1|-r 0 -B 1|100% get, batch 1"
-    "set100-b50|-r 100 -B 50|100% set, batch 50"
-    "get95-b50|-r 5 -B 50|95/5 get/set, batch 50"
-    "get50-b50|-r 50 -B 50|50/50 get/set, batch 50"
-    "get100-b50|-r 0 -B 50|100% get, batch 50"
-)
-
-for round in $(seq 1 "$ROUNDS"); do
-    log "round $round of $ROUNDS"
-    for c in "${CASES[@]}"; do
-        IFS='|' read -r name opts desc <<<"$c"
-        for t in "${TARGETS[@]}"; do
-            echo "   $desc: $t" >&2
-            # shellcheck disable=SC2086
-            measured "$OUT/r$round-$name-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" $opts --no-population \
-                -d "$DURATION" --warmup "$WARMUP" --seed "$round" --label "$t" --case "$desc"
-        done
+    log "loading $ITEMS items of $VALUE_BYTES bytes into each target"
+    for t in "${TARGETS[@]}"; do
+        measured "$OUT/load-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" -B 100 --populate-only --label "$t" \
+            --case "load $ITEMS items"
     done
-done
 
-if [ "${SKIP_LATENCY:-0}" != 1 ]; then
-    log "p99 at half of each target's peak (95/5 get/set, batch 1, open loop)"
+    # name|options|description
+    CASES=(
+        "set100-b1|-r 100 -B 1|100% set, batch 1"
+        "get95-b1|-r 5 -B 1|95/5 get/set, batch 1"
+        "get50-b1|-r 50 -B 1|50/50 get/set, batch 1"
+        "get100-b1|-r 0 -B 1|100% get, batch 1"
+        "set100-b50|-r 100 -B 50|100% set, batch 50"
+        "get95-b50|-r 5 -B 50|95/5 get/set, batch 50"
+        "get50-b50|-r 50 -B 50|50/50 get/set, batch 50"
+        "get100-b50|-r 0 -B 50|100% get, batch 50"
+    )
+
     for round in $(seq 1 "$ROUNDS"); do
-        for t in "${TARGETS[@]}"; do
-            peak=$(ops_per_sec "$OUT/r$round-get95-b1-$t.json")
-            rate=$(( peak / 2 > 0 ? peak / 2 : 1 ))
-            echo "   round $round, $t: $rate ops/s (half of $peak)" >&2
-            # One connection per client thread, so the client waits for each send with a microsecond-precise
-            # sleep (same number of connections as the peak runs).
-            measured "$OUT/r$round-half-$t.json" --spec "${SPEC[$t]}" -t $((CLIENT_THREADS * CLIENT_CONNS)) \
-                --connections 1 -I "$ITEMS" -m "$VALUE_BYTES" -M "$VALUE_BYTES" -r 5 -B 1 --no-population \
-                -d "$DURATION" --warmup "$WARMUP" --seed "$round" --rate-limit "$rate" --label "$t" \
-                --case "95/5, batch 1, at half of the target's peak"
+        log "round $round of $ROUNDS"
+        for c in "${CASES[@]}"; do
+            IFS='|' read -r name opts desc <<<"$c"
+            for t in "${TARGETS[@]}"; do
+                echo "   $desc: $t" >&2
+                # shellcheck disable=SC2086
+                measured "$OUT/r$round-$name-$t.json" --spec "${SPEC[$t]}" "${COMMON[@]}" $opts --no-population \
+                    -d "$DURATION" --warmup "$WARMUP" --seed "$round" --label "$t" --case "$desc"
+            done
         done
     done
+
+    if [ "${SKIP_LATENCY:-0}" != 1 ]; then
+        log "p99 at half of each target's peak (95/5 get/set, batch 1, open loop)"
+        for round in $(seq 1 "$ROUNDS"); do
+            for t in "${TARGETS[@]}"; do
+                peak=$(ops_per_sec "$OUT/r$round-get95-b1-$t.json")
+                rate=$(( peak / 2 > 0 ? peak / 2 : 1 ))
+                echo "   round $round, $t: $rate ops/s (half of $peak)" >&2
+                # One connection per client thread, so the client waits for each send with a microsecond-precise
+                # sleep (same number of connections as the peak runs).
+                measured "$OUT/r$round-half-$t.json" --spec "${SPEC[$t]}" -t $((CLIENT_THREADS * CLIENT_CONNS)) \
+                    --connections 1 -I "$ITEMS" -m "$VALUE_BYTES" -M "$VALUE_BYTES" -r 5 -B 1 --no-population \
+                    -d "$DURATION" --warmup "$WARMUP" --seed "$round" --rate-limit "$rate" --label "$t" \
+                    --case "95/5, batch 1, at half of the target's peak"
+            done
+        done
+    fi
+
+    log "results (median of $ROUNDS rounds; ratio = target / memcached)"
+    bench compare --baseline memcached "$OUT"/r*-*.json --output "$OUT/table.md"
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r name _ desc <<<"$c"
+        bench plot "$OUT/r1-$name-"*.json --output "$OUT/$name.svg" --title "$desc (round 1)" >/dev/null
+    done
+
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    PIDS=()
 fi
-
-log "results (median of $ROUNDS rounds; ratio = target / memcached)"
-bench compare --baseline memcached "$OUT"/r*-*.json --output "$OUT/table.md"
-for c in "${CASES[@]}"; do
-    IFS='|' read -r name _ desc <<<"$c"
-    bench plot "$OUT/r1-$name-"*.json --output "$OUT/$name.svg" --title "$desc (round 1)" >/dev/null
-done
-
-for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-wait 2>/dev/null || true
-PIDS=()
 
 if [ "$MEM_ITEMS" -gt 0 ]; then
     log "memory per item: $MEM_ITEMS items, 36-byte UUID keys, $VALUE_BYTES-byte values, fresh servers"
     RAM_MB=$(( MEM_ITEMS * 600 / 1048576 + 1024 ))
     rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
     {
-        echo "| target | items | RSS before (MiB) | RSS after (MiB) | bytes per item | key + value | overhead per item |"
-        echo "|---|---:|---:|---:|---:|---:|---:|"
+        echo "| target | items | RSS before (MiB) | RSS after (MiB) | bytes per item | key + value | overhead per item | RSS after ${CHURN_SECS} s of 50–400-byte overwrites (MiB) |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     } >"$OUT/memory.md"
     for t in "${TARGETS[@]}"; do
         case $t in
@@ -295,12 +301,21 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
             -m "$VALUE_BYTES" -M "$VALUE_BYTES" --populate-only --label "$t" --case "memory"
         sleep 2
         after=$(rss_kb "$pid")
-        python3 - "$t" "$MEM_ITEMS" "$before" "$after" "$VALUE_BYTES" >>"$OUT/memory.md" <<'EOF'
+        churned=0
+        if [ "$CHURN_SECS" -gt 0 ]; then
+            # Overwrites with other value sizes: what the allocator keeps once items change size.
+            measured "$OUT/churn-$t.json" --spec "$spec" -t 2 --connections 2 -B 50 -I "$MEM_ITEMS" --key-format uuid \
+                -m 50 -M 400 -r 100 --no-population -d "$CHURN_SECS" --label "$t" --case "churn"
+            sleep 2
+            churned=$(rss_kb "$pid")
+        fi
+        python3 - "$t" "$MEM_ITEMS" "$before" "$after" "$VALUE_BYTES" "$churned" >>"$OUT/memory.md" <<'EOF'
 import sys
-t, n, before, after, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+t, n, before, after, value, churned = sys.argv[1], *map(int, sys.argv[2:])
 per = (after - before) * 1024 / n
 kv = 36 + value
-print(f"| {t} | {n} | {before/1024:.1f} | {after/1024:.1f} | {per:.1f} | {kv} | {per - kv:.1f} |")
+churn = f"{churned/1024:.1f}" if churned else "—"
+print(f"| {t} | {n} | {before/1024:.1f} | {after/1024:.1f} | {per:.1f} | {kv} | {per - kv:.1f} | {churn} |")
 EOF
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
