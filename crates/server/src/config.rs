@@ -57,6 +57,10 @@ pub struct ServerConfig {
     /// Most concurrent KV connections; further connections are closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Threads serving KV connections, each running its own single-threaded event loop with the connections
+    /// given to it (as memcached's worker threads); 0 means one per CPU.
+    #[arg(long, default_value_t = 0)]
+    pub kv_threads: usize,
 }
 
 impl ServerConfig {

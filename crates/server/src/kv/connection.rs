@@ -51,7 +51,14 @@ fn push_config(node: &Node, session: &Session, out: &mut Vec<u8>) {
     reply::clustermap_notification(out, &name, 1, rev, &body);
 }
 
-pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+/// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
+/// `main`, the node's multi-threaded runtime, because a producer reads the store.
+pub async fn serve_connection(
+    node: Arc<Node>,
+    stream: TcpStream,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    main: tokio::runtime::Handle,
+) {
     let peer = match stream.peer_addr() {
         Ok(p) => p,
         Err(_) => return,
@@ -197,7 +204,7 @@ pub async fn serve_connection(node: Arc<Node>, stream: TcpStream, mut shutdown: 
                 collections,
                 peer: peer.to_string(),
             };
-            crate::dcp::producer::serve(setup, rd, wr, rbuf, producer_shutdown).await;
+            let _ = main.spawn(crate::dcp::producer::serve(setup, rd, wr, rbuf, producer_shutdown)).await;
             node.kv_connections.fetch_sub(1, Ordering::Relaxed);
             return;
         }

@@ -1,21 +1,44 @@
 //! Accepts KV connections, at most `max_connections` at once: one more is closed at accept with a log line, so a
 //! connection flood cannot exhaust memory or file descriptors.
+//!
+//! Thread per core (DESIGN.md §2): accepted connections are dealt round-robin to `--kv-threads` worker threads, each
+//! running a single-threaded tokio runtime, and stay on their thread for their life, as memcached's worker threads
+//! keep theirs. A request's wake-up, execution and reply then happen on one thread: the work-stealing runtime used
+//! before moved wake-ups between its workers, which cost a futex wake and a context switch per request at batch 1
+//! (BENCHMARKS.md, "Where settee loses"). Everything else (management, cluster, pagers, DCP producers, which read
+//! the store) stays on the node's multi-threaded runtime.
 
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::connection::serve_connection;
 use crate::node::Node;
 
+/// A connection handed to a worker thread, with its slot under `--max-connections`.
+type Handoff = (std::net::TcpStream, OwnedSemaphorePermit);
+
 pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(node.config.max_connections));
+    let threads = match node.config.kv_threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let (workers, handles) = match start_workers(&node, threads, &shutdown) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the kv worker threads; kv service not started");
+            return;
+        }
+    };
+    let mut next = 0;
     let mut stop = shutdown.clone();
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = stop.changed() => return,
+            _ = stop.changed() => break,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
@@ -31,11 +54,78 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
             drop(stream);
             continue;
         };
-        let node = node.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            serve_connection(node, stream, shutdown).await;
-            drop(permit);
-        });
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "dropping kv connection: cannot hand it to a worker");
+                continue;
+            }
+        };
+        if workers[next].send((stream, permit)).is_err() {
+            tracing::error!(worker = next, "kv worker thread gone; dropping connection");
+        }
+        next = (next + 1) % workers.len();
     }
+    // The workers end once their connections saw the shutdown and closed.
+    drop(workers);
+    let _ = tokio::task::spawn_blocking(move || {
+        for h in handles {
+            let _ = h.join();
+        }
+    })
+    .await;
+}
+
+fn start_workers(
+    node: &Arc<Node>,
+    threads: usize,
+    shutdown: &watch::Receiver<bool>,
+) -> std::io::Result<(Vec<mpsc::UnboundedSender<Handoff>>, Vec<JoinHandle<()>>)> {
+    // DCP producers run here: they read the store, which must not block a worker's event loop.
+    let main = tokio::runtime::Handle::current();
+    let mut senders = Vec::with_capacity(threads);
+    let mut handles = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (node, shutdown, main) = (node.clone(), shutdown.clone(), main.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("settee-kv-{i}"))
+            .spawn(move || runtime.block_on(run_worker(node, rx, shutdown, main)))?;
+        senders.push(tx);
+        handles.push(handle);
+    }
+    Ok((senders, handles))
+}
+
+/// One worker thread's event loop: serves the connections it is handed until the listener stops and every one of
+/// them has closed.
+async fn run_worker(
+    node: Arc<Node>,
+    mut handoffs: mpsc::UnboundedReceiver<Handoff>,
+    shutdown: watch::Receiver<bool>,
+    main: tokio::runtime::Handle,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            handoff = handoffs.recv() => {
+                let Some((stream, permit)) = handoff else { break };
+                let stream = match tokio::net::TcpStream::from_std(stream) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "dropping kv connection: cannot register it with the worker");
+                        continue;
+                    }
+                };
+                let (node, shutdown, main) = (node.clone(), shutdown.clone(), main.clone());
+                connections.spawn(async move {
+                    serve_connection(node, stream, shutdown, main).await;
+                    drop(permit);
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    while connections.join_next().await.is_some() {}
 }
