@@ -383,8 +383,7 @@ impl Bucket {
                 }
                 continue;
             }
-            let freed: usize = std::mem::take(&mut inner.table).iter().map(|i| i.footprint()).sum();
-            inner.live_items = 0;
+            let freed = inner.purge_all();
             self.charge(-(freed as isize));
         }
         complete(ambiguous, Err(EngineError::SyncWriteAmbiguous));

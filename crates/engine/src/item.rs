@@ -74,9 +74,14 @@ impl StoredItem<'_> {
         crate::table::footprint(key_len, self.value.len())
     }
     /// The same fields with the value owned (a prepare outlives the request that made it).
-    pub(crate) fn into_owned(self) -> StoredItem<'static> {
+    pub(crate) fn into_owned(mut self) -> StoredItem<'static> {
+        let value = std::mem::take(&mut self.value).into_owned();
+        self.with_value(Cow::Owned(value))
+    }
+    /// The same fields with another value (the start of a new version of a document).
+    pub(crate) fn with_value<'w>(self, value: Cow<'w, [u8]>) -> StoredItem<'w> {
         StoredItem {
-            value: Cow::Owned(self.value.into_owned()),
+            value,
             cas: self.cas,
             seqno: self.seqno,
             rev: self.rev,

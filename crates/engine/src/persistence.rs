@@ -180,7 +180,8 @@ pub(crate) fn stored_of(item: ItemSnapshot) -> StoredItem<'static> {
     }
 }
 
-/// A pending prepare's document as the flusher and DCP carry it.
+/// A document's fields under `key` as the flusher and DCP carry them (a pending prepare's, or a table item's through
+/// [`snapshot`]).
 pub(crate) fn snapshot_of(key: &[u8], item: &StoredItem<'_>) -> ItemSnapshot {
     ItemSnapshot {
         key: key.to_vec(),
@@ -196,18 +197,7 @@ pub(crate) fn snapshot_of(key: &[u8], item: &StoredItem<'_>) -> ItemSnapshot {
     }
 }
 
-/// An item of the hash table as the flusher and DCP carry it.
+/// An item of the hash table as the flusher and DCP carry it; an ejected value is marked missing.
 pub(crate) fn snapshot(item: &Item) -> ItemSnapshot {
-    ItemSnapshot {
-        key: item.key().to_vec(),
-        value: item.value().to_vec(),
-        cas: item.cas(),
-        seqno: item.seqno(),
-        rev: item.rev(),
-        flags: item.flags(),
-        expiry: item.expiry(),
-        datatype: item.datatype().0,
-        deleted: item.deleted(),
-        value_missing: !item.resident(),
-    }
+    ItemSnapshot { value_missing: !item.resident(), ..snapshot_of(item.key(), &item.to_stored()) }
 }

@@ -258,8 +258,7 @@ impl Bucket {
         let (freed, waiters) = {
             let mut inner = vbucket.inner.lock();
             let waiters = self.drop_sync_writes(&mut inner);
-            let freed: usize = std::mem::take(&mut inner.table).iter().map(|i| i.footprint()).sum();
-            inner.live_items = 0;
+            let freed = inner.purge_all();
             inner.high_seqno = 0;
             inner.persisted_seqno = 0;
             inner.purge_seqno = 0;

@@ -72,10 +72,7 @@ impl Item {
     /// Packs `item` under `key`. Keys are at most 255 bytes (250 plus the collection prefix) and values under
     /// 4 GiB: the engine refuses anything larger before it gets here.
     pub(crate) fn new(key: &[u8], item: &StoredItem<'_>) -> Item {
-        Item::with_parts(key, item, &item.value)
-    }
-
-    fn with_parts(key: &[u8], item: &StoredItem<'_>, value: &[u8]) -> Item {
+        let value = &item.value[..];
         assert!(key.len() <= u8::MAX as usize, "key of {} bytes", key.len());
         let value_len = u32::try_from(value.len()).expect("value under 4 GiB");
         debug_assert!(item.seqno <= SEQNO_MAX, "seqno beyond 56 bits");
@@ -186,13 +183,8 @@ impl Item {
 
     /// The item's fields, its value borrowed.
     pub(crate) fn to_stored(&self) -> StoredItem<'_> {
-        self.fields_with(Cow::Borrowed(self.value()))
-    }
-
-    /// The item's fields with another value (the start of a new version of the document).
-    pub(crate) fn fields_with<'v>(&self, value: Cow<'v, [u8]>) -> StoredItem<'v> {
         StoredItem {
-            value,
+            value: Cow::Borrowed(self.value()),
             cas: self.cas(),
             seqno: self.seqno(),
             rev: self.rev(),
@@ -208,9 +200,9 @@ impl Item {
 
     /// The same item with another value (the item pager ejecting it, or a fetch bringing it back).
     pub(crate) fn with_value(&self, value: &[u8], resident: bool) -> Item {
-        let mut fields = self.to_stored();
+        let mut fields = self.to_stored().with_value(Cow::Borrowed(value));
         fields.resident = resident;
-        Item::with_parts(self.key(), &fields, value)
+        Item::new(self.key(), &fields)
     }
 
     /// Bytes charged to the bucket quota for this item.
@@ -222,7 +214,7 @@ impl Item {
 impl Drop for Item {
     fn drop(&mut self) {
         let layout = layout(self.key_len(), self.header().value_len as usize);
-        // SAFETY: allocated in with_parts with this same layout (key and value lengths never change).
+        // SAFETY: allocated in Item::new with this same layout (key and value lengths never change).
         unsafe { System.dealloc(self.ptr.as_ptr().cast::<u8>(), layout) }
     }
 }

@@ -180,7 +180,7 @@ impl VbInner {
     }
 
     /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes.
-    pub(crate) fn put(&mut self, item: Item) -> isize {
+    fn put(&mut self, item: Item) -> isize {
         let new_bytes = item.footprint() as isize;
         let now_live = !item.deleted();
         match self.table.insert(item) {
@@ -228,7 +228,17 @@ impl VbInner {
         self.put(Item::new(key, &item))
     }
 
-    /// Drops an item without a new seqno (tombstone purge, flush, collection drop); returns the bytes released.
+    /// Drops every item without new seqnos (a flush of a memory-only bucket, a vBucket emptied), as [`VbInner::purge`]
+    /// of each would, and gives back the table's memory; returns the bytes released.
+    pub(crate) fn purge_all(&mut self) -> usize {
+        let table = std::mem::take(&mut self.table);
+        let tombstones = table.iter().filter(|i| i.deleted()).map(|i| i.seqno());
+        self.purge_seqno = tombstones.fold(self.purge_seqno, Seqno::max);
+        self.live_items = 0;
+        table.iter().map(|i| i.footprint()).sum()
+    }
+
+    /// Drops an item without a new seqno (tombstone purge, collection drop); returns the bytes released.
     pub(crate) fn purge(&mut self, key: &[u8]) -> usize {
         match self.table.remove(key) {
             Some(old) => {

@@ -82,7 +82,7 @@ impl Bucket {
                         ArithmeticOp::Increment => current.wrapping_add(delta),
                         ArithmeticOp::Decrement => current.saturating_sub(delta),
                     };
-                    let mut next = old.fields_with(Default::default());
+                    let mut next = old.to_stored().with_value(Default::default());
                     next.rev += 1;
                     next.locked_until = 0;
                     (value, next)

@@ -119,7 +119,7 @@ impl Bucket {
             if item.is_locked(now) {
                 return Err(EngineError::Locked);
             }
-            let mut next = item.fields_with(item.value().to_vec().into());
+            let mut next = item.to_stored().into_owned();
             next.expiry = cap_expiry(absolute_expiry(expiry, now), ttl_cap, now);
             next.cas = inner.next_cas(now_ns);
             next.rev += 1;

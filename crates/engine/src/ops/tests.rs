@@ -230,3 +230,17 @@ fn flush_empties_the_bucket() {
     b.flush();
     assert_eq!((b.curr_items(), b.mem_used()), (0, 0));
 }
+
+/// A flush of a memory-only bucket drops tombstones too, and records the highest one dropped as the purge seqno: a
+/// DCP stream resuming below it could miss a deletion.
+#[test]
+fn flush_records_the_tombstones_it_purges() {
+    let (b, _) = bucket();
+    let key = DocKey::new(0, b"gone");
+    set(&b, &key, b"v", 0).unwrap();
+    let deleted = b.delete(VbId(1), &key, WriteOptions::default()).unwrap();
+    set(&b, &DocKey::new(0, b"live"), b"v", 0).unwrap();
+    assert_eq!(b.stream_info(VbId(1)).unwrap().purge_seqno, 0);
+    b.flush();
+    assert_eq!(b.stream_info(VbId(1)).unwrap().purge_seqno, deleted.seqno);
+}

@@ -142,7 +142,7 @@ impl Bucket {
             let json = is_json(&new_body);
             let (value, has_xattr) = settee_doc::join_value(&xattrs, &new_body);
             let datatype = Datatype::of(json, has_xattr);
-            let mut next = old.fields_with(value.into());
+            let mut next = old.to_stored().with_value(value.into());
             next.datatype = datatype;
             next.rev += 1;
             next.locked_until = 0;
