@@ -35,6 +35,10 @@ const COMMITTED_FILE: &str = "committed.json";
 const HEADER_BYTES: usize = 8;
 /// A record longer than this is refused on write and treated as corruption on read.
 const RECORD_BYTES_MAX: usize = 64 << 20;
+/// Replication reads at most about this many bytes of entries for one append (always at least one entry).
+/// openraft gives an append one heartbeat interval; a rebalance logs a whole vBucket map (tens of KiB) per step, and
+/// 64 of them (`max_payload_entries`) took longer than that on a loaded machine, so a new member never caught up.
+pub(crate) const APPEND_BYTES_TARGET: usize = 256 << 10;
 
 type Entry = openraft::Entry<TypeConfig>;
 type LogId = openraft::LogId<NodeId>;
@@ -109,6 +113,38 @@ impl RaftLogReader<TypeConfig> for LogStore {
     ) -> StorageResult<Vec<Entry>> {
         Ok(self.shared.mem.lock().entries.range(range).map(|(_, e)| e.clone()).collect())
     }
+
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> StorageResult<Vec<Entry>> {
+        let mem = self.shared.mem.lock();
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        for (_, entry) in mem.entries.range(start..end) {
+            if !entries.is_empty() && bytes >= APPEND_BYTES_TARGET {
+                break;
+            }
+            bytes += json_len(entry);
+            entries.push(entry.clone());
+        }
+        Ok(entries)
+    }
+}
+
+/// The length of `value` as JSON, without building the text.
+fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Serializing a log entry cannot fail: it was serialized when it was appended.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 impl RaftLogStorage<TypeConfig> for LogStore {

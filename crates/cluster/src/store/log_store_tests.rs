@@ -116,3 +116,46 @@ fn failed_write_poisons_the_log() {
     log.file = OpenOptions::new().append(true).open(dir.path().join(LOG_FILE)).expect("writable again");
     assert!(log.append(&frames(0..1)).is_err(), "poisoned");
 }
+
+/// Replication reads a byte-bounded prefix of the range it asks for: whole entries up to about
+/// `APPEND_BYTES_TARGET`, never none, and successive reads cover the range in order.
+#[tokio::test]
+async fn replication_reads_are_bounded_by_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = LogStore::open(dir.path()).expect("open");
+    // Each entry is about a tenth of the target, so a read of all 40 must be cut after 10 or 11.
+    let big = |index: u64| Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(MetaCommand::DeleteBucket("x".repeat(APPEND_BYTES_TARGET / 10))),
+    };
+    store.shared.mem.lock().entries.extend((0..40).map(|i| (i, big(i))));
+
+    let mut start = 0;
+    let mut reads = 0;
+    while start < 40 {
+        let got = store.limited_get_log_entries(start, 40).await.expect("read");
+        assert!(!got.is_empty(), "a read returns at least one entry");
+        let bytes: usize = got.iter().map(json_len).sum();
+        assert!(bytes - json_len(got.last().expect("one")) < APPEND_BYTES_TARGET, "stops once over the target");
+        assert_eq!(
+            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+            (start..start + got.len() as u64).collect::<Vec<_>>()
+        );
+        start += got.len() as u64;
+        reads += 1;
+    }
+    assert!((4..=5).contains(&reads), "40 entries of a tenth of the target each take 4 reads, took {reads}");
+
+    // One entry bigger than the target still goes out, alone.
+    store.shared.mem.lock().entries.insert(
+        40,
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), 40),
+            payload: EntryPayload::Normal(MetaCommand::DeleteBucket("y".repeat(APPEND_BYTES_TARGET * 2))),
+        },
+    );
+    let got = store.limited_get_log_entries(40, 41).await.expect("read");
+    assert_eq!(got.len(), 1);
+    // A small range is returned whole.
+    assert_eq!(store.limited_get_log_entries(0, 3).await.expect("read").len(), 3);
+}

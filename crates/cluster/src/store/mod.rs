@@ -265,19 +265,22 @@ impl MetadataStore {
     }
 
     /// Runs `call` on the leader: here if this node leads, otherwise at the leader's address, following
-    /// `NotLeader` redirects. `start` is a first address to try (a seed, for a node not yet in the cluster).
+    /// `NotLeader` redirects. `seed` is a first address to try, and the one to go back to while this node knows
+    /// no leader: a node not yet in the cluster hears of none until it is added, so its own view has no route.
     async fn call_leader<C: LeaderCall>(
         &self,
         call: &C,
         deadline: Instant,
-        start: Option<String>,
+        seed: Option<String>,
     ) -> Result<C::Ok, C::Err> {
-        let mut redirect = start;
+        let mut redirect = seed.clone();
         let mut last: C::Err = ConsensusError::NoLeader.into();
         for _ in 0..ROUTE_ATTEMPTS_MAX {
-            let addr = match redirect.take() {
-                Some(addr) => addr,
-                None => self.leader_addr(deadline).await?,
+            let known_leader = self.raft.metrics().borrow().current_leader;
+            let addr = match (redirect.take(), &seed) {
+                (Some(addr), _) => addr,
+                (None, Some(seed)) if known_leader.is_none() => seed.clone(),
+                (None, _) => self.leader_addr(deadline).await?,
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -300,15 +303,14 @@ impl MetadataStore {
                 Some(ConsensusError::NotLeader { leader_addr: Some(next), .. }) if *next != addr => {
                     redirect = Some(next.clone());
                 }
-                Some(ConsensusError::NotLeader { .. } | ConsensusError::MembershipChangeInProgress) => {
+                // No leader known there (an election is running, as right after a cluster is initialised), or a
+                // membership change still committing: the request did not run; ask again after a pause.
+                Some(
+                    ConsensusError::NoLeader
+                    | ConsensusError::NotLeader { .. }
+                    | ConsensusError::MembershipChangeInProgress,
+                ) => {
                     tokio::time::sleep(ROUTE_BACKOFF.min(remaining)).await;
-                }
-                // A peer that knows no leader yet (an election is running, as right after a cluster is
-                // initialised) did not run the request: ask the same peer again, since a node that is not a
-                // member yet (a join) has no other route.
-                Some(ConsensusError::NoLeader) if addr != self.addr => {
-                    tokio::time::sleep(ROUTE_BACKOFF.min(remaining)).await;
-                    redirect = Some(addr.clone());
                 }
                 Some(ConsensusError::Forward(t)) if t.request_not_sent() => {
                     tokio::time::sleep(ROUTE_BACKOFF.min(remaining)).await;

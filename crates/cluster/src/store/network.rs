@@ -1,5 +1,6 @@
 //! openraft's network traits over a [`RaftTransport`]: one [`PeerClient`] per target node, turning transport
-//! failures into the RPC errors openraft reacts to (back off from an unreachable peer, split a too-large append).
+//! failures into the RPC errors openraft reacts to (back off from an unreachable peer, split an append that is too
+//! large or too slow).
 
 use std::sync::Arc;
 
@@ -65,11 +66,19 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse> {
         let entries = rpc.entries.len() as u64;
-        let reply = self.transport.append_entries(&self.addr, rpc, option.hard_ttl()).await;
-        if let Err(TransportError::Status { code: PAYLOAD_TOO_LARGE, .. }) = &reply {
-            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint((entries / 2).max(1))));
+        // openraft drops an append at its deadline and sends the same entries again, so a batch the peer cannot
+        // take in time (a loaded machine, a slow disk) would fail forever. A batch gets three quarters of the
+        // deadline; if that runs out, openraft is told to send half as many for a while.
+        let timeout = if entries > 1 { option.soft_ttl() } else { option.hard_ttl() };
+        let reply = self.transport.append_entries(&self.addr, rpc, timeout).await;
+        match &reply {
+            Err(TransportError::Status { code: PAYLOAD_TOO_LARGE, .. }) if entries > 1 => {}
+            Err(TransportError::Timeout) if entries > 1 => {
+                tracing::info!(target = self.target, entries, "append timed out; sending fewer entries at a time");
+            }
+            _ => return self.finish(reply),
         }
-        self.finish(reply)
+        Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint((entries / 2).max(1))))
     }
 
     async fn install_snapshot(

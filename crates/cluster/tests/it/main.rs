@@ -2,5 +2,6 @@
 //! through the real HTTP transport on 127.0.0.1. One module per topic.
 
 mod fixture;
+mod membership;
 mod recovery;
 mod replication;

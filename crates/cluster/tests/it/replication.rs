@@ -3,7 +3,7 @@
 
 use settee_cluster::{MetaCommand, MetaError, ProposeError, StoreOptions};
 
-use crate::fixture::{bucket, converged, register, three_nodes};
+use crate::fixture::{bucket, converged, register, three_nodes, TestNode, CONVERGE_TIMEOUT};
 
 /// Proposals made on the leader and on followers (forwarded) are applied by every node in the same order: all
 /// three reach the same revision with identical content, and all know the same three Raft members.
@@ -33,6 +33,11 @@ async fn proposals_from_any_node_converge_everywhere() {
 
 /// With the leader stopped, the two remaining nodes elect a new leader and keep accepting proposals (a majority
 /// of two out of three); a proposal made on either survivor succeeds and both apply it.
+///
+/// A survivor that still takes the stopped node for the leader forwards its first proposal there, and that
+/// forward may fail with an unknown outcome (the connection closed under it): the store's documented contract.
+/// The caller retries, as a REST client would, and a retry refused because the first attempt was applied after
+/// all counts as that attempt's success.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_the_loss_of_its_leader() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -43,18 +48,39 @@ async fn survives_the_loss_of_its_leader() {
     nodes[old_leader].stop().await;
     let survivors: Vec<_> = nodes.iter().filter(|n| n.id != old_leader_id).collect();
 
-    let state = survivors[0].store.propose(MetaCommand::CreateBucket(bucket("after-failure"))).await.expect("2 of 3");
-    let state = survivors[1].store.propose(MetaCommand::DeleteBucket("after-failure".into())).await.map_or_else(
-        |e| panic!("second survivor proposal: {e}"),
-        |s| {
-            assert_eq!(s.rev, state.rev + 1);
-            s
-        },
-    );
-    converged(&survivors, state.rev).await;
+    let created = MetaCommand::CreateBucket(bucket("after-failure"));
+    let exists = MetaError::BucketExists("after-failure".into());
+    let rev = propose_retrying_unknown_outcomes(survivors[0], created, exists).await;
+    let deleted = MetaCommand::DeleteBucket("after-failure".into());
+    let unknown = MetaError::UnknownBucket("after-failure".into());
+    let rev_after = propose_retrying_unknown_outcomes(survivors[1], deleted, unknown).await;
+    assert_eq!(rev_after, rev + 1, "the second proposal is the next revision");
+    let state = converged(&survivors, rev_after).await;
+    assert!(!state.buckets.contains_key("after-failure"));
     let new_leader = survivors[0].store.leader().expect("a new leader");
     assert_ne!(new_leader, old_leader_id);
     assert_eq!(survivors[1].store.leader(), Some(new_leader));
+}
+
+/// Proposes `cmd` on `node` until it is applied, retrying an unknown outcome; `applied_before` is the refusal a
+/// retry gets when an earlier attempt was applied. Returns the revision the command produced.
+async fn propose_retrying_unknown_outcomes(node: &TestNode, cmd: MetaCommand, applied_before: MetaError) -> u64 {
+    let deadline = tokio::time::Instant::now() + CONVERGE_TIMEOUT;
+    let mut retried = false;
+    loop {
+        match node.store.propose(cmd.clone()).await {
+            Ok(state) => return state.rev,
+            Err(ProposeError::Rejected(e)) if retried && e == applied_before => {
+                return node.store.read_linearizable().await.expect("read").rev;
+            }
+            Err(ProposeError::Consensus(e)) if tokio::time::Instant::now() < deadline => {
+                eprintln!("node {}: outcome unknown ({e}); retrying", node.id);
+                retried = true;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("node {}: {e}", node.id),
+        }
+    }
 }
 
 /// A command the state machine refuses comes back as the typed MetaError, from the leader and through a
