@@ -76,11 +76,10 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
     .await;
 }
 
-fn start_workers(
-    node: &Arc<Node>,
-    threads: usize,
-    shutdown: &watch::Receiver<bool>,
-) -> std::io::Result<(Vec<mpsc::UnboundedSender<Handoff>>, Vec<JoinHandle<()>>)> {
+/// Where accepted connections are handed to each worker, and the workers' threads.
+type Workers = (Vec<mpsc::UnboundedSender<Handoff>>, Vec<JoinHandle<()>>);
+
+fn start_workers(node: &Arc<Node>, threads: usize, shutdown: &watch::Receiver<bool>) -> std::io::Result<Workers> {
     // DCP producers run here: they read the store, which must not block a worker's event loop.
     let main = tokio::runtime::Handle::current();
     let mut senders = Vec::with_capacity(threads);

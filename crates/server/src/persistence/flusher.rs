@@ -16,6 +16,11 @@ use super::FlushSignal;
 
 /// Longest a dirty item waits when no notification comes (expiry tombstones are not notified).
 const FLUSH_IDLE_WAIT: Duration = Duration::from_millis(50);
+/// A round stops taking vBuckets once it holds this many bytes of keys and values. Every value is copied out of
+/// the hash table and again into the store's batch, so a round over a whole backlog (a bulk load that outran the
+/// disk) held the bucket's data twice more in memory, and made every durable write in it wait for all of it. The
+/// vBuckets left over come first in the next round, which starts at once.
+const ROUND_BYTES_TARGET: usize = 8 << 20;
 
 pub(crate) struct Flusher {
     pub bucket: Arc<Bucket>,
@@ -27,12 +32,22 @@ pub(crate) struct Flusher {
 
 impl Flusher {
     pub(crate) fn run(self) {
+        let vbuckets: Vec<VbId> =
+            (self.shard..self.bucket.num_vbuckets()).step_by(usize::from(super::FLUSHER_SHARDS)).map(VbId).collect();
+        let mut next = 0;
         loop {
             let stopping = self.stop.load(Ordering::Acquire);
-            if let Err(e) = self.round() {
-                tracing::error!(bucket = %self.bucket.name(), error = %e, "persistence failed: bucket refuses writes until restart");
-                self.bucket.fail_persistence();
-                return;
+            match self.round(&vbuckets, next) {
+                Ok(Some(resume)) => {
+                    next = resume;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(bucket = %self.bucket.name(), error = %e, "persistence failed: bucket refuses writes until restart");
+                    self.bucket.fail_persistence();
+                    return;
+                }
             }
             if stopping {
                 return;
@@ -41,13 +56,22 @@ impl Flusher {
         }
     }
 
-    /// One round: every dirty vBucket of the shard, one fsync.
-    fn round(&self) -> Result<(), settee_store::StoreError> {
+    /// One round: the shard's dirty vBuckets from position `first` on (wrapping), until about
+    /// [`ROUND_BYTES_TARGET`] bytes are taken; one commit and one fsync. Returns where the next round must resume
+    /// when this one stopped early.
+    fn round(&self, vbuckets: &[VbId], first: usize) -> Result<Option<usize>, settee_store::StoreError> {
         let mut flushed = Vec::new();
         let mut parts = Vec::new();
-        for v in (self.shard..self.bucket.num_vbuckets()).step_by(usize::from(super::FLUSHER_SHARDS)) {
-            let vb = VbId(v);
+        let mut bytes = 0;
+        let mut resume = None;
+        for step in 0..vbuckets.len() {
+            if bytes >= ROUND_BYTES_TARGET {
+                resume = Some((first + step) % vbuckets.len());
+                break;
+            }
+            let vb = vbuckets[(first + step) % vbuckets.len()];
             let Some(batch) = self.bucket.drain_dirty(vb) else { continue };
+            bytes += batch.items.iter().map(|i| i.key.len() + i.value.len()).sum::<usize>();
             let records: Vec<_> = batch.items.into_iter().map(record_of).collect();
             // The vBucket's counters travel in the same atomic batch, so after a crash they agree with the data.
             let state = VbStateRecord {
@@ -60,7 +84,7 @@ impl Flusher {
             flushed.push((vb, batch.up_to));
         }
         if flushed.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         // One commit for the whole round, then one fsync.
         let view: Vec<_> = parts.iter().map(|(vb, records, state)| (*vb, &records[..], Some(state))).collect();
@@ -69,6 +93,98 @@ impl Flusher {
         for (vb, up_to) in flushed {
             self.bucket.mark_persisted(vb, up_to);
         }
-        Ok(())
+        Ok(resume)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use settee_engine::{BucketConfig, BucketKind, DocKey, EvictionPolicy, StoreMode, StoreRequest, WriteOptions};
+    use settee_store::MemoryStore;
+    use settee_types::ManualClock;
+
+    use super::*;
+
+    const VALUE_BYTES: usize = 100 << 10;
+
+    fn bucket() -> Arc<Bucket> {
+        let config = BucketConfig {
+            name: "p".into(),
+            uuid: "0123456789abcdef0123456789abcdef".into(),
+            kind: BucketKind::Couchbase,
+            ram_quota_bytes: 1 << 30,
+            replicas: 0,
+            eviction: EvictionPolicy::ValueOnly,
+            max_ttl: 0,
+            flush_enabled: false,
+            durability_min_level: None,
+        };
+        Arc::new(Bucket::new(config, Arc::new(ManualClock::new(1_700_000_000))))
+    }
+
+    fn stored_records(store: &dyn VbStore, vbuckets: &[VbId]) -> usize {
+        let mut n = 0;
+        for &vb in vbuckets {
+            store
+                .scan_keys(vb, false, &mut |_| {
+                    n += 1;
+                    true
+                })
+                .expect("scan");
+        }
+        n
+    }
+
+    /// A backlog three times the round budget goes to disk in several bounded rounds, each resuming where the last
+    /// stopped, and in the end every item is stored and every vBucket's persisted seqno is its high seqno.
+    #[test]
+    fn backlog_is_flushed_in_bounded_rounds() {
+        let bucket = bucket();
+        let store: Arc<dyn VbStore> = Arc::new(MemoryStore::default());
+        let flusher = Flusher {
+            bucket: bucket.clone(),
+            store: store.clone(),
+            signals: Arc::new((0..super::super::FLUSHER_SHARDS).map(|_| FlushSignal::default()).collect()),
+            stop: Arc::new(AtomicBool::new(false)),
+            shard: 0,
+        };
+        let vbuckets: Vec<VbId> =
+            (0..bucket.num_vbuckets()).step_by(usize::from(super::super::FLUSHER_SHARDS)).map(VbId).collect();
+        let value = vec![b'v'; VALUE_BYTES];
+        let items = 3 * ROUND_BYTES_TARGET / VALUE_BYTES;
+        for i in 0..items {
+            // Two items per vBucket, so a vBucket's part of a round is small beside the budget.
+            let vb = vbuckets[i / 2];
+            let key = format!("k{i}");
+            let req = StoreRequest {
+                mode: StoreMode::Set,
+                value: &value,
+                flags: 0,
+                expiry: 0,
+                opts: WriteOptions::default(),
+            };
+            bucket.store(vb, &DocKey::new(0, key.as_bytes()), req).expect("store");
+        }
+
+        let per_round_max = ROUND_BYTES_TARGET / VALUE_BYTES + 2;
+        let (mut next, mut rounds, mut stored) = (0, 0, 0);
+        loop {
+            let resume = flusher.round(&vbuckets, next).expect("round");
+            rounds += 1;
+            let now = stored_records(store.as_ref(), &vbuckets);
+            assert!(now - stored <= per_round_max, "round {rounds} wrote {} items", now - stored);
+            stored = now;
+            match resume {
+                Some(at) => next = at,
+                None => break,
+            }
+        }
+        assert!(rounds >= 3, "a backlog of three budgets took {rounds} rounds");
+        assert_eq!(stored, items);
+        for &vb in &vbuckets[..items / 2] {
+            let seqnos = bucket.observe_seqno(vb).expect("observe");
+            assert_eq!(seqnos.persisted_seqno, 2, "vBucket {vb:?} is persisted up to its high seqno");
+        }
+        assert!(flusher.round(&vbuckets, next).expect("idle round").is_none());
     }
 }
