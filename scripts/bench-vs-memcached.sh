@@ -15,7 +15,8 @@
 # Environment (defaults in brackets):
 #   ROUNDS [3]  DURATION [10] seconds per run  WARMUP [1] seconds  ITEMS [1000000]  VALUE_BYTES [200]
 #   CLIENT_THREADS [2]  CLIENT_CONNS [4] connections per client thread  MC_THREADS [nproc] memcached threads
-#   MEM_ITEMS [1000000] items for the memory measurement (0 skips it)
+#   MEM_ITEMS [1000000] items for the memory measurement (0 skips it): RSS 2 s after the load, and again once the
+#                server is quiet plus 20 s (a persistent bucket is still flushing at 2 s)
 #   CHURN_SECS [30] seconds of 50–400-byte overwrites after it, then the RSS again (0 skips it)
 #   SKIP_LATENCY=1 skips the half-load runs
 #   SERVER_CPUS, CLIENT_CPUS  pin the servers / the client to these CPUs (taskset lists, e.g. 1 and 0)
@@ -285,8 +286,8 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
     RAM_MB=$(( MEM_ITEMS * 600 / 1048576 + 1024 ))
     rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
     {
-        echo "| target | items | RSS before (MiB) | RSS after (MiB) | bytes per item | key + value | overhead per item | RSS after ${CHURN_SECS} s of 50–400-byte overwrites (MiB) |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+        echo "| target | items | RSS before (MiB) | RSS after (MiB) | bytes per item | key + value | overhead per item | RSS once quiet + 20 s (MiB) | overhead per item then | RSS after ${CHURN_SECS} s of 50–400-byte overwrites (MiB) |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     } >"$OUT/memory.md"
     for t in "${TARGETS[@]}"; do
         case $t in
@@ -301,6 +302,11 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
             -m "$VALUE_BYTES" -M "$VALUE_BYTES" --populate-only --label "$t" --case "memory"
         sleep 2
         after=$(rss_kb "$pid")
+        # A persistent bucket is still flushing 2 s after the load; its steady state comes once it is quiet and the
+        # allocator has had time to return freed pages.
+        wait_quiet
+        sleep 20
+        settled=$(rss_kb "$pid")
         churned=0
         if [ "$CHURN_SECS" -gt 0 ]; then
             # Overwrites with other value sizes: what the allocator keeps once items change size.
@@ -309,13 +315,15 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
             sleep 2
             churned=$(rss_kb "$pid")
         fi
-        python3 - "$t" "$MEM_ITEMS" "$before" "$after" "$VALUE_BYTES" "$churned" >>"$OUT/memory.md" <<'EOF'
+        python3 - "$t" "$MEM_ITEMS" "$before" "$after" "$VALUE_BYTES" "$churned" "$settled" >>"$OUT/memory.md" <<'EOF'
 import sys
-t, n, before, after, value, churned = sys.argv[1], *map(int, sys.argv[2:])
+t, n, before, after, value, churned, settled = sys.argv[1], *map(int, sys.argv[2:])
 per = (after - before) * 1024 / n
+per_settled = (settled - before) * 1024 / n
 kv = 36 + value
 churn = f"{churned/1024:.1f}" if churned else "—"
-print(f"| {t} | {n} | {before/1024:.1f} | {after/1024:.1f} | {per:.1f} | {kv} | {per - kv:.1f} | {churn} |")
+print(f"| {t} | {n} | {before/1024:.1f} | {after/1024:.1f} | {per:.1f} | {kv} | {per - kv:.1f} | {settled/1024:.1f} | "
+      f"{per_settled - kv:.1f} | {churn} |")
 EOF
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
