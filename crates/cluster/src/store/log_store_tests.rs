@@ -7,9 +7,14 @@ use super::*;
 use crate::metadata::MetaCommand;
 
 fn entry(index: u64) -> Entry {
+    entry_naming(index, format!("b{index}"))
+}
+
+/// An entry whose size is set by `name`.
+fn entry_naming(index: u64, name: String) -> Entry {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(MetaCommand::DeleteBucket(format!("b{index}"))),
+        payload: EntryPayload::Normal(MetaCommand::DeleteBucket(name)),
     }
 }
 
@@ -124,10 +129,7 @@ async fn replication_reads_are_bounded_by_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut store = LogStore::open(dir.path()).expect("open");
     // Each entry is about a tenth of the target, so a read of all 40 must be cut after 10 or 11.
-    let big = |index: u64| Entry {
-        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(MetaCommand::DeleteBucket("x".repeat(APPEND_BYTES_TARGET / 10))),
-    };
+    let big = |index: u64| entry_naming(index, "x".repeat(APPEND_BYTES_TARGET / 10));
     store.shared.mem.lock().entries.extend((0..40).map(|i| (i, big(i))));
 
     let mut start = 0;
@@ -147,13 +149,7 @@ async fn replication_reads_are_bounded_by_bytes() {
     assert!((4..=5).contains(&reads), "40 entries of a tenth of the target each take 4 reads, took {reads}");
 
     // One entry bigger than the target still goes out, alone.
-    store.shared.mem.lock().entries.insert(
-        40,
-        Entry {
-            log_id: LogId::new(CommittedLeaderId::new(1, 1), 40),
-            payload: EntryPayload::Normal(MetaCommand::DeleteBucket("y".repeat(APPEND_BYTES_TARGET * 2))),
-        },
-    );
+    store.shared.mem.lock().entries.insert(40, entry_naming(40, "y".repeat(APPEND_BYTES_TARGET * 2)));
     let got = store.limited_get_log_entries(40, 41).await.expect("read");
     assert_eq!(got.len(), 1);
     // A small range is returned whole.

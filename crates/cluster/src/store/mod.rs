@@ -276,10 +276,9 @@ impl MetadataStore {
         let mut redirect = seed.clone();
         let mut last: C::Err = ConsensusError::NoLeader.into();
         for _ in 0..ROUTE_ATTEMPTS_MAX {
-            let known_leader = self.raft.metrics().borrow().current_leader;
             let addr = match (redirect.take(), &seed) {
                 (Some(addr), _) => addr,
-                (None, Some(seed)) if known_leader.is_none() => seed.clone(),
+                (None, Some(seed)) if self.raft.metrics().borrow().current_leader.is_none() => seed.clone(),
                 (None, _) => self.leader_addr(deadline).await?,
             };
             let remaining = deadline.saturating_duration_since(Instant::now());

@@ -10,6 +10,14 @@ use crate::fixture::{converged, TestNode};
 /// Far below the join's own 30 s deadline, so a join that waits on a leader it never hears of fails here.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// `joiner` joins through `seed`, or the test fails naming `case`.
+async fn join_within_timeout(joiner: &TestNode, seed: &TestNode, case: &str) {
+    match tokio::time::timeout(JOIN_TIMEOUT, joiner.store.join(&seed.addr)).await {
+        Ok(joined) => joined.unwrap_or_else(|e| panic!("{case}: join: {e}")),
+        Err(_) => panic!("{case}: join still waiting after {JOIN_TIMEOUT:?}"),
+    }
+}
+
 /// A join sent the moment the seed initialised, while the seed may not have elected itself yet (it answers "not
 /// the leader, leader unknown"), keeps asking the seed and succeeds once the election is over. Repeated, since
 /// the window is short.
@@ -20,10 +28,7 @@ async fn join_right_after_the_seed_initialised_gets_in() {
         let seed = TestNode::start(1, &root.path().join("n1"), StoreOptions::default()).await;
         let joiner = TestNode::start(2, &root.path().join("n2"), StoreOptions::default()).await;
         seed.store.initialize_single().await.expect("initialize");
-        match tokio::time::timeout(JOIN_TIMEOUT, joiner.store.join(&seed.addr)).await {
-            Ok(joined) => joined.unwrap_or_else(|e| panic!("round {round}: join: {e}")),
-            Err(_) => panic!("round {round}: join still waiting after {JOIN_TIMEOUT:?}"),
-        }
+        join_within_timeout(&joiner, &seed, &format!("round {round}")).await;
         assert_eq!(joiner.store.members().len(), 2, "round {round}: both nodes are members");
     }
 }
@@ -43,10 +48,7 @@ async fn new_member_catches_up_on_a_log_of_large_entries() {
     let last = last.expect("proposed");
 
     let joiner = TestNode::start(2, &root.path().join("n2"), StoreOptions::default()).await;
-    match tokio::time::timeout(JOIN_TIMEOUT, joiner.store.join(&seed.addr)).await {
-        Ok(joined) => joined.unwrap_or_else(|e| panic!("join: {e}")),
-        Err(_) => panic!("join still waiting after {JOIN_TIMEOUT:?}"),
-    }
+    join_within_timeout(&joiner, &seed, "backlog").await;
     let state = converged(&[&seed, &joiner], last.rev).await;
     assert_eq!(state.users["round"], 99);
 }

@@ -31,9 +31,13 @@ pub(crate) struct Flusher {
 }
 
 impl Flusher {
+    /// The vBuckets this flusher owns.
+    fn vbuckets(&self) -> Vec<VbId> {
+        (self.shard..self.bucket.num_vbuckets()).step_by(usize::from(super::FLUSHER_SHARDS)).map(VbId).collect()
+    }
+
     pub(crate) fn run(self) {
-        let vbuckets: Vec<VbId> =
-            (self.shard..self.bucket.num_vbuckets()).step_by(usize::from(super::FLUSHER_SHARDS)).map(VbId).collect();
+        let vbuckets = self.vbuckets();
         let mut next = 0;
         loop {
             let stopping = self.stop.load(Ordering::Acquire);
@@ -65,14 +69,21 @@ impl Flusher {
         let mut bytes = 0;
         let mut resume = None;
         for step in 0..vbuckets.len() {
+            let at = (first + step) % vbuckets.len();
             if bytes >= ROUND_BYTES_TARGET {
-                resume = Some((first + step) % vbuckets.len());
+                resume = Some(at);
                 break;
             }
-            let vb = vbuckets[(first + step) % vbuckets.len()];
+            let vb = vbuckets[at];
             let Some(batch) = self.bucket.drain_dirty(vb) else { continue };
-            bytes += batch.items.iter().map(|i| i.key.len() + i.value.len()).sum::<usize>();
-            let records: Vec<_> = batch.items.into_iter().map(record_of).collect();
+            let records: Vec<_> = batch
+                .items
+                .into_iter()
+                .map(|item| {
+                    bytes += item.key.len() + item.value.len();
+                    record_of(item)
+                })
+                .collect();
             // The vBucket's counters travel in the same atomic batch, so after a crash they agree with the data.
             let state = VbStateRecord {
                 vbuuid: batch.vbuuid,
@@ -148,8 +159,7 @@ mod tests {
             stop: Arc::new(AtomicBool::new(false)),
             shard: 0,
         };
-        let vbuckets: Vec<VbId> =
-            (0..bucket.num_vbuckets()).step_by(usize::from(super::super::FLUSHER_SHARDS)).map(VbId).collect();
+        let vbuckets = flusher.vbuckets();
         let value = vec![b'v'; VALUE_BYTES];
         let items = 3 * ROUND_BYTES_TARGET / VALUE_BYTES;
         for i in 0..items {
