@@ -46,12 +46,18 @@ impl Bucket {
     /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty. A batch may have no items:
     /// the seqnos of prepares and aborts (memory only) still count as persisted once a round passed them, which
     /// is what the persist levels of sync writes wait for.
+    ///
+    /// Persist-level prepares that wait only for the active's disk commit here, so that this round writes their
+    /// commits (see `sync_write.rs`).
     pub fn drain_dirty(&self, vb: VbId) -> Option<DirtyBatch> {
         let vbucket = self.vbucket(vb)?;
+        let mut ready = Vec::new();
         let mut inner = vbucket.inner.lock();
         if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno {
             return None;
         }
+        let high = inner.high_seqno;
+        self.commit_ready_at(&mut inner, &mut ready, high);
         inner.drained_seqno = inner.high_seqno;
         let dirty = std::mem::take(&mut inner.dirty);
         let mut items = Vec::with_capacity(dirty.len());
@@ -67,14 +73,18 @@ impl Bucket {
         }
         items.reverse();
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
-        Some(DirtyBatch {
+        let batch = DirtyBatch {
             vb,
             items,
             up_to: inner.high_seqno,
             vbuuid: inner.uuid(),
             max_cas: inner.hlc.last(),
             failover,
-        })
+        };
+        drop(inner);
+        // Writes without a persist level that were queued behind a committed prepare.
+        complete(ready, Ok(()));
+        Some(batch)
     }
 
     /// Called by the flusher once a batch is fsynced: advances the persisted seqno, completes the durable writes

@@ -12,11 +12,12 @@
 //! the active loses its outstanding prepares; their writers were never told success, so no acknowledged write is
 //! lost (a deliberate deviation from Couchbase, which persists prepares; see docs/compat.md).
 //!
-//! Persist levels: the writer is told success only once the *committed* document is on the active's disk. The
-//! commit itself waits (as in Couchbase) until the active's persisted seqno passed the prepare, so the value
-//! becomes visible no earlier than Couchbase makes it visible; since the prepare is not on disk, that only orders
-//! things, and the reply then waits for the flusher to persist the commit's seqno, which is what makes the
-//! document survive a crash of the active.
+//! Persist levels: the writer is told success only once the *committed* document is on the active's disk. A
+//! prepare whose other requirements are met (the replicas' acknowledgements) commits when the flusher takes the
+//! vBucket's checkpoint for a round, so the commit goes to disk in that same round and its writer is answered
+//! after one fsync, as Couchbase answers after the fsync of the prepare. The value is visible from the start of
+//! that round; a crash before its fsync loses it, and its writer was never told success (Couchbase shows the
+//! value only once the prepare is on disk; see docs/compat.md).
 
 use settee_types::{DurabilityLevel, Seqno, VbId};
 
@@ -215,11 +216,18 @@ impl Bucket {
     /// moves to the persist waiters of its commit seqno instead: the writer hears of success only once the
     /// committed document is on disk.
     pub(crate) fn commit_ready(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>) {
+        let persisted = inner.durable_seqno();
+        self.commit_ready_at(inner, ready, persisted);
+    }
+
+    /// [`Bucket::commit_ready`] with the active's disk taken to hold everything up to `active_persisted`. The
+    /// flusher's drain passes the high seqno: the round it starts writes and fsyncs everything up to there, the
+    /// commits it makes here included, and no writer hears of success before that round is on disk.
+    pub(crate) fn commit_ready_at(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>, active_persisted: Seqno) {
         if inner.monitor.is_empty() || !inner.state.leads_sync_writes() {
             return;
         }
-        let persisted = inner.durable_seqno();
-        for (seqno, p) in inner.monitor.take_ready(self.configured_copies(), persisted) {
+        for (seqno, p) in inner.monitor.take_ready(self.configured_copies(), active_persisted) {
             let commit = self.commit_prepare(inner, &p.key, p.item, seqno);
             let wait_for_disk = inner.persistent && p.level.needs_persistence();
             match (p.waiter, wait_for_disk) {

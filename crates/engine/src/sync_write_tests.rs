@@ -180,9 +180,10 @@ fn prepares_commit_in_seqno_order() {
 }
 
 /// The levels' persistence rules with one replica: majorityAndPersistActive needs the replica's acknowledgement
-/// and the active's persistence of the prepare before it commits, persistToMajority needs both copies persisted
-/// (the replica's acknowledgement stands for its persistence); for both the writer hears of success only once
-/// the commit itself is on the active's disk. Majority ignores the disk.
+/// and the active's persistence before it commits, persistToMajority needs both copies persisted (the replica's
+/// acknowledgement stands for its persistence); for both the writer hears of success only once the commit itself
+/// is on the active's disk, which one flusher round achieves: the drain commits the prepare into the round.
+/// Majority ignores the disk.
 #[test]
 fn per_level_persistence_rules() {
     let b = active_with_replica(BucketKind::Couchbase);
@@ -191,11 +192,14 @@ fn per_level_persistence_rules() {
         let m = write(&b, &key, "v", Some(level)).unwrap();
         let outcome = wait(&b, &m);
         b.seqno_acknowledged(VB, 7, m.seqno);
-        assert_eq!(read(&b, &key), Err(EngineError::NotFound), "{level:?}: the active has not persisted it");
-        flush(&b);
-        assert_eq!(read(&b, &key).unwrap(), b"v", "{level:?}: committed");
-        assert_eq!(*outcome.lock(), None, "{level:?}: the commit is not on disk yet");
-        flush(&b);
+        assert_eq!(read(&b, &key), Err(EngineError::NotFound), "{level:?}: no flusher round has started");
+        let batch = b.drain_dirty(VB).expect("a round to take");
+        assert_eq!(read(&b, &key).unwrap(), b"v", "{level:?}: committed into the round");
+        let written: Vec<_> = batch.items.iter().map(|i| (i.key.clone(), i.value.clone())).collect();
+        assert_eq!(written, [(DocKey::new(0, key.as_bytes()).encoded().to_vec(), b"v".to_vec())]);
+        assert!(batch.up_to > m.seqno, "{level:?}: the round covers the commit");
+        assert_eq!(*outcome.lock(), None, "{level:?}: the round is not on disk yet");
+        b.mark_persisted(VB, batch.up_to);
         assert_eq!(*outcome.lock(), Some(Ok(())));
     }
     // The active's persistence alone is not a majority of two copies.
@@ -209,6 +213,23 @@ fn per_level_persistence_rules() {
     let outcome = wait(&b, &m);
     b.seqno_acknowledged(VB, 7, m.seqno);
     assert_eq!(*outcome.lock(), Some(Ok(())));
+}
+
+/// A round that commits a persist-level prepare and then fails to reach the disk leaves its writer with an
+/// ambiguous outcome, never success, and a write queued behind that prepare without a persist level is answered
+/// when the prepare commits.
+#[test]
+fn a_round_that_fails_after_committing_is_ambiguous() {
+    let b = bucket(BucketKind::Couchbase, 0);
+    let durable = write(&b, "d", "v", Some(DurabilityLevel::PersistToMajority)).unwrap();
+    let behind = write(&b, "m", "v", MAJORITY).unwrap();
+    let (o1, o2) = (wait(&b, &durable), wait(&b, &behind));
+    assert!(o1.lock().is_none() && o2.lock().is_none(), "both wait for the active's disk");
+    assert!(b.drain_dirty(VB).is_some());
+    assert_eq!(*o2.lock(), Some(Ok(())), "the majority write no longer waits once the prepare before it committed");
+    assert_eq!(*o1.lock(), None);
+    b.fail_persistence();
+    assert_eq!(*o1.lock(), Some(Err(EngineError::SyncWriteAmbiguous)));
 }
 
 /// A writer that registers after its prepare completed still learns the outcome; an unknown prepare is
