@@ -30,6 +30,11 @@ use layout::{BY_KEY, BY_SEQNO, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION, HIGH_S
 /// Rounds of major compaction one [`crate::VbStore::compact`] runs on the record keyspace at most: a round drops
 /// dead value handles, and only the next one can see which blob files they made stale and rewrite those.
 const BLOB_GC_ROUNDS_MAX: usize = 4;
+/// Memtable size of each keyspace. fjall's default is 64 MiB; with three keyspaces, each with an active and a
+/// sealed memtable at times, that was up to ~190 MiB of a persistent bucket's resident memory whatever its data
+/// size. At 16 MiB a 1 M-item run used ~120 MiB less RSS for about 10 % fewer unpersisted writes/s (more, smaller
+/// flushes and L0 compactions); BENCHMARKS.md has the runs.
+const MEMTABLE_BYTES: u64 = 16 << 20;
 /// How long a compaction waits for fjall to flush one memtable, and how often it looks.
 const FLUSH_WAIT_MAX: Duration = Duration::from_secs(300);
 const FLUSH_POLL: Duration = Duration::from_millis(5);
@@ -43,13 +48,21 @@ pub struct FjallConfig {
     pub worker_threads: usize,
     /// Records (with their 41-byte header and key) larger than this go to blob files instead of the LSM tree.
     pub blob_threshold_bytes: u32,
+    /// The size at which a keyspace's memtable is sealed and flushed (fixed when the store is created).
+    pub memtable_bytes: u64,
     /// The file-system seam; `None` never injects a fault.
     pub faults: Option<Arc<FaultInjector>>,
 }
 
 impl Default for FjallConfig {
     fn default() -> Self {
-        FjallConfig { cache_bytes: 64 << 20, worker_threads: 2, blob_threshold_bytes: 4096, faults: None }
+        FjallConfig {
+            cache_bytes: 64 << 20,
+            worker_threads: 2,
+            blob_threshold_bytes: 4096,
+            memtable_bytes: MEMTABLE_BYTES,
+            faults: None,
+        }
     }
 }
 
@@ -67,6 +80,11 @@ pub struct FjallStore {
     /// vBuckets found damaged when the store was opened: every call on them returns `Corrupt`.
     damaged: Box<[AtomicBool]>,
     poisoned: AtomicBool,
+    /// Commits made so far; every write path counts its commit once it returned.
+    commits: AtomicU64,
+    /// The commit count the last successful fsync covered. Held across the fsync, which serialises syncs: a caller
+    /// that waited here finds its commits covered by the fsync it waited for and returns without one of its own.
+    synced: Mutex<u64>,
     faults: Option<Arc<FaultInjector>>,
 }
 
@@ -85,10 +103,11 @@ impl FjallStore {
             .worker_threads(config.worker_threads.max(1))
             .open()
             .map_err(|e| io("database", e))?;
-        let by_key = db.keyspace(BY_KEY, index_options).map_err(|e| io(BY_KEY, e))?;
-        let by_seqno =
-            db.keyspace(BY_SEQNO, || record_options(config.blob_threshold_bytes)).map_err(|e| io(BY_SEQNO, e))?;
-        let vb_meta = db.keyspace(VB_META, index_options).map_err(|e| io(VB_META, e))?;
+        let by_key = db.keyspace(BY_KEY, || index_options(config.memtable_bytes)).map_err(|e| io(BY_KEY, e))?;
+        let by_seqno = db
+            .keyspace(BY_SEQNO, || record_options(config.blob_threshold_bytes, config.memtable_bytes))
+            .map_err(|e| io(BY_SEQNO, e))?;
+        let vb_meta = db.keyspace(VB_META, || index_options(config.memtable_bytes)).map_err(|e| io(VB_META, e))?;
         match vb_meta.get(FORMAT_KEY).map_err(|e| io("format marker", e))? {
             Some(v) if *v == [FORMAT_VERSION] => {}
             Some(v) => return Err(StoreError::Io(format!("unsupported store format {:?}", &*v))),
@@ -104,6 +123,8 @@ impl FjallStore {
             write_locks: (0..NUM_VBUCKETS).map(|_| Mutex::new(())).collect(),
             damaged: (0..NUM_VBUCKETS).map(|_| AtomicBool::new(false)).collect(),
             poisoned: AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+            synced: Mutex::new(0),
             faults: config.faults,
         };
         store.load_high_seqnos()?;
@@ -181,6 +202,11 @@ impl FjallStore {
         StoreError::Io(format!("{op}: {err}"))
     }
 
+    /// Counts a commit that returned, for [`crate::VbStore::sync`].
+    fn committed(&self) {
+        self.commits.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Consults the fault injector before a write (`sync == false`) or a sync; an injected fault poisons.
     fn before_io(&self, op: &'static str, sync: bool) -> Result<(), StoreError> {
         self.check_open()?;
@@ -212,6 +238,7 @@ impl FjallStore {
         // The marker makes the rotation below happen even when no data was written since the last flush: rotation
         // is what advances fjall's garbage-collection watermark, without which compaction keeps every version.
         self.vb_meta.insert(COMPACTED_KEY, [FORMAT_VERSION]).map_err(failed)?;
+        self.committed();
         for ks in [&self.by_key, &self.by_seqno, &self.vb_meta] {
             self.flush_memtable(ks)?;
         }
@@ -227,6 +254,7 @@ impl FjallStore {
             stale_before = stale;
         }
         self.vb_meta.insert(COMPACTED_KEY, [FORMAT_VERSION]).map_err(failed)?;
+        self.committed();
         self.flush_memtable(&self.vb_meta)
     }
 
@@ -292,8 +320,9 @@ fn allocated_bytes(m: &std::fs::Metadata) -> u64 {
 }
 
 /// Keys and metadata: small values, no compression, point reads that often miss (new keys), so filters stay.
-fn index_options() -> KeyspaceCreateOptions {
+fn index_options(memtable_bytes: u64) -> KeyspaceCreateOptions {
     KeyspaceCreateOptions::default()
+        .max_memtable_size(memtable_bytes)
         .data_block_compression_policy(CompressionPolicy::disabled())
         .index_block_compression_policy(CompressionPolicy::disabled())
 }
@@ -301,13 +330,13 @@ fn index_options() -> KeyspaceCreateOptions {
 /// Whole records: key-value separated above `blob_threshold_bytes`, never compressed. Blob files are rewritten
 /// once a quarter of them is dead, by any compaction that touches them (`age_cutoff` 1.0: all stale files, not
 /// only the oldest fifth), which bounds blob space at about 4/3 of the live values.
-fn record_options(blob_threshold_bytes: u32) -> KeyspaceCreateOptions {
+fn record_options(blob_threshold_bytes: u32, memtable_bytes: u64) -> KeyspaceCreateOptions {
     let blobs = KvSeparationOptions::default()
         .compression(CompressionType::None)
         .separation_threshold(blob_threshold_bytes)
         .staleness_threshold(0.25)
         .age_cutoff(1.0);
-    index_options().with_kv_separation(Some(blobs)).expect_point_read_hits(true)
+    index_options(memtable_bytes).with_kv_separation(Some(blobs)).expect_point_read_hits(true)
 }
 
 #[cfg(test)]

@@ -184,3 +184,30 @@ fn reads_racing_writes_see_whole_versions() {
         }
     });
 }
+
+/// A sync with nothing committed since the last fsync has nothing to make durable and does not fsync (the
+/// injected fault stays armed); every write path (records, vBucket state, tombstone purge, vBucket removal) counts,
+/// so the sync after each of them does fsync and meets the fault.
+#[test]
+fn sync_fsyncs_only_when_something_was_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let vb = VbId(2);
+    type Write<'a> = (&'a str, &'a dyn Fn(&FjallStore));
+    let writes: [Write; 4] = [
+        ("records", &|s| s.write_batch(vb, &[record(b"a", b"1", s.high_seqno(vb).unwrap() + 1, false)]).unwrap()),
+        ("vBucket state", &|s| s.set_vb_state(vb, &conformance::vb_state(s.high_seqno(vb).unwrap())).unwrap()),
+        ("purge", &|s| assert!(s.purge_tombstones(vb, u32::MAX).unwrap() >= 1)),
+        ("vBucket removal", &|s| assert!(s.clear_vbucket(vb).unwrap() >= 1)),
+    ];
+    for (what, write) in writes {
+        let faults = Arc::new(FaultInjector::new());
+        let config = FjallConfig { faults: Some(faults.clone()), ..Default::default() };
+        let s = FjallStore::open_with(dir.path(), config).unwrap();
+        s.write_batch(vb, &[record(b"t", b"", s.high_seqno(vb).unwrap() + 1, true)]).unwrap();
+        s.sync().unwrap();
+        faults.fail_next_sync();
+        s.sync().expect("nothing committed since the last fsync: no fsync, no fault");
+        write(&s);
+        assert!(matches!(s.sync(), Err(StoreError::Io(_))), "{what}: the sync after it must fsync");
+    }
+}
