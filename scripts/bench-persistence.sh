@@ -8,7 +8,7 @@
 #      rate from the log and the resident memory per item after warmup.
 # Environment: ITEMS (default 10000000), DURATION seconds per throughput case (default 20), WORK (a directory on
 # the disk to measure; default a new temporary one), RAM_MB bucket quota (default 8192, so every value stays
-# resident after warmup).
+# resident after warmup), SETTEE_BIN (a binary to measure instead of building target/release/settee; for A/B runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +16,14 @@ ITEMS=${ITEMS:-10000000}
 DURATION=${DURATION:-20}
 RAM_MB=${RAM_MB:-8192}
 WORK=${WORK:-$(mktemp -d /tmp/settee-bench-persist.XXXXXX)}
-BIN=target/release/settee
 KV=21310 MGMT=21391 QUERY=21393
 
-cargo build --release -p settee-server --features jemalloc --bin settee >&2
+if [ -n "${SETTEE_BIN:-}" ]; then
+    BIN=$SETTEE_BIN
+else
+    cargo build --release -p settee-server --features jemalloc --bin settee >&2
+    BIN=target/release/settee
+fi
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(uname -r), commit $(git rev-parse --short HEAD)"
 echo "work dir: $WORK ($(df -h "$WORK" | awk 'NR==2{print $1}'))"

@@ -30,11 +30,11 @@ use layout::{BY_KEY, BY_SEQNO, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION, HIGH_S
 /// Rounds of major compaction one [`crate::VbStore::compact`] runs on the record keyspace at most: a round drops
 /// dead value handles, and only the next one can see which blob files they made stale and rewrite those.
 const BLOB_GC_ROUNDS_MAX: usize = 4;
-/// Memtable size of each keyspace. fjall's default is 64 MiB; with three keyspaces, each with an active and a
-/// sealed memtable at times, that was up to ~190 MiB of a persistent bucket's resident memory whatever its data
-/// size. At 16 MiB a 1 M-item run used ~120 MiB less RSS for about 10 % fewer unpersisted writes/s (more, smaller
-/// flushes and L0 compactions); BENCHMARKS.md has the runs.
-const MEMTABLE_BYTES: u64 = 16 << 20;
+/// Memtable size of each keyspace: fjall's default. With three keyspaces, each with an active and at times sealed
+/// memtables, that is up to ~190 MiB of a persistent bucket's resident memory whatever its data size. 16 MiB was
+/// measured (BENCHMARKS.md, issue 3): ~70 B less RSS per item after a 1 M-item warmup, but 15-20 % slower bulk
+/// loads and warmup (more, smaller flushes and L0 compactions on two cores), so the default stays.
+const MEMTABLE_BYTES: u64 = 64 << 20;
 /// How long a compaction waits for fjall to flush one memtable, and how often it looks.
 const FLUSH_WAIT_MAX: Duration = Duration::from_secs(300);
 const FLUSH_POLL: Duration = Duration::from_millis(5);
