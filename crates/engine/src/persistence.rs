@@ -45,7 +45,7 @@ pub struct DirtyBatch {
 impl Bucket {
     /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty. A batch may have no items:
     /// the seqnos of prepares and aborts (memory only) still count as persisted once a round passed them, which
-    /// is what the persist levels of sync writes wait for.
+    /// is what a replica's acknowledgement of a persist-level prepare reports.
     ///
     /// Persist-level prepares that wait only for the active's disk commit here, so that this round writes their
     /// commits (see `sync_write.rs`).

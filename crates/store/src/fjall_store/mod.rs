@@ -202,9 +202,20 @@ impl FjallStore {
         StoreError::Io(format!("{op}: {err}"))
     }
 
-    /// Counts a commit that returned, for [`crate::VbStore::sync`].
-    fn committed(&self) {
+    /// Every write of a batch goes through here: the fault seam, the commit (a failure poisons), and the count
+    /// [`crate::VbStore::sync`] reads to tell whether an fsync already covered it.
+    fn commit(&self, batch: fjall::OwnedWriteBatch, op: &'static str) -> Result<(), StoreError> {
+        self.before_io(op, false)?;
+        batch.commit().map_err(|e| self.poison(op, e))?;
         self.commits.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes the compaction marker (see `compact_all`), counted as a commit like any write.
+    fn mark_compacted(&self) -> Result<(), StoreError> {
+        self.vb_meta.insert(COMPACTED_KEY, [FORMAT_VERSION]).map_err(|e| self.poison("compact", e))?;
+        self.commits.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Consults the fault injector before a write (`sync == false`) or a sync; an injected fault poisons.
@@ -237,8 +248,7 @@ impl FjallStore {
         let failed = |e: fjall::Error| self.poison("compact", e);
         // The marker makes the rotation below happen even when no data was written since the last flush: rotation
         // is what advances fjall's garbage-collection watermark, without which compaction keeps every version.
-        self.vb_meta.insert(COMPACTED_KEY, [FORMAT_VERSION]).map_err(failed)?;
-        self.committed();
+        self.mark_compacted()?;
         for ks in [&self.by_key, &self.by_seqno, &self.vb_meta] {
             self.flush_memtable(ks)?;
         }
@@ -253,8 +263,7 @@ impl FjallStore {
             }
             stale_before = stale;
         }
-        self.vb_meta.insert(COMPACTED_KEY, [FORMAT_VERSION]).map_err(failed)?;
-        self.committed();
+        self.mark_compacted()?;
         self.flush_memtable(&self.vb_meta)
     }
 

@@ -43,15 +43,13 @@ impl FjallStore {
             if keys.is_empty() {
                 return Ok(0);
             }
-            self.before_io(op, false)?;
             let mut batch = self.db.batch();
             let count = keys.len() as u64;
             for (kk, seqno) in keys.drain(..) {
                 batch.remove(&self.by_key, kk);
                 batch.remove(&self.by_seqno, layout::seqno_index_key(vb, seqno));
             }
-            batch.commit().map_err(|e| self.poison(op, e))?;
-            self.committed();
+            self.commit(batch, op)?;
             Ok(count)
         };
         for guard in self.by_key.prefix(layout::vb_prefix(vb)) {
@@ -134,9 +132,7 @@ impl VbStore for FjallStore {
             }
             highs.push((vb, high));
         }
-        self.before_io("write_batch", false)?;
-        fjall_batch.commit().map_err(|e| self.poison("write_batch", e))?;
-        self.committed();
+        self.commit(fjall_batch, "write_batch")?;
         for (vb, high) in highs {
             self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release);
         }
@@ -147,7 +143,6 @@ impl VbStore for FjallStore {
     /// through an fsync, so a flusher whose commit landed while another's fsync was pending finds it covered and
     /// skips its own. `fdatasync`: the journal's data and size, without timestamps.
     fn sync(&self) -> Result<(), StoreError> {
-        self.check_open()?;
         let target = self.commits.load(Ordering::Acquire);
         let mut synced = self.synced.lock();
         if *synced >= target {
@@ -241,12 +236,10 @@ impl VbStore for FjallStore {
         self.usable(vb)?;
         let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
         let removed = self.remove_where(vb, "clear_vbucket", |_| true)?;
-        self.before_io("clear_vbucket", false)?;
         let mut batch = self.db.batch();
         batch.remove(&self.vb_meta, layout::high_seqno_key(vb));
         batch.remove(&self.vb_meta, layout::vb_state_key(vb));
-        batch.commit().map_err(|e| self.poison("clear_vbucket", e))?;
-        self.committed();
+        self.commit(batch, "clear_vbucket")?;
         self.high_seqnos[usize::from(vb.0)].store(0, std::sync::atomic::Ordering::Release);
         Ok(removed)
     }
