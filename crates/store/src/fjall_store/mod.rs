@@ -32,8 +32,8 @@ use layout::{BY_KEY, BY_SEQNO, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION, HIGH_S
 const BLOB_GC_ROUNDS_MAX: usize = 4;
 /// Memtable size of each keyspace: fjall's default. With three keyspaces, each with an active and at times sealed
 /// memtables, that is up to ~190 MiB of a persistent bucket's resident memory whatever its data size. 16 MiB was
-/// measured (BENCHMARKS.md, issue 3): ~70 B less RSS per item after a 1 M-item warmup, but 15-20 % slower bulk
-/// loads and warmup (more, smaller flushes and L0 compactions on two cores), so the default stays.
+/// measured (BENCHMARKS.md, issue 3): ~70 B less RSS per item after a 1 M-item warmup, but bulk loads 15-21 % and
+/// warmup 10-15 % slower (more, smaller flushes and L0 compactions on two cores), so the default stays.
 const MEMTABLE_BYTES: u64 = 64 << 20;
 /// How long a compaction waits for fjall to flush one memtable, and how often it looks.
 const FLUSH_WAIT_MAX: Duration = Duration::from_secs(300);
