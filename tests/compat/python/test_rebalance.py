@@ -25,16 +25,22 @@ BUCKET = "moving"
 KEYS = 500
 
 
-def rebalance(node: SetteeServer, known: list[SetteeServer], ejected: list[SetteeServer], stop_after: float = 0):
-    """Starts a rebalance on `node`; waits for it to end (or stops it after `stop_after` seconds). Returns the
-    seconds it ran and the final task."""
+def rebalance(node: SetteeServer, known: list[SetteeServer], ejected: list[SetteeServer], stop_after_moves: int = 0):
+    """Starts a rebalance on `node`; waits for it to end (or stops it once `stop_after_moves` vBucket moves are
+    done: a count, not a time, so a slow machine still stops it part way). Returns the seconds it ran and the final
+    task."""
     names = lambda nodes: ",".join(f"ns_1@{n.host}" for n in nodes)  # noqa: E731
     started = time.monotonic()
     status, body = rest(node, "POST", "/controller/rebalance",
                         {"knownNodes": names(known), "ejectedNodes": names(ejected)})
     assert status == 200, body
-    if stop_after:
-        time.sleep(stop_after)
+    if stop_after_moves:
+        def moved():
+            status, tasks = rest(node, "GET", "/pools/default/tasks")
+            assert status == 200, tasks
+            return tasks[0]["movesDone"] >= stop_after_moves or tasks[0]["status"] != "running"
+
+        wait_for(moved, f"{stop_after_moves} vBucket moves", timeout=120, interval=0.02)
         status, body = rest(node, "POST", "/controller/stopRebalance", {})
         assert status == 200, body
     task = rebalance_ended(node)
@@ -129,7 +135,7 @@ def test_stopped_rebalance_out_leaves_a_consistent_map_and_finishes_later(nodes,
     # One move per node at a time, so the stop lands half way.
     set_moves_per_node(nodes[0], 1)
     with Writer(collection, KEYS) as writer:
-        _, task = rebalance(nodes[0], [nodes[0], nodes[1], nodes[3]], [nodes[3]], stop_after=0.3)
+        _, task = rebalance(nodes[0], [nodes[0], nodes[1], nodes[3]], [nodes[3]], stop_after_moves=2)
         assert 0 < task["movesDone"] < task["movesTotal"], task
         assert task["errorMessage"] == "moving vBuckets of moving: Rebalance stopped by user.", task
         status, cfg = rest(nodes[0], "GET", f"/pools/default/b/{BUCKET}")
