@@ -4,13 +4,13 @@
 //! The engine does no I/O: the server's flusher and warmup workers move [`ItemSnapshot`]s between these calls and
 //! the store.
 
-use settee_types::{Cas, Datatype, Seqno, VbId, VbUuid};
+use settee_types::{Cas, Datatype, OnDisk, Seqno, VbId, VbUuid};
 
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::item::StoredItem;
 use crate::table::Item;
-use crate::vbucket::{complete, PersistWaiter};
+use crate::vbucket::{complete, PersistWaiter, Prior};
 
 /// An item as it travels to and from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +35,9 @@ pub struct ItemSnapshot {
 pub struct DirtyBatch {
     pub vb: VbId,
     pub items: Vec<ItemSnapshot>,
+    /// For the item at the same index, what the engine knows of its key's version on disk before this batch (the
+    /// store then need not look it up).
+    pub on_disk: Vec<OnDisk>,
     pub up_to: Seqno,
     pub vbuuid: VbUuid,
     pub max_cas: Cas,
@@ -61,21 +64,35 @@ impl Bucket {
         inner.drained_seqno = inner.high_seqno;
         let dirty = std::mem::take(&mut inner.dirty);
         let mut items = Vec::with_capacity(dirty.len());
-        let mut seen = hashbrown::HashSet::with_capacity(dirty.len());
-        // Newest first, so each key is written once, at its latest version.
-        for (key, _) in dirty.iter().rev() {
-            if !seen.insert(&key[..]) {
-                continue;
-            }
-            if let Some(item) = inner.table.get(&key[..]) {
-                items.push(snapshot(item));
-            }
+        let mut on_disk = Vec::with_capacity(dirty.len());
+        let mut seen = hashbrown::HashMap::with_capacity(dirty.len());
+        // Newest first, so each key is written once, at its latest version (which is flushed from now on: a
+        // mutation after this drain replaces what this round puts on disk). What the disk holds before the round is
+        // what the key's oldest entry knew.
+        for (key, prior) in dirty.iter().rev() {
+            let at = match seen.entry(&key[..]) {
+                hashbrown::hash_map::Entry::Occupied(e) => *e.get(),
+                hashbrown::hash_map::Entry::Vacant(e) => {
+                    let Some(item) = inner.table.get_mut(&key[..]) else { continue };
+                    item.set_flushed();
+                    items.push(snapshot(item));
+                    on_disk.push(OnDisk::Unknown);
+                    *e.insert(items.len() - 1)
+                }
+            };
+            on_disk[at] = match *prior {
+                Prior::Unknown | Prior::AsEarlierEntry => OnDisk::Unknown,
+                Prior::Absent => OnDisk::Absent,
+                Prior::OnDiskAt(seqno) => OnDisk::At(seqno),
+            };
         }
         items.reverse();
+        on_disk.reverse();
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
         let batch = DirtyBatch {
             vb,
             items,
+            on_disk,
             up_to: inner.high_seqno,
             vbuuid: inner.uuid(),
             max_cas: inner.hlc.last(),
@@ -154,6 +171,8 @@ impl Bucket {
             None => inner.failover = settee_types::FailoverLog::new(uuid, high),
         }
         inner.ejected_items += items_on_disk_only;
+        // Warmup loaded every key on disk unless some stayed there (full eviction); none was dropped yet.
+        inner.disk_keys_in_table = inner.ejected_items == 0 && !inner.keys_dropped;
         inner.hlc.observe(max_cas);
     }
 

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use settee_types::{DurabilityLevel, ManualClock, VbId};
+use settee_types::{DurabilityLevel, ManualClock, OnDisk, VbId};
 
 use crate::{
     Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, ItemSnapshot, StoreMode, StoreRequest,
@@ -196,6 +196,56 @@ fn warmup_loading() {
     assert_eq!(m.vbuuid, branches[0].0, "mutation tokens carry the newest branch");
     let batch = b.drain_dirty(VbId(0)).unwrap();
     assert_eq!(batch.failover, branches, "the flusher persists the whole log");
+}
+
+/// Each drained item says what its key has on disk before the round, so the store need not read it: nothing for a
+/// key new since warmup, the version warmup loaded or a round took, and for a key changed twice in one round what
+/// its first change knew. Unknown before warmup, and for keys missing from the table once it dropped one.
+#[test]
+fn drains_say_what_each_key_has_on_disk() {
+    let vb = VbId(0);
+    let drain = |b: &Bucket| {
+        let batch = b.drain_dirty(vb).unwrap();
+        b.mark_persisted(vb, batch.up_to);
+        let keys = batch.items.iter().map(|i| String::from_utf8(i.key[1..].to_vec()).unwrap());
+        keys.zip(batch.on_disk).collect::<Vec<_>>()
+    };
+    let at = |key: &str, on_disk| (key.to_owned(), on_disk);
+
+    let cold = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    write(&cold, b"x", b"1", None).unwrap();
+    assert_eq!(drain(&cold), [at("x", OnDisk::Unknown)], "no warmup: the disk may hold anything");
+
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let loaded = ItemSnapshot {
+        key: DocKey::new(0, b"a").encoded().to_vec(),
+        value: b"disk".to_vec(),
+        cas: 1,
+        seqno: 7,
+        rev: 1,
+        flags: 0,
+        expiry: 0,
+        datatype: 0,
+        deleted: false,
+        value_missing: false,
+    };
+    b.load_item(vb, loaded);
+    b.restore_vbucket(vb, 7, 1, 0, &[]);
+    write(&b, b"a", b"1", None).unwrap(); // 8
+    write(&b, b"n", b"1", None).unwrap(); // 9
+    write(&b, b"n", b"2", None).unwrap(); // 10
+    write(&b, b"a", b"2", None).unwrap(); // 11
+    assert_eq!(drain(&b), [at("n", OnDisk::Absent), at("a", OnDisk::At(7))]);
+    write(&b, b"a", b"3", None).unwrap(); // 12
+    b.delete(vb, &DocKey::new(0, b"n"), WriteOptions::default()).unwrap(); // 13
+    assert_eq!(drain(&b), [at("a", OnDisk::At(11)), at("n", OnDisk::At(10))]);
+
+    // Purging n's tombstone from memory leaves the disk's copy: a key the table lacks may now be on disk.
+    b.run_expiry_pager(0);
+    assert_eq!(b.get(vb, &DocKey::new(0, b"n"), |_| ()), Err(EngineError::NotFound));
+    write(&b, b"n", b"3", None).unwrap();
+    write(&b, b"a", b"4", None).unwrap();
+    assert_eq!(drain(&b), [at("n", OnDisk::Unknown), at("a", OnDisk::At(12))]);
 }
 
 /// Regression: on a persistent bucket with no replicas, a majority write is complete in memory; it neither waits

@@ -42,6 +42,19 @@ pub struct VBucket {
     pub(crate) inner: Mutex<VbInner>,
 }
 
+/// What a queued mutation knew of its key's version on disk when it replaced the key's item in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prior {
+    Unknown,
+    /// No version on disk (the key was missing from a table that holds every key on disk).
+    Absent,
+    /// The item it replaced was flushed: that version is on disk (or goes there in the round already taken).
+    OnDiskAt(Seqno),
+    /// The item it replaced was not flushed yet, so an earlier entry of the checkpoint is for the same key: that
+    /// one knows.
+    AsEarlierEntry,
+}
+
 /// Called once when a durable write's persistence completes (Ok) or can no longer complete (Err).
 pub type PersistWaiter = Box<dyn FnOnce(Result<(), crate::EngineError>) + Send>;
 
@@ -50,8 +63,15 @@ pub(crate) struct VbInner {
     pub state: VbState,
     /// Whether mutations are queued for the flusher (Couchbase buckets) or live in memory only.
     pub persistent: bool,
-    /// The checkpoint: keys in mutation order, with the seqno of each mutation, not yet handed to the flusher.
-    pub dirty: Vec<(Box<[u8]>, Seqno)>,
+    /// The checkpoint: keys in mutation order, not yet handed to the flusher, each with what the mutation knew of
+    /// the key's version on disk.
+    pub dirty: Vec<(Box<[u8]>, Prior)>,
+    /// Every key with a version on disk has an item in the table (warmup loaded them all and none was dropped
+    /// since), so a key missing from the table is new on disk.
+    pub disk_keys_in_table: bool,
+    /// The table dropped a key without a mutation (a purge, an eviction of the whole item, a reset): the disk may
+    /// hold keys the table lacks until the next warmup.
+    pub keys_dropped: bool,
     /// Every mutation up to this seqno is on disk and fsynced.
     pub persisted_seqno: Seqno,
     /// The high seqno when the flusher last drained the checkpoint: a seqno above it with nothing dirty (a prepare
@@ -102,6 +122,8 @@ impl VBucket {
                 state: VbState::Active,
                 persistent,
                 dirty: Vec::new(),
+                disk_keys_in_table: false,
+                keys_dropped: false,
                 persisted_seqno: 0,
                 drained_seqno: 0,
                 persist_waiters: Vec::new(),
@@ -170,17 +192,25 @@ impl VbInner {
     /// the change in charged bytes.
     pub(crate) fn place(&mut self, key: &[u8], item: StoredItem<'_>, kind: LogKind) -> isize {
         self.advance(item.seqno, key, kind);
-        if self.persistent {
-            self.dirty.push((key.into(), item.seqno));
-        }
         if self.ejected_items > 0 {
             self.known_absent.remove(key);
         }
-        self.put(Item::new(key, &item))
+        let (delta, replaced) = self.put(Item::new(key, &item));
+        if self.persistent {
+            let prior = match replaced {
+                Some((seqno, true)) => Prior::OnDiskAt(seqno),
+                Some((_, false)) => Prior::AsEarlierEntry,
+                None if self.disk_keys_in_table => Prior::Absent,
+                None => Prior::Unknown,
+            };
+            self.dirty.push((key.into(), prior));
+        }
+        delta
     }
 
-    /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes.
-    fn put(&mut self, item: Item) -> isize {
+    /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes, and the
+    /// seqno of the item it replaced with whether that one was flushed.
+    fn put(&mut self, item: Item) -> (isize, Option<(Seqno, bool)>) {
         let new_bytes = item.footprint() as isize;
         let now_live = !item.deleted();
         match self.table.insert(item) {
@@ -190,13 +220,13 @@ impl VbInner {
                     (false, false) => self.live_items -= 1,
                     _ => {}
                 }
-                new_bytes - old.footprint() as isize
+                (new_bytes - old.footprint() as isize, Some((old.seqno(), old.flushed())))
             }
             None => {
                 if now_live {
                     self.live_items += 1;
                 }
-                new_bytes
+                (new_bytes, None)
             }
         }
     }
@@ -223,14 +253,19 @@ impl VbInner {
         }
     }
 
-    /// Puts an item read from disk in place as it is (no new seqno, not dirty); returns the change in charged bytes.
+    /// Puts an item read from disk in place as it is (no new seqno, not dirty, flushed); returns the change in
+    /// charged bytes.
     pub(crate) fn load(&mut self, key: &[u8], item: StoredItem<'_>) -> isize {
-        self.put(Item::new(key, &item))
+        let mut item = Item::new(key, &item);
+        item.set_flushed();
+        self.put(item).0
     }
 
     /// Drops every item without new seqnos (a flush of a memory-only bucket, a vBucket emptied), as [`VbInner::purge`]
     /// of each would, and gives back the table's memory; returns the bytes released.
     pub(crate) fn purge_all(&mut self) -> usize {
+        self.keys_dropped = true;
+        self.disk_keys_in_table = false;
         let table = std::mem::take(&mut self.table);
         let tombstones = table.iter().filter(|i| i.deleted()).map(|i| i.seqno());
         self.purge_seqno = tombstones.fold(self.purge_seqno, Seqno::max);
@@ -240,6 +275,9 @@ impl VbInner {
 
     /// Drops an item without a new seqno (tombstone purge, collection drop); returns the bytes released.
     pub(crate) fn purge(&mut self, key: &[u8]) -> usize {
+        // The disk may still hold the key; from now on a key missing from the table may be on disk.
+        self.keys_dropped = true;
+        self.disk_keys_in_table = false;
         match self.table.remove(key) {
             Some(old) => {
                 if old.deleted() {

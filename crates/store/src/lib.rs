@@ -23,7 +23,7 @@ pub use memory::MemoryStore;
 pub use record::{Record, RecordMeta, KEY_BYTES_MAX};
 pub use vb_state::VbStateRecord;
 
-use settee_types::{Seqno, VbId};
+use settee_types::{OnDisk, Seqno, VbId};
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StoreError {
@@ -42,6 +42,46 @@ pub enum StoreError {
     Io(String),
 }
 
+/// One vBucket's part of [`VbStore::write_many`]: its records, what the writer knows of their keys on disk, and
+/// optionally its state.
+#[derive(Clone, Copy, Debug)]
+pub struct VbWrite<'a> {
+    pub vb: VbId,
+    pub records: &'a [Record],
+    /// For the record at the same index, what the writer knows of its key's version on disk before this write (a
+    /// record without an entry: unknown). A store may trust it instead of reading its by-key index. A wrong hint would leave a stale
+    /// by-seqno entry behind, so debug builds check each one against the store and reject the write when one is
+    /// wrong (every test and compatibility suite runs a debug build).
+    pub on_disk: &'a [OnDisk],
+    pub state: Option<&'a VbStateRecord>,
+}
+
+impl VbWrite<'_> {
+    /// The hint for the record at `index`.
+    pub fn on_disk(&self, index: usize) -> OnDisk {
+        self.on_disk.get(index).copied().unwrap_or_default()
+    }
+}
+
+/// Checks every hint of `part` against `stored` (the seqno the store holds for a key): a hint that disagrees is a
+/// writer's bug, rejected before anything is written. Only debug builds pay for the reads.
+pub(crate) fn check_on_disk(
+    part: &VbWrite<'_>,
+    mut stored: impl FnMut(&[u8]) -> Result<Option<Seqno>, StoreError>,
+) -> Result<(), StoreError> {
+    for (i, r) in part.records.iter().enumerate() {
+        let hint = part.on_disk(i);
+        if hint != OnDisk::Unknown && !hint.agrees_with(stored(&r.key)?) {
+            return Err(StoreError::Rejected {
+                vb: part.vb,
+                seqno: r.meta.seqno,
+                reason: "the writer's knowledge of the key's version on disk is wrong",
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Per-vBucket storage: a by-key index and a by-seqno index over the same records, plus per-vBucket state.
 ///
 /// Writes become durable only at the next successful [`VbStore::sync`]. Reads see every completed write.
@@ -54,9 +94,12 @@ pub trait VbStore: Send + Sync {
     /// Several vBuckets' batches (each with its optional state) at once. Each vBucket's part is atomic as in
     /// [`VbStore::write_batch_with_state`]; a store may commit them all in one atomic batch, which the flusher
     /// uses to pay one commit per round instead of one per vBucket.
-    fn write_many(&self, parts: &[(VbId, &[Record], Option<&VbStateRecord>)]) -> Result<(), StoreError> {
-        for (vb, batch, state) in parts {
-            self.write_batch_with_state(*vb, batch, *state)?;
+    fn write_many(&self, parts: &[VbWrite<'_>]) -> Result<(), StoreError> {
+        for part in parts {
+            if cfg!(debug_assertions) {
+                check_on_disk(part, |key| Ok(self.get(part.vb, key)?.map(|r| r.meta.seqno)))?;
+            }
+            self.write_batch_with_state(part.vb, part.records, part.state)?;
         }
         Ok(())
     }

@@ -11,6 +11,34 @@ pub type VbUuid = u64;
 /// A collection id; 0 is the default collection.
 pub type CollectionId = u32;
 
+/// What the writer of a document version knows about the version of the same key already on disk. A store that
+/// keeps a by-seqno index must retire the old version's entry when it writes a new one; knowing the old seqno (or
+/// that there is none) spares it a read of its by-key index per record, which the flusher otherwise pays for every
+/// key it writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnDisk {
+    /// Not known: the store looks the key up.
+    #[default]
+    Unknown,
+    /// The key has no version on disk.
+    Absent,
+    /// The key's version on disk is at this seqno, or was until a purge removed it.
+    At(Seqno),
+}
+
+impl OnDisk {
+    /// Whether this knowledge agrees with what the store holds for the key: `stored` is the seqno of its version
+    /// there, None when it has none. A version purged since it was known as `At` agrees (the store has nothing to
+    /// retire).
+    pub fn agrees_with(self, stored: Option<Seqno>) -> bool {
+        match (self, stored) {
+            (OnDisk::Unknown, _) | (_, None) => true,
+            (OnDisk::Absent, Some(_)) => false,
+            (OnDisk::At(known), Some(stored)) => known == stored,
+        }
+    }
+}
+
 /// The CAS a GET reports for a locked document, so that no client can mutate it without the lock CAS.
 pub const LOCKED_CAS: Cas = u64::MAX;
 

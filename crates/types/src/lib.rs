@@ -15,5 +15,5 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use datatype::Datatype;
 pub use durability::DurabilityLevel;
 pub use failover::{FailoverEntry, FailoverLog, StreamStart, FAILOVER_ENTRY_BYTES};
-pub use ids::{vbucket_for_key, Cas, CollectionId, Seqno, VbId, VbUuid, LOCKED_CAS};
+pub use ids::{vbucket_for_key, Cas, CollectionId, OnDisk, Seqno, VbId, VbUuid, LOCKED_CAS};
 pub use status::{ErrorAttr, Status};

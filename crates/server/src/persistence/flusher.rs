@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use settee_engine::Bucket;
-use settee_store::{VbStateRecord, VbStore};
+use settee_store::{VbStateRecord, VbStore, VbWrite};
 use settee_types::VbId;
 
 use super::records::record_of;
@@ -91,14 +91,17 @@ impl Flusher {
                 max_cas: batch.max_cas,
                 failover: batch.failover,
             };
-            parts.push((vb, records, state));
+            parts.push((vb, records, batch.on_disk, state));
             flushed.push((vb, batch.up_to));
         }
         if flushed.is_empty() {
             return Ok(None);
         }
         // One commit for the whole round, then one fsync.
-        let view: Vec<_> = parts.iter().map(|(vb, records, state)| (*vb, &records[..], Some(state))).collect();
+        let view: Vec<_> = parts
+            .iter()
+            .map(|(vb, records, on_disk, state)| VbWrite { vb: *vb, records, on_disk, state: Some(state) })
+            .collect();
         self.store.write_many(&view)?;
         self.store.sync()?;
         for (vb, up_to) in flushed {

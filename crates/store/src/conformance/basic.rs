@@ -1,9 +1,9 @@
 //! Checks that need only fresh stores.
 
-use settee_types::VbId;
+use settee_types::{OnDisk, VbId};
 
 use super::{record, seqno_scan, vb_state, Corruptible};
-use crate::{StoreError, VbStore};
+use crate::{StoreError, VbStore, VbWrite};
 
 pub(super) fn run<S: Corruptible>(make: &impl Fn() -> S) {
     latest_version_wins(&make());
@@ -20,6 +20,67 @@ pub(super) fn run<S: Corruptible>(make: &impl Fn() -> S) {
     damaged_records_are_rejected_before_they_are_written(&make());
     compaction_keeps_every_live_record(&make());
     clearing_a_vbucket_empties_it_and_leaves_the_others(&make());
+    known_versions_on_disk_are_retired(&make());
+    a_wrong_known_version_is_rejected_in_debug_builds(&make());
+}
+
+/// Writes that say what each key had on disk (none, a seqno, a seqno purged since, or unknown) leave every key
+/// exactly once in both indexes, at its latest version, in several vBuckets at once.
+fn known_versions_on_disk_are_retired(s: &impl VbStore) {
+    let (vb, other) = (VbId(12), VbId(13));
+    let write = |parts: &[VbWrite<'_>]| s.write_many(parts).unwrap();
+    let first = [record(b"a", b"1", 1, false), record(b"b", b"1", 2, false), record(b"t", b"", 3, true)];
+    let other_first = [record(b"a", b"x", 1, false)];
+    write(&[
+        VbWrite { vb, records: &first, on_disk: &[OnDisk::Absent; 3], state: Some(&vb_state(3)) },
+        VbWrite { vb: other, records: &other_first, on_disk: &[OnDisk::Absent], state: None },
+    ]);
+    assert_eq!(s.purge_tombstones(vb, u32::MAX).unwrap(), 1);
+    // `t`'s tombstone (seqno 3) was purged after the writer learnt of it; `b` unknown; `c` new; the hint list
+    // shorter than the records (the missing one is unknown).
+    let second = [record(b"a", b"2", 4, false), record(b"t", b"2", 5, false), record(b"c", b"1", 6, false)];
+    let other_second = [record(b"a", b"y", 2, false), record(b"b", b"y", 3, false)];
+    write(&[
+        VbWrite { vb, records: &second, on_disk: &[OnDisk::At(1), OnDisk::At(3)], state: None },
+        VbWrite { vb: other, records: &other_second, on_disk: &[OnDisk::At(1), OnDisk::Absent], state: None },
+    ]);
+    let third = [record(b"b", b"3", 7, true), record(b"c", b"3", 8, false)];
+    write(&[VbWrite { vb, records: &third, on_disk: &[OnDisk::Unknown, OnDisk::At(6)], state: None }]);
+    s.sync().unwrap();
+    let latest = [(b"a".to_vec(), 4), (b"t".to_vec(), 5), (b"b".to_vec(), 7), (b"c".to_vec(), 8)];
+    assert_eq!(seqno_scan(s, vb), latest.to_vec());
+    assert_eq!(seqno_scan(s, other), vec![(b"a".to_vec(), 2), (b"b".to_vec(), 3)]);
+    let mut by_key = Vec::new();
+    s.scan_keys(vb, false, &mut |r| {
+        by_key.push((r.key, r.meta.seqno));
+        true
+    })
+    .unwrap();
+    by_key.sort();
+    let mut expected = latest.to_vec();
+    expected.sort();
+    assert_eq!(by_key, expected);
+    assert_eq!(s.get(vb, b"c").unwrap().unwrap().value, b"3");
+    assert!(s.get(vb, b"b").unwrap().unwrap().meta.deleted);
+}
+
+/// A hint that contradicts the store (a key said to be new that is on disk, or on disk at another seqno) is a
+/// writer's bug that would leave a stale seqno entry: debug builds (every test run) reject the whole write and
+/// store nothing. Release builds trust the hint and skip the read, which is the point of it.
+fn a_wrong_known_version_is_rejected_in_debug_builds(s: &impl VbStore) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let vb = VbId(14);
+    s.write_batch(vb, &[record(b"a", b"1", 1, false)]).unwrap();
+    for wrong in [OnDisk::Absent, OnDisk::At(5)] {
+        let batch = [record(b"n", b"1", 2, false), record(b"a", b"2", 3, false)];
+        let result = s.write_many(&[VbWrite { vb, records: &batch, on_disk: &[OnDisk::Absent, wrong], state: None }]);
+        assert!(matches!(result, Err(StoreError::Rejected { seqno: 3, .. })), "{wrong:?}: {result:?}");
+    }
+    assert_eq!(seqno_scan(s, vb), vec![(b"a".to_vec(), 1)]);
+    assert_eq!(s.get(vb, b"n").unwrap(), None);
+    assert_eq!(s.high_seqno(vb).unwrap(), 1);
 }
 
 /// A replica that must start over clears its vBucket: records, high seqno and state go; other vBuckets stay; the

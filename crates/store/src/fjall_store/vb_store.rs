@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use fjall::{PersistMode, Readable, UserKey};
-use settee_types::{Seqno, VbId};
+use settee_types::{OnDisk, Seqno, VbId};
 
 use super::{layout, FjallStore};
 use crate::record::check_batch;
 use crate::vb_state::check_state;
-use crate::{Record, RecordMeta, StoreError, VbStateRecord, VbStore};
+use crate::{Record, RecordMeta, StoreError, VbStateRecord, VbStore, VbWrite};
 
 /// Tombstones removed per fjall batch by a purge, which bounds the batch held in memory.
 const PURGE_BATCH_RECORDS_MAX: usize = 4096;
@@ -73,38 +73,44 @@ impl VbStore for FjallStore {
         batch: &[Record],
         state: Option<&VbStateRecord>,
     ) -> Result<(), StoreError> {
-        self.write_many(&[(vb, batch, state)])
+        self.write_many(&[VbWrite { vb, records: batch, on_disk: &[], state }])
     }
 
     /// One fjall batch (one commit) for every vBucket part. The vBuckets' write locks are taken in ascending
     /// vBucket order, so concurrent callers cannot deadlock.
-    fn write_many(&self, parts: &[(VbId, &[Record], Option<&VbStateRecord>)]) -> Result<(), StoreError> {
+    ///
+    /// A record whose key's version on disk the writer knows ([`VbWrite::on_disk`]) retires that version's
+    /// by-seqno entry without reading the by-key index; the others pay one point read.
+    fn write_many(&self, parts: &[VbWrite<'_>]) -> Result<(), StoreError> {
         let mut order: Vec<usize> =
-            (0..parts.len()).filter(|i| !parts[*i].1.is_empty() || parts[*i].2.is_some()).collect();
-        order.sort_by_key(|i| parts[*i].0);
-        if order.windows(2).any(|w| parts[w[0]].0 == parts[w[1]].0) {
+            (0..parts.len()).filter(|i| !parts[*i].records.is_empty() || parts[*i].state.is_some()).collect();
+        order.sort_by_key(|i| parts[*i].vb);
+        if order.windows(2).any(|w| parts[w[0]].vb == parts[w[1]].vb) {
             return Err(StoreError::Rejected {
-                vb: parts[order[0]].0,
+                vb: parts[order[0]].vb,
                 seqno: 0,
                 reason: "a vBucket appears twice in one write",
             });
         }
         for &i in &order {
-            let (vb, _, state) = parts[i];
-            self.usable(vb)?;
-            if let Some(s) = state {
-                check_state(vb, s)?;
+            self.usable(parts[i].vb)?;
+            if let Some(s) = parts[i].state {
+                check_state(parts[i].vb, s)?;
             }
         }
         if order.is_empty() {
             return Ok(());
         }
-        let _locks: Vec<_> = order.iter().map(|&i| self.write_locks[usize::from(parts[i].0 .0)].lock()).collect();
+        let _locks: Vec<_> = order.iter().map(|&i| self.write_locks[usize::from(parts[i].vb.0)].lock()).collect();
         let mut fjall_batch = self.db.batch();
         let mut highs = Vec::with_capacity(order.len());
         for &i in &order {
-            let (vb, batch, state) = parts[i];
+            let part = &parts[i];
+            let (vb, batch, state) = (part.vb, part.records, part.state);
             let high = check_batch(vb, batch, self.cached_high_seqno(vb))?;
+            if cfg!(debug_assertions) {
+                crate::check_on_disk(part, |key| self.stored_seqno(vb, key))?;
+            }
             // Only the last record of a key in the batch is written: an earlier one would be superseded within the
             // same fjall batch, and one fjall batch must not write and remove the same fjall key (both would carry
             // the same fjall seqno, leaving their order to the memtable).
@@ -113,7 +119,12 @@ impl VbStore for FjallStore {
                 if last_of_key.get(&r.key[..]) != Some(&j) {
                     continue;
                 }
-                if let Some(previous) = self.stored_seqno(vb, &r.key)? {
+                let previous = match part.on_disk(j) {
+                    OnDisk::Unknown => self.stored_seqno(vb, &r.key)?,
+                    OnDisk::Absent => None,
+                    OnDisk::At(seqno) => Some(seqno),
+                };
+                if let Some(previous) = previous {
                     fjall_batch.remove(&self.by_seqno, layout::seqno_index_key(vb, previous));
                 }
                 let kk = layout::key_index_key(vb, &r.key);
