@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +93,8 @@ func TestClusterPingManagement(t *testing.T) {
 func TestSecondServerOtherPortsAndBucket(t *testing.T) {
 	other, err := newServer("compat2", false)
 	requireNoError(t, err, "newServer")
+	// Runs last, after the server stopped and any failure printed its log tail.
+	defer func() { _ = os.RemoveAll(other.dir) }()
 	if other.kvPort == srv.kvPort || other.mgmtPort == srv.mgmtPort {
 		t.Fatalf("second server reuses ports: %+v", other)
 	}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import random
 import signal
-import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -38,9 +37,9 @@ def collection_of(cluster):
     return bucket.default_collection()
 
 
-def test_persist_levels_are_accepted_on_a_persistent_bucket():
+def test_persist_levels_are_accepted_on_a_persistent_bucket(tmp_path):
     """persistToMajority and majorityAndPersistActive writes succeed on a couchbase bucket and the value is there."""
-    root = Path(tempfile.mkdtemp(prefix="settee-persist-"))
+    root = tmp_path
     server = start_on(root)
     try:
         cluster = connect(server)
@@ -54,11 +53,11 @@ def test_persist_levels_are_accepted_on_a_persistent_bucket():
         server.stop()
 
 
-def test_acknowledged_persisted_writes_survive_sigkill():
+def test_acknowledged_persisted_writes_survive_sigkill(tmp_path):
     """Under a persistToMajority write load the server is killed with SIGKILL at a random moment, several times;
     after every restart each write the SDK acknowledged is readable with its value (no acknowledged write lost,
     no wrong value)."""
-    root = Path(tempfile.mkdtemp(prefix="settee-crash-"))
+    root = tmp_path
     acked: dict[str, dict] = {}
     rng = random.Random(7)
     for round_no in range(CRASH_ROUNDS):
@@ -106,9 +105,9 @@ def test_acknowledged_persisted_writes_survive_sigkill():
         server.stop()
 
 
-def test_data_survives_a_clean_restart():
+def test_data_survives_a_clean_restart(tmp_path):
     """Documents written without durability are flushed at shutdown (SIGTERM) and loaded again by warmup."""
-    root = Path(tempfile.mkdtemp(prefix="settee-warmup-"))
+    root = tmp_path
     server = start_on(root)
     docs = {f"warm-{i}": {"i": i, "pad": "x" * 100} for i in range(3000)}
     try:
@@ -131,10 +130,10 @@ def test_data_survives_a_clean_restart():
         server.stop()
 
 
-def test_bucket_holds_ten_times_its_quota():
+def test_bucket_holds_ten_times_its_quota(tmp_path):
     """A 16 MiB bucket takes 160 MiB of 100 KiB values (the item pager ejects values to disk) and every value reads
     back intact (background fetches)."""
-    root = Path(tempfile.mkdtemp(prefix="settee-evict-"))
+    root = tmp_path
     server = start_on(root, ram_mb=16)
     try:
         cluster = connect(server)
