@@ -2,6 +2,9 @@
 //!
 //! The password itself is used once, in `Credentials::from_password`, and dropped. Everything here can be
 //! serialized (bytes as standard base64) so that the user store can be saved and reloaded.
+//!
+//! Checking a PLAIN password costs a PBKDF2 derivation (milliseconds of CPU); successful checks are remembered
+//! as keyed digests in `PlainCache`, so repeated logins with the same password pay it once.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -9,6 +12,7 @@ use rand::{CryptoRng, RngCore};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
+use super::plain_cache::PlainCache;
 use super::ScramHash;
 
 /// PBKDF2 iterations for new credentials; the value Couchbase and gocaves use.
@@ -78,15 +82,26 @@ impl PlainVerifier {
         PlainVerifier { salt, iterations, hash }
     }
 
-    /// True when `password` is the one this verifier was made from. The work done does not depend on where
-    /// the candidate differs.
+    /// True when `password` is the one this verifier was made from. A wrong password always costs one full
+    /// PBKDF2 derivation, whose work does not depend on where the candidate differs; a right one is remembered in
+    /// the process-wide `PlainCache`, so the same password against the same verifier is answered without the
+    /// derivation next time (see `plain_cache` for why that is safe).
     ///
     /// HMAC pads its key with zero bytes, so PBKDF2 cannot tell `pw` from `pw\0`; a candidate containing NUL
-    /// is therefore refused outright (PLAIN cannot carry one, and `UserStore` refuses such passwords).
+    /// is therefore refused outright (PLAIN cannot carry one, and `UserStore` refuses such passwords). It is
+    /// never remembered, and its cache key differs from the NUL-free password's, so it cannot hit either.
     pub fn verify(&self, password: &[u8]) -> bool {
-        let candidate = ScramHash::Sha512.salted_password(password, &self.salt, self.iterations);
-        let matches: bool = candidate.ct_eq(&self.hash).into();
-        matches && !password.contains(&0)
+        self.verify_with(password, PlainCache::global())
+    }
+
+    /// As `verify`, remembering successes in `cache`; tests pass their own to observe hits.
+    fn verify_with(&self, password: &[u8], cache: &PlainCache) -> bool {
+        let key = cache.key(&self.salt, self.iterations, &self.hash, password);
+        cache.check(&key, || {
+            let candidate = ScramHash::Sha512.salted_password(password, &self.salt, self.iterations);
+            let matches: bool = candidate.ct_eq(&self.hash).into();
+            matches && !password.contains(&0)
+        })
     }
 
     fn check(&self) -> Result<(), String> {
@@ -151,7 +166,7 @@ impl Credentials {
         }
     }
 
-    /// Checks a password sent with PLAIN.
+    /// Checks a password sent with SASL PLAIN or HTTP Basic; see `PlainVerifier::verify` for what it costs.
     pub fn verify_plain(&self, password: &[u8]) -> bool {
         self.plain.verify(password)
     }
@@ -229,6 +244,61 @@ mod tests {
         let creds = Credentials::from_password("s3cret");
         assert!(!creds.verify_plain(b"s3cret\0"));
         assert!(!creds.verify_plain(b"s3cret\0\0"));
+    }
+
+    /// Credentials with few iterations, so the cache tests below spend their time on what they check.
+    fn quick(password: &str, salt: &[u8]) -> Credentials {
+        Credentials::from_password_with_salt(password, salt, 16)
+    }
+
+    #[test]
+    fn verified_password_is_answered_from_the_cache_without_deriving_again() {
+        // Proves the second check of a right password succeeds without a PBKDF2 derivation (the cache counts them).
+        let (cache, creds) = (PlainCache::new(), quick("s3cret", b"salt-a"));
+        assert!(creds.plain.verify_with(b"s3cret", &cache));
+        assert_eq!(cache.derivations(), 1);
+        assert!(creds.plain.verify_with(b"s3cret", &cache));
+        assert_eq!(cache.derivations(), 1);
+    }
+
+    #[test]
+    fn wrong_password_is_never_cached_and_fails_every_time() {
+        // Proves a wrong password pays the derivation on every attempt, also once the right one is cached, and
+        // leaves nothing behind.
+        let (cache, creds) = (PlainCache::new(), quick("s3cret", b"salt-a"));
+        assert!(!creds.plain.verify_with(b"s3creT", &cache));
+        assert!(!creds.plain.verify_with(b"s3creT", &cache));
+        assert_eq!((cache.derivations(), cache.len()), (2, 0));
+        assert!(creds.plain.verify_with(b"s3cret", &cache));
+        assert!(!creds.plain.verify_with(b"s3creT", &cache));
+        assert!(!creds.plain.verify_with(b"", &cache));
+        assert_eq!((cache.derivations(), cache.len()), (5, 1));
+    }
+
+    #[test]
+    fn password_change_refuses_the_cached_old_password_and_accepts_the_new_one() {
+        // Proves entries are bound to the verifier: new credentials for the same user (fresh salt) do not match
+        // the old password's entry, which is still in the cache, and the new password works at once.
+        let cache = PlainCache::new();
+        let old = quick("old-password", b"salt-old");
+        assert!(old.plain.verify_with(b"old-password", &cache));
+        let new = quick("new-password", b"salt-new");
+        assert!(!new.plain.verify_with(b"old-password", &cache));
+        assert!(new.plain.verify_with(b"new-password", &cache));
+        assert!(new.plain.verify_with(b"new-password", &cache));
+        assert_eq!(cache.derivations(), 3);
+    }
+
+    #[test]
+    fn password_with_nul_fails_even_when_the_password_without_it_is_cached() {
+        // Regression guard for the NUL rule: PBKDF2 equates `s3cret\0` with `s3cret`, so a cache keyed loosely, or
+        // consulted before the rule, would let the padded form in once the real password had logged in.
+        let (cache, creds) = (PlainCache::new(), quick("s3cret", b"salt-a"));
+        assert!(creds.plain.verify_with(b"s3cret", &cache));
+        for candidate in [&b"s3cret\0"[..], b"s3cret\0\0", b"\0s3cret"] {
+            assert!(!creds.plain.verify_with(candidate, &cache), "{candidate:?}");
+        }
+        assert_eq!((cache.derivations(), cache.len()), (4, 1));
     }
 
     #[test]

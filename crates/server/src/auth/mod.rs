@@ -4,6 +4,11 @@
 //! out. The REST layer manages users through `UserStore` and checks Basic auth with
 //! `Credentials::verify_plain`. No password is ever stored, only salted keys.
 //!
+//! Costs: a PLAIN or Basic check is one PBKDF2-HMAC-SHA512 derivation (milliseconds of CPU) for a wrong password
+//! and for the first right one; `PlainCache` remembers right ones, keyed to the user's verifier, so a client that
+//! reconnects or sends another request with the same password skips it. SCRAM needs no such cache: there the
+//! client does the PBKDF2 and the server only computes a few HMACs.
+//!
 //! A connection's SASL handling, in full:
 //! - SASL_LIST_MECHS: reply `supported_mechanisms()`.
 //! - SASL_AUTH: `Mechanism::parse(key)`; PLAIN → `authenticate_plain`; SCRAM → `ScramServer::start`, reply
@@ -14,6 +19,7 @@
 mod credentials;
 mod mechanism;
 mod plain;
+mod plain_cache;
 mod role;
 mod scram;
 mod users;

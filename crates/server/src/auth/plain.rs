@@ -8,7 +8,10 @@ use super::{AuthError, Credentials, SASL_MESSAGE_BYTES_MAX};
 
 /// Checks a PLAIN message and returns the authenticated user name.
 ///
-/// An unknown user costs the same PBKDF2 work as a known one, so response time does not reveal which users exist.
+/// An unknown user costs the same PBKDF2 work as a known one with a wrong password, so response time does not
+/// reveal which users exist. Only a right password can be answered faster (from `PlainCache`), and that answer is
+/// SUCCESS anyway. The user is looked up before any password is checked, so a deleted user fails against the
+/// decoy whatever was verified for it before.
 pub fn authenticate_plain(message: &[u8], lookup: impl Fn(&str) -> Option<Credentials>) -> Result<String, AuthError> {
     if message.len() > SASL_MESSAGE_BYTES_MAX {
         return Err(AuthError::Malformed("PLAIN message is too long"));
@@ -53,6 +56,7 @@ fn decoy() -> &'static Credentials {
 
 #[cfg(test)]
 mod tests {
+    use super::super::UserStore;
     use super::*;
 
     fn lookup() -> impl Fn(&str) -> Option<Credentials> {
@@ -76,6 +80,33 @@ mod tests {
         assert_eq!(authenticate_plain(b"\0alice\0", &lookup), Err(AuthError::Failed));
         assert_eq!(authenticate_plain(b"\0bob\0pw", &lookup), Err(AuthError::Failed));
         assert_eq!(authenticate_plain(b"bob\0alice\0pw", &lookup), Err(AuthError::Failed));
+    }
+
+    #[test]
+    fn deleted_user_cannot_log_in_with_a_password_verified_before() {
+        // Proves the lookup gates the process-wide cache: after a successful (so cached) login and a delete, the
+        // same message fails, and a user re-created with the same password logs in again.
+        let store = UserStore::new();
+        store.upsert("plain-deleted", "", Some("pw-deleted"), vec![]).unwrap();
+        let lookup = |user: &str| store.credentials(user);
+        assert_eq!(authenticate_plain(b"\0plain-deleted\0pw-deleted", lookup).unwrap(), "plain-deleted");
+        assert!(store.delete("plain-deleted"));
+        assert_eq!(authenticate_plain(b"\0plain-deleted\0pw-deleted", lookup), Err(AuthError::Failed));
+        store.upsert("plain-deleted", "", Some("pw-deleted"), vec![]).unwrap();
+        assert_eq!(authenticate_plain(b"\0plain-deleted\0pw-deleted", lookup).unwrap(), "plain-deleted");
+    }
+
+    #[test]
+    fn changed_password_refuses_the_old_one_after_it_was_verified() {
+        // Proves a password change through the store takes effect at once for PLAIN, although the old password's
+        // successful check is still in the process-wide cache.
+        let store = UserStore::new();
+        store.upsert("plain-changed", "", Some("old-pw"), vec![]).unwrap();
+        let lookup = |user: &str| store.credentials(user);
+        assert!(authenticate_plain(b"\0plain-changed\0old-pw", lookup).is_ok());
+        store.upsert("plain-changed", "", Some("new-pw"), vec![]).unwrap();
+        assert_eq!(authenticate_plain(b"\0plain-changed\0old-pw", lookup), Err(AuthError::Failed));
+        assert_eq!(authenticate_plain(b"\0plain-changed\0new-pw", lookup).unwrap(), "plain-changed");
     }
 
     #[test]
