@@ -6,6 +6,8 @@
 #   3. persistToMajority latency (p50/p99) at a moderate, rate-limited load;
 #   4. warmup: load ITEMS items (36-byte UUID keys, 200-byte values), stop cleanly, restart, and read the warmup
 #      rate from the log and the resident memory per item after warmup.
+# Cases 2b and 4 also report the flusher threads' CPU per write and the persisted rate including the drain (writes
+# divided by the time from the first write until the disk write queue is empty).
 # Environment: ITEMS (default 10000000), DURATION seconds per throughput case (default 20), WORK (a directory on
 # the disk to measure; default a new temporary one), RAM_MB bucket quota (default 8192, so every value stays
 # resident after warmup), SETTEE_BIN (a binary to measure instead of building target/release/settee; for A/B runs).
@@ -79,6 +81,26 @@ print(f"disk write queue drained in {time.time() - start:.1f} s")
 PY
 }
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status"; }
+# CPU seconds used so far by the server's flusher threads (utime + stime of the threads named flusher-*).
+flusher_cpu() {
+    local ticks=0 f
+    for d in /proc/"$PID"/task/*; do
+        case "$(cat "$d/comm")" in flusher*)
+            read -r -a f <"$d/stat"
+            # Fields 14 and 15 (utime, stime); comm has no spaces here, so the split is plain.
+            ticks=$((ticks + f[13] + f[14]));;
+        esac
+    done
+    echo "$ticks $(getconf CLK_TCK)" | awk '{printf "%.2f", $1 / $2}'
+}
+now() { date +%s.%N; }
+# "flusher: X s CPU, Y us per write; persisted Z writes/s including the drain" for WRITES writes between two marks.
+persisted_rate() {
+    awk -v writes="$1" -v c0="$2" -v c1="$3" -v t0="$4" -v t1="$5" 'BEGIN {
+        printf "flusher threads: %.2f s CPU, %.2f us per write; persisted %.0f writes/s from the first write until the queue was empty\n",
+            c1 - c0, (c1 - c0) * 1e6 / writes, writes / (t1 - t0) }'
+}
+writes_of() { python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); p = r["run"] or r["load"]; print(p["ops"])' "$1"; }
 bench() { "$BIN" bench --spec "couchbase://127.0.0.1:$KV/default" -q "$@"; }
 summary() {
     python3 - "$1" <<'PY'
@@ -98,9 +120,11 @@ bench "${COMMON[@]}" -B 64 --durability persistToMajority --json "$WORK/persist.
 summary "$WORK/persist.json"
 drain
 echo "== 2b. the same load without durability (acknowledged from memory)"
+C0=$(flusher_cpu) T0=$(now)
 bench "${COMMON[@]}" -B 64 --json "$WORK/plain.json"
 summary "$WORK/plain.json"
 drain
+persisted_rate "$(writes_of "$WORK/plain.json")" "$C0" "$(flusher_cpu)" "$T0" "$(now)"
 echo "== 3. persistToMajority latency at a moderate load (2,000 writes/s, one request in flight per connection)"
 bench -I 1000000 -m 200 -M 200 -r 100 -t 2 --connections 2 --duration "$DURATION" --no-population -B 1 \
     --rate-limit 2000 --durability persistToMajority --json "$WORK/latency.json"
@@ -111,8 +135,11 @@ echo "== 4. warmup of $ITEMS items (36-byte UUID keys, 200-byte values)"
 rm -rf "$WORK/data"
 start
 BASE_KB=$(rss_kb)
+C0=$(flusher_cpu) T0=$(now)
 bench -I "$ITEMS" -m 200 -M 200 --key-format uuid --populate-only -B 64 -t 2 --connections 2 --json "$WORK/load.json"
 summary "$WORK/load.json"
+drain
+persisted_rate "$ITEMS" "$C0" "$(flusher_cpu)" "$T0" "$(now)"
 stop
 : >"$WORK/settee.log"
 start
