@@ -92,6 +92,8 @@ pub struct Bucket {
     /// Wakes DCP streams when a vBucket they read has new mutations.
     pub(crate) change_notifier: std::sync::OnceLock<crate::vbucket::ChangeNotifier>,
     pub(crate) next_cursor: AtomicU64,
+    /// The item pager's low and high watermarks as fractions of the quota (see `eviction.rs`).
+    pub(crate) watermarks: crate::eviction::Watermarks,
 }
 
 impl Bucket {
@@ -112,6 +114,7 @@ impl Bucket {
             mem_used: AtomicIsize::new(0),
             store_failed: AtomicBool::new(false),
             warming_up: AtomicBool::new(false),
+            watermarks: crate::eviction::Watermarks::default(),
             dirty_notifier: std::sync::OnceLock::new(),
             change_notifier: std::sync::OnceLock::new(),
             next_cursor: AtomicU64::new(1),

@@ -4,6 +4,8 @@
 //!
 //! Only items whose seqno is persisted may be ejected, so ejection never loses a write.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use settee_types::VbId;
 
 use crate::bucket::{Bucket, EvictionPolicy};
@@ -12,9 +14,39 @@ use crate::item::DocKey;
 use crate::persistence::ItemSnapshot;
 use crate::vbucket::{VbInner, VbState};
 
-/// Fractions of the quota (percent) at which the pager starts and stops ejecting.
-pub const HIGH_WATERMARK_PERCENT: u64 = 85;
-pub const LOW_WATERMARK_PERCENT: u64 = 75;
+/// Couchbase's defaults for the fractions of the quota at which the pager starts (high) and stops (low) ejecting.
+pub const HIGH_WATERMARK_DEFAULT: f64 = 0.85;
+pub const LOW_WATERMARK_DEFAULT: f64 = 0.75;
+
+/// Parts per million: the unit the watermarks are kept in.
+const PPM: u64 = 1_000_000;
+
+/// Which watermark a setting moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watermark {
+    Low,
+    High,
+}
+
+/// Both watermarks of a bucket in one atomic word (low in the high half, high in the low half, each in parts per
+/// million of the quota), so that a change of one is checked against the other without a lock and readers never
+/// see a low above the high. They follow the quota when it changes, as Couchbase's `mem_*_wat_percent` do.
+#[derive(Debug)]
+pub(crate) struct Watermarks(AtomicU64);
+
+impl Default for Watermarks {
+    fn default() -> Watermarks {
+        let ppm = |ratio: f64| (ratio * PPM as f64) as u64;
+        Watermarks(AtomicU64::new(ppm(LOW_WATERMARK_DEFAULT) << 32 | ppm(HIGH_WATERMARK_DEFAULT)))
+    }
+}
+
+impl Watermarks {
+    fn ppm(&self) -> (u64, u64) {
+        let w = self.0.load(Ordering::Relaxed);
+        (w >> 32, w & u64::from(u32::MAX))
+    }
+}
 
 impl Bucket {
     fn full_eviction(&self) -> bool {
@@ -83,11 +115,45 @@ impl Bucket {
         self.charge(delta);
     }
 
+    /// The watermarks as fractions of the quota: (low, high).
+    pub fn watermark_ratios(&self) -> (f64, f64) {
+        let (low, high) = self.watermarks.ppm();
+        (low as f64 / PPM as f64, high as f64 / PPM as f64)
+    }
+
+    /// The watermarks in bytes of the current quota: (low, high).
+    pub fn watermark_bytes(&self) -> (u64, u64) {
+        let quota = u128::from(self.config().ram_quota_bytes);
+        let (low, high) = self.watermarks.ppm();
+        let bytes = |ppm: u64| (quota * u128::from(ppm) / u128::from(PPM)) as u64;
+        (bytes(low), bytes(high))
+    }
+
+    /// Moves one watermark to `ratio` of the quota (Couchbase's `mem_low_wat_percent` / `mem_high_wat_percent`,
+    /// which despite the name are fractions: 0.85). Refused unless it is within (0, 1] and the low watermark stays
+    /// below the high one; the pager uses the new value from its next pass.
+    pub fn set_watermark(&self, which: Watermark, ratio: f64) -> Result<(), EngineError> {
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            return Err(EngineError::Invalid("a watermark is a fraction of the quota, above 0 and at most 1"));
+        }
+        let ppm = (ratio * PPM as f64).round() as u64;
+        self.watermarks
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let (low, high) = (w >> 32, w & u64::from(u32::MAX));
+                let (low, high) = match which {
+                    Watermark::Low => (ppm, high),
+                    Watermark::High => (low, ppm),
+                };
+                (low < high).then_some(low << 32 | high)
+            })
+            .map(|_| ())
+            .map_err(|_| EngineError::Invalid("the low watermark must stay below the high watermark"))
+    }
+
     /// One pass of the item pager. Returns the number of values or items ejected.
     pub fn run_item_pager(&self) -> u64 {
-        let quota = self.config().ram_quota_bytes;
-        let high = quota / 100 * HIGH_WATERMARK_PERCENT;
-        let low = quota / 100 * LOW_WATERMARK_PERCENT;
+        let (low, high) = self.watermark_bytes();
         if !self.is_persistent() || self.mem_used() <= high {
             return 0;
         }
@@ -116,7 +182,7 @@ impl Bucket {
 
     /// Whether memory is past the high watermark (the server wakes the pager).
     pub fn over_high_watermark(&self) -> bool {
-        self.mem_used() > self.config().ram_quota_bytes / 100 * HIGH_WATERMARK_PERCENT
+        self.mem_used() > self.watermark_bytes().1
     }
 
     /// Share of live items whose value is in memory, in percent.

@@ -29,7 +29,7 @@ mod vbucket;
 pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
 pub use change_log::CursorId;
 pub use error::EngineError;
-pub use eviction::{HIGH_WATERMARK_PERCENT, LOW_WATERMARK_PERCENT};
+pub use eviction::{Watermark, HIGH_WATERMARK_DEFAULT, LOW_WATERMARK_DEFAULT};
 pub use expiry::absolute_expiry;
 pub use item::{DocKey, ItemView};
 pub use manifest::{Collection, Manifest, ManifestError, Scope};

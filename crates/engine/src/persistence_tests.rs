@@ -8,7 +8,7 @@ use settee_types::{DurabilityLevel, ManualClock, OnDisk, VbId};
 
 use crate::{
     Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, ItemSnapshot, StoreMode, StoreRequest,
-    WriteOptions,
+    Watermark, WriteOptions,
 };
 
 fn persistent(quota: u64, eviction: EvictionPolicy) -> Bucket {
@@ -141,6 +141,38 @@ fn value_eviction_and_background_fetch() {
     b.complete_fetch(VbId(0), key.encoded(), Some(on_disk));
     assert_eq!(b.get(VbId(0), &key, |i| i.body().0.len()).unwrap(), 10_000);
     assert!(b.resident_ratio() < 100);
+}
+
+/// The watermarks move (as fractions of the quota, low always below high) and the pager follows them: memory
+/// under the default high watermark is left alone until the high watermark is lowered beneath it.
+#[test]
+fn watermarks_move_and_the_pager_follows() {
+    let quota = 1 << 20;
+    let b = persistent(quota, EvictionPolicy::ValueOnly);
+    assert_eq!(b.watermark_ratios(), (0.75, 0.85));
+    assert_eq!(b.watermark_bytes(), (quota * 3 / 4, quota * 85 / 100));
+    let value = vec![b'v'; 10_000];
+    for i in 0..60 {
+        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
+    }
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    b.mark_persisted(VbId(0), batch.up_to);
+    assert!(!b.over_high_watermark());
+    assert_eq!(b.run_item_pager(), 0);
+
+    for (which, ratio) in [(Watermark::High, 0.0), (Watermark::High, 1.01), (Watermark::Low, f64::NAN)] {
+        assert!(matches!(b.set_watermark(which, ratio), Err(EngineError::Invalid(_))), "{which:?} {ratio}");
+    }
+    assert!(matches!(b.set_watermark(Watermark::High, 0.5), Err(EngineError::Invalid(_))), "under the low one");
+    assert!(matches!(b.set_watermark(Watermark::Low, 0.9), Err(EngineError::Invalid(_))), "over the high one");
+    assert_eq!(b.watermark_ratios(), (0.75, 0.85), "refusals change nothing");
+
+    b.set_watermark(Watermark::Low, 0.2).unwrap();
+    b.set_watermark(Watermark::High, 0.4).unwrap();
+    assert_eq!(b.watermark_bytes(), (quota / 5, quota * 2 / 5));
+    assert!(b.over_high_watermark());
+    assert!(b.run_item_pager() > 0);
+    assert!(b.mem_used() <= quota / 5, "the pager stops under the low watermark, not before");
 }
 
 /// Under full eviction whole items go; a miss must ask the disk before answering, and a key the disk does not

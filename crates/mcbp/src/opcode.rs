@@ -97,6 +97,7 @@ opcodes! {
     DcpAbort = 0x63, "DCP_ABORT", DCP;
     DcpSeqnoAdvanced = 0x64, "DCP_SEQNO_ADVANCED", DCP;
     DcpOsoSnapshot = 0x65, "DCP_OSO_SNAPSHOT", DCP;
+    SetParam = 0x82, "SET_PARAM", BUCKET;
     GetReplica = 0x83, "GET_REPLICA", READ;
     SelectBucket = 0x89, "SELECT_BUCKET", CONN;
     ObserveSeqno = 0x91, "OBSERVE_SEQNO", BUCKET;

@@ -20,10 +20,11 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def call(sock: socket.socket, opcode: int, key: bytes = b"", value: bytes = b"", vb: int = 0):
+def call(sock: socket.socket, opcode: int, key: bytes = b"", value: bytes = b"", vb: int = 0, extras: bytes = b""):
     """Sends one request; returns the first reply as (status, key, value)."""
-    sock.sendall(struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), 0, 0, vb, len(key) + len(value), 0, 0)
-                 + key + value)
+    body_len = len(extras) + len(key) + len(value)
+    sock.sendall(struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, vb, body_len, 0, 0)
+                 + extras + key + value)
     return receive(sock)
 
 
@@ -37,17 +38,17 @@ def receive(sock: socket.socket):
 
 
 @contextmanager
-def session(node: SetteeServer, bucket: str):
-    """A socket to `node`'s KV port, authenticated as the administrator, with `bucket` selected."""
+def session(node: SetteeServer, bucket: str, user: str = USERNAME, password: str = PASSWORD):
+    """A socket to `node`'s KV port, authenticated (as the administrator unless told), with `bucket` selected."""
     with socket.create_connection((node.host, node.kv_port), timeout=5) as sock:
-        assert call(sock, 0x21, b"PLAIN", f"\0{USERNAME}\0{PASSWORD}".encode())[0] == 0
+        assert call(sock, 0x21, b"PLAIN", f"\0{user}\0{password}".encode())[0] == 0
         assert call(sock, 0x89, bucket.encode())[0] == 0
         yield sock
 
 
-def stats(sock: socket.socket) -> dict[str, str]:
-    """The default STAT group."""
-    status, key, value = call(sock, 0x10)
+def stats(sock: socket.socket, group: bytes = b"") -> dict[str, str]:
+    """One STAT group (the default group unless told)."""
+    status, key, value = call(sock, 0x10, group)
     result = {}
     while key:
         assert status == 0, status

@@ -1,11 +1,12 @@
 """Persistent (couchbase) buckets through the official SDK: durable writes survive SIGKILL, data survives a
-restart (warmup), and a bucket holds far more data than its RAM quota."""
+restart (warmup), a bucket holds far more data than its RAM quota, and its eviction watermarks can be moved."""
 
 from __future__ import annotations
 
 import hashlib
 import random
 import signal
+import struct
 import threading
 import time
 from datetime import timedelta
@@ -17,9 +18,11 @@ from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.options import UpsertOptions, GetOptions
 from couchbase.transcoder import RawBinaryTranscoder
 
+import kv_raw
 from conditions import wait_until
 from sdk_connect import connect
 from settee_server import SetteeServer, new_server
+from test_cluster import rest
 
 CRASH_ROUNDS = 4
 PERSIST = UpsertOptions(durability=ServerDurability(DurabilityLevel.PERSIST_TO_MAJORITY),
@@ -154,6 +157,68 @@ def test_bucket_holds_ten_times_its_quota(tmp_path):
         for key, digest in digests.items():
             value = coll.get(key, GetOptions(transcoder=RawBinaryTranscoder())).content_as[bytes]
             assert hashlib.sha256(value).hexdigest() == digest, key
+        cluster.close()
+    finally:
+        server.stop()
+
+
+SET_PARAM = 0x82
+FLUSH_PARAM, CONFIG_PARAM = struct.pack(">I", 1), struct.pack(">I", 6)
+SUCCESS, KEY_ENOENT, EINVAL, EACCESS = 0x00, 0x01, 0x04, 0x24
+
+
+def test_watermarks_move_with_set_param_and_the_pager_follows(tmp_path):
+    """`cbepctl set flush_param mem_high_wat_percent 0.3` (SET_PARAM) moves the item pager's watermarks, STAT
+    memory reports them, the pager ejects values down to the new low watermark, and every value still reads back.
+    Bad values, byte-valued watermarks, unknown names and users without the bucket's management right are refused
+    with the status Couchbase gives."""
+    server = start_on(tmp_path, ram_mb=64)
+    quota = 64 * 1024 * 1024
+    try:
+        status, body = rest(server, "PUT", "/settings/rbac/users/local/reader",
+                            {"password": "reader-pw", "roles": "data_reader[default]"})
+        assert status == 200, body
+        cluster = connect(server)
+        coll = collection_of(cluster)
+        values = {f"wm-{i}": random.Random(i).randbytes(20 * 1024) for i in range(1000)}  # ~20 MiB, ~31 %
+        for start in range(0, len(values), 100):
+            chunk = dict(list(values.items())[start:start + 100])
+            assert coll.upsert_multi(chunk, transcoder=RawBinaryTranscoder()).all_ok
+        with kv_raw.session(server, "default") as sock:
+            memory = kv_raw.stats(sock, b"memory")
+            assert int(memory["ep_mem_high_wat"]) == quota * 85 // 100
+            assert float(memory["ep_mem_low_wat_percent"]) == 0.75
+            ejected_before = int(kv_raw.stats(sock)["ep_num_value_ejects"])
+
+            refused = [
+                (FLUSH_PARAM, b"mem_high_wat_percent", b"abc", EINVAL),
+                (FLUSH_PARAM, b"mem_high_wat_percent", b"1.5", EINVAL),
+                (FLUSH_PARAM, b"mem_high_wat_percent", b"0.5", EINVAL),  # below the low watermark (0.75)
+                (FLUSH_PARAM, b"mem_high_wat", b"1000000", EINVAL),
+                (FLUSH_PARAM, b"no_such_param", b"1", KEY_ENOENT),
+                (struct.pack(">I", 2), b"mem_high_wat_percent", b"0.5", KEY_ENOENT),
+            ]
+            for extras, name, value, expected in refused:
+                status, _, body = kv_raw.call(sock, SET_PARAM, name, value, extras=extras)
+                assert status == expected, (name, value, status, body)
+            assert float(kv_raw.stats(sock, b"memory")["ep_mem_high_wat_percent"]) == 0.85, "a refusal changes nothing"
+
+            assert kv_raw.call(sock, SET_PARAM, b"mem_low_wat_percent", b"0.1", extras=FLUSH_PARAM)[0] == SUCCESS
+            assert kv_raw.call(sock, SET_PARAM, b"mem_high_wat_percent", b"0.2", extras=CONFIG_PARAM)[0] == SUCCESS
+            memory = kv_raw.stats(sock, b"memory")
+            assert (int(memory["ep_mem_low_wat"]), int(memory["ep_mem_high_wat"])) == (quota // 10, quota // 5)
+
+        with kv_raw.session(server, "default", "reader", "reader-pw") as sock:
+            status, _, _ = kv_raw.call(sock, SET_PARAM, b"mem_high_wat_percent", b"0.9", extras=FLUSH_PARAM)
+            assert status == EACCESS
+
+        def paged():
+            with kv_raw.session(server, "default") as sock:
+                return int(kv_raw.stats(sock)["ep_num_value_ejects"]) > ejected_before and \
+                    int(kv_raw.stats(sock, b"memory")["mem_used"]) <= quota // 5
+        wait_until(paged, 30, "the item pager to bring memory under the new high watermark")
+        for key, value in values.items():
+            assert coll.get(key, GetOptions(transcoder=RawBinaryTranscoder())).content_as[bytes] == value, key
         cluster.close()
     finally:
         server.stop()

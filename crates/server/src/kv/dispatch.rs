@@ -80,6 +80,7 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::Append | Opcode::Prepend => mutation::concat(s, req, out, op),
         Opcode::Stat => bucket::stat(node, s, req, out),
         Opcode::ObserveSeqno => bucket::observe_seqno(s, req, out),
+        Opcode::SetParam => bucket::set_param(s, req, out),
         Opcode::GetCollectionsManifest => bucket::get_collections_manifest(s, req, out),
         Opcode::GetCollectionId => bucket::get_collection_id(s, req, out),
         Opcode::SubdocMultiLookup => subdoc::multi_lookup(s, req, out),
@@ -123,6 +124,11 @@ fn write_error(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out, e: Kv
         ) => {
             let body = format!(r#"{{"manifest_uid":"{manifest_uid:x}"}}"#);
             reply::json(out, req, status, body.as_bytes());
+        }
+        (KvError::Engine(EngineError::Invalid(why)), _) => {
+            // kv_engine's error context, which the SDKs put in the exception they raise.
+            let body = serde_json::json!({ "error": { "context": why } });
+            reply::json(out, req, status, body.to_string().as_bytes());
         }
         _ => reply::status(out, req, status),
     }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use settee_engine::{Bucket, EvictionPolicy, VbState, LOW_WATERMARK_PERCENT};
+use settee_engine::{Bucket, EvictionPolicy, VbState};
 use settee_store::{StoreError, VbStore};
 use settee_types::VbId;
 
@@ -21,7 +21,7 @@ pub struct WarmupReport {
 pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
     let started = Instant::now();
     let config = bucket.config();
-    let value_budget = config.ram_quota_bytes / 100 * LOW_WATERMARK_PERCENT;
+    let value_budget = bucket.watermark_bytes().0;
     let full = config.eviction == EvictionPolicy::FullEviction;
     let mut report = WarmupReport::default();
     for v in 0..bucket.num_vbuckets() {

@@ -1,8 +1,9 @@
-//! Bucket-level commands: STAT, OBSERVE_SEQNO, GET_COLLECTIONS_MANIFEST, GET_COLLECTION_ID.
+//! Bucket-level commands: STAT, OBSERVE_SEQNO, SET_PARAM, GET_COLLECTIONS_MANIFEST, GET_COLLECTION_ID.
 
 use crate::kv::pending::Out;
 use std::sync::atomic::Ordering;
 
+use settee_engine::{EngineError, Watermark};
 use settee_mcbp::{encode_response, Request};
 use settee_types::{Status, VbId};
 
@@ -54,10 +55,14 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvRes
             }
         }
         b"memory" => {
+            let (low, high) = b.watermark_bytes();
+            let (low_ratio, high_ratio) = b.watermark_ratios();
             push("mem_used", b.mem_used().to_string());
             push("ep_max_size", cfg.ram_quota_bytes.to_string());
-            push("ep_mem_high_wat", (cfg.ram_quota_bytes * 85 / 100).to_string());
-            push("ep_mem_low_wat", (cfg.ram_quota_bytes * 75 / 100).to_string());
+            push("ep_mem_high_wat", high.to_string());
+            push("ep_mem_low_wat", low.to_string());
+            push("ep_mem_high_wat_percent", high_ratio.to_string());
+            push("ep_mem_low_wat_percent", low_ratio.to_string());
         }
         b"uuid" => push("uuid", cfg.uuid.clone()),
         _ => return Err(KvError::Status(Status::KeyEnoent)),
@@ -65,6 +70,44 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvRes
     for (k, v) in &stats {
         encode_response(out, req.opcode, 0, req.opaque, 0, 0, &[], &[], k.as_bytes(), v.as_bytes());
     }
+    reply::status(out, req, Status::Success);
+    Ok(())
+}
+
+/// SET_PARAM's parameter types (the request's 4-byte extras), as cbepctl sends them.
+const PARAM_FLUSH: u32 = 1;
+const PARAM_CONFIG: u32 = 6;
+
+/// SET_PARAM (`cbepctl set flush_param NAME VALUE`, and how ns_server applies bucket settings): extras = the
+/// parameter type, key = its name, value = the new value as text. Settable: the item pager's watermarks,
+/// `mem_low_wat_percent` and `mem_high_wat_percent` (fractions of the quota, e.g. `0.8`; Couchbase 8 names, as
+/// flush or config parameters), until the bucket is reloaded. The byte forms `mem_low_wat` / `mem_high_wat` are
+/// refused with EINVAL as Couchbase 8 refuses them; any other name is KEY_ENOENT. Needs the bucket's management
+/// right.
+pub fn set_param(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
+    let b = selected_bucket(s)?;
+    let kind = match req.extras {
+        [a, b, c, d] => u32::from_be_bytes([*a, *b, *c, *d]),
+        _ => return Err(KvError::Status(Status::Einval)),
+    };
+    if !s.access.manage {
+        return Err(KvError::Status(Status::Eaccess));
+    }
+    let which =
+        match (kind, req.key) {
+            (PARAM_FLUSH | PARAM_CONFIG, b"mem_low_wat_percent") => Watermark::Low,
+            (PARAM_FLUSH | PARAM_CONFIG, b"mem_high_wat_percent") => Watermark::High,
+            (PARAM_FLUSH, b"mem_low_wat" | b"mem_high_wat") => return Err(KvError::Engine(EngineError::Invalid(
+                "setting a watermark in bytes is no longer supported: set mem_low_wat_percent or mem_high_wat_percent",
+            ))),
+            _ => return Err(KvError::Status(Status::KeyEnoent)),
+        };
+    let ratio = std::str::from_utf8(req.value)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .ok_or(KvError::Engine(EngineError::Invalid("the value is not a number")))?;
+    b.set_watermark(which, ratio)?;
+    tracing::info!(bucket = %b.name(), param = %String::from_utf8_lossy(req.key), ratio, "watermark changed");
     reply::status(out, req, Status::Success);
     Ok(())
 }
