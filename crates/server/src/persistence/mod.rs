@@ -64,7 +64,7 @@ impl Persistence {
     pub fn start(bucket: Arc<Bucket>, dir: &Path) -> anyhow::Result<Arc<Persistence>> {
         std::fs::create_dir_all(dir)?;
         let faults = Arc::new(FaultInjector::new());
-        let store = records::open_store(dir, faults.clone())?;
+        let store = records::open_store(dir, bucket.config().ram_quota_bytes, faults.clone())?;
         let p = Arc::new(Persistence {
             store,
             dir: dir.to_path_buf(),

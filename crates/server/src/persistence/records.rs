@@ -6,9 +6,10 @@ use std::sync::Arc;
 use settee_engine::ItemSnapshot;
 use settee_store::{FaultInjector, FjallConfig, FjallStore, Record, RecordMeta, VbStore};
 
-/// Opens the bucket's fjall store with `faults` as its file-system seam (tests use it to simulate a full disk).
-pub(crate) fn open_store(dir: &Path, faults: Arc<FaultInjector>) -> anyhow::Result<Arc<dyn VbStore>> {
-    let config = FjallConfig { faults: Some(faults), ..FjallConfig::default() };
+/// Opens the bucket's fjall store, its memory sized for the bucket's quota, with `faults` as its file-system seam
+/// (tests use it to simulate a full disk).
+pub(crate) fn open_store(dir: &Path, quota_bytes: u64, faults: Arc<FaultInjector>) -> anyhow::Result<Arc<dyn VbStore>> {
+    let config = FjallConfig { faults: Some(faults), ..FjallConfig::for_quota(quota_bytes) };
     let store =
         FjallStore::open_with(dir, config).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", dir.display()))?;
     Ok(Arc::new(store))

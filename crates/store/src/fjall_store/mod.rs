@@ -30,10 +30,11 @@ use layout::{BY_KEY, BY_SEQNO, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION, HIGH_S
 /// Rounds of major compaction one [`crate::VbStore::compact`] runs on the record keyspace at most: a round drops
 /// dead value handles, and only the next one can see which blob files they made stale and rewrite those.
 const BLOB_GC_ROUNDS_MAX: usize = 4;
-/// Memtable size of each keyspace: fjall's default. With three keyspaces, each with an active and at times sealed
-/// memtables, that is up to ~190 MiB of a persistent bucket's resident memory whatever its data size. 16 MiB was
-/// measured (BENCHMARKS.md, issue 3): ~70 B less RSS per item after a 1 M-item warmup, but bulk loads 15-21 % and
-/// warmup 10-15 % slower (more, smaller flushes and L0 compactions on two cores), so the default stays.
+/// Memtable size of each keyspace: fjall's default, and the most [`FjallConfig::for_quota`] gives. With three
+/// keyspaces, each with an active and at times sealed memtables, that is up to ~190 MiB of a persistent bucket's
+/// resident memory whatever its data size. 16 MiB was measured (BENCHMARKS.md, issue 3): ~70 B less RSS per item
+/// after a 1 M-item warmup, but bulk loads 15-21 % and warmup 10-15 % slower (more, smaller flushes and L0
+/// compactions on two cores), so only buckets under 1 GiB get smaller ones.
 const MEMTABLE_BYTES: u64 = 64 << 20;
 /// How long a compaction waits for fjall to flush one memtable, and how often it looks.
 const FLUSH_WAIT_MAX: Duration = Duration::from_secs(300);
@@ -53,6 +54,21 @@ pub struct FjallConfig {
     /// The file-system seam; `None` never injects a fault.
     pub faults: Option<Arc<FaultInjector>>,
 }
+
+impl FjallConfig {
+    /// The defaults with fjall's memory sized for a bucket of `quota_bytes`: each memtable a sixteenth of the
+    /// quota and the block cache an eighth, between 8 MiB and fjall's 64 MiB defaults. Those defaults hold ~190 MiB
+    /// whatever the bucket's size, which is most of a small bucket's resident memory (3/4 of the 256 MiB default
+    /// bucket's quota again); buckets of 1 GiB and more keep them, and with them the bulk-load speed that smaller
+    /// memtables cost (BENCHMARKS.md, issue 3). The memtable size is fixed when the store is created.
+    pub fn for_quota(quota_bytes: u64) -> FjallConfig {
+        let share = |divisor: u64| (quota_bytes / divisor).clamp(FJALL_MEMORY_MIN, MEMTABLE_BYTES);
+        FjallConfig { memtable_bytes: share(16), cache_bytes: share(8), ..FjallConfig::default() }
+    }
+}
+
+/// The least a memtable or the block cache is given by [`FjallConfig::for_quota`].
+const FJALL_MEMORY_MIN: u64 = 8 << 20;
 
 impl Default for FjallConfig {
     fn default() -> Self {

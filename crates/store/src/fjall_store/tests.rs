@@ -211,3 +211,18 @@ fn sync_fsyncs_only_when_something_was_committed() {
         assert!(matches!(s.sync(), Err(StoreError::Io(_))), "{what}: the sync after it must fsync");
     }
 }
+
+/// fjall's memory follows the bucket's quota, between 8 MiB and its 64 MiB defaults.
+#[test]
+fn fjall_memory_follows_the_quota() {
+    let mib = 1 << 20;
+    let sizes = |quota: u64| {
+        let c = FjallConfig::for_quota(quota);
+        (c.memtable_bytes / mib, c.cache_bytes / mib)
+    };
+    assert_eq!(sizes(16 * mib), (8, 8));
+    assert_eq!(sizes(256 * mib), (16, 32));
+    assert_eq!(sizes(512 * mib), (32, 64));
+    assert_eq!(sizes(1024 * mib), (64, 64));
+    assert_eq!(sizes(100 * 1024 * mib), (64, 64));
+}
