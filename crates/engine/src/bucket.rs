@@ -94,6 +94,10 @@ pub struct Bucket {
     pub(crate) next_cursor: AtomicU64,
     /// The item pager's low and high watermarks as fractions of the quota (see `eviction.rs`).
     pub(crate) watermarks: crate::eviction::Watermarks,
+    /// The largest growth a write of a persistent bucket was refused for (0: none since the pager last ran): the
+    /// pager must make that much room even below its high watermark, or a value larger than the room between that
+    /// watermark and the quota would be refused forever.
+    pub(crate) pager_need: AtomicU64,
 }
 
 impl Bucket {
@@ -115,6 +119,7 @@ impl Bucket {
             store_failed: AtomicBool::new(false),
             warming_up: AtomicBool::new(false),
             watermarks: crate::eviction::Watermarks::default(),
+            pager_need: AtomicU64::new(0),
             dirty_notifier: std::sync::OnceLock::new(),
             change_notifier: std::sync::OnceLock::new(),
             next_cursor: AtomicU64::new(1),
@@ -306,6 +311,9 @@ impl Bucket {
         if self.mem_used() + growth as u64 > quota {
             let kind = self.config.read().kind;
             BucketStats::bump(&self.stats.tmp_oom_errors);
+            if kind != BucketKind::Ephemeral {
+                self.pager_need.fetch_max(growth as u64, Ordering::AcqRel);
+            }
             // Ephemeral buckets cannot evict (ENOMEM, as Couchbase's); persistent ones ask the client to retry
             // while the item pager frees memory.
             return Err(if kind == BucketKind::Ephemeral { EngineError::OutOfMemory } else { EngineError::TempFail });

@@ -151,10 +151,14 @@ impl Bucket {
             .map_err(|_| EngineError::Invalid("the low watermark must stay below the high watermark"))
     }
 
-    /// One pass of the item pager. Returns the number of values or items ejected.
+    /// One pass of the item pager: from past the high watermark down to the low one, and after a write was refused
+    /// for memory, until that write fits (and at least down to the low watermark). Returns the number of values or
+    /// items ejected.
     pub fn run_item_pager(&self) -> u64 {
         let (low, high) = self.watermark_bytes();
-        if !self.is_persistent() || self.mem_used() <= high {
+        let need = self.pager_need.swap(0, std::sync::atomic::Ordering::AcqRel);
+        let low = low.min(self.config().ram_quota_bytes.saturating_sub(need));
+        if !self.is_persistent() || (self.mem_used() <= high && (need == 0 || self.mem_used() <= low)) {
             return 0;
         }
         let full = self.full_eviction();
@@ -180,9 +184,10 @@ impl Bucket {
         ejected
     }
 
-    /// Whether memory is past the high watermark (the server wakes the pager).
+    /// Whether the pager should run: memory is past the high watermark, or a write was refused for memory since
+    /// its last pass (the server wakes the pager).
     pub fn over_high_watermark(&self) -> bool {
-        self.mem_used() > self.watermark_bytes().1
+        self.mem_used() > self.watermark_bytes().1 || self.pager_need.load(std::sync::atomic::Ordering::Acquire) > 0
     }
 
     /// Share of live items whose value is in memory, in percent.

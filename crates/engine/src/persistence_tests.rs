@@ -175,6 +175,28 @@ fn watermarks_move_and_the_pager_follows() {
     assert!(b.mem_used() <= quota / 5, "the pager stops under the low watermark, not before");
 }
 
+/// A write larger than the room above the high watermark is refused with TMPFAIL, and that refusal itself makes
+/// the pager run (memory is under the high watermark, so nothing else would): the retried write then fits.
+#[test]
+fn a_write_refused_for_memory_makes_the_pager_run() {
+    let quota = 1 << 20;
+    let b = persistent(quota, EvictionPolicy::ValueOnly);
+    let value = vec![b'v'; 10_000];
+    for i in 0..60 {
+        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
+    }
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    b.mark_persisted(VbId(0), batch.up_to);
+    assert!(!b.over_high_watermark());
+    assert_eq!(b.run_item_pager(), 0, "under the high watermark and nothing refused");
+    let big = vec![b'b'; 500_000];
+    assert_eq!(write(&b, b"big", &big, None), Err(EngineError::TempFail));
+    assert!(b.over_high_watermark(), "the refusal wakes the pager");
+    assert!(b.run_item_pager() > 0);
+    assert!(!b.over_high_watermark());
+    write(&b, b"big", &big, None).unwrap();
+}
+
 /// Under full eviction whole items go; a miss must ask the disk before answering, and a key the disk does not
 /// have either is then NOT_FOUND.
 #[test]
