@@ -160,6 +160,10 @@ impl Bucket {
     pub fn config(&self) -> BucketConfig {
         self.config.read().clone()
     }
+    /// The RAM quota, without taking the config lock.
+    pub(crate) fn quota_bytes(&self) -> u64 {
+        self.quota_bytes.load(Ordering::Relaxed)
+    }
     pub fn name(&self) -> String {
         self.config.read().name.clone()
     }
@@ -307,8 +311,7 @@ impl Bucket {
         if self.store_failed.load(Ordering::Acquire) {
             return Err(EngineError::TempFail);
         }
-        let quota = self.quota_bytes.load(Ordering::Relaxed);
-        if self.mem_used() + growth as u64 > quota {
+        if self.mem_used() + growth as u64 > self.quota_bytes() {
             let kind = self.config.read().kind;
             BucketStats::bump(&self.stats.tmp_oom_errors);
             if kind != BucketKind::Ephemeral {

@@ -36,16 +36,25 @@ pub(crate) struct Watermarks(AtomicU64);
 
 impl Default for Watermarks {
     fn default() -> Watermarks {
-        let ppm = |ratio: f64| (ratio * PPM as f64) as u64;
-        Watermarks(AtomicU64::new(ppm(LOW_WATERMARK_DEFAULT) << 32 | ppm(HIGH_WATERMARK_DEFAULT)))
+        Watermarks(AtomicU64::new(pack(ppm(LOW_WATERMARK_DEFAULT), ppm(HIGH_WATERMARK_DEFAULT))))
     }
 }
 
 impl Watermarks {
+    /// (low, high) in parts per million.
     fn ppm(&self) -> (u64, u64) {
-        let w = self.0.load(Ordering::Relaxed);
-        (w >> 32, w & u64::from(u32::MAX))
+        unpack(self.0.load(Ordering::Relaxed))
     }
+}
+
+fn ppm(ratio: f64) -> u64 {
+    (ratio * PPM as f64).round() as u64
+}
+fn pack(low: u64, high: u64) -> u64 {
+    low << 32 | high
+}
+fn unpack(word: u64) -> (u64, u64) {
+    (word >> 32, word & u64::from(u32::MAX))
 }
 
 impl Bucket {
@@ -123,7 +132,7 @@ impl Bucket {
 
     /// The watermarks in bytes of the current quota: (low, high).
     pub fn watermark_bytes(&self) -> (u64, u64) {
-        let quota = u128::from(self.config().ram_quota_bytes);
+        let quota = u128::from(self.quota_bytes());
         let (low, high) = self.watermarks.ppm();
         let bytes = |ppm: u64| (quota * u128::from(ppm) / u128::from(PPM)) as u64;
         (bytes(low), bytes(high))
@@ -136,16 +145,15 @@ impl Bucket {
         if !(ratio > 0.0 && ratio <= 1.0) {
             return Err(EngineError::Invalid("a watermark is a fraction of the quota, above 0 and at most 1"));
         }
-        let ppm = (ratio * PPM as f64).round() as u64;
+        let moved = ppm(ratio);
         self.watermarks
             .0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                let (low, high) = (w >> 32, w & u64::from(u32::MAX));
-                let (low, high) = match which {
-                    Watermark::Low => (ppm, high),
-                    Watermark::High => (low, ppm),
+                let (low, high) = match (which, unpack(w)) {
+                    (Watermark::Low, (_, high)) => (moved, high),
+                    (Watermark::High, (low, _)) => (low, moved),
                 };
-                (low < high).then_some(low << 32 | high)
+                (low < high).then_some(pack(low, high))
             })
             .map(|_| ())
             .map_err(|_| EngineError::Invalid("the low watermark must stay below the high watermark"))
@@ -156,8 +164,8 @@ impl Bucket {
     /// items ejected.
     pub fn run_item_pager(&self) -> u64 {
         let (low, high) = self.watermark_bytes();
-        let need = self.pager_need.swap(0, std::sync::atomic::Ordering::AcqRel);
-        let low = low.min(self.config().ram_quota_bytes.saturating_sub(need));
+        let need = self.pager_need.swap(0, Ordering::AcqRel);
+        let low = low.min(self.quota_bytes().saturating_sub(need));
         if !self.is_persistent() || (self.mem_used() <= high && (need == 0 || self.mem_used() <= low)) {
             return 0;
         }
@@ -187,7 +195,7 @@ impl Bucket {
     /// Whether the pager should run: memory is past the high watermark, or a write was refused for memory since
     /// its last pass (the server wakes the pager).
     pub fn over_high_watermark(&self) -> bool {
-        self.mem_used() > self.watermark_bytes().1 || self.pager_need.load(std::sync::atomic::Ordering::Acquire) > 0
+        self.mem_used() > self.watermark_bytes().1 || self.pager_need.load(Ordering::Acquire) > 0
     }
 
     /// Share of live items whose value is in memory, in percent.

@@ -10,7 +10,7 @@ use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::item::StoredItem;
 use crate::table::Item;
-use crate::vbucket::{complete, PersistWaiter, Prior};
+use crate::vbucket::{complete, PersistWaiter};
 
 /// An item as it travels to and from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +69,7 @@ impl Bucket {
         // Newest first, so each key is written once, at its latest version (which is flushed from now on: a
         // mutation after this drain replaces what this round puts on disk). What the disk holds before the round is
         // what the key's oldest entry knew.
-        for (key, prior) in dirty.iter().rev() {
+        for (key, known) in dirty.iter().rev() {
             let at = match seen.entry(&key[..]) {
                 hashbrown::hash_map::Entry::Occupied(e) => *e.get(),
                 hashbrown::hash_map::Entry::Vacant(e) => {
@@ -80,11 +80,7 @@ impl Bucket {
                     *e.insert(items.len() - 1)
                 }
             };
-            on_disk[at] = match *prior {
-                Prior::Unknown | Prior::AsEarlierEntry => OnDisk::Unknown,
-                Prior::Absent => OnDisk::Absent,
-                Prior::OnDiskAt(seqno) => OnDisk::At(seqno),
-            };
+            on_disk[at] = *known;
         }
         items.reverse();
         on_disk.reverse();
@@ -171,8 +167,8 @@ impl Bucket {
             None => inner.failover = settee_types::FailoverLog::new(uuid, high),
         }
         inner.ejected_items += items_on_disk_only;
-        // Warmup loaded every key on disk unless some stayed there (full eviction); none was dropped yet.
-        inner.disk_keys_in_table = inner.ejected_items == 0 && !inner.keys_dropped;
+        // Warmup loaded every key on disk unless some stayed there (full eviction).
+        inner.disk_keys_loaded = inner.ejected_items == 0;
         inner.hlc.observe(max_cas);
     }
 

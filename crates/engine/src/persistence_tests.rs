@@ -36,6 +36,17 @@ fn write(
     b.store(VbId(0), &DocKey::new(0, key), StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry: 0, opts })
 }
 
+/// Writes `items` values of 10,000 bytes to vBucket 0 and persists them (drain and mark), so the pager may eject
+/// them.
+fn write_persisted(b: &Bucket, items: usize) {
+    let value = vec![b'v'; 10_000];
+    for i in 0..items {
+        write(b, format!("k{i}").as_bytes(), &value, None).unwrap();
+    }
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    b.mark_persisted(VbId(0), batch.up_to);
+}
+
 /// The flusher's view: a drained checkpoint holds each key once at its latest version, and `up_to` is the high
 /// seqno; marking it persisted moves the persisted seqno.
 #[test]
@@ -151,12 +162,7 @@ fn watermarks_move_and_the_pager_follows() {
     let b = persistent(quota, EvictionPolicy::ValueOnly);
     assert_eq!(b.watermark_ratios(), (0.75, 0.85));
     assert_eq!(b.watermark_bytes(), (quota * 3 / 4, quota * 85 / 100));
-    let value = vec![b'v'; 10_000];
-    for i in 0..60 {
-        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
-    }
-    let batch = b.drain_dirty(VbId(0)).unwrap();
-    b.mark_persisted(VbId(0), batch.up_to);
+    write_persisted(&b, 60);
     assert!(!b.over_high_watermark());
     assert_eq!(b.run_item_pager(), 0);
 
@@ -181,12 +187,7 @@ fn watermarks_move_and_the_pager_follows() {
 fn a_write_refused_for_memory_makes_the_pager_run() {
     let quota = 1 << 20;
     let b = persistent(quota, EvictionPolicy::ValueOnly);
-    let value = vec![b'v'; 10_000];
-    for i in 0..60 {
-        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
-    }
-    let batch = b.drain_dirty(VbId(0)).unwrap();
-    b.mark_persisted(VbId(0), batch.up_to);
+    write_persisted(&b, 60);
     assert!(!b.over_high_watermark());
     assert_eq!(b.run_item_pager(), 0, "under the high watermark and nothing refused");
     let big = vec![b'b'; 500_000];
@@ -202,12 +203,7 @@ fn a_write_refused_for_memory_makes_the_pager_run() {
 #[test]
 fn full_eviction_fetches_before_answering_a_miss() {
     let b = persistent(1 << 20, EvictionPolicy::FullEviction);
-    let value = vec![b'v'; 10_000];
-    for i in 0..95 {
-        write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
-    }
-    let batch = b.drain_dirty(VbId(0)).unwrap();
-    b.mark_persisted(VbId(0), batch.up_to);
+    write_persisted(&b, 95);
     assert!(b.run_item_pager() > 0);
     assert_eq!(b.curr_items(), 95, "ejected items still count");
     let missing = DocKey::new(0, b"never-written");

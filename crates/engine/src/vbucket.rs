@@ -1,7 +1,7 @@
 //! Hot path: one vBucket, an in-memory hash table of items behind a mutex held for microseconds.
 
 use parking_lot::Mutex;
-use settee_types::{Cas, FailoverLog, Seqno, VbId, VbUuid};
+use settee_types::{Cas, FailoverLog, OnDisk, Seqno, VbId, VbUuid};
 
 use crate::change_log::{ChangeLog, LogKind};
 use crate::durability_monitor::DurabilityMonitor;
@@ -42,19 +42,6 @@ pub struct VBucket {
     pub(crate) inner: Mutex<VbInner>,
 }
 
-/// What a queued mutation knew of its key's version on disk when it replaced the key's item in the table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Prior {
-    Unknown,
-    /// No version on disk (the key was missing from a table that holds every key on disk).
-    Absent,
-    /// The item it replaced was flushed: that version is on disk (or goes there in the round already taken).
-    OnDiskAt(Seqno),
-    /// The item it replaced was not flushed yet, so an earlier entry of the checkpoint is for the same key: that
-    /// one knows.
-    AsEarlierEntry,
-}
-
 /// Called once when a durable write's persistence completes (Ok) or can no longer complete (Err).
 pub type PersistWaiter = Box<dyn FnOnce(Result<(), crate::EngineError>) + Send>;
 
@@ -64,11 +51,12 @@ pub(crate) struct VbInner {
     /// Whether mutations are queued for the flusher (Couchbase buckets) or live in memory only.
     pub persistent: bool,
     /// The checkpoint: keys in mutation order, not yet handed to the flusher, each with what the mutation knew of
-    /// the key's version on disk.
-    pub dirty: Vec<(Box<[u8]>, Prior)>,
-    /// Every key with a version on disk has an item in the table (warmup loaded them all and none was dropped
-    /// since), so a key missing from the table is new on disk.
-    pub disk_keys_in_table: bool,
+    /// the key's version on disk: the seqno of the flushed item it replaced, `Absent` for a key new on disk
+    /// ([`VbInner::disk_keys_in_table`]), else `Unknown` (an unflushed item it replaced has an earlier entry here,
+    /// and the flusher takes the oldest entry's knowledge).
+    pub dirty: Vec<(Box<[u8]>, OnDisk)>,
+    /// Warmup loaded every key the disk holds for this vBucket (none stayed on disk only).
+    pub disk_keys_loaded: bool,
     /// The table dropped a key without a mutation (a purge, an eviction of the whole item, a reset): the disk may
     /// hold keys the table lacks until the next warmup.
     pub keys_dropped: bool,
@@ -122,7 +110,7 @@ impl VBucket {
                 state: VbState::Active,
                 persistent,
                 dirty: Vec::new(),
-                disk_keys_in_table: false,
+                disk_keys_loaded: false,
                 keys_dropped: false,
                 persisted_seqno: 0,
                 drained_seqno: 0,
@@ -197,15 +185,20 @@ impl VbInner {
         }
         let (delta, replaced) = self.put(Item::new(key, &item));
         if self.persistent {
-            let prior = match replaced {
-                Some((seqno, true)) => Prior::OnDiskAt(seqno),
-                Some((_, false)) => Prior::AsEarlierEntry,
-                None if self.disk_keys_in_table => Prior::Absent,
-                None => Prior::Unknown,
+            let on_disk = match replaced {
+                Some((seqno, true)) => OnDisk::At(seqno),
+                Some((_, false)) => OnDisk::Unknown,
+                None if self.disk_keys_in_table() => OnDisk::Absent,
+                None => OnDisk::Unknown,
             };
-            self.dirty.push((key.into(), prior));
+            self.dirty.push((key.into(), on_disk));
         }
         delta
+    }
+
+    /// Every key with a version on disk has an item in the table, so a key missing from it is new on disk.
+    fn disk_keys_in_table(&self) -> bool {
+        self.disk_keys_loaded && !self.keys_dropped
     }
 
     /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes, and the
@@ -265,7 +258,6 @@ impl VbInner {
     /// of each would, and gives back the table's memory; returns the bytes released.
     pub(crate) fn purge_all(&mut self) -> usize {
         self.keys_dropped = true;
-        self.disk_keys_in_table = false;
         let table = std::mem::take(&mut self.table);
         let tombstones = table.iter().filter(|i| i.deleted()).map(|i| i.seqno());
         self.purge_seqno = tombstones.fold(self.purge_seqno, Seqno::max);
@@ -277,7 +269,6 @@ impl VbInner {
     pub(crate) fn purge(&mut self, key: &[u8]) -> usize {
         // The disk may still hold the key; from now on a key missing from the table may be on disk.
         self.keys_dropped = true;
-        self.disk_keys_in_table = false;
         match self.table.remove(key) {
             Some(old) => {
                 if old.deleted() {

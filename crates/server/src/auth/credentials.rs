@@ -94,6 +94,13 @@ impl PlainVerifier {
         self.verify_with(password, PlainCache::global())
     }
 
+    /// Whether `password` was verified against this verifier before (a cache probe, no derivation): callers that
+    /// must move the derivation off their thread skip that when this is true.
+    pub fn remembered(&self, password: &[u8]) -> bool {
+        let cache = PlainCache::global();
+        cache.contains(&cache.key(&self.salt, self.iterations, &self.hash, password))
+    }
+
     /// As `verify`, remembering successes in `cache`; tests pass their own to observe hits.
     fn verify_with(&self, password: &[u8], cache: &PlainCache) -> bool {
         let key = cache.key(&self.salt, self.iterations, &self.hash, password);
@@ -169,6 +176,11 @@ impl Credentials {
     /// Checks a password sent with SASL PLAIN or HTTP Basic; see `PlainVerifier::verify` for what it costs.
     pub fn verify_plain(&self, password: &[u8]) -> bool {
         self.plain.verify(password)
+    }
+
+    /// Whether [`Credentials::verify_plain`] would answer `password` from the cache (true: it is right).
+    pub fn plain_remembered(&self, password: &[u8]) -> bool {
+        self.plain.remembered(password)
     }
 }
 

@@ -1,10 +1,9 @@
 //! HTTP Basic authentication and the privilege checks REST handlers make.
 //!
-//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool, and a
-//! successful (user, password) pair is remembered until the user store changes. The cache holds salted SHA-256
-//! digests, never passwords.
+//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool, unless the
+//! process-wide cache of verified PLAIN passwords (`auth::PlainCache`, shared with the KV port's SASL PLAIN) already
+//! holds it for the user's current credentials.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
@@ -12,15 +11,10 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 
 use super::error::RestError;
 use super::RestState;
 use crate::auth::{ClusterRole, Role, User};
-
-/// Most remembered logins; the cache is emptied when full (a handful of SDK users is the normal load).
-const AUTH_CACHE_ENTRIES_MAX: usize = 1024;
 
 /// An authenticated caller.
 pub(crate) struct Caller {
@@ -40,19 +34,14 @@ impl FromRequestParts<RestState> for Caller {
 
 /// Checks `password` for user `id`.
 pub(crate) async fn authenticate(state: &RestState, id: &str, password: &str) -> Result<Caller, RestError> {
-    let users = &state.node.users;
-    // Read the generation before the user, so a change racing with this check can only make the cache entry stale.
-    let generation = users.generation();
-    let user = users.get(id).ok_or(RestError::Unauthorized)?;
-    let key = state.auth.key(id, password);
-    if !state.auth.is_verified(&key, generation) {
+    let user = state.node.users.get(id).ok_or(RestError::Unauthorized)?;
+    if !user.credentials.plain_remembered(password.as_bytes()) {
         let credentials = user.credentials.clone();
         let candidate = password.to_owned();
         let verify = tokio::task::spawn_blocking(move || credentials.verify_plain(candidate.as_bytes()));
         if !verify.await.unwrap_or(false) {
             return Err(RestError::Unauthorized);
         }
-        state.auth.remember(key, generation);
     }
     Ok(Caller { builtin: id == state.node.config.username, user })
 }
@@ -107,42 +96,6 @@ impl Caller {
     /// May list users and roles.
     pub(crate) fn can_read_security(&self) -> bool {
         self.can_write_security() || self.user.can_read_settings()
-    }
-}
-
-/// Logins verified since the user store last changed.
-pub(crate) struct AuthCache {
-    /// Random per process, so the digests are useless outside it.
-    salt: [u8; 32],
-    verified: Mutex<HashMap<[u8; 32], u64>>,
-}
-
-impl Default for AuthCache {
-    fn default() -> AuthCache {
-        AuthCache { salt: rand::random(), verified: Mutex::new(HashMap::new()) }
-    }
-}
-
-impl AuthCache {
-    fn key(&self, id: &str, password: &str) -> [u8; 32] {
-        let mut digest = Sha256::new();
-        digest.update(self.salt);
-        digest.update((id.len() as u64).to_le_bytes());
-        digest.update(id.as_bytes());
-        digest.update(password.as_bytes());
-        digest.finalize().into()
-    }
-
-    fn is_verified(&self, key: &[u8; 32], generation: u64) -> bool {
-        self.verified.lock().get(key) == Some(&generation)
-    }
-
-    fn remember(&self, key: [u8; 32], generation: u64) {
-        let mut verified = self.verified.lock();
-        if verified.len() >= AUTH_CACHE_ENTRIES_MAX {
-            verified.clear();
-        }
-        verified.insert(key, generation);
     }
 }
 

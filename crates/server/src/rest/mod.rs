@@ -43,14 +43,13 @@ use crate::node::Node;
 #[derive(Clone)]
 pub(crate) struct RestState {
     pub(crate) node: Arc<Node>,
-    pub(crate) auth: Arc<auth::AuthCache>,
     /// When the service started; `/pools/default` reports the uptime from it.
     pub(crate) started: Instant,
 }
 
 impl RestState {
     pub(crate) fn new(node: Arc<Node>) -> RestState {
-        RestState { node, auth: Arc::new(auth::AuthCache::default()), started: Instant::now() }
+        RestState { node, started: Instant::now() }
     }
 }
 

@@ -36,6 +36,8 @@ const BLOB_GC_ROUNDS_MAX: usize = 4;
 /// after a 1 M-item warmup, but bulk loads 15-21 % and warmup 10-15 % slower (more, smaller flushes and L0
 /// compactions on two cores), so only buckets under 1 GiB get smaller ones.
 const MEMTABLE_BYTES: u64 = 64 << 20;
+/// The least a memtable or the block cache is given by [`FjallConfig::for_quota`].
+const FJALL_MEMORY_MIN: u64 = 8 << 20;
 /// How long a compaction waits for fjall to flush one memtable, and how often it looks.
 const FLUSH_WAIT_MAX: Duration = Duration::from_secs(300);
 const FLUSH_POLL: Duration = Duration::from_millis(5);
@@ -66,9 +68,6 @@ impl FjallConfig {
         FjallConfig { memtable_bytes: share(16), cache_bytes: share(8), ..FjallConfig::default() }
     }
 }
-
-/// The least a memtable or the block cache is given by [`FjallConfig::for_quota`].
-const FJALL_MEMORY_MIN: u64 = 8 << 20;
 
 impl Default for FjallConfig {
     fn default() -> Self {
