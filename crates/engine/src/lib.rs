@@ -11,6 +11,7 @@
 
 mod bucket;
 mod change_log;
+mod checkpoint;
 mod durability_monitor;
 mod error;
 mod eviction;

@@ -62,39 +62,13 @@ impl Bucket {
         let high = inner.high_seqno;
         self.commit_ready_at(&mut inner, &mut ready, high);
         inner.drained_seqno = inner.high_seqno;
-        let dirty = std::mem::take(&mut inner.dirty);
-        let mut items = Vec::with_capacity(dirty.len());
-        let mut on_disk = Vec::with_capacity(dirty.len());
-        let mut seen = hashbrown::HashMap::with_capacity(dirty.len());
-        // Newest first, so each key is written once, at its latest version (which is flushed from now on: a
-        // mutation after this drain replaces what this round puts on disk). What the disk holds before the round is
-        // what the key's oldest entry knew.
-        for (key, known) in dirty.iter().rev() {
-            let at = match seen.entry(&key[..]) {
-                hashbrown::hash_map::Entry::Occupied(e) => *e.get(),
-                hashbrown::hash_map::Entry::Vacant(e) => {
-                    let Some(item) = inner.table.get_mut(&key[..]) else { continue };
-                    item.set_flushed();
-                    items.push(snapshot(item));
-                    on_disk.push(OnDisk::Unknown);
-                    *e.insert(items.len() - 1)
-                }
-            };
-            on_disk[at] = *known;
-        }
-        items.reverse();
-        on_disk.reverse();
+        let checkpoint = std::mem::take(&mut inner.dirty);
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
-        let batch = DirtyBatch {
-            vb,
-            items,
-            on_disk,
-            up_to: inner.high_seqno,
-            vbuuid: inner.uuid(),
-            max_cas: inner.hlc.last(),
-            failover,
-        };
+        let (up_to, vbuuid, max_cas) = (inner.high_seqno, inner.uuid(), inner.hlc.last());
         drop(inner);
+        self.charge(-(checkpoint.charged_bytes() as isize));
+        let (items, on_disk) = checkpoint.into_batch();
+        let batch = DirtyBatch { vb, items, on_disk, up_to, vbuuid, max_cas, failover };
         // Writes without a persist level that were queued behind a committed prepare.
         complete(ready, Ok(()));
         Some(batch)

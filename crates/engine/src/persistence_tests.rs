@@ -36,15 +36,15 @@ fn write(
     b.store(VbId(0), &DocKey::new(0, key), StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry: 0, opts })
 }
 
-/// Writes `items` values of 10,000 bytes to vBucket 0 and persists them (drain and mark), so the pager may eject
-/// them.
+/// Writes `items` values of 10,000 bytes to vBucket 0 and persists each (drain and mark, as a flusher keeping up
+/// does: the checkpoint's copy is charged until drained), so the pager may eject them.
 fn write_persisted(b: &Bucket, items: usize) {
     let value = vec![b'v'; 10_000];
     for i in 0..items {
         write(b, format!("k{i}").as_bytes(), &value, None).unwrap();
+        let batch = b.drain_dirty(VbId(0)).unwrap();
+        b.mark_persisted(VbId(0), batch.up_to);
     }
-    let batch = b.drain_dirty(VbId(0)).unwrap();
-    b.mark_persisted(VbId(0), batch.up_to);
 }
 
 /// The flusher's view: a drained checkpoint holds each key once at its latest version, and `up_to` is the high
@@ -63,6 +63,39 @@ fn checkpoint_drains_latest_versions() {
     assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 0);
     b.mark_persisted(VbId(0), 3);
     assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 3);
+}
+
+/// The checkpoint's copy of a mutation is charged to the bucket until the flusher takes it, and the drained batch
+/// is that copy even when the key changed in memory since (a GET_LOCKED CAS is not a mutation).
+#[test]
+fn checkpoint_copies_are_charged_until_drained() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let before = b.mem_used();
+    write(&b, b"a", &[b'v'; 1000], None).unwrap();
+    let dirty = b.mem_used() - before;
+    b.get_locked(VbId(0), &DocKey::new(0, b"a"), 10, |_| ()).unwrap();
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    let clean = b.mem_used() - before;
+    assert!(dirty >= clean + 1000 + 2, "the copy ({dirty} B charged dirty, {clean} B clean)");
+    assert_eq!((batch.items.len(), batch.items[0].value.len(), batch.items[0].seqno), (1, 1000, 1));
+}
+
+/// Writes to a collection dropped before the flusher took them never reach the disk; a write to another
+/// collection in the same checkpoint does.
+#[test]
+fn writes_of_a_dropped_collection_are_not_drained() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let ((), _) = b.edit_manifest(|m| m.create_collection("_default", "c", None, false).map(|_| ())).unwrap();
+    let (_, cid) = b.resolve_collection("_default.c").unwrap();
+    let opts = WriteOptions::default();
+    let req = |value| StoreRequest { mode: StoreMode::Set, value, flags: 0, expiry: 0, opts };
+    b.store(VbId(0), &DocKey::new(cid, b"gone"), req(b"1")).unwrap();
+    write(&b, b"kept", b"2", None).unwrap();
+    b.edit_manifest(|m| m.drop_collection("_default", "c")).unwrap();
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    let keys: Vec<&[u8]> = batch.items.iter().map(|i| &i.key[1..]).collect();
+    assert_eq!(keys, vec![&b"kept"[..]]);
+    assert_eq!(batch.up_to, 2);
 }
 
 /// A persist-level durable write on one node is a prepare: it holds its key (SYNC_WRITE_IN_PROGRESS for the next
@@ -135,20 +168,22 @@ fn ephemeral_buckets_refuse_persist_levels() {
 fn value_eviction_and_background_fetch() {
     let b = persistent(1 << 20, EvictionPolicy::ValueOnly);
     let value = vec![b'v'; 10_000];
+    let mut drained = Vec::new();
     for i in 0..95 {
         write(&b, format!("k{i}").as_bytes(), &value, None).unwrap();
+        // The flusher takes each write at once, but none is on disk until its round is marked persisted.
+        drained.extend(b.drain_dirty(VbId(0)).unwrap().items);
     }
     assert!(b.over_high_watermark());
     assert_eq!(b.run_item_pager(), 0, "nothing is persisted yet, so nothing may be ejected");
-    let batch = b.drain_dirty(VbId(0)).unwrap();
-    b.mark_persisted(VbId(0), batch.up_to);
+    b.mark_persisted(VbId(0), 95);
     assert!(b.run_item_pager() > 0);
     assert!(!b.over_high_watermark());
     let ejected =
         (0..95).find(|i| b.get(VbId(0), &DocKey::new(0, format!("k{i}").as_bytes()), |_| ()).is_err()).unwrap();
     let key = DocKey::new(0, format!("k{ejected}").as_bytes());
     assert_eq!(b.get(VbId(0), &key, |_| ()), Err(EngineError::NeedFetch));
-    let on_disk = batch.items.into_iter().find(|i| i.key == key.encoded()).unwrap();
+    let on_disk = drained.into_iter().find(|i| i.key == key.encoded()).unwrap();
     b.complete_fetch(VbId(0), key.encoded(), Some(on_disk));
     assert_eq!(b.get(VbId(0), &key, |i| i.body().0.len()).unwrap(), 10_000);
     assert!(b.resident_ratio() < 100);

@@ -265,7 +265,6 @@ impl Bucket {
             inner.snapshot = (0, 0);
             inner.ejected_items = 0;
             inner.known_absent.clear();
-            inner.dirty.clear();
             inner.drained_seqno = 0;
             inner.log.reset(0);
             let uuid = inner.uuid();

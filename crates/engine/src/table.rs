@@ -177,8 +177,8 @@ impl Item {
     pub(crate) fn set_locked_until(&mut self, secs: u32) {
         self.header_mut().locked_until = secs;
     }
-    /// This version is on disk, or in a flusher round already taken (persistent buckets): a mutation replacing it
-    /// tells the flusher that the key's version on disk is at this item's seqno.
+    /// This version was read from disk (warmup, a fetch). A mutation replacing a version that is on disk (this, or
+    /// the vBucket's drained seqno covers it) tells the flusher that the key's version on disk is at its seqno.
     pub(crate) fn flushed(&self) -> bool {
         self.header().seqno_bits & FLUSHED != 0
     }

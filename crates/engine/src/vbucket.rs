@@ -4,6 +4,7 @@ use parking_lot::Mutex;
 use settee_types::{Cas, FailoverLog, OnDisk, Seqno, VbId, VbUuid};
 
 use crate::change_log::{ChangeLog, LogKind};
+use crate::checkpoint::Checkpoint;
 use crate::durability_monitor::DurabilityMonitor;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
@@ -50,11 +51,11 @@ pub(crate) struct VbInner {
     pub state: VbState,
     /// Whether mutations are queued for the flusher (Couchbase buckets) or live in memory only.
     pub persistent: bool,
-    /// The checkpoint: keys in mutation order, not yet handed to the flusher, each with what the mutation knew of
-    /// the key's version on disk: the seqno of the flushed item it replaced, `Absent` for a key new on disk
-    /// ([`VbInner::disk_keys_in_table`]), else `Unknown` (an unflushed item it replaced has an earlier entry here,
-    /// and the flusher takes the oldest entry's knowledge).
-    pub dirty: Vec<(Box<[u8]>, OnDisk)>,
+    /// The checkpoint: copies of the mutations not yet handed to the flusher, in mutation order, each with what the
+    /// mutation knew of the key's version on disk: the seqno of the flushed item it replaced, `Absent` for a key new
+    /// on disk ([`VbInner::disk_keys_in_table`]), else `Unknown` (an unflushed item it replaced has an earlier entry
+    /// here, and the flusher takes the oldest entry's knowledge).
+    pub dirty: Checkpoint,
     /// Warmup loaded every key the disk holds for this vBucket (none stayed on disk only).
     pub disk_keys_loaded: bool,
     /// The table dropped a key without a mutation (a purge, an eviction of the whole item, a reset): the disk may
@@ -109,7 +110,7 @@ impl VBucket {
                 vb: id,
                 state: VbState::Active,
                 persistent,
-                dirty: Vec::new(),
+                dirty: Checkpoint::default(),
                 disk_keys_loaded: false,
                 keys_dropped: false,
                 persisted_seqno: 0,
@@ -184,16 +185,22 @@ impl VbInner {
             self.known_absent.remove(key);
         }
         let (delta, replaced) = self.put(Item::new(key, &item));
-        if self.persistent {
-            let on_disk = match replaced {
-                Some((seqno, true)) => OnDisk::At(seqno),
-                Some((_, false)) => OnDisk::Unknown,
-                None if self.disk_keys_in_table() => OnDisk::Absent,
-                None => OnDisk::Unknown,
-            };
-            self.dirty.push((key.into(), on_disk));
+        if !self.persistent {
+            return delta;
         }
-        delta
+        let on_disk = match replaced {
+            Some((seqno, true)) => OnDisk::At(seqno),
+            Some((_, false)) => OnDisk::Unknown,
+            None if self.disk_keys_in_table() => OnDisk::Absent,
+            None => OnDisk::Unknown,
+        };
+        delta + self.dirty.push(key, &item, on_disk) as isize
+    }
+
+    /// Whether `item`'s version is on disk or in a flusher round already taken: it was loaded from disk, or a
+    /// drain took every mutation up to its seqno (every mutation of a persistent vBucket enters the checkpoint).
+    fn flushed(&self, item: &Item) -> bool {
+        item.flushed() || item.seqno() <= self.drained_seqno
     }
 
     /// Every key with a version on disk has an item in the table, so a key missing from it is new on disk.
@@ -213,7 +220,7 @@ impl VbInner {
                     (false, false) => self.live_items -= 1,
                     _ => {}
                 }
-                (new_bytes - old.footprint() as isize, Some((old.seqno(), old.flushed())))
+                (new_bytes - old.footprint() as isize, Some((old.seqno(), self.flushed(&old))))
             }
             None => {
                 if now_live {
@@ -258,11 +265,12 @@ impl VbInner {
     /// of each would, and gives back the table's memory; returns the bytes released.
     pub(crate) fn purge_all(&mut self) -> usize {
         self.keys_dropped = true;
+        let checkpoint = std::mem::take(&mut self.dirty).charged_bytes();
         let table = std::mem::take(&mut self.table);
         let tombstones = table.iter().filter(|i| i.deleted()).map(|i| i.seqno());
         self.purge_seqno = tombstones.fold(self.purge_seqno, Seqno::max);
         self.live_items = 0;
-        table.iter().map(|i| i.footprint()).sum()
+        checkpoint + table.iter().map(|i| i.footprint()).sum::<usize>()
     }
 
     /// Drops an item without a new seqno (tombstone purge, collection drop); returns the bytes released.
@@ -271,6 +279,9 @@ impl VbInner {
         self.keys_dropped = true;
         match self.table.remove(key) {
             Some(old) => {
+                if old.seqno() > self.drained_seqno {
+                    self.dirty.purged(key, old.seqno());
+                }
                 if old.deleted() {
                     // A stream resuming below this seqno could miss the deletion: it must start over.
                     self.purge_seqno = self.purge_seqno.max(old.seqno());

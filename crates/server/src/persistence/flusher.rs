@@ -17,7 +17,7 @@ use super::FlushSignal;
 /// Longest a dirty item waits when no notification comes (expiry tombstones are not notified).
 const FLUSH_IDLE_WAIT: Duration = Duration::from_millis(50);
 /// A round stops taking vBuckets once it holds this many bytes of keys and values. Every value is copied out of
-/// the hash table and again into the store's batch, so a round over a whole backlog (a bulk load that outran the
+/// the checkpoint and again into the store's batch, so a round over a whole backlog (a bulk load that outran the
 /// disk) held the bucket's data twice more in memory, and made every durable write in it wait for all of it. The
 /// vBuckets left over come first in the next round, which starts at once.
 const ROUND_BYTES_TARGET: usize = 8 << 20;
