@@ -37,6 +37,7 @@ impl Flusher {
     }
 
     pub(crate) fn run(self) {
+        super::background::lower_this_thread();
         let vbuckets = self.vbuckets();
         let mut next = 0;
         loop {

@@ -2,6 +2,7 @@
 //! store with one fsync per round (group commit), background fetches of ejected items, the item pager, and warmup.
 //! The engine does no I/O; these workers move `ItemSnapshot`s between it and the `VbStore`.
 
+mod background;
 mod fetch;
 mod flusher;
 mod records;
@@ -65,6 +66,8 @@ impl Persistence {
         std::fs::create_dir_all(dir)?;
         let faults = Arc::new(FaultInjector::new());
         let store = records::open_store(dir, bucket.config().ram_quota_bytes, faults.clone())?;
+        // fjall's flush and compaction workers, started by the open, are background work as the flushers are.
+        background::lower_threads_named("fjall:");
         let p = Arc::new(Persistence {
             store,
             dir: dir.to_path_buf(),
