@@ -36,7 +36,6 @@ const SEQNO_MAX: u64 = (1 << SEQNO_BITS) - 1;
 const DELETED: u64 = 1 << 56;
 const RESIDENT: u64 = 1 << 57;
 const REFERENCED: u64 = 1 << 58;
-const FLUSHED: u64 = 1 << 59;
 
 #[repr(C)]
 struct Header {
@@ -177,14 +176,6 @@ impl Item {
     pub(crate) fn set_locked_until(&mut self, secs: u32) {
         self.header_mut().locked_until = secs;
     }
-    /// This version was read from disk (warmup, a fetch). A mutation replacing a version that is on disk (this, or
-    /// the vBucket's drained seqno covers it) tells the flusher that the key's version on disk is at its seqno.
-    pub(crate) fn flushed(&self) -> bool {
-        self.header().seqno_bits & FLUSHED != 0
-    }
-    pub(crate) fn set_flushed(&mut self) {
-        self.header_mut().seqno_bits |= FLUSHED;
-    }
     pub(crate) fn set_referenced(&mut self, referenced: bool) {
         let h = self.header_mut();
         h.seqno_bits = if referenced { h.seqno_bits | REFERENCED } else { h.seqno_bits & !REFERENCED };
@@ -207,16 +198,11 @@ impl Item {
         }
     }
 
-    /// The same item (same version: flushed if this one is) with another value (the item pager ejecting it, or a
-    /// fetch bringing it back).
+    /// The same item with another value (the item pager ejecting it, or a fetch bringing it back).
     pub(crate) fn with_value(&self, value: &[u8], resident: bool) -> Item {
         let mut fields = self.to_stored().with_value(Cow::Borrowed(value));
         fields.resident = resident;
-        let mut item = Item::new(self.key(), &fields);
-        if self.flushed() {
-            item.set_flushed();
-        }
-        item
+        Item::new(self.key(), &fields)
     }
 
     /// Bytes charged to the bucket quota for this item.
@@ -375,19 +361,6 @@ mod tests {
         );
         let back = ejected.with_value(b"value", true);
         assert_eq!((back.value(), back.resident(), back.flags()), (&b"value"[..], true, 0xdead_beef));
-        assert!(!back.flushed(), "a new item is not on disk");
-    }
-
-    /// The flushed bit stays with the version through ejection and fetch, and leaves the other fields alone.
-    #[test]
-    fn flushed_version_stays_flushed() {
-        let mut item = Item::new(b"key", &fields(b"value"));
-        item.set_flushed();
-        assert!(item.flushed());
-        assert_eq!((item.seqno(), item.resident(), item.deleted()), (SEQNO_MAX, true, false));
-        let ejected = item.with_value(&[], false);
-        assert!(ejected.flushed() && !ejected.resident());
-        assert!(ejected.with_value(b"value", true).flushed());
     }
 
     /// The table finds, replaces and removes by key, across growth.

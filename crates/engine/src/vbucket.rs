@@ -188,19 +188,17 @@ impl VbInner {
         if !self.persistent {
             return delta;
         }
+        // A replaced version at or below the drained seqno is on disk or in a flusher round already taken: every
+        // mutation enters the checkpoint and a drain takes all of it, and what warmup and fetches load is a version
+        // from disk (a drain took it, or warmup moved the drained seqno past it). A newer one has an earlier entry
+        // here, whose knowledge the flusher takes.
         let on_disk = match replaced {
-            Some((seqno, true)) => OnDisk::At(seqno),
-            Some((_, false)) => OnDisk::Unknown,
+            Some(seqno) if seqno <= self.drained_seqno => OnDisk::At(seqno),
+            Some(_) => OnDisk::Unknown,
             None if self.disk_keys_in_table() => OnDisk::Absent,
             None => OnDisk::Unknown,
         };
         delta + self.dirty.push(key, &item, on_disk) as isize
-    }
-
-    /// Whether `item`'s version is on disk or in a flusher round already taken: it was loaded from disk, or a
-    /// drain took every mutation up to its seqno (every mutation of a persistent vBucket enters the checkpoint).
-    fn flushed(&self, item: &Item) -> bool {
-        item.flushed() || item.seqno() <= self.drained_seqno
     }
 
     /// Every key with a version on disk has an item in the table, so a key missing from it is new on disk.
@@ -209,8 +207,8 @@ impl VbInner {
     }
 
     /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes, and the
-    /// seqno of the item it replaced with whether that one was flushed.
-    fn put(&mut self, item: Item) -> (isize, Option<(Seqno, bool)>) {
+    /// seqno of the item it replaced.
+    fn put(&mut self, item: Item) -> (isize, Option<Seqno>) {
         let new_bytes = item.footprint() as isize;
         let now_live = !item.deleted();
         match self.table.insert(item) {
@@ -220,7 +218,7 @@ impl VbInner {
                     (false, false) => self.live_items -= 1,
                     _ => {}
                 }
-                (new_bytes - old.footprint() as isize, Some((old.seqno(), self.flushed(&old))))
+                (new_bytes - old.footprint() as isize, Some(old.seqno()))
             }
             None => {
                 if now_live {
@@ -253,12 +251,9 @@ impl VbInner {
         }
     }
 
-    /// Puts an item read from disk in place as it is (no new seqno, not dirty, flushed); returns the change in
-    /// charged bytes.
+    /// Puts an item read from disk in place as it is (no new seqno, not dirty); returns the change in charged bytes.
     pub(crate) fn load(&mut self, key: &[u8], item: StoredItem<'_>) -> isize {
-        let mut item = Item::new(key, &item);
-        item.set_flushed();
-        self.put(item).0
+        self.put(Item::new(key, &item)).0
     }
 
     /// Drops every item without new seqnos (a flush of a memory-only bucket, a vBucket emptied), as [`VbInner::purge`]

@@ -49,9 +49,9 @@ pub struct VbWrite<'a> {
     pub vb: VbId,
     pub records: &'a [Record],
     /// For the record at the same index, what the writer knows of its key's version on disk before this write (a
-    /// record without an entry: unknown). A store may trust it instead of reading its by-key index. A wrong hint would leave a stale
-    /// by-seqno entry behind, so debug builds check each one against the store and reject the write when one is
-    /// wrong (every test and compatibility suite runs a debug build).
+    /// record without an entry: unknown). A store may trust it instead of reading its by-key index. A wrong hint
+    /// would leave a stale by-seqno entry behind, so debug builds check each one against the store and reject the
+    /// write when one is wrong (every test and compatibility suite runs a debug build).
     pub on_disk: &'a [OnDisk],
     pub state: Option<&'a VbStateRecord>,
 }
