@@ -111,7 +111,8 @@ impl QueryError {
             QueryError::Plan(_) => 4000,
             QueryError::DuplicateAlias { .. } => 4020,
             QueryError::NoSuchPrepared { .. } => 4040,
-            QueryError::NoPrimaryIndex(_) => 4120,
+            // Couchbase wraps 4120 in a plan error (4000) with the same text.
+            QueryError::NoPrimaryIndex(_) => 4000,
             QueryError::IndexAlreadyExists(_) => 4300,
             QueryError::Internal(_) => 5000,
             QueryError::Evaluation(_) => 5010,
@@ -213,7 +214,7 @@ mod tests {
         let cases = [
             (QueryError::KeyspaceNotFound("default:b".into()), 12003, "Keyspace not found"),
             (QueryError::ScopeNotFound("default:b.s".into()), 12021, "Scope not found"),
-            (QueryError::NoPrimaryIndex("b".into()), 4120, "No index available"),
+            (QueryError::NoPrimaryIndex("b".into()), 4000, "No index available"),
             (QueryError::IndexAlreadyExists("ix".into()), 4300, "The index ix already exists."),
             (QueryError::IndexNotFound("ix".into()), 12016, "Index Not Found"),
         ];

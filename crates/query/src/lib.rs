@@ -11,9 +11,16 @@
 //! traits and drives the executor from a blocking thread.
 
 pub mod ast;
+pub mod datastore;
+mod engine;
 mod error;
+pub mod exec;
 pub mod functions;
+pub mod index;
+pub mod plan;
+pub mod prepared;
 pub mod value;
 
-pub use error::QueryError;
+pub use engine::{uuid, Engine, Sink, StatementEnv};
+pub use error::{DmlReason, QueryError};
 pub use value::Value;

@@ -2,6 +2,7 @@
 //! keyspaces, aliases and parameters are resolved. `Display` prints Couchbase's normalised text (the form
 //! `system:indexes` shows for index keys and conditions), which parses back to the same tree.
 
+mod display;
 mod expr;
 
 pub use expr::{ArrayForKind, BinaryOp, Binding, Call, Case, Expr, IsTest, Param, Pos, Quantifier};

@@ -9,6 +9,7 @@ use crate::value::Value;
 use crate::QueryError;
 
 /// What a scalar function sees besides its arguments.
+#[derive(Clone, Copy)]
 pub struct FnContext<'a> {
     /// The request's start time in nanoseconds since the Unix epoch: NOW_MILLIS, NOW_STR and friends return the
     /// same time for a whole statement, as Couchbase's do.

@@ -1,0 +1,285 @@
+//! `MemIndex`: an index held in memory as an ordered set of entries, with the seqno it has applied per vBucket.
+//!
+//! The feeder (the server, reading the data service's change stream) calls `apply` with each document's new
+//! entries, in seqno order per vBucket; scans read ordered chunks and resume after the last entry they saw, so no
+//! lock is held between chunks and writers wait at most one chunk. `wait_applied` lets a `request_plus` or
+//! `at_plus` scan wait until the index has caught up with the seqnos it needs.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound as StdBound;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::{Bound, IndexEntry, ScanRange};
+use crate::value::{collate, Value};
+
+/// A document's new state, as far as one index is concerned.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// The document now has these index keys (none when it does not qualify: a partial index's WHERE is false,
+    /// or the leading key is MISSING); any entries it had before are replaced.
+    Set { doc_id: Arc<str>, keys: Vec<Vec<Value>> },
+    /// The document is gone.
+    Delete { doc_id: Arc<str> },
+}
+
+struct Inner {
+    entries: BTreeSet<IndexEntry>,
+    /// The keys each document has in the index, so a change can remove the old ones. A primary index keeps none:
+    /// its only entry for a document is the document id itself.
+    by_doc: HashMap<Arc<str>, Vec<Vec<Value>>>,
+    /// Highest seqno applied, per vBucket.
+    applied: Vec<u64>,
+}
+
+/// An in-memory index.
+pub struct MemIndex {
+    primary: bool,
+    inner: Mutex<Inner>,
+    caught_up: Condvar,
+}
+
+impl MemIndex {
+    pub fn new(primary: bool, num_vbuckets: usize) -> MemIndex {
+        MemIndex {
+            primary,
+            inner: Mutex::new(Inner {
+                entries: BTreeSet::new(),
+                by_doc: HashMap::new(),
+                applied: vec![0; num_vbuckets],
+            }),
+            caught_up: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves the set consistent (each step is one BTreeSet call): keep going.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies the changes of vBucket `vb` up to `seqno` (which must not go backwards) and wakes waiting scans.
+    pub fn apply(&self, vb: u16, seqno: u64, changes: impl IntoIterator<Item = Change>) {
+        let mut inner = self.lock();
+        for change in changes {
+            match change {
+                Change::Set { doc_id, keys } if self.primary => {
+                    if !keys.is_empty() {
+                        inner.entries.insert(IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id });
+                    } else {
+                        remove_primary(&mut inner, doc_id);
+                    }
+                }
+                Change::Delete { doc_id } if self.primary => remove_primary(&mut inner, doc_id),
+                Change::Set { doc_id, keys } => {
+                    remove_secondary(&mut inner, &doc_id);
+                    for key in &keys {
+                        inner.entries.insert(IndexEntry { key: key.clone(), doc_id: doc_id.clone() });
+                    }
+                    if !keys.is_empty() {
+                        inner.by_doc.insert(doc_id, keys);
+                    }
+                }
+                Change::Delete { doc_id } => remove_secondary(&mut inner, &doc_id),
+            }
+        }
+        if let Some(applied) = inner.applied.get_mut(vb as usize) {
+            *applied = (*applied).max(seqno);
+        }
+        drop(inner);
+        self.caught_up.notify_all();
+    }
+
+    /// Forgets everything of vBucket `vb` that `belongs` says is in it, and its applied seqno (the vBucket left
+    /// this node, or its history was rolled back and will be fed again).
+    pub fn reset_vbucket(&self, vb: u16, belongs: impl Fn(&str) -> bool) {
+        let mut inner = self.lock();
+        let gone: Vec<IndexEntry> = inner.entries.iter().filter(|e| belongs(&e.doc_id)).cloned().collect();
+        for e in &gone {
+            inner.entries.remove(e);
+            inner.by_doc.remove(&e.doc_id);
+        }
+        if let Some(applied) = inner.applied.get_mut(vb as usize) {
+            *applied = 0;
+        }
+    }
+
+    /// The seqno applied for `vb`.
+    pub fn applied(&self, vb: u16) -> u64 {
+        self.lock().applied.get(vb as usize).copied().unwrap_or(0)
+    }
+
+    /// Waits until every `(vb, seqno)` of `targets` is applied, for at most `timeout`. Returns whether it is.
+    pub fn wait_applied(&self, targets: &[(u16, u64)], timeout: Duration) -> bool {
+        let done =
+            |inner: &Inner| targets.iter().all(|&(vb, s)| inner.applied.get(vb as usize).is_some_and(|&a| a >= s));
+        let inner = self.lock();
+        if done(&inner) {
+            return true;
+        }
+        let (inner, _) =
+            self.caught_up.wait_timeout_while(inner, timeout, |inner| !done(inner)).unwrap_or_else(|p| p.into_inner());
+        done(&inner)
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Up to `limit` entries within `range`, in order, after `after` when given. Spans are read in order and
+    /// must not overlap (the planner merges them).
+    pub fn scan(&self, range: &ScanRange, after: Option<&IndexEntry>, limit: usize) -> Vec<IndexEntry> {
+        let inner = self.lock();
+        let mut out = Vec::with_capacity(limit.min(1024));
+        for span in &range.spans {
+            let start = match (&span.low, after) {
+                (_, Some(a)) if above_low(&a.key, &span.low) => StdBound::Excluded(a.clone()),
+                (Bound::Unbounded, _) => StdBound::Unbounded,
+                (Bound::Included(k), _) | (Bound::Excluded(k), _) => {
+                    // The smallest entry whose key has the prefix `k`: doc id "" sorts first among equal keys.
+                    StdBound::Included(IndexEntry { key: k.clone(), doc_id: Arc::from("") })
+                }
+            };
+            if let Some(a) = after {
+                // A span entirely before the resume point was finished by an earlier chunk.
+                if !below_high(&a.key, &span.high) && !matches!(span.high, Bound::Unbounded) {
+                    continue;
+                }
+            }
+            for e in inner.entries.range((start, StdBound::Unbounded)) {
+                if !below_high(&e.key, &span.high) {
+                    break;
+                }
+                if !above_low(&e.key, &span.low) && !matches!(span.low, Bound::Unbounded) {
+                    continue;
+                }
+                out.push(e.clone());
+                if out.len() >= limit {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+}
+
+fn remove_primary(inner: &mut Inner, doc_id: Arc<str>) {
+    let probe = IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id };
+    inner.entries.remove(&probe);
+}
+
+fn remove_secondary(inner: &mut Inner, doc_id: &Arc<str>) {
+    if let Some(old) = inner.by_doc.remove(doc_id) {
+        for key in old {
+            inner.entries.remove(&IndexEntry { key, doc_id: doc_id.clone() });
+        }
+    }
+}
+
+/// Compares the first `bound.len()` values of `key` with `bound`.
+fn prefix_cmp(key: &[Value], bound: &[Value]) -> Ordering {
+    for (k, b) in key.iter().zip(bound) {
+        let o = collate(k, b);
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    if key.len() < bound.len() {
+        Ordering::Less
+    } else {
+        Ordering::Equal
+    }
+}
+
+/// Whether `key` lies at or after the low bound.
+fn above_low(key: &[Value], low: &Bound) -> bool {
+    match low {
+        Bound::Unbounded => true,
+        Bound::Included(b) => prefix_cmp(key, b) != Ordering::Less,
+        Bound::Excluded(b) => prefix_cmp(key, b) == Ordering::Greater,
+    }
+}
+
+/// Whether `key` lies at or before the high bound.
+fn below_high(key: &[Value], high: &Bound) -> bool {
+    match high {
+        Bound::Unbounded => true,
+        Bound::Included(b) => prefix_cmp(key, b) != Ordering::Greater,
+        Bound::Excluded(b) => prefix_cmp(key, b) == Ordering::Less,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Span;
+
+    fn id(s: &str) -> Arc<str> {
+        Arc::from(s)
+    }
+
+    fn ids(entries: &[IndexEntry]) -> Vec<&str> {
+        entries.iter().map(|e| &*e.doc_id).collect()
+    }
+
+    #[test]
+    fn primary_scan_returns_ids_in_order_and_resumes_after_a_chunk() {
+        // Proves a primary index is an ordered id scan and chunked reads neither skip nor repeat entries.
+        let ix = MemIndex::new(true, 4);
+        let changes = ["k3", "k1", "k2", "k5", "k4"].map(|k| Change::Set { doc_id: id(k), keys: vec![vec![]] });
+        ix.apply(0, 5, changes);
+        let first = ix.scan(&ScanRange::all(), None, 2);
+        assert_eq!(ids(&first), ["k1", "k2"]);
+        let rest = ix.scan(&ScanRange::all(), first.last(), 10);
+        assert_eq!(ids(&rest), ["k3", "k4", "k5"]);
+        ix.apply(1, 1, [Change::Delete { doc_id: id("k3") }]);
+        assert_eq!(ix.len(), 4);
+        assert_eq!((ix.applied(0), ix.applied(1)), (5, 1));
+    }
+
+    #[test]
+    fn secondary_changes_replace_a_documents_old_keys() {
+        // Proves a document's entries move when its keys change and disappear when it stops qualifying.
+        let ix = MemIndex::new(false, 1);
+        let set = |d: &str, k: i64| Change::Set { doc_id: id(d), keys: vec![vec![Value::int(k)]] };
+        ix.apply(0, 1, [set("a", 5), set("b", 3)]);
+        ix.apply(0, 2, [set("a", 1)]);
+        let all = ix.scan(&ScanRange::all(), None, 10);
+        assert_eq!(ids(&all), ["a", "b"]);
+        ix.apply(0, 3, [Change::Set { doc_id: id("b"), keys: vec![] }]);
+        assert_eq!(ids(&ix.scan(&ScanRange::all(), None, 10)), ["a"]);
+    }
+
+    #[test]
+    fn spans_select_by_key_prefix_with_inclusive_and_exclusive_bounds() {
+        // Proves bounds on a leading key select by prefix of composite keys.
+        let ix = MemIndex::new(false, 1);
+        let set = |d: &str, a: i64, b: &str| Change::Set { doc_id: id(d), keys: vec![vec![Value::int(a), b.into()]] };
+        ix.apply(0, 1, [set("d1", 1, "x"), set("d2", 2, "y"), set("d3", 2, "z"), set("d4", 3, "w")]);
+        let range = |low, high| ScanRange { spans: vec![Span { low, high }] };
+        let two = range(Bound::Included(vec![Value::int(2)]), Bound::Included(vec![Value::int(2)]));
+        assert_eq!(ids(&ix.scan(&two, None, 10)), ["d2", "d3"]);
+        let above_one = range(Bound::Excluded(vec![Value::int(1)]), Bound::Unbounded);
+        assert_eq!(ids(&ix.scan(&above_one, None, 10)), ["d2", "d3", "d4"]);
+        let first = ix.scan(&above_one, None, 1);
+        assert_eq!(ids(&ix.scan(&above_one, first.last(), 10)), ["d3", "d4"]);
+    }
+
+    #[test]
+    fn waiting_for_a_seqno_returns_once_it_is_applied() {
+        // Proves wait_applied sees a later apply from another thread and times out when nothing comes.
+        let ix = Arc::new(MemIndex::new(true, 2));
+        assert!(!ix.wait_applied(&[(1, 3)], Duration::from_millis(10)));
+        let writer = {
+            let ix = ix.clone();
+            std::thread::spawn(move || ix.apply(1, 3, [Change::Delete { doc_id: id("x") }]))
+        };
+        assert!(ix.wait_applied(&[(1, 3)], Duration::from_secs(30)));
+        writer.join().unwrap();
+    }
+}

@@ -1,0 +1,166 @@
+//! EXPLAIN: a plan as JSON, with Couchbase's operator names (`Sequence`, `PrimaryScan3`, `KeyScan`, `Fetch`,
+//! `Filter`, `InitialProject`, `Order`, `Limit` ...) so that tooling that looks for them finds them.
+
+use serde_json::{json, Value as Json};
+
+use super::{IdSpans, Node, Plan};
+
+/// The `plan` member of an EXPLAIN row.
+pub fn explain(plan: &Plan) -> Json {
+    let mut ops = Vec::new();
+    flatten(&plan.root, &mut ops);
+    json!({"#operator": "Sequence", "~children": ops})
+}
+
+fn ks_fields(name: &crate::datastore::KeyspaceName) -> serde_json::Map<String, Json> {
+    let mut m = serde_json::Map::new();
+    m.insert("namespace".into(), json!("default"));
+    m.insert("bucket".into(), json!(name.bucket));
+    if !name.is_default_collection() {
+        m.insert("scope".into(), json!(name.scope));
+    }
+    m.insert("keyspace".into(), json!(if name.is_default_collection() { &name.bucket } else { &name.collection }));
+    m
+}
+
+fn op(name: &str, mut fields: serde_json::Map<String, Json>) -> Json {
+    fields.insert("#operator".into(), json!(name));
+    Json::Object(fields)
+}
+
+/// Appends the operators of `node` in execution order (inputs first), as Couchbase's Sequence lists them.
+fn flatten(node: &Node, out: &mut Vec<Json>) {
+    match node {
+        Node::Dummy => out.push(op("DummyScan", Default::default())),
+        Node::KeyScan { ks, .. } => {
+            out.push(op("KeyScan", Default::default()));
+            out.push(op("Fetch", ks_fields(&ks.name)));
+        }
+        Node::PrimaryScan { ks, index, spans, .. } => {
+            let mut f = ks_fields(&ks.name);
+            f.insert("index".into(), json!(index.as_ref()));
+            f.insert("using".into(), json!("gsi"));
+            if !matches!(spans, IdSpans::All) {
+                f.insert("spans".into(), json!("META().id"));
+            }
+            out.push(op("PrimaryScan3", f));
+            out.push(op("Fetch", ks_fields(&ks.name)));
+        }
+        Node::CountScan { ks, .. } => out.push(op("CountScan", ks_fields(&ks.name))),
+        Node::SystemScan { which, .. } => {
+            let mut f = serde_json::Map::new();
+            f.insert("namespace".into(), json!("#system"));
+            f.insert("keyspace".into(), json!(which.name()));
+            out.push(op("PrimaryScan", f.clone()));
+            out.push(op("Fetch", f));
+        }
+        Node::ExprScan { .. } => out.push(op("ExpressionScan", Default::default())),
+        Node::SubqueryScan { plan, .. } => {
+            let mut f = serde_json::Map::new();
+            f.insert("subquery".into(), explain(plan));
+            out.push(op("Alias", f));
+        }
+        Node::LookupJoin { input, ks, nest, outer, .. } => {
+            flatten(input, out);
+            let mut f = ks_fields(&ks.name);
+            f.insert("outer".into(), json!(outer));
+            out.push(op(if *nest { "Nest" } else { "Join" }, f));
+        }
+        Node::NestedLoopJoin { input, right, outer, .. } => {
+            flatten(input, out);
+            let mut inner = Vec::new();
+            flatten(right, &mut inner);
+            let mut f = serde_json::Map::new();
+            f.insert("outer".into(), json!(outer));
+            f.insert("~child".into(), json!({"#operator": "Sequence", "~children": inner}));
+            out.push(op("NestedLoopJoin", f));
+        }
+        Node::NestedLoopNest { input, right, outer, .. } => {
+            flatten(input, out);
+            let mut inner = Vec::new();
+            flatten(right, &mut inner);
+            let mut f = serde_json::Map::new();
+            f.insert("outer".into(), json!(outer));
+            f.insert("~child".into(), json!({"#operator": "Sequence", "~children": inner}));
+            out.push(op("NestedLoopNest", f));
+        }
+        Node::Unnest { input, outer, .. } => {
+            flatten(input, out);
+            let mut f = serde_json::Map::new();
+            f.insert("outer".into(), json!(outer));
+            out.push(op("Unnest", f));
+        }
+        Node::Let { input, .. } => {
+            flatten(input, out);
+            out.push(op("Let", Default::default()));
+        }
+        Node::With { input, .. } => {
+            out.push(op("With", Default::default()));
+            flatten(input, out);
+        }
+        Node::Filter { input, .. } => {
+            flatten(input, out);
+            out.push(op("Filter", Default::default()));
+        }
+        Node::Group { input, .. } => {
+            flatten(input, out);
+            out.push(op("InitialGroup", Default::default()));
+            out.push(op("IntermediateGroup", Default::default()));
+            out.push(op("FinalGroup", Default::default()));
+        }
+        Node::Project { input, raw, .. } => {
+            flatten(input, out);
+            let mut f = serde_json::Map::new();
+            if *raw {
+                f.insert("raw".into(), json!(true));
+            }
+            out.push(op("InitialProject", f));
+        }
+        Node::Distinct { input, .. } => {
+            flatten(input, out);
+            out.push(op("Distinct", Default::default()));
+        }
+        Node::Order { input, .. } => {
+            flatten(input, out);
+            out.push(op("Order", Default::default()));
+        }
+        Node::Offset { input, .. } => {
+            flatten(input, out);
+            out.push(op("Offset", Default::default()));
+        }
+        Node::Limit { input, .. } => {
+            flatten(input, out);
+            out.push(op("Limit", Default::default()));
+        }
+        Node::SetOp { op: set_op, all, left, right, .. } => {
+            let (mut l, mut r) = (Vec::new(), Vec::new());
+            flatten(left, &mut l);
+            flatten(right, &mut r);
+            let name = match (set_op, all) {
+                (crate::ast::SetOp::Union, true) => "UnionAll",
+                (crate::ast::SetOp::Union, false) => "Union",
+                (crate::ast::SetOp::Intersect, true) => "IntersectAll",
+                (crate::ast::SetOp::Intersect, false) => "Intersect",
+                (crate::ast::SetOp::Except, true) => "ExceptAll",
+                (crate::ast::SetOp::Except, false) => "Except",
+            };
+            let mut f = serde_json::Map::new();
+            f.insert(
+                "~children".into(),
+                json!([{"#operator": "Sequence", "~children": l}, {"#operator": "Sequence", "~children": r}]),
+            );
+            out.push(op(name, f));
+        }
+        Node::Dml(d) => {
+            flatten(&d.input, out);
+            let name = match d.kind {
+                super::DmlKind::Insert => "SendInsert",
+                super::DmlKind::Upsert => "SendUpsert",
+                super::DmlKind::Update => "SendUpdate",
+                super::DmlKind::Delete => "SendDelete",
+                super::DmlKind::Merge => "Merge",
+            };
+            out.push(op(name, ks_fields(&d.ks.name)));
+        }
+    }
+}
