@@ -21,8 +21,8 @@ pub mod transport;
 pub mod vbmap;
 
 pub use metadata::{
-    AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, Membership, MetaCommand, MetaError, NodeInfo,
-    RebalanceSettings, Recovery,
+    AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, IndexKeySpec, IndexSpec, Membership, MetaCommand,
+    MetaError, NodeInfo, RebalanceSettings, Recovery,
 };
 pub use store::{ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
 pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};

@@ -46,6 +46,9 @@ impl ClusterMetadata {
                 }
                 self.rebalance = settings.clone();
             }
+            MetaCommand::CreateIndex { bucket, index } => self.create_index(bucket, index)?,
+            MetaCommand::DropIndex { bucket, id } => self.drop_index(bucket, id)?,
+            MetaCommand::BuildIndexes { bucket, ids } => self.build_indexes(bucket, ids)?,
         }
         self.rev += 1;
         Ok(())
@@ -130,6 +133,7 @@ impl ClusterMetadata {
             map,
             failover_epoch: 0,
             building: Default::default(),
+            indexes: Default::default(),
         };
         self.buckets.insert(spec.name.clone(), meta);
         Ok(())
@@ -159,6 +163,7 @@ impl ClusterMetadata {
             });
         }
         bucket.manifest = manifest.clone();
+        super::indexes::drop_orphaned_indexes(bucket);
         Ok(())
     }
 

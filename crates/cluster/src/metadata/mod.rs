@@ -5,6 +5,7 @@
 //! whole or refused with a [`MetaError`] and no change; every applied command bumps `rev`.
 
 mod apply;
+mod indexes;
 #[cfg(test)]
 mod tests;
 
@@ -12,6 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use settee_engine::Manifest;
+
+pub use indexes::{IndexKeySpec, IndexSpec};
 
 use crate::vbmap::{NodeId, VbMap};
 
@@ -127,6 +130,9 @@ pub struct BucketMeta {
     /// `SetMap` puts them in the chain (which ends their entry).
     #[serde(default)]
     pub building: BTreeMap<u16, Vec<NodeId>>,
+    /// Query index definitions on the bucket's collections, by index id.
+    #[serde(default)]
+    pub indexes: BTreeMap<String, IndexSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -216,6 +222,21 @@ pub enum MetaCommand {
         recovery: Option<Recovery>,
     },
     SetRebalanceSettings(RebalanceSettings),
+    /// Adds a query index definition; its name must be new in its collection.
+    CreateIndex {
+        bucket: String,
+        index: IndexSpec,
+    },
+    /// Removes a query index definition by id.
+    DropIndex {
+        bucket: String,
+        id: String,
+    },
+    /// Starts building deferred indexes (BUILD INDEX).
+    BuildIndexes {
+        bucket: String,
+        ids: Vec<String>,
+    },
 }
 
 /// Why a command was refused. Deterministic: every node refuses the same command the same way.
@@ -257,6 +278,12 @@ pub enum MetaError {
     NotFailedOver(NodeId),
     #[error("invalid rebalance settings: {0}")]
     InvalidRebalanceSettings(String),
+    #[error("unknown collection {0}")]
+    UnknownCollection(String),
+    #[error("the index {0} already exists")]
+    IndexExists(String),
+    #[error("unknown index {0}")]
+    UnknownIndex(String),
 }
 
 impl ClusterMetadata {

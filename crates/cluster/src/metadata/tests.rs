@@ -318,3 +318,56 @@ fn rebalance_settings_are_validated() {
     meta.apply(&MetaCommand::SetRebalanceSettings(RebalanceSettings { moves_per_node: 64 })).expect("max");
     assert_eq!(meta.rebalance.moves_per_node, 64);
 }
+
+fn index(id: &str, name: &str, scope: &str, collection: &str) -> IndexSpec {
+    IndexSpec {
+        id: id.into(),
+        name: name.into(),
+        scope: scope.into(),
+        collection: collection.into(),
+        is_primary: true,
+        keys: vec![],
+        condition: None,
+        partition: None,
+        num_replica: 0,
+        deferred: true,
+    }
+}
+
+/// Index names are unique per collection (the same name may exist in two collections), deferred indexes are
+/// built by id, and a drop removes by id.
+#[test]
+fn index_definitions_are_unique_per_collection_and_built_by_id() {
+    let mut meta = cluster();
+    let mut manifest = meta.buckets["b"].manifest.clone();
+    manifest.create_scope("s").expect("scope");
+    manifest.create_collection("s", "c", None, false).expect("collection");
+    meta.apply(&MetaCommand::SetManifest { bucket: "b".into(), manifest }).expect("manifest");
+    let create = |spec| MetaCommand::CreateIndex { bucket: "b".into(), index: spec };
+    meta.apply(&create(index("1", "ix", "_default", "_default"))).expect("first");
+    meta.apply(&create(index("2", "ix", "s", "c"))).expect("same name, other collection");
+    assert_eq!(refused(&mut meta, create(index("3", "ix", "s", "c"))), MetaError::IndexExists("ix".into()));
+    assert!(matches!(refused(&mut meta, create(index("4", "x", "s", "nope"))), MetaError::UnknownCollection(_)));
+    meta.apply(&MetaCommand::BuildIndexes { bucket: "b".into(), ids: vec!["2".into()] }).expect("build");
+    assert!(!meta.buckets["b"].indexes["2"].deferred && meta.buckets["b"].indexes["1"].deferred);
+    let unknown = MetaCommand::BuildIndexes { bucket: "b".into(), ids: vec!["2".into(), "9".into()] };
+    assert_eq!(refused(&mut meta, unknown), MetaError::UnknownIndex("9".into()));
+    meta.apply(&MetaCommand::DropIndex { bucket: "b".into(), id: "1".into() }).expect("drop");
+    let again = MetaCommand::DropIndex { bucket: "b".into(), id: "1".into() };
+    assert_eq!(refused(&mut meta, again), MetaError::UnknownIndex("1".into()));
+}
+
+/// Dropping a collection (a manifest without it) drops the indexes on it.
+#[test]
+fn dropping_a_collection_drops_its_indexes() {
+    let mut meta = cluster();
+    let mut manifest = meta.buckets["b"].manifest.clone();
+    manifest.create_scope("s").expect("scope");
+    manifest.create_collection("s", "c", None, false).expect("collection");
+    meta.apply(&MetaCommand::SetManifest { bucket: "b".into(), manifest: manifest.clone() }).expect("manifest");
+    let create = MetaCommand::CreateIndex { bucket: "b".into(), index: index("1", "ix", "s", "c") };
+    meta.apply(&create).expect("create");
+    manifest.drop_collection("s", "c").expect("drop");
+    meta.apply(&MetaCommand::SetManifest { bucket: "b".into(), manifest }).expect("manifest");
+    assert!(meta.buckets["b"].indexes.is_empty());
+}

@@ -308,7 +308,14 @@ mod tests {
             flush_enabled: false,
             durability_min_level: None,
         };
-        BucketMeta { spec, manifest: Default::default(), map, failover_epoch: 0, building: Default::default() }
+        BucketMeta {
+            spec,
+            manifest: Default::default(),
+            map,
+            failover_epoch: 0,
+            building: Default::default(),
+            indexes: Default::default(),
+        }
     }
 
     #[test]
