@@ -20,7 +20,9 @@ use crate::value::Value;
 use crate::QueryError;
 
 mod args;
+mod mask;
 mod regexp;
+mod string;
 
 #[cfg(test)]
 mod tests;
@@ -133,7 +135,7 @@ static AGGREGATES: &[FunctionDef] = &[
 static SPECIALS: &[FunctionDef] = &[special("meta", 0, 1), special("search_meta", 0, 1), special("search_score", 0, 1)];
 
 /// Every family's table.
-static FUNCTIONS: &[&[FunctionDef]] = &[regexp::FUNCTIONS, AGGREGATES, SPECIALS];
+static FUNCTIONS: &[&[FunctionDef]] = &[string::FUNCTIONS, regexp::FUNCTIONS, AGGREGATES, SPECIALS];
 
 /// The function named `name` (any case), if SQL++ has one.
 pub fn lookup(name: &str) -> Option<&'static FunctionDef> {

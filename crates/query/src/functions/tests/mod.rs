@@ -6,6 +6,7 @@ use super::*;
 
 mod regexp;
 mod registry;
+mod string;
 
 /// The fixed context tests run in: the request started at 2021-06-25T14:48:42.123Z, the clock reads one second
 /// later, and the random source counts up.
