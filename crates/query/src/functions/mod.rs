@@ -20,7 +20,9 @@ use crate::value::Value;
 use crate::QueryError;
 
 mod args;
+mod bitwise;
 mod mask;
+mod number;
 mod regexp;
 mod string;
 
@@ -97,7 +99,6 @@ pub(crate) const fn scalar(name: &'static str, min_args: usize, max_args: usize,
 }
 
 /// A scalar function whose result may change between calls with the same arguments (clock, random source).
-#[allow(dead_code)] // Used by the families with clocks and random sources, added later.
 pub(crate) const fn volatile(name: &'static str, min_args: usize, max_args: usize, f: ScalarFn) -> FunctionDef {
     FunctionDef { name, min_args, max_args, kind: FnKind::Scalar(f), deterministic: false }
 }
@@ -135,7 +136,8 @@ static AGGREGATES: &[FunctionDef] = &[
 static SPECIALS: &[FunctionDef] = &[special("meta", 0, 1), special("search_meta", 0, 1), special("search_score", 0, 1)];
 
 /// Every family's table.
-static FUNCTIONS: &[&[FunctionDef]] = &[string::FUNCTIONS, regexp::FUNCTIONS, AGGREGATES, SPECIALS];
+static FUNCTIONS: &[&[FunctionDef]] =
+    &[string::FUNCTIONS, regexp::FUNCTIONS, number::FUNCTIONS, bitwise::FUNCTIONS, AGGREGATES, SPECIALS];
 
 /// The function named `name` (any case), if SQL++ has one.
 pub fn lookup(name: &str) -> Option<&'static FunctionDef> {

@@ -4,6 +4,8 @@
 
 use super::*;
 
+mod bitwise;
+mod number;
 mod regexp;
 mod registry;
 mod string;
