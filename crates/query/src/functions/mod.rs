@@ -20,6 +20,8 @@ use crate::value::Value;
 use crate::QueryError;
 
 mod args;
+mod array;
+mod array_set;
 mod bitwise;
 mod mask;
 mod number;
@@ -136,8 +138,16 @@ static AGGREGATES: &[FunctionDef] = &[
 static SPECIALS: &[FunctionDef] = &[special("meta", 0, 1), special("search_meta", 0, 1), special("search_score", 0, 1)];
 
 /// Every family's table.
-static FUNCTIONS: &[&[FunctionDef]] =
-    &[string::FUNCTIONS, regexp::FUNCTIONS, number::FUNCTIONS, bitwise::FUNCTIONS, AGGREGATES, SPECIALS];
+static FUNCTIONS: &[&[FunctionDef]] = &[
+    string::FUNCTIONS,
+    regexp::FUNCTIONS,
+    number::FUNCTIONS,
+    bitwise::FUNCTIONS,
+    array::FUNCTIONS,
+    array_set::FUNCTIONS,
+    AGGREGATES,
+    SPECIALS,
+];
 
 /// The function named `name` (any case), if SQL++ has one.
 pub fn lookup(name: &str) -> Option<&'static FunctionDef> {

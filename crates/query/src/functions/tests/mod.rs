@@ -4,6 +4,7 @@
 
 use super::*;
 
+mod array;
 mod bitwise;
 mod number;
 mod regexp;
