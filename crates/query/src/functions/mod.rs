@@ -25,6 +25,8 @@ mod array_set;
 mod bitwise;
 mod mask;
 mod number;
+mod object;
+mod object_paths;
 mod regexp;
 mod string;
 
@@ -145,6 +147,8 @@ static FUNCTIONS: &[&[FunctionDef]] = &[
     bitwise::FUNCTIONS,
     array::FUNCTIONS,
     array_set::FUNCTIONS,
+    object::FUNCTIONS,
+    object_paths::FUNCTIONS,
     AGGREGATES,
     SPECIALS,
 ];

@@ -7,6 +7,7 @@ use super::*;
 mod array;
 mod bitwise;
 mod number;
+mod object;
 mod regexp;
 mod registry;
 mod string;
