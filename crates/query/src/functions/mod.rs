@@ -23,12 +23,14 @@ mod args;
 mod array;
 mod array_set;
 mod bitwise;
+mod conditional;
 mod mask;
 mod number;
 mod object;
 mod object_paths;
 mod regexp;
 mod string;
+mod types;
 
 #[cfg(test)]
 mod tests;
@@ -149,6 +151,9 @@ static FUNCTIONS: &[&[FunctionDef]] = &[
     array_set::FUNCTIONS,
     object::FUNCTIONS,
     object_paths::FUNCTIONS,
+    types::CHECKS,
+    types::CONVERSIONS,
+    conditional::FUNCTIONS,
     AGGREGATES,
     SPECIALS,
 ];

@@ -6,11 +6,13 @@ use super::*;
 
 mod array;
 mod bitwise;
+mod conditional;
 mod number;
 mod object;
 mod regexp;
 mod registry;
 mod string;
+mod types;
 
 /// The fixed context tests run in: the request started at 2021-06-25T14:48:42.123Z, the clock reads one second
 /// later, and the random source counts up.
