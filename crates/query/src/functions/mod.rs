@@ -24,7 +24,9 @@ mod array;
 mod array_set;
 mod bitwise;
 mod conditional;
+mod json;
 mod mask;
+mod misc;
 mod number;
 mod object;
 mod object_paths;
@@ -154,6 +156,8 @@ static FUNCTIONS: &[&[FunctionDef]] = &[
     types::CHECKS,
     types::CONVERSIONS,
     conditional::FUNCTIONS,
+    json::FUNCTIONS,
+    misc::FUNCTIONS,
     AGGREGATES,
     SPECIALS,
 ];

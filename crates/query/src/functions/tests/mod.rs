@@ -7,6 +7,7 @@ use super::*;
 mod array;
 mod bitwise;
 mod conditional;
+mod json;
 mod number;
 mod object;
 mod regexp;
