@@ -24,6 +24,7 @@ mod array;
 mod array_set;
 mod bitwise;
 mod conditional;
+mod date;
 mod json;
 mod mask;
 mod misc;
@@ -158,6 +159,7 @@ static FUNCTIONS: &[&[FunctionDef]] = &[
     conditional::FUNCTIONS,
     json::FUNCTIONS,
     misc::FUNCTIONS,
+    date::FUNCTIONS,
     AGGREGATES,
     SPECIALS,
 ];

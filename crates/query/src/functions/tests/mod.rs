@@ -7,11 +7,14 @@ use super::*;
 mod array;
 mod bitwise;
 mod conditional;
+mod date;
+mod date_formats;
 mod json;
 mod number;
 mod object;
 mod regexp;
 mod registry;
+mod robustness;
 mod string;
 mod types;
 
