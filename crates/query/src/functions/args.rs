@@ -1,9 +1,6 @@
 //! What every family shares: argument access that never panics, Couchbase's MISSING/NULL rules, numbers as
 //! Couchbase builds them, the equality its functions use, and the bounds on work and output.
 
-// Helpers are added ahead of the families that use them; this goes once every family is in.
-#![allow(dead_code)]
-
 use std::cmp::Ordering;
 
 use crate::value::{collate, Number, Value};
@@ -166,11 +163,6 @@ pub(crate) fn check_size(function: &str, size: u64) -> Result<(), QueryError> {
 /// Couchbase's range error (E_RANGE) for a range or repetition of more than `RANGE_LIMIT` elements.
 pub(crate) fn range_error(function: &str) -> QueryError {
     QueryError::eval(format!("Out of range evaluating {function}()."))
-}
-
-/// About how many bytes a value occupies, for the size checks of functions that repeat it.
-pub(crate) fn approx_size(v: &Value) -> u64 {
-    v.size_estimate() as u64
 }
 
 /// A string from bytes that may not be UTF-8 (a byte-wise substring or padding): each byte that is not part of a

@@ -1,6 +1,7 @@
 //! `%` formats, like the Unix `date` command (Couchbase's strToTimePercentFormat and timeToStrPercentFormat):
 //! `%Y-%m-%dT%H:%M:%S.%N%z`, with the `_` (space), `-` (no padding), `0` and `^` (upper case; when parsing,
-//! any case) modifiers and a width. When parsing, a space in the format matches any one character.
+//! any case) modifiers and a width (at most 64; Couchbase has no cap). When parsing, a space in the format
+//! matches any one character.
 //!
 //! Three Couchbase slips are not reproduced: parsing `%%` consumes the `%` it matches, parsing `%r` applies its
 //! am/pm, and formatting `%r` writes noon as PM.
@@ -9,6 +10,9 @@ use super::layout::{self, gather_number, name_at, Parsed};
 use super::time::{DateTime, MONTHS, WEEKDAYS};
 use super::zone::{formats, gather_zone, Zone};
 use super::{DEFAULT_FORMAT, SHORT_DATE_FORMAT};
+
+/// The widest field a `%` directive may ask for.
+const MAX_WIDTH: usize = 64;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Pad {
@@ -33,7 +37,9 @@ fn directive(f: &[u8], mut i: usize) -> Option<(usize, Pad, bool, usize, usize)>
     while f.get(i)?.is_ascii_digit() {
         i += 1;
     }
-    let width = std::str::from_utf8(&f[start..i]).ok()?.parse().unwrap_or(0);
+    // Widths are capped (Couchbase has no cap, and a width of millions would build a huge string).
+    let digits = std::str::from_utf8(&f[start..i]).ok()?;
+    let width = if digits.is_empty() { 0 } else { digits.parse::<usize>().unwrap_or(MAX_WIDTH).min(MAX_WIDTH) };
     if matches!(f.get(i)?, b'E' | b'O') {
         i += 1;
     }
@@ -298,6 +304,12 @@ pub(crate) fn format(t: &DateTime, format: &str) -> String {
         let Some((at, pad, upper, width, colons)) = directive(f, i + 1) else {
             return format!("!(Invalid format: '{format}')");
         };
+        let conversion = format[at..].chars().next().unwrap_or('%');
+        if !conversion.is_ascii() {
+            out.push_str(&format!("!(Unknown format: '{conversion}')"));
+            i = at + conversion.len_utf8();
+            continue;
+        }
         match write_directive(&mut out, t, f[at], pad, upper, width, colons) {
             Ok(()) => {}
             Err(()) => return format!("!(Invalid format: '{format}')"),

@@ -232,3 +232,21 @@ fn missing_and_null_arguments() {
     assert_eq!(ev("weekday_str", &["1"]), "null");
     assert_eq!(ev("str_to_zone_name", &[&s("2021-01-01"), "MISSING"]), "MISSING");
 }
+
+#[test]
+fn huge_percent_widths_are_capped_instead_of_panicking() {
+    // Regression: a width of millions (found by the robustness proptest) panicked in the formatter and would have
+    // built a string of that size; widths are now capped at 64.
+    let out = call("millis_to_utc", &[val("0"), val(&s("%9992006Y"))]).unwrap();
+    assert_eq!(out.as_str().map(str::len), Some(64));
+    // Parsing ignores widths, as Couchbase does.
+    assert_eq!(ev("str_to_millis", &[&s("1970"), &s("%9992006Y")]), "0");
+}
+
+#[test]
+fn a_multibyte_character_after_percent_is_an_unknown_directive() {
+    // Regression: a non-ASCII character as a % conversion (found by the robustness proptest) left the formatter in
+    // the middle of the character and panicked on the next slice.
+    assert_eq!(ev("millis_to_utc", &["0", &s("%é%Y")]), s("!(Unknown format: 'é')1970"));
+    assert_eq!(ev("str_to_millis", &[&s("x"), &s("%é")]), "null");
+}

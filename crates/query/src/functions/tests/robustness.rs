@@ -9,6 +9,7 @@ use super::*;
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[ -~]{0,12}",
+        "\\PC{0,10}",
         "[0-9:.+TZ -]{0,30}",
         "(%[-_^0]?[0-9]?[:]{0,3}[a-zA-Z%#@]){0,4}",
         "(YYYY|MM|DD|hh|HH12|HH24|mi|ss|s|TZD|MON|Day|pp|[ /:T.-]){0,6}",
@@ -35,7 +36,7 @@ fn value() -> impl Strategy<Value = Value> {
     scalar_value().prop_recursive(2, 12, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::array),
-            prop::collection::vec(("[a-c `.]{0,3}", inner), 0..4).prop_map(|members| Value::object_from(members)),
+            prop::collection::vec(("[a-c `.]{0,3}", inner), 0..4).prop_map(Value::object_from),
         ]
     })
 }
