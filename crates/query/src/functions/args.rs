@@ -160,6 +160,13 @@ pub(crate) fn check_size(function: &str, size: u64) -> Result<(), QueryError> {
     Ok(())
 }
 
+/// The bytes a result of many small strings really takes (a value and an allocation each, about 32 bytes, plus
+/// the text), checked like any result: splitting a large string into characters multiplies its size.
+pub(crate) fn check_pieces(function: &str, pieces: &[&str]) -> Result<(), QueryError> {
+    let text: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+    check_size(function, text + 32 * pieces.len() as u64)
+}
+
 /// Couchbase's range error (E_RANGE) for a range or repetition of more than `RANGE_LIMIT` elements.
 pub(crate) fn range_error(function: &str) -> QueryError {
     QueryError::eval(format!("Out of range evaluating {function}()."))

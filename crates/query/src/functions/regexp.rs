@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use regex::{NoExpand, Regex, RegexBuilder};
 
-use super::args::{arg, f64_of, int, str_of, unknown, unknown_unless_strings, whole};
+use super::args::{arg, check_pieces, check_size, f64_of, int, str_of, unknown, unknown_unless_strings, whole};
 use super::{scalar, FnContext, FunctionDef};
 use crate::value::Value;
 use crate::QueryError;
@@ -205,18 +205,23 @@ fn regexp_replace(args: &[Value], _: &FnContext<'_>) -> Result<Value, QueryError
     }
     let (text, replacement) = (str_of(arg(args, 0)), str_of(arg(args, 2)));
     let re = compile(str_of(arg(args, 1)))?;
-    if args.len() < 4 {
-        return Ok(Value::from(re.replace_all(text, NoExpand(replacement)).into_owned()));
-    }
-    // Go converts an infinite count to the smallest integer (no replacement); a fraction or NaN gives NULL.
-    if f64_of(arg(args, 3)).is_infinite() {
+    let limit = if args.len() < 4 {
+        usize::MAX
+    } else if f64_of(arg(args, 3)).is_infinite() {
+        // Go converts an infinite count to the smallest integer: no replacement.
+        0
+    } else {
+        match whole(arg(args, 3)) {
+            Some(n) => usize::try_from(n).unwrap_or(0),
+            None => return Ok(Value::Null),
+        }
+    };
+    if limit == 0 {
         return Ok(Value::string(text));
     }
-    let Some(n) = whole(arg(args, 3)) else { return Ok(Value::Null) };
-    if n <= 0 {
-        return Ok(Value::string(text));
-    }
-    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    // An empty match everywhere with a long replacement could multiply the text: check the size first.
+    let replaced = re.find_iter(text).take(limit).count() as u64;
+    check_size("REGEXP_REPLACE", text.len() as u64 + replaced.saturating_mul(replacement.len() as u64))?;
     Ok(Value::from(re.replacen(text, limit, NoExpand(replacement)).into_owned()))
 }
 
@@ -226,8 +231,9 @@ fn regexp_matches(args: &[Value], _: &FnContext<'_>) -> Result<Value, QueryError
         return Ok(v);
     }
     let re = compile(str_of(arg(args, 1)))?;
-    let found: Vec<Value> = re.find_iter(str_of(arg(args, 0))).map(|m| Value::string(m.as_str())).collect();
-    Ok(if found.is_empty() { Value::Null } else { Value::array(found) })
+    let found: Vec<&str> = re.find_iter(str_of(arg(args, 0))).map(|m| m.as_str()).collect();
+    check_pieces("REGEXP_MATCHES", &found)?;
+    Ok(if found.is_empty() { Value::Null } else { Value::array(found.into_iter().map(Value::string).collect()) })
 }
 
 /// The pieces between matches. As in Couchbase, an empty match at the very start is skipped, nothing follows the
@@ -244,13 +250,14 @@ fn regexp_split(args: &[Value], _: &FnContext<'_>) -> Result<Value, QueryError> 
         if m.start() == 0 && m.end() == 0 {
             continue;
         }
-        pieces.push(Value::string(&text[start..m.start()]));
+        pieces.push(&text[start..m.start()]);
         start = m.end();
     }
     if !pieces.is_empty() && start < text.len() {
-        pieces.push(Value::string(&text[start..]));
+        pieces.push(&text[start..]);
     }
-    Ok(if pieces.is_empty() { Value::Null } else { Value::array(pieces) })
+    check_pieces("REGEXP_SPLIT", &pieces)?;
+    Ok(if pieces.is_empty() { Value::Null } else { Value::array(pieces.into_iter().map(Value::string).collect()) })
 }
 
 /// The number of patterns in this thread's cache (for tests).

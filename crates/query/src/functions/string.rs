@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::args::{
-    arg, check_size, f64_of, int, is_go_space, is_num, is_str, lossy_string, range_error, str_of, unknown,
-    unknown_unless_strings, usize_value, whole, RANGE_LIMIT,
+    arg, check_pieces, check_size, f64_of, int, is_go_space, is_num, is_str, lossy_string, range_error, str_of,
+    unknown, unknown_unless_strings, usize_value, whole, RANGE_LIMIT,
 };
 use super::{scalar, FnContext, FunctionDef, VARIADIC};
 use crate::value::Value;
@@ -289,12 +289,13 @@ fn split(args: &[Value], _: &FnContext<'_>) -> Res {
         return Ok(v);
     }
     let s = str_of(&args[0]);
-    let pieces: Vec<Value> = match args.get(1).map(str_of) {
-        None => s.split(is_go_space).filter(|w| !w.is_empty()).map(Value::string).collect(),
-        Some("") => s.chars().map(|c| Value::from(c.to_string())).collect(),
-        Some(sep) => s.split(sep).map(Value::string).collect(),
+    let pieces: Vec<&str> = match args.get(1).map(str_of) {
+        None => s.split(is_go_space).filter(|w| !w.is_empty()).collect(),
+        Some("") => s.char_indices().map(|(i, c)| &s[i..i + c.len_utf8()]).collect(),
+        Some(sep) => s.split(sep).collect(),
     };
-    Ok(Value::array(pieces))
+    check_pieces("SPLIT", &pieces)?;
+    Ok(Value::array(pieces.into_iter().map(Value::string).collect()))
 }
 
 fn substr0(args: &[Value], _: &FnContext<'_>) -> Res {

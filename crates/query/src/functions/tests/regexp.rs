@@ -81,3 +81,16 @@ fn the_pattern_cache_stays_bounded() {
     }
     assert!(crate::functions::regexp::cached_patterns() <= 64);
 }
+
+#[test]
+fn results_that_would_explode_are_refused() {
+    // Proves REGEXP_REPLACE checks the size an empty-matching pattern would produce, and REGEXP_MATCHES and
+    // REGEXP_SPLIT count their pieces, before building anything.
+    let text = format!("\"{}\"", "a".repeat(10_000));
+    let long = format!("\"{}\"", "b".repeat(5_000));
+    assert!(ev("regexp_replace", &[&text, r#""""#, &long]).starts_with("ERROR: Size of REGEXP_REPLACE()"));
+    assert_eq!(ev("regexp_replace", &[r#""ab""#, r#""""#, r#""-""#]), r#""-a-b-""#);
+    let million = format!("\"{}\"", "a".repeat(1_000_000));
+    assert!(ev("regexp_matches", &[&million, r#"".""#]).starts_with("ERROR: Size of REGEXP_MATCHES()"));
+    assert!(ev("regexp_split", &[&million, r#""""#]).starts_with("ERROR: Size of REGEXP_SPLIT()"));
+}

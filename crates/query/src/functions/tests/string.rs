@@ -147,3 +147,14 @@ fn oversized_results_are_errors_not_allocations() {
     );
     assert!(ev("suffixes", &[&big]).starts_with("ERROR: Size of SUFFIXES()"));
 }
+
+#[test]
+fn splitting_into_many_pieces_is_bounded() {
+    // Proves SPLIT counts what its pieces really take (a value each, not only their bytes): a million characters
+    // split into characters is refused, a hundred thousand are fine.
+    let million = format!("\"{}\"", "a".repeat(1_000_000));
+    assert!(ev("split", &[&million, r#""""#]).starts_with("ERROR: Size of SPLIT()"));
+    let many = Value::from("a,".repeat(100_000));
+    let parts = call("split", &[many, val(r#"",""#)]).unwrap();
+    assert_eq!(parts.as_array().map(<[Value]>::len), Some(100_001));
+}
