@@ -1,13 +1,14 @@
 //! The SQL++ function library: every built-in function by name, with its arity and its implementation.
 //!
 //! Scalar functions are pure: they get evaluated arguments and a `FnContext` (the request's clock and random
-//! source) and return a value. Most return MISSING when an argument is MISSING and NULL when one has the wrong
+//! source) and return a value. Callers pass a number of arguments the definition `accepts` (the planner checks
+//! arity when it resolves the name); a function never panics on any argument values. Most return MISSING when an argument is MISSING and NULL when one has the wrong
 //! type, as Couchbase's do; each family's file says where a function departs from that. Aggregates (COUNT, SUM,
 //! ...) are only listed here, so that names resolve; the executor keeps their state. META, SEARCH_META and
 //! SEARCH_SCORE are `Special`: the executor evaluates them because they need the row.
 //!
-//! One file per family (`string`, `regexp`, `number`, `bitwise`, `array`, `object`, `types`, `conditional`, `json`,
-//! `misc`, `date/`), each with a `FUNCTIONS` table; `lookup` indexes them all once, by lowercase name, aliases
+//! One file per family (`string` with `mask`, `regexp`, `number`, `bitwise`, `array` with `array_set`, `object`
+//! with `object_paths`, `types`, `conditional`, `json`, `misc`, `date/`), each with a `FUNCTIONS` table; `lookup` indexes them all once, by lowercase name, aliases
 //! included. Work and output are bounded: a result that would exceed `args::MAX_RESULT_BYTES` (20 MiB, Couchbase's
 //! fallback limit) or `args::RANGE_LIMIT` elements is an evaluation error, never an allocation.
 //!
