@@ -13,10 +13,10 @@
 pub mod ast;
 mod error;
 pub mod functions;
-// Used by the parser, which comes in the next commit.
-#[allow(dead_code)]
 mod lexer;
+mod parser;
 pub mod value;
 
 pub use error::QueryError;
+pub use parser::{parse, parse_expression};
 pub use value::Value;

@@ -15,7 +15,6 @@ mod keywords;
 
 use std::borrow::Cow;
 
-#[allow(unused_imports)]
 pub(crate) use keywords::{is_token_name, Kw};
 
 /// Punctuation and operators.
@@ -94,6 +93,20 @@ pub(crate) struct Token<'a> {
     pub(crate) line: u32,
     /// 0-based column, in characters.
     pub(crate) column: u32,
+}
+
+/// Whether `name` can be written bare where an identifier may stand (a function name, for instance): it has the
+/// shape of an identifier and is not a reserved word, other than those n1ql.y lets name things (and REPLACE, which
+/// names a function).
+pub(crate) fn is_plain_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    let first_ok = matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_'));
+    first_ok
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && matches!(
+            keywords::lookup(name),
+            None | Some(Kw::Default | Kw::User | Kw::Sequence | Kw::Vector | Kw::Replace)
+        )
 }
 
 /// Every token of `text`, ending with `Eof`; after an `Error` token nothing more is read.
