@@ -1,7 +1,7 @@
 //! SQL++ text → `ast::Statement`: a hand-written recursive-descent parser shaped after Couchbase Server 7.6's
 //! grammar (`n1ql.y`), with its operator precedence (`expr.rs`), its error texts (`error.rs`) and its choices where
 //! the grammar is ambiguous. Concepts live in their own files: expressions (`expr.rs`, `primary.rs`), SELECT
-//! (`select.rs`) and FROM (`from.rs`).
+//! (`select.rs`), FROM (`from.rs`), DML (`dml.rs`).
 //!
 //! Like Couchbase's grammar, a statement that is not one of the statement forms is read as an expression: `SLECT
 //! name` fails at `name` (an expression cannot go on with an identifier), and an input that is only an expression
@@ -10,6 +10,7 @@
 //!
 //! Hot path: a point lookup parses in a few microseconds; no allocation beyond the token list and the tree.
 
+mod dml;
 mod error;
 mod expr;
 mod from;
@@ -234,6 +235,11 @@ impl<'a> Parser<'a> {
     fn plain_statement(&mut self) -> PResult<Statement> {
         match self.kind() {
             TokenKind::Keyword(Kw::Select | Kw::With | Kw::From) => Ok(Statement::Select(self.fullselect()?)),
+            TokenKind::Keyword(Kw::Insert) => Ok(Statement::Insert(self.insert()?)),
+            TokenKind::Keyword(Kw::Upsert) => Ok(Statement::Upsert(self.insert()?)),
+            TokenKind::Keyword(Kw::Update) => Ok(Statement::Update(self.update()?)),
+            TokenKind::Keyword(Kw::Delete) => Ok(Statement::Delete(self.delete()?)),
+            TokenKind::Keyword(Kw::Merge) => Ok(Statement::Merge(self.merge()?)),
             _ => self.expression_statement(),
         }
     }

@@ -1,6 +1,7 @@
 //! Parser tests, one file per concept, and the helpers they share.
 
 mod display;
+mod dml;
 mod errors;
 mod exprs;
 mod select;
