@@ -1,7 +1,7 @@
 //! SQL++ text → `ast::Statement`: a hand-written recursive-descent parser shaped after Couchbase Server 7.6's
 //! grammar (`n1ql.y`), with its operator precedence (`expr.rs`), its error texts (`error.rs`) and its choices where
 //! the grammar is ambiguous. Concepts live in their own files: expressions (`expr.rs`, `primary.rs`), SELECT
-//! (`select.rs`), FROM (`from.rs`), DML (`dml.rs`).
+//! (`select.rs`), FROM (`from.rs`), DML (`dml.rs`), index DDL (`ddl.rs`).
 //!
 //! Like Couchbase's grammar, a statement that is not one of the statement forms is read as an expression: `SLECT
 //! name` fails at `name` (an expression cannot go on with an identifier), and an input that is only an expression
@@ -10,6 +10,7 @@
 //!
 //! Hot path: a point lookup parses in a few microseconds; no allocation beyond the token list and the tree.
 
+mod ddl;
 mod dml;
 mod error;
 mod expr;
@@ -240,6 +241,10 @@ impl<'a> Parser<'a> {
             TokenKind::Keyword(Kw::Update) => Ok(Statement::Update(self.update()?)),
             TokenKind::Keyword(Kw::Delete) => Ok(Statement::Delete(self.delete()?)),
             TokenKind::Keyword(Kw::Merge) => Ok(Statement::Merge(self.merge()?)),
+            TokenKind::Keyword(Kw::Create) => self.create(),
+            TokenKind::Keyword(Kw::Drop) => self.drop(),
+            TokenKind::Keyword(Kw::Alter) => self.alter_index(),
+            TokenKind::Keyword(Kw::Build) => self.build_index(),
             _ => self.expression_statement(),
         }
     }

@@ -74,6 +74,21 @@ fn calls_constructors_and_collections() {
 }
 
 #[test]
+fn index_keys_print_as_system_indexes_lists_them() {
+    // Proves index_key texts: array keys as `(distinct (array ... end))`, then INCLUDE MISSING and DESC.
+    let Statement::CreateIndex(c) =
+        stmt("CREATE INDEX ix ON b(a INCLUDE MISSING DESC, DISTINCT ARRAY v.day FOR v IN schedule END, ALL tags)")
+    else {
+        panic!()
+    };
+    let keys: Vec<String> = c.keys.iter().map(|k| k.to_string()).collect();
+    assert_eq!(
+        keys,
+        vec!["`a` INCLUDE MISSING DESC", "(distinct (array (`v`.`day`) for `v` in `schedule` end))", "(all (`tags`))"]
+    );
+}
+
+#[test]
 fn normalised_text_parses_to_an_equivalent_expression() {
     // Proves Couchbase's form is itself valid SQL++: it parses, and printing that again gives the same text.
     for text in [

@@ -1,9 +1,11 @@
 //! Parser tests, one file per concept, and the helpers they share.
 
+mod ddl;
 mod display;
 mod dml;
 mod errors;
 mod exprs;
+mod index_manager;
 mod select;
 
 use crate::ast::*;
