@@ -53,14 +53,16 @@ impl fmt::Display for IndexKey {
     }
 }
 
-/// `name` in backticks, a backtick inside doubled.
+/// `name` in backticks, a backtick inside doubled and a backslash escaped (the lexer resolves escapes in
+/// backticked names too). Couchbase writes names raw; the two agree for every name without those characters.
 pub(super) fn write_ident(out: &mut String, name: &str) {
     out.push('`');
     for ch in name.chars() {
-        if ch == '`' {
-            out.push('`');
+        match ch {
+            '`' => out.push_str("``"),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(ch),
         }
-        out.push(ch);
     }
     out.push('`');
 }

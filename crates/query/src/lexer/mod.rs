@@ -256,16 +256,17 @@ impl<'a> Lexer<'a> {
         };
         let longest = decimal.max(exponent).max(int_len).max(bad);
         let text = &self.text[start..start + longest];
-        if longest == decimal || longest == exponent {
-            (TokenKind::Num(text.parse().unwrap_or(f64::NAN)), longest)
-        } else if longest == int_len {
+        let kind = if longest == bad && longest > decimal.max(exponent).max(int_len) {
+            None
+        } else if longest == int_len && longest > decimal.max(exponent) {
             match text.parse::<i64>() {
-                Ok(i) => (TokenKind::Int(i), longest),
-                Err(_) => (TokenKind::Num(text.parse().unwrap_or(f64::INFINITY)), longest),
+                Ok(i) => Some(TokenKind::Int(i)),
+                Err(_) => float(text),
             }
         } else {
-            (TokenKind::Error("invalid number".to_string()), longest)
-        }
+            float(text)
+        };
+        (kind.unwrap_or_else(|| TokenKind::Error("invalid number".to_string())), longest)
     }
 
     /// A string (`'…'`, `"…"`) or backticked identifier. Like n1ql.nex's rules, an unterminated one runs to the end
@@ -301,6 +302,11 @@ fn quoted_kind(token: &str, quote: u8) -> TokenKind<'_> {
         (Err(e), b'`') => TokenKind::Error(format!("invalid escaped identifier - {}", e.text())),
         (Err(e), _) => TokenKind::Error(format!("invalid quoted string - {}", e.text())),
     }
+}
+
+/// A float literal; one beyond the range of a double (`1e999`) is refused, since no text could print it back.
+fn float(text: &str) -> Option<TokenKind<'_>> {
+    text.parse::<f64>().ok().filter(|f| f.is_finite()).map(TokenKind::Num)
 }
 
 /// The length of `[eE][+-]?[0-9]+` at the start of `s`, or 0.

@@ -83,6 +83,8 @@ fn digits_run_into_letters_are_an_invalid_number() {
     // Proves `1abc` (and `1e5x`, longer than the exponent form) are errors, as n1ql.nex's invalid-number rule makes them.
     assert_eq!(kinds("1abc"), vec![TokenKind::Error("invalid number".into()), TokenKind::Eof]);
     assert_eq!(kinds("1e5x")[0], TokenKind::Error("invalid number".into()));
+    // A float beyond a double's range has no value settee could print back; Couchbase reads it as infinity.
+    assert_eq!(kinds("1e999")[0], TokenKind::Error("invalid number".into()));
 }
 
 #[test]

@@ -21,6 +21,16 @@ fn operators_are_parenthesised_and_names_backticked() {
 }
 
 #[test]
+fn names_with_backslashes_print_escaped_so_they_parse_back() {
+    // Regression: a name holding a backslash printed raw (`` `\` ``) read back as an escape and failed with "missing
+    // closing quote"; backslashes and backticks in names are now escaped. Found by the round-trip property.
+    let e = expr(r"`a\\b` + `c``d`");
+    assert_eq!(e, bin(BinaryOp::Add, id(r"a\b"), id("c`d")));
+    assert_eq!(e.to_string(), r"(`a\\b` + `c``d`)");
+    assert_eq!(expr(&e.to_string()), e);
+}
+
+#[test]
 fn comparisons_take_couchbases_rewrites() {
     // Proves `>` and `>=` swap to `<` and `<=`, `!=` and the NOT forms become `(not (...))`, and IS keeps its NOT.
     assert_eq!(norm("age > 21"), "(21 < `age`)");

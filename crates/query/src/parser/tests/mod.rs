@@ -6,6 +6,7 @@ mod dml;
 mod errors;
 mod exprs;
 mod index_manager;
+mod roundtrip;
 mod select;
 
 use crate::ast::*;
