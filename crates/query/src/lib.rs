@@ -17,10 +17,13 @@ mod error;
 pub mod exec;
 pub mod functions;
 pub mod index;
+mod lexer;
+mod parser;
 pub mod plan;
 pub mod prepared;
 pub mod value;
 
 pub use engine::{uuid, Engine, Sink, StatementEnv};
 pub use error::{DmlReason, QueryError};
+pub use parser::{parse, parse_expression};
 pub use value::Value;

@@ -72,8 +72,10 @@ pub struct Binding {
 }
 
 /// A function call as written: `name(args)`, `COUNT(*)`, `COUNT(DISTINCT x)`. The name is lowercased; whether it
-/// names a function is checked after parsing (an unknown one is a syntax error that names the position).
-#[derive(Clone, Debug, PartialEq)]
+/// names a function is checked after parsing (an unknown one is a syntax error that names the position). Two calls
+/// are equal when they call the same function the same way, wherever they were written (so that `COUNT(a)` in
+/// HAVING matches `COUNT(a)` in the projection, and a printed statement parses back equal).
+#[derive(Clone, Debug)]
 pub struct Call {
     pub name: String,
     pub args: Vec<Expr>,
@@ -82,6 +84,12 @@ pub struct Call {
     /// `f(*)`, only COUNT takes it.
     pub star: bool,
     pub pos: Pos,
+}
+
+impl PartialEq for Call {
+    fn eq(&self, other: &Call) -> bool {
+        self.name == other.name && self.args == other.args && self.distinct == other.distinct && self.star == other.star
+    }
 }
 
 /// `CASE [operand] WHEN ... THEN ... [ELSE ...] END`.

@@ -3,6 +3,7 @@
 //! `system:indexes` shows for index keys and conditions), which parses back to the same tree.
 
 mod display;
+mod display_stmt;
 mod expr;
 
 pub use expr::{ArrayForKind, BinaryOp, Binding, Call, Case, Expr, IsTest, Param, Pos, Quantifier};
@@ -69,7 +70,15 @@ pub struct WithTerm {
 #[derive(Clone, Debug, PartialEq)]
 pub enum SetExpr {
     Query(Box<Subselect>),
-    SetOp { op: SetOp, all: bool, left: Box<SetExpr>, right: Box<SetExpr> },
+    SetOp {
+        op: SetOp,
+        all: bool,
+        left: Box<SetExpr>,
+        right: Box<SetExpr>,
+    },
+    /// A parenthesised select with its own WITH, ORDER BY, LIMIT or OFFSET as an operand of a set operation:
+    /// `(SELECT ... ORDER BY x LIMIT 1) UNION ...`. A parenthesised select with none of these is its body.
+    Select(Box<Select>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,1 @@
+SELECT * FROM `default` WHERE fld1=1 AND fld2=2 LIMIT 1

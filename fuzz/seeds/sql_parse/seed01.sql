@@ -1,0 +1,1 @@
+SELECT `idx`.* FROM system:indexes AS idx WHERE (bucket_id = $bucket_name OR (bucket_id IS MISSING AND keyspace_id = $bucket_name)) AND `using` = "gsi" ORDER BY is_primary DESC, name ASC

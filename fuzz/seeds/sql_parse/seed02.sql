@@ -1,0 +1,1 @@
+SELECT RAW name FROM system:indexes WHERE state = "deferred" AND `using` = "gsi"

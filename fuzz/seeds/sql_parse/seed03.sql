@@ -1,0 +1,1 @@
+CREATE INDEX `ix2` ON default:`b`.`s`.`c`(`fld1`, `fld2`) WHERE ((`fld1` = 1) and (`fld2` = 2)) USING GSI WITH {"defer_build":true}

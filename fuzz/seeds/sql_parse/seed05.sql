@@ -1,0 +1,1 @@
+CREATE PRIMARY INDEX IF NOT EXISTS `p` ON default:`b` USING GSI WITH {"num_replica":1}

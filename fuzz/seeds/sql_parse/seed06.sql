@@ -1,0 +1,1 @@
+DROP INDEX `b`.`ix` USING GSI

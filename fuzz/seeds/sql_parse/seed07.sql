@@ -1,0 +1,1 @@
+DROP PRIMARY INDEX IF EXISTS ON default:`b`.`s`.`c`

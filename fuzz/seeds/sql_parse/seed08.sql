@@ -1,0 +1,1 @@
+BUILD INDEX ON default:`b` (`ix0`,`ix1`)

@@ -1,0 +1,1 @@
+ALTER INDEX ix ON b WITH {"action": "move"}

@@ -1,0 +1,1 @@
+UPDATE `default` AS content USE KEYS 'imakey' SET content.a = 'aaaa', meta(content).expiration = 10 UNSET b.c FOR c IN b.cs END WHERE x LIMIT 1 RETURNING content

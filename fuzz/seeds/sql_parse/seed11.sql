@@ -1,0 +1,1 @@
+INSERT INTO b (KEY, VALUE, OPTIONS) VALUES ('k1', {'a': 1}, {'expiration': 5}), ('k2', [1, 2.5, "x"]) RETURNING META(b).id

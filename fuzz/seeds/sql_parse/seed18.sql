@@ -1,0 +1,1 @@
+FROM b WHERE x = ? SELECT DISTINCT RAW x.y[0][1:3].[z]

@@ -1,0 +1,1 @@
+EXECUTE p1 USING [1, "a"]

@@ -1,0 +1,1 @@
+SELECT a NOT IN [1, 2] AND NOT b = c OR -d.e * 2 || 'x' IS NOT NULL FROM b

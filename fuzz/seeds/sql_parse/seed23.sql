@@ -1,0 +1,1 @@
+I'm not N1QL!

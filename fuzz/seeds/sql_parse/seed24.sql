@@ -1,0 +1,1 @@
+SELECT fld1, fld2 FROM ``default`.`test-scope`.`test-collection`` WHERE fld1=1
