@@ -75,7 +75,7 @@ impl Node {
 
     fn cluster_capabilities() -> Value {
         // No query feature is advertised until the query service implements it.
-        json!({"n1ql": []})
+        json!({"n1ql": ["enhancedPreparedStatements"]})
     }
 
     /// The bucket-less (GCCCP) config: no name, uuid, nodeLocator or vBucket map.

@@ -14,6 +14,7 @@ pub mod error_map;
 pub mod kv;
 pub mod node;
 pub mod persistence;
+pub mod query;
 pub mod rest;
 mod service;
 

@@ -73,6 +73,8 @@ pub struct Node {
     config_published: tokio::sync::watch::Sender<u64>,
     /// The cluster this node belongs to; unset only for nodes built without services (unit tests).
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// The query service: prepared statements, indexes, the request log.
+    pub query: Arc<crate::query::QueryService>,
 }
 
 impl Node {
@@ -95,6 +97,7 @@ impl Node {
             kv_connections: AtomicU64::new(0),
             started: std::time::Instant::now(),
             cluster: std::sync::OnceLock::new(),
+            query: Arc::default(),
             config_published: tokio::sync::watch::Sender::new(1),
         });
         Ok(node)

@@ -60,6 +60,7 @@ impl MemDatastore {
             value,
             expiration: 0,
             preserve_expiry: false,
+            flags: None,
             durability: Default::default(),
         };
         // Upserts into an existing collection cannot fail.

@@ -105,6 +105,9 @@ pub struct Mutation {
     pub expiration: u32,
     /// Keep the document's current expiry.
     pub preserve_expiry: bool,
+    /// The flags to store; `None` for a document the statement creates or replaces whole (the datastore stores
+    /// its JSON flags), `Some` to keep the flags an UPDATE read.
+    pub flags: Option<u32>,
     pub durability: Durability,
 }
 
@@ -125,8 +128,9 @@ pub enum Consistency {
     NotBounded,
     /// Wait until the index has applied every mutation the keyspace had when the request started.
     RequestPlus,
-    /// Wait until the index has applied the given `(vBucket, seqno, vbuuid)` positions.
-    AtPlus(Vec<(u16, u64, String)>),
+    /// Wait until the index has applied the given `(bucket, vBucket, seqno, vbuuid)` positions; an empty bucket
+    /// name (a `scan_vector` given for the only keyspace) applies to every keyspace.
+    AtPlus(Vec<(String, u16, u64, String)>),
 }
 
 /// A collection the query engine can read and change.

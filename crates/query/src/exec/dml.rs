@@ -143,6 +143,7 @@ fn insert(d: &DmlNode, t: &InsertTuple, row: &mut Row, cx: &Cx<'_>) -> Result<Op
         value: value.clone(),
         expiration,
         preserve_expiry: false,
+        flags: None,
         durability: cx.dml.durability,
     };
     let Some(cas) = send(d, m, cx)? else { return Ok(None) };
@@ -172,6 +173,7 @@ fn update(d: &DmlNode, set: &[SetTerm], row: &mut Row, cx: &Cx<'_>) -> Result<Op
         value: value.clone(),
         expiration: new_expiry,
         preserve_expiry: preserve,
+        flags: Some(meta.meta.flags),
         durability: cx.dml.durability,
     };
     let Some(cas) = send(d, m, cx)? else { return Ok(None) };
@@ -187,6 +189,7 @@ fn delete(d: &DmlNode, row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryEr
         value: Value::Missing,
         expiration: 0,
         preserve_expiry: false,
+        flags: None,
         durability: cx.dml.durability,
     };
     Ok(send(d, m, cx)?.map(|_| ()))

@@ -10,7 +10,7 @@ use super::{like, Cx, Row};
 use crate::ast::{ArrayForKind, BinaryOp, IsTest, Quantifier};
 use crate::functions::FnKind;
 use crate::plan::{CBinding, CExpr};
-use crate::value::{collate, compare_for_operator, Number, Object, Value};
+use crate::value::{collate, compare_for_operator, Object, Value};
 use crate::QueryError;
 
 /// Evaluates `e` for `row`.
@@ -231,19 +231,21 @@ pub(crate) fn binary(op: BinaryOp, a: &Value, b: &Value) -> Value {
             }
             _ => Value::Null,
         },
-        BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
-            match compare_for_operator(a, b) {
-                Err(unknown) => unknown,
-                Ok(o) => Value::Bool(match op {
-                    BinaryOp::Eq => o == Ordering::Equal,
-                    BinaryOp::Ne => o != Ordering::Equal,
-                    BinaryOp::Lt => o == Ordering::Less,
-                    BinaryOp::Le => o != Ordering::Greater,
-                    BinaryOp::Gt => o == Ordering::Greater,
-                    _ => o != Ordering::Less,
-                }),
-            }
-        }
+        // Equality compares containers element by element: `[null] = [null]` is NULL, as in Couchbase.
+        BinaryOp::Eq => crate::functions::sql_eq(a, b),
+        BinaryOp::Ne => match crate::functions::sql_eq(a, b) {
+            Value::Bool(e) => Value::Bool(!e),
+            other => other,
+        },
+        BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => match compare_for_operator(a, b) {
+            Err(unknown) => unknown,
+            Ok(o) => Value::Bool(match op {
+                BinaryOp::Lt => o == Ordering::Less,
+                BinaryOp::Le => o != Ordering::Greater,
+                BinaryOp::Gt => o == Ordering::Greater,
+                _ => o != Ordering::Less,
+            }),
+        },
     }
 }
 
@@ -629,9 +631,4 @@ pub(crate) fn keys_of(v: &Value) -> Vec<Arc<str>> {
         Value::Array(items) => items.iter().filter_map(|i| i.as_str().map(Arc::from)).collect(),
         _ => Vec::new(),
     }
-}
-
-#[allow(dead_code)]
-fn number(n: Number) -> Value {
-    Value::Number(n)
 }

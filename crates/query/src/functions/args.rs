@@ -92,7 +92,7 @@ pub(crate) fn usize_value(n: usize) -> Value {
 
 /// Couchbase's equality for functions (`Equals`): MISSING if either side is MISSING, NULL if either is NULL (also
 /// inside arrays and objects), false across types, numbers by value with IEEE rules (NaN equals nothing).
-pub(crate) fn sql_eq(a: &Value, b: &Value) -> Value {
+pub fn sql_eq(a: &Value, b: &Value) -> Value {
     match (a, b) {
         (Value::Missing, _) | (_, Value::Missing) => Value::Missing,
         (Value::Null, _) | (_, Value::Null) => Value::Null,

@@ -21,6 +21,8 @@ use crate::value::Value;
 use crate::QueryError;
 
 mod args;
+
+pub use args::sql_eq;
 mod array;
 mod array_set;
 mod bitwise;

@@ -317,7 +317,12 @@ pub(crate) fn has_aggregate(e: &Expr) -> bool {
 /// Calls `f` on `e` and every expression inside it, not descending into subqueries.
 pub(crate) fn visit(e: &Expr, f: &mut impl FnMut(&Expr)) {
     f(e);
-    let mut go = |x: &Expr| visit(x, f);
+    visit_children(e, &mut |x| visit(x, f));
+}
+
+/// Calls `f` on each expression directly inside `e` (a subquery's own expressions are not its children).
+pub fn visit_children(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    let mut go = |x: &Expr| f(x);
     match e {
         Expr::Literal(_) | Expr::Ident(_) | Expr::Param(_) | Expr::Subquery(_) => {}
         Expr::Field(x, _) | Expr::Neg(x) | Expr::Not(x) | Expr::Exists(x) => go(x),

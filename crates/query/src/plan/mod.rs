@@ -17,7 +17,7 @@ mod spans;
 
 use std::sync::Arc;
 
-pub use compile_expr::Compiler;
+pub use compile_expr::{visit_children, Compiler};
 pub use keyspace::{parse_query_context, resolve_keyspace, QueryContext, ResolvedPath};
 
 use crate::ast::{ArrayForKind, BinaryOp, IsTest, Quantifier, SetOp};

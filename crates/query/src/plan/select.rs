@@ -94,6 +94,7 @@ fn set_expr(c: &mut Compiler<'_>, body: &SetExpr) -> Result<Block, QueryError> {
             c.scopes.pop();
             r
         }
+        SetExpr::Select(select) => select_block(c, select),
         SetExpr::SetOp { op, all, left, right } => {
             let l = set_expr(c, left)?;
             let r = set_expr(c, right)?;

@@ -121,31 +121,21 @@ impl Number {
         }
     }
 
-    /// The number as JSON text, written as Couchbase writes it: whole floats without a fraction, exponents only
-    /// below 1e-6 or from 1e21 on (`1e-7`, `1.5e+21`). NaN and the infinities have no JSON form and write `null`.
+    /// The number as JSON text, written as Couchbase writes it: integers as they are, floats in plain decimal
+    /// notation with the shortest digits that read back the same (Go's 'f' format, precision -1: `3`, `0.1`,
+    /// `0.0000001`, never an exponent), and NaN and the infinities as the strings `"NaN"`, `"+Infinity"` and
+    /// `"-Infinity"`.
     pub fn write(self, out: &mut Vec<u8>) {
         match self {
             Number::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+            Number::Float(f) if f.is_nan() => out.extend_from_slice(b"\"NaN\""),
+            Number::Float(f) if f.is_infinite() => {
+                out.extend_from_slice(if f > 0.0 { b"\"+Infinity\"" } else { b"\"-Infinity\"" })
+            }
             Number::Float(f) => {
-                if !f.is_finite() {
-                    out.extend_from_slice(b"null");
-                    return;
-                }
-                let abs = f.abs();
-                if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-                    let text = format!("{f:e}");
-                    match text.split_once('e') {
-                        Some((mantissa, exp)) if !exp.starts_with('-') => {
-                            out.extend_from_slice(format!("{mantissa}e+{exp}").as_bytes())
-                        }
-                        _ => out.extend_from_slice(text.as_bytes()),
-                    }
-                } else {
-                    // Display writes the shortest digits that round-trip, without an exponent, and whole values
-                    // without a fraction: Go's 'f' format with precision -1.
-                    let text = format!("{f}");
-                    out.extend_from_slice(if text == "-0" { b"0" } else { text.as_bytes() });
-                }
+                // Display writes the shortest round-trip digits in plain decimal notation.
+                let text = format!("{f}");
+                out.extend_from_slice(if text == "-0" { b"0" } else { text.as_bytes() });
             }
         }
     }

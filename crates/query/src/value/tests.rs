@@ -55,13 +55,15 @@ fn operators_propagate_missing_before_null() {
 
 #[test]
 fn json_round_trips_with_sorted_members_and_couchbase_numbers() {
-    // Proves parsing sorts members, whole floats print without a fraction, and exponents follow Go's rules.
+    // Proves parsing sorts members, whole floats print without a fraction, no exponent ever (Go's 'f' format),
+    // and NaN and the infinities print as Couchbase's strings.
     assert_eq!(v(r#"{"b":1,"a":[true,null,"x\n"]}"#).to_json_string(), r#"{"a":[true,null,"x\n"],"b":1}"#);
     assert_eq!(Value::float(3.0).to_json_string(), "3");
     assert_eq!(Value::float(0.1).to_json_string(), "0.1");
-    assert_eq!(Value::float(1e-7).to_json_string(), "1e-7");
-    assert_eq!(Value::float(1.5e21).to_json_string(), "1.5e+21");
-    assert_eq!(Value::float(f64::NAN).to_json_string(), "null");
+    assert_eq!(Value::float(1e-7).to_json_string(), "0.0000001");
+    assert_eq!(Value::float(1.5e21).to_json_string(), "1500000000000000000000");
+    assert_eq!(Value::float(f64::NAN).to_json_string(), "\"NaN\"");
+    assert_eq!(Value::float(f64::NEG_INFINITY).to_json_string(), "\"-Infinity\"");
     assert_eq!(v("18446744073709551615").to_json_string(), "18446744073709552000");
 }
 

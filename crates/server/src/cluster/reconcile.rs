@@ -95,6 +95,7 @@ impl Reconciler {
             }
         }
         self.set_feeds(wanted);
+        node.query.indexes.reconcile(node, meta);
     }
 
     fn apply_users(&mut self, node: &Node, meta: &ClusterMetadata) {

@@ -6,6 +6,7 @@ mod hub;
 pub(crate) mod producer;
 
 pub use hub::DcpHub;
+pub(crate) use hub::StreamWaker;
 
 /// The DCP connection name a node's replication feed uses: the producer learns from it which node acknowledges.
 pub fn replication_connection_name(node: u64, bucket: &str) -> String {

@@ -32,6 +32,11 @@ impl Form {
         self.pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
+    /// Every field, in the order sent.
+    pub(crate) fn into_pairs(self) -> Vec<(String, String)> {
+        self.pairs
+    }
+
     /// The first of `keys` present, for fields with legacy aliases (`ramQuota` / `ramQuotaMB`).
     pub(crate) fn get_any(&self, keys: &[&str]) -> Option<&str> {
         keys.iter().find_map(|k| self.get(k))

@@ -11,20 +11,19 @@
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
-mod auth;
+pub(crate) mod auth;
 mod bucket_settings;
 mod buckets;
 mod cluster;
 mod collections;
-mod error;
-mod form;
+pub(crate) mod error;
+pub(crate) mod form;
 mod pools;
-mod query;
 mod roles;
 mod users;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -68,7 +67,7 @@ pub async fn serve_query(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, query::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
 /// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".

@@ -39,7 +39,7 @@ impl TestApp {
 
     /// The query-port router over the same node.
     pub(crate) fn query(&self) -> TestApp {
-        TestApp { router: super::query::router(self.state.clone()), state: self.state.clone() }
+        TestApp { router: crate::query::http::router(self.state.clone()), state: self.state.clone() }
     }
 
     pub(crate) fn add_user(&self, id: &str, password: &str, roles: &str) {

