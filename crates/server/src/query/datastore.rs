@@ -43,6 +43,20 @@ pub struct NodeDatastore {
 }
 
 impl NodeDatastore {
+    /// The collection as this node holds it (only its own vBuckets), for peers' calls.
+    pub fn local_keyspace(&self, name: &KeyspaceName) -> Result<BucketKeyspace, QueryError> {
+        let handle = self
+            .node
+            .bucket(&name.bucket)
+            .ok_or_else(|| QueryError::KeyspaceNotFound(format!("default:{}", name.bucket)))?;
+        let cid = handle
+            .manifest()
+            .scope(&name.scope)
+            .and_then(|s| s.collections.iter().find(|c| c.name == name.collection).map(|c| c.uid))
+            .ok_or_else(|| QueryError::KeyspaceNotFound(name.display_path()))?;
+        Ok(BucketKeyspace { name: name.clone(), handle, cid, indexes: self.registry.bucket(&name.bucket) })
+    }
+
     fn visible(&self, bucket: &str) -> bool {
         match &self.user {
             None => true,
@@ -96,7 +110,8 @@ impl Datastore for NodeDatastore {
             .find(|c| c.name == name.collection)
             .map(|c| c.uid)
             .ok_or_else(|| QueryError::KeyspaceNotFound(name.display_path()))?;
-        Ok(Arc::new(BucketKeyspace { name: name.clone(), handle, cid, indexes: self.registry.bucket(&name.bucket) }))
+        let local = BucketKeyspace { name: name.clone(), handle, cid, indexes: self.registry.bucket(&name.bucket) };
+        Ok(super::routing::routed(local, &self.node, self.runtime.clone()))
     }
 
     fn buckets(&self) -> Vec<BucketInfo> {
@@ -145,7 +160,8 @@ impl Datastore for NodeDatastore {
         if request.defer_build {
             return Ok(());
         }
-        // Couchbase answers a CREATE INDEX once the index is built, so the next query can use it.
+        // Couchbase answers a CREATE INDEX once the index is built, so the next query can use it: here and on
+        // every other node that holds a part of it.
         let deadline = std::time::Instant::now() + CREATE_WAIT_MAX;
         while std::time::Instant::now() < deadline {
             let online = self
@@ -153,7 +169,7 @@ impl Datastore for NodeDatastore {
                 .bucket(&def.keyspace.bucket)
                 .and_then(|b| b.instances.read().iter().find(|i| i.def.id == def.id).cloned())
                 .is_some_and(|i| i.state() == IndexState::Online);
-            if online {
+            if online && super::routing::online_on_peers(&self.node, &self.runtime, &def.keyspace.bucket, &def.id) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -193,13 +209,98 @@ impl Datastore for NodeDatastore {
 
 /// A collection of one of the node's buckets.
 pub struct BucketKeyspace {
-    name: KeyspaceName,
-    handle: Arc<BucketHandle>,
+    pub(crate) name: KeyspaceName,
+    pub(crate) handle: Arc<BucketHandle>,
     cid: u32,
     indexes: Option<Arc<BucketIndexes>>,
 }
 
 impl BucketKeyspace {
+    /// The index definitions on this collection, with their state on this node.
+    pub(crate) fn indexes_local(&self) -> Vec<(IndexDef, IndexState)> {
+        self.indexes
+            .as_ref()
+            .map(|b| b.of_collection(self.cid).iter().map(|i| (i.def.clone(), i.state())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether the key's vBucket is active on this node.
+    pub(crate) fn holds_key(&self, key: &str) -> bool {
+        self.holds_vb(vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0)
+    }
+
+    pub(crate) fn holds_vb(&self, vb: u16) -> bool {
+        self.handle.stream_info(VbId(vb)).is_ok_and(|i| i.state == settee_engine::VbState::Active)
+    }
+
+    /// Up to `limit` entries of this node's part of the index, only of `vbs`, after `after`; and the vBuckets
+    /// of `vbs` it cannot answer for (not active here, or not read by the feeder yet).
+    pub(crate) fn scan_vbs(
+        &self,
+        index: &str,
+        range: &ScanRange,
+        after: Option<&IndexEntry>,
+        limit: usize,
+        vbs: &[u16],
+    ) -> Result<(Vec<IndexEntry>, Vec<u16>), QueryError> {
+        let inst = self.instance(index)?;
+        let unavailable: Vec<u16> =
+            vbs.iter().copied().filter(|&vb| !inst.is_ready(vb) || !self.holds_vb(vb)).collect();
+        let mut wanted = vec![false; usize::from(NUM_VBUCKETS)];
+        for &vb in vbs {
+            if !unavailable.contains(&vb) {
+                wanted[usize::from(vb)] = true;
+            }
+        }
+        let mut out = Vec::new();
+        let mut cursor = after.cloned();
+        loop {
+            let chunk = inst.mem.scan(range, cursor.as_ref(), limit);
+            let done = chunk.len() < limit;
+            cursor = chunk.last().cloned();
+            out.extend(
+                chunk.into_iter().filter(|e| wanted[usize::from(vbucket_for_key(e.doc_id.as_bytes(), NUM_VBUCKETS).0)]),
+            );
+            if done || out.len() >= limit {
+                out.truncate(limit);
+                return Ok((out, unavailable));
+            }
+        }
+    }
+
+    /// The entries of `vbs` in this node's part of the index, and the vBuckets it cannot count.
+    pub(crate) fn count_vbs(&self, index: &str, vbs: &[u16]) -> Result<(u64, Vec<u16>), QueryError> {
+        let inst = self.instance(index)?;
+        let unavailable: Vec<u16> =
+            vbs.iter().copied().filter(|&vb| !inst.is_ready(vb) || !self.holds_vb(vb)).collect();
+        Ok((inst.mem.len() as u64, unavailable))
+    }
+
+    /// Waits for this node's part of an index.
+    pub(crate) fn wait_local(
+        &self,
+        index: &str,
+        consistency: &Consistency,
+        timeout: Duration,
+    ) -> Result<(), QueryError> {
+        let inst = self.instance(index)?;
+        let targets: Vec<(u16, u64)> = match consistency {
+            Consistency::NotBounded => return Ok(()),
+            Consistency::RequestPlus => active_high_seqnos(&self.handle),
+            Consistency::AtPlus(vector) => vector
+                .iter()
+                .filter(|(bucket, ..)| bucket.is_empty() || *bucket == self.name.bucket)
+                .map(|(_, vb, seqno, _)| (*vb, *seqno))
+                .filter(|(vb, _)| self.holds_vb(*vb))
+                .collect(),
+        };
+        if inst.mem.wait_applied(&targets, timeout) {
+            Ok(())
+        } else {
+            Err(QueryError::IndexScanTimeout)
+        }
+    }
+
     fn instance(&self, index: &str) -> Result<Arc<IndexInstance>, QueryError> {
         self.indexes
             .as_ref()
@@ -208,7 +309,7 @@ impl BucketKeyspace {
     }
 
     /// Reads one document; `None` when it does not exist.
-    fn get(&self, key: &Arc<str>) -> Result<Option<Document>, QueryError> {
+    pub(crate) fn get(&self, key: &Arc<str>) -> Result<Option<Document>, QueryError> {
         let vb = vbucket_for_key(key.as_bytes(), NUM_VBUCKETS);
         let dk = DocKey::new(self.cid, key.as_bytes());
         for _ in 0..=FETCH_RETRIES_MAX {
@@ -242,7 +343,7 @@ impl BucketKeyspace {
         Ok(())
     }
 
-    fn write(&self, m: &Mutation) -> Result<MutationOutcome, QueryError> {
+    pub(crate) fn write(&self, m: &Mutation) -> Result<MutationOutcome, QueryError> {
         let op = match m.kind {
             MutationKind::Insert => "INSERT",
             MutationKind::Upsert => "UPSERT",
@@ -363,10 +464,7 @@ impl Keyspace for BucketKeyspace {
     }
 
     fn indexes(&self) -> Vec<(IndexDef, IndexState)> {
-        self.indexes
-            .as_ref()
-            .map(|b| b.of_collection(self.cid).iter().map(|i| (i.def.clone(), i.state())).collect())
-            .unwrap_or_default()
+        self.indexes_local()
     }
 
     fn scan(
@@ -380,22 +478,8 @@ impl Keyspace for BucketKeyspace {
     }
 
     fn wait_for(&self, index: &str, consistency: &Consistency, deadline_nanos: i64) -> Result<(), QueryError> {
-        let inst = self.instance(index)?;
-        let targets: Vec<(u16, u64)> = match consistency {
-            Consistency::NotBounded => return Ok(()),
-            Consistency::RequestPlus => active_high_seqnos(&self.handle),
-            Consistency::AtPlus(vector) => vector
-                .iter()
-                .filter(|(bucket, ..)| bucket.is_empty() || *bucket == self.name.bucket)
-                .map(|(_, vb, seqno, _)| (*vb, *seqno))
-                .collect(),
-        };
         let now = settee_types::Clock::now_nanos(&settee_types::SystemClock) as i64;
         let timeout = Duration::from_nanos(deadline_nanos.saturating_sub(now).max(0) as u64);
-        if inst.mem.wait_applied(&targets, timeout) {
-            Ok(())
-        } else {
-            Err(QueryError::IndexScanTimeout)
-        }
+        self.wait_local(index, consistency, timeout)
     }
 }

@@ -41,6 +41,13 @@ pub(crate) fn router(state: RestState) -> Router {
         .route("/admin/active_requests", get(active_requests))
         .route("/query/service", get(service_get).post(service_post))
         .route("/query", get(service_get).post(service_post))
+        .route("/settee/query/fetch", axum::routing::post(super::peer::fetch))
+        .route("/settee/query/mutate", axum::routing::post(super::peer::mutate))
+        .route("/settee/query/scan", axum::routing::post(super::peer::scan))
+        .route("/settee/query/count", axum::routing::post(super::peer::count))
+        .route("/settee/query/wait", axum::routing::post(super::peer::wait))
+        .route("/settee/query/prepared", axum::routing::post(super::peer::prepared))
+        .route("/settee/query/index_state", axum::routing::post(super::peer::index_state))
         .fallback(|| async { crate::rest::error::RestError::NotFound })
         .layer(middleware::from_fn(crate::rest::log_failures))
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BYTES_MAX))
@@ -336,6 +343,37 @@ impl Exec {
         (status, counts.0, counts.1)
     }
 
+    /// A statement prepared on another node of the cluster: its text is fetched and prepared here under the same
+    /// name, so a name prepared anywhere runs everywhere.
+    fn prepared_from_peers(
+        &self,
+        q: &super::QueryService,
+        name: &str,
+        context: &settee_query::plan::QueryContext,
+    ) -> Option<Arc<settee_query::prepared::Prepared>> {
+        let cluster = self.node.cluster()?;
+        let meta = cluster.metadata();
+        let client = super::routing::peers(&self.node);
+        for (id, info) in &meta.nodes {
+            if *id == cluster.me {
+                continue;
+            }
+            let addr = format!("{}:{}", info.hostname, info.query_port);
+            let req = super::peer::PreparedRequest { name: name.to_string(), context: context.key() };
+            let reply: Result<super::peer::PreparedReply, _> =
+                self.runtime.block_on(client.call(&addr, "prepared", &req, Duration::from_secs(5)));
+            if let Ok(super::peer::PreparedReply { found: Some((text, ctx)) }) = reply {
+                let stmt = parse(&text).ok()?;
+                let ctx = settee_query::plan::parse_query_context(&ctx).ok()?;
+                let now = self.node.clock.now_nanos() as i64;
+                let p = Arc::new(settee_query::prepared::Prepared::new(name.to_string(), text, stmt, ctx, now));
+                q.engine.prepareds.insert(p.clone());
+                return Some(p);
+            }
+        }
+        None
+    }
+
     fn statement(
         &self,
         q: &super::QueryService,
@@ -344,7 +382,10 @@ impl Exec {
         sink: &mut StreamSink,
     ) -> Result<(), QueryError> {
         if let Some(name) = &self.req.prepared {
-            let p = q.engine.lookup(name, &env.context)?;
+            let p = match q.engine.lookup(name, &env.context) {
+                Ok(p) => p,
+                Err(e) => self.prepared_from_peers(q, name, &env.context).ok_or(e)?,
+            };
             super::auth::check(&self.user, &p.statement, &p.context)?;
             return q.engine.run_prepared(&p, env, cx, sink);
         }

@@ -39,9 +39,22 @@ pub struct IndexInstance {
     pub mem: MemIndex,
     /// While building: the high seqno of each active vBucket when the build started; online once applied.
     build_targets: Mutex<Vec<(u16, u64)>>,
+    /// Per vBucket: the index holds that vBucket's entries (the feeder read it since it became active here).
+    ready: Vec<AtomicBool>,
 }
 
 impl IndexInstance {
+    /// Whether the index has the entries of vBucket `vb` (it is active here and the feeder has read it).
+    pub fn is_ready(&self, vb: u16) -> bool {
+        self.ready.get(usize::from(vb)).is_some_and(|r| r.load(Ordering::Acquire))
+    }
+
+    fn set_ready(&self, vb: u16, on: bool) {
+        if let Some(r) = self.ready.get(usize::from(vb)) {
+            r.store(on, Ordering::Release);
+        }
+    }
+
     pub fn state(&self) -> IndexState {
         match self.state.load(Ordering::Acquire) {
             DEFERRED => IndexState::Deferred,
@@ -180,6 +193,7 @@ fn sync_instances(
             state: AtomicU8::new(DEFERRED),
             mem: MemIndex::new(spec.is_primary, usize::from(NUM_VBUCKETS)),
             build_targets: Mutex::new(Vec::new()),
+            ready: (0..NUM_VBUCKETS).map(|_| AtomicBool::new(false)).collect(),
         });
         if !spec.deferred {
             start_build(&inst, &b.bucket);
@@ -305,11 +319,13 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
                 if inst.mem.applied(vb) < position {
                     inst.mem.apply(vb, position, []);
                 }
+                inst.set_ready(vb, true);
             }
         }
         Ok(DcpRead::Snapshot(snap)) => {
             apply_changes(fed, vb, snap.end, snap.items);
             *slot = Some((cursor, snap.end));
+            fed.iter().for_each(|i| i.set_ready(vb, true));
         }
         Ok(DcpRead::FromDisk { up_to, prepares }) => {
             let mut changes: Vec<DcpChange> = prepares;
@@ -325,12 +341,14 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
             changes.sort_by_key(|c| c.item.seqno);
             apply_changes(fed, vb, up_to, changes);
             *slot = Some((cursor, up_to));
+            fed.iter().for_each(|i| i.set_ready(vb, true));
         }
         Err(EngineError::NotMyVbucket) => {
             // No longer active here: forget the cursor and the vBucket's entries.
             b.bucket.close_cursor(id, cursor);
             *slot = None;
             for inst in fed {
+                inst.set_ready(vb, false);
                 inst.mem.reset_vbucket(vb, |key| vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0 == vb);
             }
         }
@@ -341,6 +359,7 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
 /// Applies one vBucket's changes (up to `end`) to every fed index of their collections.
 fn apply_changes(fed: &[Arc<IndexInstance>], vb: u16, end: u64, items: Vec<DcpChange>) {
     let mut per_index: Vec<Vec<Change>> = vec![Vec::new(); fed.len()];
+    let applied: Vec<u64> = fed.iter().map(|i| i.mem.applied(vb)).collect();
     for change in items {
         if matches!(change.kind, ChangeKind::Prepare(_) | ChangeKind::Abort { .. }) {
             continue;
@@ -350,7 +369,7 @@ fn apply_changes(fed: &[Arc<IndexInstance>], vb: u16, end: u64, items: Vec<DcpCh
         let Ok(id) = std::str::from_utf8(key.key()) else { continue };
         let doc_id: Arc<str> = Arc::from(id);
         for (i, inst) in fed.iter().enumerate() {
-            if inst.cid != key.cid() || inst.mem.applied(vb) >= item.seqno || !inst.def.is_primary {
+            if inst.cid != key.cid() || applied[i] >= item.seqno || !inst.def.is_primary {
                 continue;
             }
             per_index[i].push(if item.deleted {
@@ -364,21 +383,3 @@ fn apply_changes(fed: &[Arc<IndexInstance>], vb: u16, end: u64, items: Vec<DcpCh
         inst.mem.apply(vb, end, changes);
     }
 }
-
-/// Waits (blocking) until every index in `instances` has applied `targets`, or `timeout` passes.
-pub fn wait_applied(inst: &IndexInstance, targets: &[(u16, u64)], timeout: Duration) -> bool {
-    inst.mem.wait_applied(targets, timeout)
-}
-
-#[allow(dead_code)]
-fn _engine_error_is_used(e: EngineError) -> EngineError {
-    e
-}
-
-/// Whether the index is usable for scans.
-pub fn is_online(inst: &IndexInstance) -> bool {
-    inst.state() == IndexState::Online
-}
-
-#[allow(dead_code)]
-fn _spec_is_used(_: &IndexSpec) {}

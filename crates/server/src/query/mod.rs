@@ -6,9 +6,11 @@ pub mod auth;
 pub mod datastore;
 pub mod http;
 pub mod indexes;
+pub mod peer;
 pub mod request;
 pub mod requests;
 pub mod response;
+mod routing;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -35,6 +37,8 @@ pub struct QueryService {
     pub servicers: usize,
     pub completed: AtomicU64,
     pub memory_quota_mb: u64,
+    /// The client for other nodes' query ports, made on first use (it needs the node's credentials).
+    pub peers: std::sync::OnceLock<Arc<peer::PeerClient>>,
 }
 
 impl Default for QueryService {
@@ -49,6 +53,7 @@ impl Default for QueryService {
             servicers,
             completed: AtomicU64::new(0),
             memory_quota_mb: MEMORY_QUOTA_DEFAULT_MB,
+            peers: std::sync::OnceLock::new(),
         }
     }
 }
