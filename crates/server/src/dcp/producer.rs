@@ -56,6 +56,10 @@ pub(crate) struct ProducerSetup {
     /// The connection negotiated collections: keys keep their collection prefix.
     pub collections: bool,
     pub peer: String,
+    /// Who opened the connection, and the users it is checked against again whenever users change: a producer
+    /// whose user is deleted or loses the DCP privilege stops, as kv_engine drops such connections.
+    pub user: String,
+    pub users: crate::auth::UserStore,
 }
 
 pub(crate) async fn serve(
@@ -65,7 +69,8 @@ pub(crate) async fn serve(
     mut rbuf: BytesMut,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let ProducerSetup { bucket, conn, include_xattrs, collections, peer } = setup;
+    let ProducerSetup { bucket, conn, include_xattrs, collections, peer, user, users } = setup;
+    let mut users_generation = users.generation();
     let waker = bucket.dcp_hub.subscribe();
     let replica_node = std::str::from_utf8(conn.name()).ok().and_then(super::replica_node_of);
     let mut p = Producer {
@@ -83,6 +88,13 @@ pub(crate) async fn serve(
     tracing::info!(peer = %p.peer, name = %String::from_utf8_lossy(p.conn.name()), "dcp producer connection opened");
     let mut out = Vec::with_capacity(64 * 1024);
     loop {
+        if users.generation() != users_generation {
+            users_generation = users.generation();
+            if !users.bucket_access(&user, &p.bucket.name()).dcp {
+                tracing::info!(peer = %p.peer, %user, "closing dcp connection: its user was deleted or lost the dcp privilege");
+                break;
+            }
+        }
         if !p.handle_frames(&mut rbuf, &mut out) {
             break;
         }

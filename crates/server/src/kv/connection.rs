@@ -203,6 +203,8 @@ pub async fn serve_connection(
                 include_xattrs,
                 collections,
                 peer: peer.to_string(),
+                user: session.user.clone().unwrap_or_default(),
+                users: node.users.clone(),
             };
             let _ = main.spawn(crate::dcp::producer::serve(setup, rd, wr, rbuf, producer_shutdown)).await;
             node.kv_connections.fetch_sub(1, Ordering::Relaxed);

@@ -75,7 +75,7 @@ impl Caller {
     /// May list `bucket` and read its settings: any access to it, or the right to read cluster settings.
     pub(crate) fn can_see_bucket(&self, bucket: &str) -> bool {
         let access = self.user.bucket_access(bucket);
-        self.user.can_read_settings() || access.read || access.write || access.manage
+        self.user.can_read_settings() || access.any()
     }
 
     /// May edit, flush or delete `bucket` and manage its scopes and collections.

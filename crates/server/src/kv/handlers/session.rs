@@ -110,7 +110,7 @@ pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut 
     let user = s.user.as_deref().unwrap_or_default();
     s.users_generation = node.users.generation();
     let access = node.users.bucket_access(user, name);
-    let bucket = node.bucket(name).filter(|_| access.read || access.write || access.manage);
+    let bucket = node.bucket(name).filter(|_| access.any());
     match bucket {
         Some(b) => {
             s.bucket = Some(b);

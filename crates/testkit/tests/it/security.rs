@@ -1,0 +1,112 @@
+//! Hostile clients (issue 17, item 5): privileges a command needs beyond reading documents, and what becomes of a
+//! connection whose user is deleted. Each test runs a real node on real sockets.
+
+use std::time::Duration;
+
+use settee_client::Connection;
+use settee_mcbp::dcp::{DcpOpen, DcpOpenFlags};
+use settee_server::auth::Role;
+use settee_testkit::{TestNode, ADMIN, PASSWORD};
+
+use crate::helpers::req;
+
+/// The status kv_engine answers a command the user lacks the privilege for.
+const EACCESS: u16 = 0x24;
+
+/// Adds (or replaces) a user through the cluster metadata, as the REST API does.
+pub async fn add_user(node: &TestNode, id: &str, password: &str, roles: &str) {
+    let roles = Role::parse_list(roles).expect("roles");
+    let (id, password) = (id.to_owned(), password.to_owned());
+    let change = node.running.node.propose_user_change(move |u| u.upsert(&id, "", Some(&password), roles));
+    change.await.expect("proposed").expect("user stored");
+}
+
+async fn delete_user(node: &TestNode, id: &str) {
+    let id = id.to_owned();
+    let change = node.running.node.propose_user_change(move |u| Ok::<bool, ()>(u.delete(&id)));
+    assert!(change.await.expect("proposed").expect("deleted"), "the user existed");
+}
+
+async fn connect_as(node: &TestNode, user: &str, password: &str) -> Connection {
+    Connection::connect(node.kv_addr(), user, password, Some("default"), &[]).await.expect("connect")
+}
+
+/// Sends DCP_OPEN (producer) and returns the reply's status.
+async fn dcp_open(c: &mut Connection, name: &str) -> u16 {
+    let mut frame = Vec::new();
+    DcpOpen { opaque: 7, flags: DcpOpenFlags::PRODUCER, name: name.as_bytes(), value: &[] }.encode(&mut frame);
+    c.send_raw(&frame).await.expect("send");
+    c.read_response().await.expect("reply").status
+}
+
+/// Waits (up to `limit`) for the server to close the connection; true if it did.
+async fn closed_within(c: &mut Connection, limit: Duration) -> bool {
+    tokio::time::timeout(limit, c.closed_by_server()).await.unwrap_or(false)
+}
+
+/// Regression: a user with only `data_reader[default]` could open a DCP producer and stream every document. Proves
+/// DCP_OPEN needs the DCP privilege: data_reader gets EACCESS, data_dcp_reader and the administrator (the identity
+/// the node's own replication connections use) open the producer.
+#[tokio::test]
+async fn dcp_open_needs_the_dcp_privilege_not_just_read_access() {
+    let node = TestNode::start().await;
+    add_user(&node, "reader", "reader-pw", "data_reader[default]").await;
+    add_user(&node, "streamer", "streamer-pw", "data_dcp_reader[default]").await;
+    let mut reader = connect_as(&node, "reader", "reader-pw").await;
+    assert_eq!(dcp_open(&mut reader, "probe").await, EACCESS);
+    let mut streamer = connect_as(&node, "streamer", "streamer-pw").await;
+    assert_eq!(dcp_open(&mut streamer, "backup").await, 0);
+    let mut admin = connect_as(&node, ADMIN, PASSWORD).await;
+    assert_eq!(dcp_open(&mut admin, "replication:9:default").await, 0);
+    node.stop().await;
+}
+
+/// Regression: STAT answered any connection with a bucket selected. Proves it needs the bucket's stats privilege
+/// (Couchbase's SimpleStats): a data_reader gets EACCESS, data_monitoring (which can select the bucket for that
+/// alone) and the administrator get the statistics.
+#[tokio::test]
+async fn stat_needs_the_stats_privilege() {
+    let node = TestNode::start().await;
+    add_user(&node, "reader", "reader-pw", "data_reader[default]").await;
+    add_user(&node, "monitor", "monitor-pw", "data_monitoring[default]").await;
+    let mut reader = connect_as(&node, "reader", "reader-pw").await;
+    assert_eq!(reader.call(0x10, b"", &[], &[], 0, 0).await.unwrap().status, EACCESS);
+    for (user, password) in [("monitor", "monitor-pw"), (ADMIN, PASSWORD)] {
+        let mut c = connect_as(&node, user, password).await;
+        let first = c.call(0x10, b"", &[], &[], 0, 0).await.unwrap();
+        assert_eq!(first.status, 0, "{user}");
+        assert!(!first.key.is_empty(), "{user}: the first reply names a statistic");
+    }
+    node.stop().await;
+}
+
+/// Regression: a connection whose user was deleted kept being answered. Proves the next request of a deleted user's
+/// KV connection closes it without an answer, and that a DCP producer opened by a deleted user stops too, while a
+/// connection of another user is unaffected.
+#[tokio::test]
+async fn connections_of_a_deleted_user_are_closed() {
+    let node = TestNode::start().await;
+    add_user(&node, "gone", "gone-pw", "data_dcp_reader[default]").await;
+    add_user(&node, "stays", "stays-pw", "data_reader[default]").await;
+    let mut kv = connect_as(&node, "gone", "gone-pw").await;
+    let mut producer = connect_as(&node, "gone", "gone-pw").await;
+    let mut other = connect_as(&node, "stays", "stays-pw").await;
+    let get = |c: &Connection| c.key(0, b"missing");
+    let key = get(&kv);
+    assert_eq!(kv.send(&req(0x00, &key, &[], &[])).await.unwrap().status, 0x01, "KEY_ENOENT before the delete");
+    assert_eq!(dcp_open(&mut producer, "gone-stream").await, 0);
+
+    delete_user(&node, "gone").await;
+    kv.send_raw(&{
+        let mut frame = Vec::new();
+        settee_mcbp::encode_request(&mut frame, &req(0x00, &key, &[], &[]));
+        frame
+    })
+    .await
+    .unwrap();
+    assert!(closed_within(&mut kv, Duration::from_secs(10)).await, "the deleted user's kv connection closes");
+    assert!(closed_within(&mut producer, Duration::from_secs(10)).await, "the deleted user's producer closes");
+    let key = get(&other);
+    assert_eq!(other.send(&req(0x00, &key, &[], &[])).await.unwrap().status, 0x01, "another user is unaffected");
+    node.stop().await;
+}
