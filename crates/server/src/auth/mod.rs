@@ -26,7 +26,9 @@ mod users;
 
 pub use credentials::{Credentials, PlainVerifier, ScramKeys, DEFAULT_ITERATIONS, SALT_BYTES};
 pub use mechanism::{Mechanism, ScramHash};
-pub use plain::authenticate_plain;
+#[cfg(test)]
+pub(crate) use plain::decoy_checks;
+pub use plain::{authenticate_plain, verify_password};
 pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget};
 pub use scram::ScramServer;
 pub use users::{User, UserError, UserStore};

@@ -29,21 +29,41 @@ pub fn authenticate_plain(message: &[u8], lookup: impl Fn(&str) -> Option<Creden
     if !authzid.is_empty() && authzid != user.as_bytes() {
         return Err(AuthError::Failed);
     }
-    let verified = match lookup(user) {
-        Some(credentials) => credentials.verify_plain(password),
-        None => {
-            let _ = decoy().verify_plain(password);
-            false
-        }
-    };
-    if verified {
+    if verify_password(lookup(user).as_ref(), password) {
         Ok(user.to_owned())
     } else {
         Err(AuthError::Failed)
     }
 }
 
-/// Credentials made from a random password nobody knows, checked against when the user does not exist.
+/// Checks a password sent with SASL PLAIN or HTTP Basic against a user's credentials, or, for a user that does not
+/// exist (`None`), against a decoy made with the same PBKDF2 parameters, so that the answer takes as long for an
+/// unknown user as for a known one with a wrong password and response times do not reveal which users exist. The
+/// decoy never verifies. Costs one derivation unless `PlainCache` remembers the (right) password.
+pub fn verify_password(credentials: Option<&Credentials>, password: &[u8]) -> bool {
+    match credentials {
+        Some(credentials) => credentials.verify_plain(password),
+        None => {
+            #[cfg(test)]
+            DECOY_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = decoy().verify_plain(password);
+            false
+        }
+    }
+}
+
+/// How many times `verify_password` checked against the decoy, so tests can tell that an unknown user paid the
+/// derivation without measuring time.
+#[cfg(test)]
+static DECOY_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[cfg(test)]
+pub(crate) fn decoy_checks() -> u64 {
+    DECOY_CHECKS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Credentials made from a random password nobody knows, checked against when the user does not exist. They are
+/// derived like every user's (`Credentials::from_password`: same hash, salt length and iterations).
 fn decoy() -> &'static Credentials {
     static DECOY: OnceLock<Credentials> = OnceLock::new();
     DECOY.get_or_init(|| {
