@@ -6,29 +6,47 @@ use std::sync::OnceLock;
 
 use super::{AuthError, Credentials, SASL_MESSAGE_BYTES_MAX};
 
-/// Checks a PLAIN message and returns the authenticated user name.
+/// A PLAIN message's user and password, borrowed from the message.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PlainMessage<'a> {
+    pub user: &'a str,
+    pub password: &'a [u8],
+}
+
+impl<'a> PlainMessage<'a> {
+    /// Checks the grammar (`[authzid] NUL user NUL password`, bounded length, UTF-8 non-empty user) and the
+    /// authzid, which may only name the user itself; costs no derivation.
+    pub fn parse(message: &'a [u8]) -> Result<PlainMessage<'a>, AuthError> {
+        if message.len() > SASL_MESSAGE_BYTES_MAX {
+            return Err(AuthError::Malformed("PLAIN message is too long"));
+        }
+        let mut parts = message.split(|&b| b == 0);
+        let (Some(authzid), Some(user), Some(password), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(AuthError::Malformed("PLAIN needs exactly three NUL-separated fields"));
+        };
+        let user = std::str::from_utf8(user).map_err(|_| AuthError::Malformed("PLAIN user name is not UTF-8"))?;
+        if user.is_empty() {
+            return Err(AuthError::Malformed("PLAIN user name is empty"));
+        }
+        // Acting on behalf of another user is not supported; naming oneself is harmless.
+        if !authzid.is_empty() && authzid != user.as_bytes() {
+            return Err(AuthError::Failed);
+        }
+        Ok(PlainMessage { user, password })
+    }
+}
+
+/// Checks a PLAIN message and returns the authenticated user name, deriving on the calling thread (a KV connection
+/// parses with [`PlainMessage::parse`] and derives with `run_derivation` instead).
 ///
 /// An unknown user costs the same PBKDF2 work as a known one with a wrong password, so response time does not
 /// reveal which users exist. Only a right password can be answered faster (from `PlainCache`), and that answer is
 /// SUCCESS anyway. The user is looked up before any password is checked, so a deleted user fails against the
 /// decoy whatever was verified for it before.
 pub fn authenticate_plain(message: &[u8], lookup: impl Fn(&str) -> Option<Credentials>) -> Result<String, AuthError> {
-    if message.len() > SASL_MESSAGE_BYTES_MAX {
-        return Err(AuthError::Malformed("PLAIN message is too long"));
-    }
-    let mut parts = message.split(|&b| b == 0);
-    let (Some(authzid), Some(user), Some(password), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(AuthError::Malformed("PLAIN needs exactly three NUL-separated fields"));
-    };
-    let user = std::str::from_utf8(user).map_err(|_| AuthError::Malformed("PLAIN user name is not UTF-8"))?;
-    if user.is_empty() {
-        return Err(AuthError::Malformed("PLAIN user name is empty"));
-    }
-    // Acting on behalf of another user is not supported; naming oneself is harmless.
-    if !authzid.is_empty() && authzid != user.as_bytes() {
-        return Err(AuthError::Failed);
-    }
+    let PlainMessage { user, password } = PlainMessage::parse(message)?;
     if verify_password(lookup(user).as_ref(), password) {
         Ok(user.to_owned())
     } else {

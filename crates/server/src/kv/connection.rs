@@ -70,6 +70,7 @@ pub async fn serve_connection(
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
     // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
     let producer_shutdown = shutdown.clone();
+    let mut auth_shutdown = shutdown.clone();
     let shutdown_signal = shutdown.changed();
     tokio::pin!(shutdown_signal);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
@@ -127,6 +128,13 @@ pub async fn serve_connection(
                     }
                     let mut fetches = 0;
                     dispatch(&node, &mut session, &req, &mut wbuf);
+                    if let Some(work) = wbuf.auth.take() {
+                        // A PLAIN derivation or a failed attempt's delay: this connection waits (in order), the
+                        // worker thread serves its other connections meanwhile.
+                        let shutdown = &mut auth_shutdown;
+                        super::handlers::session::finish_auth(&node, &mut session, work, &req, &mut wbuf, shutdown)
+                            .await;
+                    }
                     while let Some(fetch) = wbuf.fetch.take() {
                         // The request touched an item that is on disk only: fetch it, then run the request again.
                         if fetches == FETCH_ATTEMPTS_MAX {

@@ -1,6 +1,7 @@
 //! HTTP Basic authentication and the privilege checks REST handlers make.
 //!
-//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool, unless the
+//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool
+//! (`auth::run_derivation`, a bounded number at once for the process), unless the
 //! process-wide cache of verified PLAIN passwords (`auth::PlainCache`, shared with the KV port's SASL PLAIN) already
 //! holds it for the user's current credentials.
 
@@ -14,7 +15,7 @@ use base64::Engine;
 
 use super::error::RestError;
 use super::RestState;
-use crate::auth::{verify_password, ClusterRole, Role, User};
+use crate::auth::{run_derivation, verify_password, ClusterRole, Role, User};
 
 /// An authenticated caller.
 pub(crate) struct Caller {
@@ -41,7 +42,7 @@ pub(crate) async fn authenticate(state: &RestState, id: &str, password: &str) ->
     if !remembered {
         let credentials = user.as_ref().map(|u| u.credentials.clone());
         let candidate = password.to_owned();
-        let verify = tokio::task::spawn_blocking(move || verify_password(credentials.as_ref(), candidate.as_bytes()));
+        let verify = run_derivation(move || verify_password(credentials.as_ref(), candidate.as_bytes()));
         if !verify.await.unwrap_or(false) {
             return Err(RestError::Unauthorized);
         }

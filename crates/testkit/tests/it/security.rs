@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use settee_client::Connection;
 use settee_mcbp::dcp::{DcpOpen, DcpOpenFlags};
+use settee_mcbp::Request;
 use settee_server::auth::Role;
 use settee_testkit::{TestNode, ADMIN, PASSWORD};
 
@@ -108,5 +109,46 @@ async fn connections_of_a_deleted_user_are_closed() {
     assert!(closed_within(&mut producer, Duration::from_secs(10)).await, "the deleted user's producer closes");
     let key = get(&other);
     assert_eq!(other.send(&req(0x00, &key, &[], &[])).await.unwrap().status, 0x01, "another user is unaffected");
+    node.stop().await;
+}
+
+/// How many answers arrive on `c` within `limit`.
+async fn answers_within(c: &mut Connection, limit: Duration) -> usize {
+    let mut answers = 0;
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::timeout_at(deadline, c.read_response()).await.is_ok_and(|r| r.is_ok()) {
+        answers += 1;
+    }
+    answers
+}
+
+/// Regression: wrong-password PLAIN attempts ran PBKDF2 on the KV worker thread inside the batch, so four
+/// connections pipelining bad logins stalled every other client of that worker for seconds. Proves, on a node with
+/// a single worker thread, that another connection's GETs are each answered within a generous 2 s while four
+/// connections with 300 pipelined bad logins each are under way, and that the flood is still being answered (slowly:
+/// each failure on a connection waits longer than the one before) when the GETs are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_plain_logins_do_not_stall_the_other_connections_of_their_worker() {
+    let node = TestNode::start_with(|c| c.kv_threads = 1).await;
+    let mut victim = node.connect().await;
+    let bad_login = Request { value: b"\0Administrator\0not-the-password", ..Request::client(0x21, b"PLAIN") };
+    let mut flood = Vec::new();
+    for _ in 0..4 {
+        let mut c = Connection::connect_raw(node.kv_addr()).await.expect("connect");
+        for _ in 0..300 {
+            c.queue(&bad_login);
+        }
+        c.flush().await.expect("flood sent");
+        flood.push(c);
+    }
+    let key = victim.key(0, b"victim-key");
+    for i in 0..20 {
+        let get = tokio::time::timeout(Duration::from_secs(2), victim.send(&req(0x00, &key, &[], &[]))).await;
+        assert_eq!(get.expect("GET answered within 2 s").unwrap().status, 0x01, "GET {i}");
+    }
+    for c in &mut flood {
+        let answered = answers_within(c, Duration::from_millis(200)).await;
+        assert!(answered < 300, "the flood is still under way when the GETs are done ({answered} answered)");
+    }
     node.stop().await;
 }
