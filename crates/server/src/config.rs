@@ -57,6 +57,11 @@ pub struct ServerConfig {
     /// Most concurrent KV connections; further connections are closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Seconds a KV connection may stay unauthenticated: one that has not completed SASL by then is closed, so
+    /// silent or half-open connections cannot pile up. When every connection slot is taken, the oldest
+    /// unauthenticated connection is closed to admit a new one.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_auth_timeout_secs: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use settee_mcbp::{decode_request, Feature};
@@ -15,6 +16,7 @@ use super::dispatch::dispatch;
 use super::pending::Out;
 use super::reply;
 use super::session::Session;
+use super::unauthenticated::PreAuth;
 use crate::node::Node;
 use settee_types::Status;
 
@@ -36,6 +38,10 @@ fn is_barrier(req: &settee_mcbp::Request<'_>) -> bool {
 /// A request that still finds its item ejected after this many background fetches gets TMPFAIL (the item pager
 /// is racing it); the client retries.
 const FETCH_ATTEMPTS_MAX: u32 = 3;
+/// Largest request body a connection may send before it authenticates: HELLO, SASL (at most 4 KiB), the error map
+/// and NOOP are all small, so a larger frame from an unauthenticated client closes the connection at its header,
+/// before its body is buffered (Couchbase closes unauthenticated connections that send large frames too).
+const UNAUTHENTICATED_BODY_BYTES_MAX: usize = 8 * 1024;
 /// Buffers above this size are released after use so idle connections stay small.
 const IDLE_BUFFER_BYTES_MAX: usize = 256 * 1024;
 
@@ -56,6 +62,7 @@ fn push_config(node: &Node, session: &Session, out: &mut Vec<u8>) {
 pub async fn serve_connection(
     node: Arc<Node>,
     stream: TcpStream,
+    pre_auth: PreAuth,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     main: tokio::runtime::Handle,
 ) {
@@ -78,7 +85,15 @@ pub async fn serve_connection(
     // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
     let mut inflight: JoinSet<Vec<u8>> = JoinSet::new();
     let mut configs = node.config_changes();
+    // Until SASL succeeds: the deadline to authenticate by, and the listener's signal to make room.
+    let auth_deadline = tokio::time::Instant::now() + Duration::from_secs(node.config.kv_auth_timeout_secs);
+    let mut pre_auth = Some(pre_auth);
+    let evicted = pre_auth.as_ref().map(|p| p.evicted.clone()).unwrap_or_default();
     'conn: loop {
+        if session.user.is_some() {
+            // Authenticated: no deadline, never evicted for room.
+            pre_auth = None;
+        }
         let read = tokio::select! {
             r = rd.read_buf(&mut rbuf) => r,
             Ok(()) = configs.changed(), if session.wants_config_pushes() => {
@@ -104,6 +119,14 @@ pub async fn serve_connection(
                 continue;
             }
             _ = &mut shutdown_signal => break,
+            _ = tokio::time::sleep_until(auth_deadline), if pre_auth.is_some() => {
+                tracing::info!(%peer, "closing kv connection: not authenticated within the authentication timeout");
+                break;
+            }
+            _ = evicted.notified(), if pre_auth.is_some() => {
+                tracing::info!(%peer, "closing kv connection: the connection limit is reached and it is the oldest one not authenticated");
+                break;
+            }
         };
         match read {
             Ok(0) => break,
@@ -116,7 +139,8 @@ pub async fn serve_connection(
         let mut used = 0;
         let mut fatal = false;
         loop {
-            match decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX) {
+            let body_max = if session.user.is_some() { FRAME_BODY_BYTES_MAX } else { UNAUTHENTICATED_BODY_BYTES_MAX };
+            match decode_request(&rbuf[used..], body_max) {
                 Ok(Some((req, n))) => {
                     if !inflight.is_empty() && is_barrier(&req) {
                         // Connection-state changes and barrier frames wait for everything before them.
@@ -178,7 +202,8 @@ pub async fn serve_connection(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(%peer, agent = %session.agent, error = %e, "closing kv connection: malformed frame");
+                    let authenticated = session.user.is_some();
+                    tracing::warn!(%peer, agent = %session.agent, authenticated, error = %e, "closing kv connection: malformed frame");
                     fatal = true;
                     break;
                 }

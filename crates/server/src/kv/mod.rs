@@ -10,3 +10,4 @@ pub mod listener;
 pub mod pending;
 pub mod reply;
 pub mod session;
+pub mod unauthenticated;

@@ -152,3 +152,70 @@ async fn bad_plain_logins_do_not_stall_the_other_connections_of_their_worker() {
     }
     node.stop().await;
 }
+
+/// A KV header announcing `body` bytes of GET, without the body.
+fn header_only(body: u32) -> Vec<u8> {
+    let mut frame = vec![0u8; 24];
+    frame[0] = 0x80;
+    frame[8..12].copy_from_slice(&body.to_be_bytes());
+    frame
+}
+
+/// Regression: connections that never authenticate (silent, a partial header, a HELLO and nothing more) stayed open
+/// for minutes. Proves each is closed once the authentication timeout (1 s here) passes, while an authenticated
+/// connection idle for as long stays open and is answered.
+#[tokio::test]
+async fn unauthenticated_connections_are_closed_after_the_auth_timeout() {
+    let node = TestNode::start_with(|c| c.kv_auth_timeout_secs = 1).await;
+    let mut authenticated = node.connect().await;
+    let mut silent = Connection::connect_raw(node.kv_addr()).await.unwrap();
+    let mut partial = Connection::connect_raw(node.kv_addr()).await.unwrap();
+    partial.send_raw(&header_only(10)[..10]).await.unwrap();
+    let mut hello_only = Connection::connect_raw(node.kv_addr()).await.unwrap();
+    hello_only.hello("hostile", &[]).await.unwrap();
+    for (what, c) in [("silent", &mut silent), ("partial header", &mut partial), ("hello only", &mut hello_only)] {
+        assert!(closed_within(c, Duration::from_secs(10)).await, "{what} connection closed");
+    }
+    let key = authenticated.key(0, b"k");
+    assert_eq!(authenticated.send(&req(0x00, &key, &[], &[])).await.unwrap().status, 0x01, "still served");
+    node.stop().await;
+}
+
+/// Regression: an unauthenticated client could declare a 29 MiB body and be buffered. Proves the header alone
+/// closes such a connection (well before the authentication timeout, set to a minute here), while the same frame
+/// size is no reason to close an authenticated connection (which then waits for the body).
+#[tokio::test]
+async fn a_large_frame_from_an_unauthenticated_client_closes_the_connection_at_its_header() {
+    let node = TestNode::start_with(|c| c.kv_auth_timeout_secs = 60).await;
+    let mut hostile = Connection::connect_raw(node.kv_addr()).await.unwrap();
+    hostile.send_raw(&header_only(29 << 20)).await.unwrap();
+    assert!(closed_within(&mut hostile, Duration::from_secs(5)).await, "closed at the header");
+    let mut client = node.connect().await;
+    client.send_raw(&header_only(64 * 1024)).await.unwrap();
+    assert!(!closed_within(&mut client, Duration::from_millis(500)).await, "an authenticated client may send it");
+    node.stop().await;
+}
+
+/// Regression: 10,000 silent connections locked every legitimate client out (each new one was refused at accept
+/// while the slots were held). Proves, with 20 slots all held by silent connections and a long authentication
+/// timeout, that a legitimate client still connects, authenticates and is served, the oldest silent connection
+/// being closed to make room.
+#[tokio::test]
+async fn a_flood_of_unauthenticated_connections_cannot_lock_out_a_client() {
+    let node = TestNode::start_with(|c| {
+        c.max_connections = 20;
+        c.kv_auth_timeout_secs = 60;
+    })
+    .await;
+    let mut flood = Vec::new();
+    for _ in 0..20 {
+        let mut c = Connection::connect_raw(node.kv_addr()).await.unwrap();
+        c.hello("hostile", &[]).await.unwrap(); // answered: the connection holds a slot
+        flood.push(c);
+    }
+    let mut client = tokio::time::timeout(Duration::from_secs(10), node.connect()).await.expect("admitted in time");
+    let key = client.key(0, b"k");
+    assert_eq!(client.send(&req(0x00, &key, &[], &[])).await.unwrap().status, 0x01);
+    assert!(closed_within(&mut flood[0], Duration::from_secs(5)).await, "the oldest silent connection made room");
+    node.stop().await;
+}
