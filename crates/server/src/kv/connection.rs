@@ -10,10 +10,12 @@ use settee_mcbp::{decode_request, Feature};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::futures::Notified;
 use tokio::task::JoinSet;
 
 use super::dispatch::dispatch;
 use super::pending::Out;
+use super::read_budget::{pending_frame_bytes, Claim};
 use super::reply;
 use super::session::Session;
 use super::unauthenticated::PreAuth;
@@ -57,6 +59,48 @@ fn push_config(node: &Node, session: &Session, out: &mut Vec<u8>) {
     reply::clustermap_notification(out, &name, 1, rev, &body);
 }
 
+/// What the read-buffer budget allows the connection before its next read.
+enum Budget<'a> {
+    /// The partial frame at the head of the buffer (if any) fits the connection's own buffer, or its reservation
+    /// was taken before.
+    Fits,
+    /// A reservation for a large frame was just taken: its deadline starts now.
+    Taken,
+    /// No budget for the large frame yet: do not read until this completes (another frame freed budget).
+    Wait(std::pin::Pin<Box<Notified<'a>>>),
+}
+
+/// Makes the connection's reservation match the frame it is receiving and sizes the buffer for it. A buffer that
+/// needs no reservation goes back to its small size (keeping the few bytes of a partial header or small frame), so
+/// the memory of a large frame is held only while its reservation is.
+fn settle_read_budget<'a>(node: &'a Node, claim: &mut Claim, rbuf: &mut BytesMut) -> Budget<'a> {
+    let frame_bytes = pending_frame_bytes(rbuf);
+    let had_reservation = claim.bytes() > 0;
+    let outcome = match claim.settle(frame_bytes, READ_BUFFER_BYTES) {
+        Some(true) => Budget::Taken,
+        Some(false) => Budget::Fits,
+        None => {
+            // Register for the wake-up before trying again, so a release in between is not missed.
+            let mut freed = Box::pin(node.read_budget.freed());
+            freed.as_mut().enable();
+            match claim.settle(frame_bytes, READ_BUFFER_BYTES) {
+                Some(_) => Budget::Taken,
+                None => return Budget::Wait(freed),
+            }
+        }
+    };
+    if claim.bytes() > 0 {
+        rbuf.reserve(claim.bytes().saturating_sub(rbuf.len()));
+    } else if had_reservation || rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
+        // After a large frame the allocation is still the frame's size even when `capacity()` (what is left past
+        // the consumed bytes) looks small: replace it.
+        let mut small = BytesMut::with_capacity(READ_BUFFER_BYTES);
+        small.extend_from_slice(rbuf);
+        *rbuf = small;
+    }
+    outcome
+}
+
 /// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
 /// `main`, the node's multi-threaded runtime, because a producer reads the store.
 pub async fn serve_connection(
@@ -89,13 +133,39 @@ pub async fn serve_connection(
     let auth_deadline = tokio::time::Instant::now() + Duration::from_secs(node.config.kv_auth_timeout_secs);
     let mut pre_auth = Some(pre_auth);
     let evicted = pre_auth.as_ref().map(|p| p.evicted.clone()).unwrap_or_default();
+    // The node-wide read-buffer budget this connection holds for a large frame, and when that frame must be in by.
+    let mut claim = Claim::new(node.read_budget.clone());
+    let frame_timeout = Duration::from_secs(node.config.kv_frame_timeout_secs);
+    let mut frame_deadline = None;
     'conn: loop {
         if session.user.is_some() {
             // Authenticated: no deadline, never evicted for room.
             pre_auth = None;
         }
+        let mut budget_freed = None;
+        let may_read = match settle_read_budget(&node, &mut claim, &mut rbuf) {
+            Budget::Fits => true,
+            Budget::Taken => {
+                frame_deadline = Some(tokio::time::Instant::now() + frame_timeout);
+                true
+            }
+            Budget::Wait(freed) => {
+                budget_freed = Some(freed);
+                false
+            }
+        };
+        if claim.bytes() == 0 {
+            frame_deadline = None;
+        }
         let read = tokio::select! {
-            r = rd.read_buf(&mut rbuf) => r,
+            r = rd.read_buf(&mut rbuf), if may_read => r,
+            () = async { if let Some(freed) = budget_freed.as_mut() { freed.as_mut().await } }, if budget_freed.is_some() => {
+                continue;
+            }
+            _ = tokio::time::sleep_until(frame_deadline.unwrap_or_else(tokio::time::Instant::now)), if frame_deadline.is_some() => {
+                tracing::warn!(%peer, frame_bytes = claim.bytes(), "closing kv connection: a large frame stayed incomplete for the frame timeout");
+                break;
+            }
             Ok(()) = configs.changed(), if session.wants_config_pushes() => {
                 configs.borrow_and_update();
                 push_config(&node, &session, &mut wbuf);
@@ -243,13 +313,12 @@ pub async fn serve_connection(
             node.kv_connections.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        if rbuf.is_empty() && rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
-            rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-        }
         if wbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
             wbuf.buf = Vec::with_capacity(READ_BUFFER_BYTES);
         }
     }
+    // The budget goes back before the client can see the connection close.
+    drop(claim);
     let _ = wr.shutdown().await;
     node.kv_connections.fetch_sub(1, Ordering::Relaxed);
 }

@@ -219,3 +219,63 @@ async fn a_flood_of_unauthenticated_connections_cannot_lock_out_a_client() {
     assert!(closed_within(&mut flood[0], Duration::from_secs(5)).await, "the oldest silent connection made room");
     node.stop().await;
 }
+
+/// A SET of `value_bytes` as raw bytes, to be sent in pieces; `key` as the connection encodes it.
+fn raw_set(key: &[u8], value_bytes: usize) -> Vec<u8> {
+    let body = 8 + key.len() + value_bytes;
+    let mut frame = header_only(u32::try_from(body).expect("small enough"));
+    frame[1] = 0x01;
+    frame[2..4].copy_from_slice(&u16::try_from(key.len()).expect("short key").to_be_bytes());
+    frame[4] = 8;
+    frame.extend_from_slice(&[0u8; 8]);
+    frame.extend_from_slice(key);
+    frame.resize(frame.len() + value_bytes, b'x');
+    frame
+}
+
+/// Regression: a thousand connections each streaming a 19 MB SET grew the process one-for-one with the bytes sent,
+/// because only each frame was capped. Proves, with a read-buffer budget of 8 MiB, that six clients that have all
+/// started a 3 MiB SET (the first 64 KiB of each is in before any sends the rest) never hold more than 8 MiB between
+/// them (the others wait, TCP back-pressure), that every SET is still stored, and that the budget is all given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_frames_wait_for_read_buffer_budget_instead_of_growing_memory() {
+    let node = TestNode::start_with(|c| {
+        c.kv_read_buffer_mb = 8;
+        c.bucket_type = settee_server::config::BucketTypeArg::Ephemeral;
+    })
+    .await;
+    let started = std::sync::Arc::new(tokio::sync::Barrier::new(6));
+    let mut writers = Vec::new();
+    for i in 0..6 {
+        let (mut c, started) = (node.connect().await, started.clone());
+        writers.push(tokio::spawn(async move {
+            let frame = raw_set(&c.key(0, format!("big-{i}").as_bytes()), 3 << 20);
+            c.send_raw(&frame[..64 * 1024]).await.unwrap();
+            started.wait().await;
+            c.send_raw(&frame[64 * 1024..]).await.unwrap();
+            c.read_response().await.unwrap().status
+        }));
+    }
+    for writer in writers {
+        let status = tokio::time::timeout(Duration::from_secs(60), writer).await.expect("stored in time").unwrap();
+        assert_eq!(status, 0);
+    }
+    let budget = &node.running.node.read_budget;
+    assert!(budget.peak_bytes() <= 8 << 20, "at most the budget was held at once: {}", budget.peak_bytes());
+    assert!(budget.peak_bytes() > 3 << 20, "the large frames did reserve budget");
+    assert_eq!(budget.held_bytes(), 0, "everything given back");
+    node.stop().await;
+}
+
+/// Proves a client that starts a large frame and stops sending is closed once the frame timeout (1 s here) passes,
+/// giving its read-buffer budget back, so a stalled sender cannot keep the budget from others.
+#[tokio::test]
+async fn a_stalled_large_frame_is_closed_and_its_budget_freed() {
+    let node = TestNode::start_with(|c| c.kv_frame_timeout_secs = 1).await;
+    let mut stalled = node.connect().await;
+    let frame = raw_set(b"stalled-k", 4 << 20);
+    stalled.send_raw(&frame[..1 << 20]).await.unwrap();
+    assert!(closed_within(&mut stalled, Duration::from_secs(10)).await, "closed after the frame timeout");
+    assert_eq!(node.running.node.read_budget.held_bytes(), 0);
+    node.stop().await;
+}
