@@ -70,12 +70,10 @@ enum Budget<'a> {
     Wait(std::pin::Pin<Box<Notified<'a>>>),
 }
 
-/// Makes the connection's reservation match the frame it is receiving and sizes the buffer for it. A buffer that
-/// needs no reservation goes back to its small size (keeping the few bytes of a partial header or small frame), so
-/// the memory of a large frame is held only while its reservation is.
+/// Makes the connection's reservation match the frame it is receiving and sizes the buffer for it; a buffer that
+/// grew past its idle bound without a reservation (many pipelined frames) goes back to its small size.
 fn settle_read_budget<'a>(node: &'a Node, claim: &mut Claim, rbuf: &mut BytesMut) -> Budget<'a> {
     let frame_bytes = pending_frame_bytes(rbuf);
-    let had_reservation = claim.bytes() > 0;
     let outcome = match claim.settle(frame_bytes, READ_BUFFER_BYTES) {
         Some(true) => Budget::Taken,
         Some(false) => Budget::Fits,
@@ -91,14 +89,17 @@ fn settle_read_budget<'a>(node: &'a Node, claim: &mut Claim, rbuf: &mut BytesMut
     };
     if claim.bytes() > 0 {
         rbuf.reserve(claim.bytes().saturating_sub(rbuf.len()));
-    } else if had_reservation || rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
-        // After a large frame the allocation is still the frame's size even when `capacity()` (what is left past
-        // the consumed bytes) looks small: replace it.
-        let mut small = BytesMut::with_capacity(READ_BUFFER_BYTES);
-        small.extend_from_slice(rbuf);
-        *rbuf = small;
+    } else if rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
+        *rbuf = small_copy(rbuf);
     }
     outcome
+}
+
+/// A fresh buffer of the initial size holding what `rbuf` holds (a partial header or small frame at most).
+fn small_copy(rbuf: &BytesMut) -> BytesMut {
+    let mut small = BytesMut::with_capacity(READ_BUFFER_BYTES.max(rbuf.len()));
+    small.extend_from_slice(rbuf);
+    small
 }
 
 /// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
@@ -280,6 +281,12 @@ pub async fn serve_connection(
             }
         }
         rbuf.advance(used);
+        if used > 0 && claim.release_unless(pending_frame_bytes(&rbuf)) {
+            // The large frame has been consumed: its budget goes back before its reply does, and so does its memory
+            // (the allocation is still the frame's size even though `capacity()`, counted past the consumed
+            // bytes, looks small).
+            rbuf = small_copy(&rbuf);
+        }
         if !wbuf.is_empty() {
             if wr.write_all(&wbuf).await.is_err() {
                 break 'conn;

@@ -115,6 +115,16 @@ impl Claim {
         }
     }
 
+    /// Releases the reservation unless the frame now at the head of the buffer is one of the same size (which
+    /// needs it again): called as soon as a frame is consumed, before its reply goes out. True if released.
+    pub fn release_unless(&mut self, frame_bytes: usize) -> bool {
+        let release = self.bytes > 0 && frame_bytes != self.bytes;
+        if release {
+            self.release();
+        }
+        release
+    }
+
     fn release(&mut self) {
         self.budget.release(std::mem::take(&mut self.bytes));
     }
