@@ -279,3 +279,70 @@ async fn a_stalled_large_frame_is_closed_and_its_budget_freed() {
     assert_eq!(node.running.node.read_budget.held_bytes(), 0);
     node.stop().await;
 }
+
+/// Reads raw frames (DCP messages are requests from the server) until a STREAM_END; returns how many mutations came.
+async fn read_stream_to_its_end(stream: &mut tokio::net::TcpStream, mut buf: Vec<u8>) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut mutations = 0;
+    loop {
+        while buf.len() >= 24 {
+            let total = 24 + u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+            if buf.len() < total {
+                break;
+            }
+            match (buf[0], buf[1]) {
+                (0x80, 0x57) => mutations += 1,
+                (0x80, 0x55) => return mutations,
+                (0x81, 0x53) => assert_eq!(u16::from_be_bytes([buf[6], buf[7]]), 0, "stream accepted"),
+                _ => {}
+            }
+            buf.drain(..total);
+        }
+        let mut chunk = vec![0u8; 256 * 1024];
+        let n = stream.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "the producer closed before STREAM_END");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Regression: a DCP backfill ignored flow control and read a whole vBucket into the producer's queue at once, so 16
+/// producers whose consumers never read each held a vBucket in memory. Proves a stream over a vBucket of 10 MiB
+/// (40 documents of 256 KiB) delivers every document while the bucket's producers never hold more than 5 MiB
+/// queued: the backfill is read in pieces as the consumer takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dcp_backfill_is_read_in_pieces_not_a_whole_vbucket_at_once() {
+    let node = TestNode::start_with(|c| c.bucket_type = settee_server::config::BucketTypeArg::Ephemeral).await;
+    let mut writer = node.connect().await;
+    let target = crate::helpers::vb(b"dcp-0");
+    let keys: Vec<String> =
+        (0..).map(|i| format!("dcp-{i}")).filter(|k| crate::helpers::vb(k.as_bytes()) == target).take(40).collect();
+    let value = vec![b'v'; 256 * 1024];
+    for key in &keys {
+        assert_eq!(crate::helpers::set(&mut writer, key.as_bytes(), &value, 0, 0).await.status, 0);
+    }
+    let bucket = node.running.node.bucket("default").unwrap();
+    let high = bucket.stream_info(settee_types::VbId(target)).unwrap().high_seqno;
+    let mut dcp = connect_as(&node, ADMIN, PASSWORD).await;
+    assert_eq!(dcp_open(&mut dcp, "backfill-test").await, 0);
+    let mut frame = Vec::new();
+    settee_mcbp::dcp::StreamReq {
+        opaque: 1,
+        vbucket: target,
+        flags: settee_mcbp::dcp::StreamFlags(0),
+        start_seqno: 0,
+        end_seqno: high,
+        vb_uuid: 0,
+        snap_start: 0,
+        snap_end: 0,
+        value: &[],
+    }
+    .encode(&mut frame);
+    dcp.send_raw(&frame).await.unwrap();
+    let (mut socket, unread) = dcp.into_parts();
+    let mutations =
+        tokio::time::timeout(Duration::from_secs(60), read_stream_to_its_end(&mut socket, unread)).await.unwrap();
+    assert_eq!(mutations, 40, "every document streamed");
+    let peak = bucket.dcp_hub.queued_bytes_peak();
+    assert!(peak > 0 && peak <= 5 << 20, "the producer held at most 5 MiB queued at once, not the vBucket: {peak}");
+    node.stop().await;
+}
