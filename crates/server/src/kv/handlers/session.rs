@@ -88,10 +88,10 @@ pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
         }),
     });
     match started {
-        Ok(AuthStart::Done(user)) => {
-            authenticated(node, s, user);
-            reply::status(out, req, Status::Success);
-        }
+        Ok(AuthStart::Done(user)) => match authenticated(node, s, user) {
+            true => reply::status(out, req, Status::Success),
+            false => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
+        },
         Ok(AuthStart::Continue(server_first)) => {
             reply::with_value(out, req, Status::AuthContinue, 0, &[], &server_first)
         }
@@ -114,10 +114,10 @@ pub fn sasl_step(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
         return Ok(());
     };
     match server.step(req.value) {
-        Ok((user, server_final)) => {
-            authenticated(node, s, user);
-            reply::with_value(out, req, Status::Success, 0, &[], &server_final);
-        }
+        Ok((user, server_final)) => match authenticated(node, s, user) {
+            true => reply::with_value(out, req, Status::Success, 0, &[], &server_final),
+            false => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
+        },
         Err(e) => out.auth = Some(AuthWork::Failed(e)),
     }
     Ok(())
@@ -145,11 +145,9 @@ pub async fn finish_auth(
         }
         AuthWork::Failed(e) => Err(e),
     };
+    let outcome = outcome.and_then(|user| if authenticated(node, s, user) { Ok(()) } else { Err(AuthError::Failed) });
     match outcome {
-        Ok(user) => {
-            authenticated(node, s, user);
-            reply::status(out, req, Status::Success);
-        }
+        Ok(()) => reply::status(out, req, Status::Success),
         Err(e) => {
             s.auth_failures = s.auth_failures.saturating_add(1);
             let delay = auth_failure_delay(s.auth_failures);
@@ -171,12 +169,20 @@ pub async fn finish_auth(
     }
 }
 
-fn authenticated(node: &Node, s: &mut Session, user: String) {
+/// Marks the connection authenticated as `user`; false (and nothing changes) when the user was deleted while its
+/// password was being checked. The user store's generation is read before the user is looked up, so a deletion
+/// after the lookup moves the generation and the connection's next request finds it (`dispatch`).
+fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
+    let generation = node.users.generation();
+    if node.users.get(&user).is_none() {
+        return false;
+    }
     tracing::debug!(peer = %s.peer, %user, "authenticated");
     s.user = Some(user);
-    s.users_generation = node.users.generation();
+    s.users_generation = generation;
     s.bucket = None;
     s.access = crate::auth::BucketAccess::NONE;
+    true
 }
 
 pub fn get_error_map(req: &Request<'_>, out: &mut Out) -> KvResult {
