@@ -97,7 +97,7 @@ impl DcpItem {
     }
 
     /// A rough size of the encoded frame, for queue accounting.
-    pub(crate) fn frame_bytes_estimate(&self) -> usize {
+    pub fn frame_bytes_estimate(&self) -> usize {
         let value = match self {
             Self::Mutation { value, .. } | Self::Deletion { value, .. } | Self::Prepare { value, .. } => value.len(),
             _ => 0,

@@ -90,6 +90,11 @@ impl ProducerConnection {
     pub fn stream(&self, vb: VbId) -> Option<&ProducerStream> {
         self.streams.get(&vb)
     }
+    /// Bytes of frames all streams have queued and not sent yet: what the driver holds for this consumer beyond its
+    /// socket buffer, which it keeps bounded by reading the engine only while this is small.
+    pub fn queued_bytes(&self) -> usize {
+        self.streams.values().map(ProducerStream::queued_bytes).sum()
+    }
     pub fn stream_count(&self) -> usize {
         self.streams.len()
     }

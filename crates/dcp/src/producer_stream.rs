@@ -158,6 +158,10 @@ impl ProducerStream {
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
+    /// Bytes of frames queued and not sent yet (estimated as they will be encoded).
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
     /// Whether a frame is waiting to be sent.
     pub fn has_frame(&self) -> bool {
         !self.queue.is_empty()

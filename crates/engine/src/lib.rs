@@ -33,7 +33,7 @@ pub use error::EngineError;
 pub use eviction::{Watermark, HIGH_WATERMARK_DEFAULT, LOW_WATERMARK_DEFAULT};
 pub use expiry::absolute_expiry;
 pub use item::{DocKey, ItemView};
-pub use manifest::{Collection, Manifest, ManifestError, Scope};
+pub use manifest::{Collection, Manifest, ManifestError, Scope, COLLECTIONS_MAX, SCOPES_MAX};
 pub use ops::{
     ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions,
     MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,

@@ -8,7 +8,10 @@ use settee_types::CollectionId;
 pub const DEFAULT_NAME: &str = "_default";
 /// Ids below 8 are reserved by Couchbase; user scopes and collections start at 8.
 const FIRST_USER_ID: u32 = 8;
-const COLLECTIONS_MAX: usize = 1000;
+/// Most scopes, and most collections, a bucket may have besides `_default` (ns_server's defaults; ns_server counts
+/// them across every bucket of the cluster, which the REST layer checks with the `_limited` methods).
+pub const SCOPES_MAX: usize = 1000;
+pub const COLLECTIONS_MAX: usize = 1000;
 const NAME_BYTES_MAX: usize = 251;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +54,10 @@ pub enum ManifestError {
     InvalidName(String),
     #[error("Deleting _default scope is not allowed")]
     DefaultScope,
+    #[error("Maximum number of scopes has been reached")]
+    TooManyScopes,
     #[error("Maximum number of collections has been reached")]
-    TooMany,
+    TooManyCollections,
 }
 
 impl Default for Manifest {
@@ -91,10 +96,30 @@ impl Manifest {
         Ok((s.uid, c.uid))
     }
 
+    /// Scopes other than `_default`.
+    pub fn user_scope_count(&self) -> usize {
+        self.scopes.iter().filter(|s| s.name != DEFAULT_NAME).count()
+    }
+
+    /// Collections other than `_default._default`.
+    pub fn user_collection_count(&self) -> usize {
+        let all: usize = self.scopes.iter().map(|s| s.collections.len()).sum();
+        all - usize::from(self.resolve("_default._default").is_ok())
+    }
+
     pub fn create_scope(&mut self, name: &str) -> Result<u64, ManifestError> {
+        self.create_scope_limited(name, SCOPES_MAX)
+    }
+
+    /// Creates a scope if the bucket would then have at most `user_scopes_max` besides `_default` (and never more
+    /// than [`SCOPES_MAX`]); refused in ns_server's order: name, existence, then the limit.
+    pub fn create_scope_limited(&mut self, name: &str, user_scopes_max: usize) -> Result<u64, ManifestError> {
         check_name(name)?;
         if self.scope(name).is_some() {
             return Err(ManifestError::ScopeExists(name.into()));
+        }
+        if self.user_scope_count() >= user_scopes_max.min(SCOPES_MAX) {
+            return Err(ManifestError::TooManyScopes);
         }
         self.scopes.push(Scope { name: name.into(), uid: self.next_scope_id, collections: Vec::new() });
         self.next_scope_id += 1;
@@ -117,15 +142,29 @@ impl Manifest {
         max_ttl: Option<u32>,
         history: bool,
     ) -> Result<u64, ManifestError> {
+        self.create_collection_limited(scope, name, max_ttl, history, COLLECTIONS_MAX)
+    }
+
+    /// Creates a collection if the bucket would then have at most `user_collections_max` besides
+    /// `_default._default` (and never more than [`COLLECTIONS_MAX`]); refused in ns_server's order: name, scope,
+    /// existence, then the limit.
+    pub fn create_collection_limited(
+        &mut self,
+        scope: &str,
+        name: &str,
+        max_ttl: Option<u32>,
+        history: bool,
+        user_collections_max: usize,
+    ) -> Result<u64, ManifestError> {
         check_name(name)?;
-        let count: usize = self.scopes.iter().map(|s| s.collections.len()).sum();
-        if count >= COLLECTIONS_MAX {
-            return Err(ManifestError::TooMany);
-        }
         let uid = self.next_collection_id;
+        let count = self.user_collection_count();
         let s = self.scopes.iter_mut().find(|s| s.name == scope).ok_or(ManifestError::ScopeNotFound(scope.into()))?;
         if s.collections.iter().any(|c| c.name == name) {
             return Err(ManifestError::CollectionExists(scope.into(), name.into()));
+        }
+        if count >= user_collections_max.min(COLLECTIONS_MAX) {
+            return Err(ManifestError::TooManyCollections);
         }
         s.collections.push(Collection { name: name.into(), uid, max_ttl, history });
         self.next_collection_id += 1;
@@ -244,5 +283,32 @@ mod tests {
         assert_eq!(m.drop_scope("nope").unwrap_err().to_string(), "Scope with name \"nope\" is not found");
         assert_eq!(m.drop_scope("_default"), Err(ManifestError::DefaultScope));
         assert_eq!(m.drop_scope("s").map(|(_, c)| c), Ok(vec![8]));
+    }
+
+    /// Regression (issue 17): scopes had no limit (10,000 created, ~48 KiB of memory each). Proves a bucket takes
+    /// 1,000 scopes and 1,000 collections besides `_default`, then refuses with ns_server's texts (existence is
+    /// still reported first), that a dropped one makes room again, and that a lower limit passed in is honoured.
+    #[test]
+    fn scopes_and_collections_stop_at_the_limit() {
+        let mut m = Manifest::default();
+        for i in 0..SCOPES_MAX {
+            m.create_scope(&format!("s{i}")).unwrap();
+        }
+        assert_eq!(m.user_scope_count(), SCOPES_MAX);
+        assert_eq!(m.create_scope("one-more"), Err(ManifestError::TooManyScopes));
+        assert_eq!(m.create_scope("one-more").unwrap_err().to_string(), "Maximum number of scopes has been reached");
+        assert_eq!(m.create_scope("s0"), Err(ManifestError::ScopeExists("s0".into())));
+        m.drop_scope("s0").unwrap();
+        m.create_scope("one-more").unwrap();
+        for i in 0..COLLECTIONS_MAX {
+            m.create_collection("s1", &format!("c{i}"), None, false).unwrap();
+        }
+        assert_eq!(m.user_collection_count(), COLLECTIONS_MAX);
+        let refused = m.create_collection("_default", "late", None, false).unwrap_err();
+        assert_eq!(refused.to_string(), "Maximum number of collections has been reached");
+        let mut small = Manifest::default();
+        small.create_scope_limited("a", 1).unwrap();
+        assert_eq!(small.create_scope_limited("b", 1), Err(ManifestError::TooManyScopes));
+        assert_eq!(small.create_collection_limited("a", "c", None, false, 0), Err(ManifestError::TooManyCollections));
     }
 }

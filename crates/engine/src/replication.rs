@@ -4,6 +4,7 @@
 //!
 //! No I/O here: the server's DCP producer and consumer move [`ItemSnapshot`]s between these calls and the wire.
 
+use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 
 use settee_types::{DurabilityLevel, FailoverLog, Seqno, VbId, VbUuid};
@@ -153,9 +154,21 @@ impl Bucket {
         }
     }
 
-    /// Reads what the cursor has not seen above `after`. Fails with NOT_MY_VBUCKET once the vBucket is neither
-    /// active nor pending here (the stream ends with "state changed").
-    pub fn read_cursor(&self, vb: VbId, cursor: CursorId, after: Seqno) -> Result<DcpRead, EngineError> {
+    /// Reads what the cursor has not seen above `after`, about `limit_bytes` of keys and values at most (at least one
+    /// change): a snapshot whose `end` falls short of the high seqno holds the changes up to `end`, and the next
+    /// read from `end` continues it, so neither a backfill of a large vBucket nor a long change log is ever copied
+    /// out whole. Fails with NOT_MY_VBUCKET once the vBucket is neither active nor pending here (the stream ends
+    /// with "state changed").
+    ///
+    /// A snapshot read in several pieces is not a point in time: a document changed between two reads is sent at
+    /// its new seqno by a later read rather than at its old one by this snapshot.
+    pub fn read_cursor(
+        &self,
+        vb: VbId,
+        cursor: CursorId,
+        after: Seqno,
+        limit_bytes: usize,
+    ) -> Result<DcpRead, EngineError> {
         self.with_vbucket(vb, &[VbState::Active, VbState::Pending], |inner| {
             let high = inner.high_seqno;
             if after >= high {
@@ -173,9 +186,10 @@ impl Bucket {
                     .collect();
                 return Ok(DcpRead::FromDisk { up_to, prepares });
             }
-            let items = if from_memory { read_log(inner, after) } else { backfill(inner, after) };
-            inner.log.advance(cursor, high);
-            Ok(DcpRead::Snapshot(DcpSnapshot { start: after + 1, end: high, from_memory, items }))
+            let (items, end) =
+                if from_memory { read_log(inner, after, limit_bytes) } else { backfill(inner, after, limit_bytes) };
+            inner.log.advance(cursor, end);
+            Ok(DcpRead::Snapshot(DcpSnapshot { start: after + 1, end, from_memory, items }))
         })
     }
 
@@ -302,44 +316,147 @@ impl Bucket {
 ///   too goes out as a mutation: the reader never saw the prepare;
 /// - a prepare: when it is still pending;
 /// - an abort: when the reader may hold the prepare (it lies at or below `after`).
-fn read_log(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
-    inner
-        .log
-        .entries_after(after)
-        .filter_map(|(seqno, key, kind)| match *kind {
-            LogKind::Mutation | LogKind::Commit { .. } => {
-                let item = inner.table.get(&key[..]).filter(|i| i.seqno() == *seqno)?;
-                let kind = match *kind {
-                    LogKind::Commit { prepared } if prepared <= after => {
-                        ChangeKind::Commit { prepared_seqno: prepared }
-                    }
-                    _ => ChangeKind::Mutation,
-                };
-                Some(DcpChange { item: snapshot(item), kind })
-            }
-            LogKind::Prepare => inner.monitor.get(*seqno).map(prepare_change),
-            LogKind::Abort { prepared } => {
-                (prepared <= after).then(|| DcpChange::abort(key.to_vec(), prepared, *seqno))
-            }
-        })
-        .collect()
+///
+/// Stops once `limit_bytes` of changes are read; returns them and the seqno of the last log entry it got to (the
+/// high seqno when it read everything).
+fn read_log(inner: &VbInner, after: Seqno, limit_bytes: usize) -> (Vec<DcpChange>, Seqno) {
+    let mut read = Vec::new();
+    let mut bytes = 0usize;
+    for (seqno, key, kind) in inner.log.entries_after(after) {
+        if bytes >= limit_bytes && !read.is_empty() {
+            // `seqno` and what follows are left for the next read.
+            return (read, seqno - 1);
+        }
+        if let Some(change) = log_change(inner, after, *seqno, key, *kind) {
+            bytes = bytes.saturating_add(change_bytes(&change));
+            read.push(change);
+        }
+    }
+    (read, inner.high_seqno)
 }
 
+/// The change one log entry stands for, if it is still what a reader at `after` needs (see `read_log`).
+fn log_change(inner: &VbInner, after: Seqno, seqno: Seqno, key: &[u8], kind: LogKind) -> Option<DcpChange> {
+    match kind {
+        LogKind::Mutation | LogKind::Commit { .. } => {
+            let item = inner.table.get(key).filter(|i| i.seqno() == seqno)?;
+            let kind = match kind {
+                LogKind::Commit { prepared } if prepared <= after => ChangeKind::Commit { prepared_seqno: prepared },
+                _ => ChangeKind::Mutation,
+            };
+            Some(DcpChange { item: snapshot(item), kind })
+        }
+        LogKind::Prepare => inner.monitor.get(seqno).map(prepare_change),
+        LogKind::Abort { prepared } => (prepared <= after).then(|| DcpChange::abort(key.to_vec(), prepared, seqno)),
+    }
+}
+
+/// What a change counts for against a read's limit: its key and value and a frame header's worth of metadata.
+fn change_bytes(change: &DcpChange) -> usize {
+    entry_bytes(change.item.key.len(), change.item.value.len())
+}
+
+fn entry_bytes(key_len: usize, value_len: usize) -> usize {
+    key_len.saturating_add(value_len).saturating_add(CHANGE_OVERHEAD_BYTES)
+}
+
+/// A DCP mutation's header and extras, roughly: what a change costs beyond its key and value.
+const CHANGE_OVERHEAD_BYTES: usize = 56;
+
 /// Every item above `after` in the hash table (as mutations: a reader that held the prepare of a committed one
-/// replaces it) and every pending prepare above `after`, in seqno order.
-fn backfill(inner: &VbInner, after: Seqno) -> Vec<DcpChange> {
-    let mut items: Vec<DcpChange> = inner
-        .table
-        .iter()
-        .filter(|item| item.seqno() > after)
+/// replaces it) and every pending prepare above `after`, in seqno order, as far as the longest seqno-ordered prefix
+/// of them that fits `limit_bytes` (at least one). Returns them and the seqno the read got to: one below the first
+/// change left out, or the high seqno when none was.
+///
+/// The hash table is not ordered by seqno, so the prefix is found in a first pass that keeps only (seqno, size)
+/// pairs of the smallest seqnos in a bounded heap; only the changes inside it are copied, in a second pass. A large
+/// vBucket is therefore read in several passes, each copying about `limit_bytes`.
+fn backfill(inner: &VbInner, after: Seqno, limit_bytes: usize) -> (Vec<DcpChange>, Seqno) {
+    let table = || inner.table.iter().filter(move |item| item.seqno() > after);
+    let prepares = || inner.monitor.prepares_after(after);
+    let sizes = table()
+        .map(|item| (item.seqno(), entry_bytes(item.key().len(), item.value().len())))
+        .chain(prepares().map(|(seqno, p)| (*seqno, entry_bytes(p.key.len(), p.item.value.len()))));
+    let end = prefix_end(sizes, limit_bytes).unwrap_or(inner.high_seqno);
+    let mut items: Vec<DcpChange> = table()
+        .filter(|item| item.seqno() <= end)
         .map(|item| snapshot(item).into())
-        .chain(inner.monitor.prepares_after(after).map(|(_, p)| prepare_change(p)))
+        .chain(prepares().take_while(|(seqno, _)| **seqno <= end).map(|(_, p)| prepare_change(p)))
         .collect();
     items.sort_unstable_by_key(|c| c.item.seqno);
-    items
+    (items, end)
+}
+
+/// The last seqno of the longest prefix, in seqno order, of `entries` (given in any order, as (seqno, bytes)) whose
+/// bytes stay within `limit_bytes`, keeping at least one entry; None when every entry fits. Holds only the prefix's
+/// (seqno, bytes) pairs: the largest is dropped whenever they pass the limit, and nothing at or above a dropped seqno
+/// is taken again.
+fn prefix_end(entries: impl Iterator<Item = (Seqno, usize)>, limit_bytes: usize) -> Option<Seqno> {
+    let mut kept: BinaryHeap<(Seqno, usize)> = BinaryHeap::new();
+    let mut kept_bytes = 0usize;
+    let mut first_left_out: Option<Seqno> = None;
+    for (seqno, bytes) in entries {
+        if first_left_out.is_some_and(|cut| seqno >= cut) {
+            continue;
+        }
+        kept.push((seqno, bytes));
+        kept_bytes = kept_bytes.saturating_add(bytes);
+        while kept_bytes > limit_bytes && kept.len() > 1 {
+            let Some((dropped, dropped_bytes)) = kept.pop() else { break };
+            kept_bytes -= dropped_bytes;
+            first_left_out = Some(first_left_out.map_or(dropped, |cut| cut.min(dropped)));
+        }
+    }
+    first_left_out.map(|cut| cut - 1)
 }
 
 /// A pending prepare as DCP carries it (its item holds the prepare's seqno).
 fn prepare_change(p: &Prepare) -> DcpChange {
     DcpChange { item: snapshot_of(&p.key, &p.item), kind: ChangeKind::Prepare(p.level) }
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::prefix_end;
+
+    /// What `prefix_end` must answer, by sorting: the seqno before the first entry that no longer fits.
+    fn expected(entries: &[(u64, usize)], limit: usize) -> Option<u64> {
+        let mut sorted = entries.to_vec();
+        sorted.sort_unstable();
+        let mut total = 0;
+        for (i, (seqno, bytes)) in sorted.iter().enumerate() {
+            total += bytes;
+            if total > limit && i > 0 {
+                return Some(seqno - 1);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_bounded_heap_finds_the_same_prefix_as_sorting() {
+        // Proves the one-pass prefix search against sorting, on shuffled seqnos with mixed sizes (one larger than the
+        // limit on its own) and several limits, from a seeded generator.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..200 {
+            let n = 1 + (next() % 60) as usize;
+            let mut seqnos: Vec<u64> = (1..=n as u64 * 2).filter(|_| next() % 2 == 0).collect();
+            seqnos.push(n as u64 * 2 + 1);
+            let mut entries: Vec<(u64, usize)> = seqnos.iter().map(|s| (*s, 1 + (next() % 300) as usize)).collect();
+            entries[0].1 = 5_000;
+            for i in (1..entries.len()).rev() {
+                entries.swap(i, (next() % (i as u64 + 1)) as usize);
+            }
+            for limit in [0, 100, 1_000, 4_000, usize::MAX] {
+                let got = prefix_end(entries.iter().copied(), limit);
+                assert_eq!(got, expected(&entries, limit), "round {round}, limit {limit}");
+            }
+        }
+    }
 }

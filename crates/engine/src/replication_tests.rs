@@ -52,9 +52,20 @@ fn replica_value(b: &Bucket, key: &str) -> Result<Vec<u8>, EngineError> {
 /// Reads everything the cursor has not seen and applies it to the replica; returns (from_memory, items) per
 /// snapshot.
 pub(crate) fn pump(active: &Bucket, cursor: u64, position: &mut u64, replica: &Bucket) -> Vec<(bool, usize)> {
+    pump_in_pieces(active, cursor, position, replica, usize::MAX)
+}
+
+/// As `pump`, each read limited to about `limit_bytes`.
+fn pump_in_pieces(
+    active: &Bucket,
+    cursor: u64,
+    position: &mut u64,
+    replica: &Bucket,
+    limit_bytes: usize,
+) -> Vec<(bool, usize)> {
     let mut snapshots = Vec::new();
     loop {
-        match active.read_cursor(VB, cursor, *position).unwrap() {
+        match active.read_cursor(VB, cursor, *position, limit_bytes).unwrap() {
             DcpRead::UpToDate => return snapshots,
             DcpRead::FromDisk { .. } => panic!("an ephemeral bucket has no disk"),
             DcpRead::Snapshot(s) => {
@@ -119,7 +130,9 @@ fn replicas_refuse_client_writes_and_out_of_order_seqnos() {
     let active = bucket();
     set(&active, "k", "v");
     let cursor = active.open_cursor(VB, 0).unwrap();
-    let DcpRead::Snapshot(s) = active.read_cursor(VB, cursor, 0).unwrap() else { panic!("expected a snapshot") };
+    let DcpRead::Snapshot(s) = active.read_cursor(VB, cursor, 0, usize::MAX).unwrap() else {
+        panic!("expected a snapshot")
+    };
     let item = s.items.into_iter().next().unwrap();
     assert!(replica.replica_apply(VB, item.clone()).is_err(), "no snapshot marker yet");
     replica.replica_snapshot(VB, 1, 1).unwrap();
@@ -144,8 +157,74 @@ fn a_promoted_replica_takes_writes_with_a_new_history_and_ends_old_cursors() {
     let branches: Vec<(u64, u64)> = info.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
     assert_eq!(branches, vec![(old_uuid ^ 1, 1), (old_uuid, 0)], "promotion adds a branch at the high seqno");
     active.set_vbucket_state(VB, VbState::Replica, 0);
-    assert_eq!(active.read_cursor(VB, cursor, 1).unwrap_err(), EngineError::NotMyVbucket);
+    assert_eq!(active.read_cursor(VB, cursor, 1, usize::MAX).unwrap_err(), EngineError::NotMyVbucket);
     active.reset_vbucket(VB);
     assert_eq!(active.stream_info(VB).unwrap().high_seqno, 0);
     assert_eq!(active.curr_items(), 0);
+}
+
+/// 100-byte values, so a limit of `n * 200` bytes reads about `n` documents.
+fn set_sized(b: &Bucket, key: &str, fill: char) {
+    set(b, key, &fill.to_string().repeat(100));
+}
+
+#[test]
+fn a_large_backfill_is_read_in_bounded_pieces_that_together_hold_everything() {
+    // Regression (issue 17): a backfill copied a whole vBucket at once, so every stalled DCP consumer held a vBucket
+    // in memory. Proves a backfill read with a 1,000-byte limit comes in several disk snapshots of a few documents
+    // each, in seqno order, and that the replica ends up with exactly what the active holds.
+    let (active, replica) = (bucket(), replica());
+    for i in 0..60 {
+        set_sized(&active, &format!("k{i}"), 'a');
+    }
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    let snapshots = pump_in_pieces(&active, cursor, &mut position, &replica, 1_000);
+    assert!(snapshots.len() >= 10, "read in pieces: {snapshots:?}");
+    assert!(snapshots.iter().all(|(from_memory, items)| !from_memory && *items <= 7), "{snapshots:?}");
+    assert_eq!(snapshots.iter().map(|(_, n)| n).sum::<usize>(), 60);
+    assert_eq!(replica.curr_items(), 60);
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, active.stream_info(VB).unwrap().high_seqno);
+}
+
+#[test]
+fn documents_changed_during_a_piecewise_backfill_arrive_at_their_new_seqno() {
+    // Proves the one liberty a piecewise backfill takes: a document changed between two pieces is skipped by the
+    // backfill and sent at its new seqno afterwards, so the replica still ends with every latest value, whether the
+    // change hit a piece already sent or one still to come.
+    let (active, replica) = (bucket(), replica());
+    for i in 0..30 {
+        set_sized(&active, &format!("k{i}"), 'a');
+    }
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    let DcpRead::Snapshot(first) = active.read_cursor(VB, cursor, position, 1_000).unwrap() else { panic!("a piece") };
+    assert!(first.end < 30 && !first.from_memory);
+    replica.replica_snapshot(VB, first.start, first.end).unwrap();
+    for change in first.items {
+        replica.replica_apply(VB, change).unwrap();
+    }
+    position = first.end;
+    set_sized(&active, "k0", 'b'); // already sent
+    set_sized(&active, "k29", 'c'); // not yet sent
+    pump_in_pieces(&active, cursor, &mut position, &replica, 1_000);
+    assert_eq!(replica_value(&replica, "k0").unwrap(), "b".repeat(100).as_bytes());
+    assert_eq!(replica_value(&replica, "k29").unwrap(), "c".repeat(100).as_bytes());
+    assert_eq!(replica.curr_items(), 30);
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, active.stream_info(VB).unwrap().high_seqno);
+}
+
+#[test]
+fn a_long_change_log_is_read_in_bounded_pieces_too() {
+    // Proves the memory path is bounded the same way: 40 changes read with a small limit arrive as several memory
+    // snapshots, and the replica converges.
+    let (active, replica) = (bucket(), replica());
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    for i in 0..40 {
+        set_sized(&active, &format!("m{i}"), 'a');
+    }
+    let mut position = 0;
+    let snapshots = pump_in_pieces(&active, cursor, &mut position, &replica, 1_000);
+    assert!(snapshots.len() >= 5 && snapshots.iter().all(|(from_memory, _)| *from_memory), "{snapshots:?}");
+    assert_eq!(replica.curr_items(), 40);
 }

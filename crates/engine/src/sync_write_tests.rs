@@ -276,7 +276,9 @@ fn cursors_read_prepares_commits_and_aborts() {
     let b = active_with_replica(BucketKind::Ephemeral);
     let cursor = b.open_cursor(VB, 0).unwrap();
     let kinds = |b: &Bucket, position: &mut u64| -> Vec<(ChangeKind, u64)> {
-        let DcpRead::Snapshot(s) = b.read_cursor(VB, cursor, *position).unwrap() else { panic!("a snapshot") };
+        let DcpRead::Snapshot(s) = b.read_cursor(VB, cursor, *position, usize::MAX).unwrap() else {
+            panic!("a snapshot")
+        };
         *position = s.end;
         s.items.iter().map(|c| (c.kind, c.item.seqno)).collect()
     };

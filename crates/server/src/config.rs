@@ -57,6 +57,19 @@ pub struct ServerConfig {
     /// Most concurrent KV connections; further connections are closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Seconds a KV connection may stay unauthenticated: one that has not completed SASL by then is closed, so
+    /// silent or half-open connections cannot pile up. When every connection slot is taken, the oldest
+    /// unauthenticated connection is closed to admit a new one.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_auth_timeout_secs: u64,
+    /// MiB that all KV connections together may hold in their read buffers for frames still arriving (large
+    /// SETs): a connection that would pass it stops reading until others' frames complete (back-pressure).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_read_buffer_mb: u64,
+    /// Seconds a KV connection may take to send a frame that needed read-buffer budget once it started receiving
+    /// it; a slower one is closed so it cannot keep the budget.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_frame_timeout_secs: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]

@@ -66,6 +66,8 @@ pub struct Node {
     rev: AtomicU64,
     /// Open KV connections.
     pub kv_connections: AtomicU64,
+    /// What KV connections may hold in their read buffers for frames still arriving (`--kv-read-buffer-mb`).
+    pub read_budget: Arc<crate::kv::read_budget::ReadBudget>,
     /// When the node started, for uptime statistics.
     pub started: std::time::Instant,
     /// The config revision clients were last told about: KV connections that agreed to cluster-map notifications
@@ -87,6 +89,8 @@ impl Node {
             Some(&config.password),
             vec![Role::parse_list("admin")?[0].clone()],
         )?;
+        let read_budget_bytes = usize::try_from(config.kv_read_buffer_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let read_budget = Arc::new(crate::kv::read_budget::ReadBudget::new(read_budget_bytes));
         let node = Arc::new(Node {
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
             config,
@@ -95,6 +99,7 @@ impl Node {
             buckets: RwLock::new(BTreeMap::new()),
             rev: AtomicU64::new(1),
             kv_connections: AtomicU64::new(0),
+            read_budget,
             started: std::time::Instant::now(),
             cluster: std::sync::OnceLock::new(),
             query: Arc::default(),

@@ -115,7 +115,21 @@ pub trait VbStore: Send + Sync {
     /// The latest record of a key (tombstones included, until purged).
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<Record>, StoreError>;
     /// Records with `from <= seqno <= to`, in seqno order, each key at its latest seqno only.
-    fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError>;
+    fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
+        self.scan_seqnos_while(vb, from, to, &mut |r| {
+            f(r);
+            true
+        })
+    }
+    /// As [`VbStore::scan_seqnos`], stopping as soon as `f` returns false, so a reader can take a bounded piece of a
+    /// long range (a DCP backfill) without the store reading the rest.
+    fn scan_seqnos_while(
+        &self,
+        vb: VbId,
+        from: Seqno,
+        to: Seqno,
+        f: &mut dyn FnMut(Record) -> bool,
+    ) -> Result<(), StoreError>;
     /// Every key of the vBucket once, at its latest version (tombstones included), for warmup; stops early when
     /// `f` returns false. With values: full records in ascending seqno order. Without values (value-eviction
     /// warmup loads keys and metadata first): ascending key order, `value` empty and `crc32c` the stored checksum

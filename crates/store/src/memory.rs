@@ -84,14 +84,22 @@ impl VbStore for MemoryStore {
         data.by_key.get(key).map(|r| checked(vb, r)).transpose()
     }
 
-    fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
+    fn scan_seqnos_while(
+        &self,
+        vb: VbId,
+        from: Seqno,
+        to: Seqno,
+        f: &mut dyn FnMut(Record) -> bool,
+    ) -> Result<(), StoreError> {
         if from > to {
             return Ok(());
         }
         let data = self.vb(vb)?.read();
         for key in data.by_seqno.range(from..=to).map(|(_, k)| k) {
             if let Some(r) = data.by_key.get(key) {
-                f(checked(vb, r)?);
+                if !f(checked(vb, r)?) {
+                    break;
+                }
             }
         }
         Ok(())

@@ -89,6 +89,8 @@ impl ScramHash {
 
     /// SaltedPassword = PBKDF2-HMAC-H(password, salt, iterations), `output_bytes` long (RFC 5802 `Hi`).
     pub(crate) fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+        #[cfg(test)]
+        DERIVATIONS_ON_THIS_THREAD.with(|n| n.set(n.get() + 1));
         let mut out = vec![0u8; self.output_bytes()];
         match self {
             ScramHash::Sha1 => pbkdf2::pbkdf2_hmac::<Sha1>(password, salt, iterations, &mut out),
@@ -130,4 +132,10 @@ mod tests {
         let sha1: String = ScramHash::Sha1.digest(b"abc").iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// PBKDF2 derivations run on the current thread, so a test can prove a code path runs none.
+    pub(crate) static DERIVATIONS_ON_THIS_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }

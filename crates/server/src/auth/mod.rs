@@ -1,22 +1,27 @@
 //! Authentication: users, salted credentials, SASL.
 //!
 //! Sans-IO: the KV connection hands SASL_AUTH / SASL_STEP values in and gets reply values or an `AuthError`
-//! out. The REST layer manages users through `UserStore` and checks Basic auth with
-//! `Credentials::verify_plain`. No password is ever stored, only salted keys.
+//! out. The REST layer manages users through `UserStore` and checks Basic auth with `verify_password`. No password
+//! is ever stored, only salted keys.
 //!
 //! Costs: a PLAIN or Basic check is one PBKDF2-HMAC-SHA512 derivation (milliseconds of CPU) for a wrong password
 //! and for the first right one; `PlainCache` remembers right ones, keyed to the user's verifier, so a client that
-//! reconnects or sends another request with the same password skips it. SCRAM needs no such cache: there the
-//! client does the PBKDF2 and the server only computes a few HMACs.
+//! reconnects or sends another request with the same password skips it. A derivation never runs on a KV worker
+//! thread or an HTTP handler: `run_derivation` runs it on the blocking pool, a bounded number at once. SCRAM needs no
+//! such care: the salted password is stored, so neither the server-first message (a real user's stored salt, or an
+//! unknown user's decoy salt made with two HMACs) nor the proof check derives anything; the client does the PBKDF2.
 //!
 //! A connection's SASL handling, in full:
 //! - SASL_LIST_MECHS: reply `supported_mechanisms()`.
-//! - SASL_AUTH: `Mechanism::parse(key)`; PLAIN → `authenticate_plain`; SCRAM → `ScramServer::start`, reply
+//! - SASL_AUTH: `Mechanism::parse(key)`; PLAIN → `PlainMessage::parse`, then `verify_password` through
+//!   `run_derivation` (unless `PlainCache` remembers the password); SCRAM → `ScramServer::start`, reply
 //!   AUTH_CONTINUE with the server-first message and keep the `ScramServer` until SASL_STEP.
 //! - SASL_STEP: `ScramServer::step`, reply SUCCESS with `v=...`.
-//! - Any `AuthError`: reply `err.status()` (AUTH_ERROR) and drop the exchange.
+//! - Any `AuthError`: reply `err.status()` (AUTH_ERROR) and drop the exchange; the KV connection answers each
+//!   further failure later (`kv::handlers::session::auth_failure_delay`).
 
 mod credentials;
+mod derivation;
 mod mechanism;
 mod plain;
 mod plain_cache;
@@ -25,8 +30,11 @@ mod scram;
 mod users;
 
 pub use credentials::{Credentials, PlainVerifier, ScramKeys, DEFAULT_ITERATIONS, SALT_BYTES};
+pub use derivation::{derivations_max, run_derivation};
 pub use mechanism::{Mechanism, ScramHash};
-pub use plain::authenticate_plain;
+#[cfg(test)]
+pub(crate) use plain::decoy_checks;
+pub use plain::{authenticate_plain, verify_password, PlainMessage};
 pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget};
 pub use scram::ScramServer;
 pub use users::{User, UserError, UserStore};

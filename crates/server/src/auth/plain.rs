@@ -6,44 +6,82 @@ use std::sync::OnceLock;
 
 use super::{AuthError, Credentials, SASL_MESSAGE_BYTES_MAX};
 
-/// Checks a PLAIN message and returns the authenticated user name.
+/// A PLAIN message's user and password, borrowed from the message.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PlainMessage<'a> {
+    pub user: &'a str,
+    pub password: &'a [u8],
+}
+
+impl<'a> PlainMessage<'a> {
+    /// Checks the grammar (`[authzid] NUL user NUL password`, bounded length, UTF-8 non-empty user) and the
+    /// authzid, which may only name the user itself; costs no derivation.
+    pub fn parse(message: &'a [u8]) -> Result<PlainMessage<'a>, AuthError> {
+        if message.len() > SASL_MESSAGE_BYTES_MAX {
+            return Err(AuthError::Malformed("PLAIN message is too long"));
+        }
+        let mut parts = message.split(|&b| b == 0);
+        let (Some(authzid), Some(user), Some(password), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(AuthError::Malformed("PLAIN needs exactly three NUL-separated fields"));
+        };
+        let user = std::str::from_utf8(user).map_err(|_| AuthError::Malformed("PLAIN user name is not UTF-8"))?;
+        if user.is_empty() {
+            return Err(AuthError::Malformed("PLAIN user name is empty"));
+        }
+        // Acting on behalf of another user is not supported; naming oneself is harmless.
+        if !authzid.is_empty() && authzid != user.as_bytes() {
+            return Err(AuthError::Failed);
+        }
+        Ok(PlainMessage { user, password })
+    }
+}
+
+/// Checks a PLAIN message and returns the authenticated user name, deriving on the calling thread (a KV connection
+/// parses with [`PlainMessage::parse`] and derives with `run_derivation` instead).
 ///
 /// An unknown user costs the same PBKDF2 work as a known one with a wrong password, so response time does not
 /// reveal which users exist. Only a right password can be answered faster (from `PlainCache`), and that answer is
 /// SUCCESS anyway. The user is looked up before any password is checked, so a deleted user fails against the
 /// decoy whatever was verified for it before.
 pub fn authenticate_plain(message: &[u8], lookup: impl Fn(&str) -> Option<Credentials>) -> Result<String, AuthError> {
-    if message.len() > SASL_MESSAGE_BYTES_MAX {
-        return Err(AuthError::Malformed("PLAIN message is too long"));
-    }
-    let mut parts = message.split(|&b| b == 0);
-    let (Some(authzid), Some(user), Some(password), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(AuthError::Malformed("PLAIN needs exactly three NUL-separated fields"));
-    };
-    let user = std::str::from_utf8(user).map_err(|_| AuthError::Malformed("PLAIN user name is not UTF-8"))?;
-    if user.is_empty() {
-        return Err(AuthError::Malformed("PLAIN user name is empty"));
-    }
-    // Acting on behalf of another user is not supported; naming oneself is harmless.
-    if !authzid.is_empty() && authzid != user.as_bytes() {
-        return Err(AuthError::Failed);
-    }
-    let verified = match lookup(user) {
-        Some(credentials) => credentials.verify_plain(password),
-        None => {
-            let _ = decoy().verify_plain(password);
-            false
-        }
-    };
-    if verified {
+    let PlainMessage { user, password } = PlainMessage::parse(message)?;
+    if verify_password(lookup(user).as_ref(), password) {
         Ok(user.to_owned())
     } else {
         Err(AuthError::Failed)
     }
 }
 
-/// Credentials made from a random password nobody knows, checked against when the user does not exist.
+/// Checks a password sent with SASL PLAIN or HTTP Basic against a user's credentials, or, for a user that does not
+/// exist (`None`), against a decoy made with the same PBKDF2 parameters, so that the answer takes as long for an
+/// unknown user as for a known one with a wrong password and response times do not reveal which users exist. The
+/// decoy never verifies. Costs one derivation unless `PlainCache` remembers the (right) password.
+pub fn verify_password(credentials: Option<&Credentials>, password: &[u8]) -> bool {
+    match credentials {
+        Some(credentials) => credentials.verify_plain(password),
+        None => {
+            #[cfg(test)]
+            DECOY_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = decoy().verify_plain(password);
+            false
+        }
+    }
+}
+
+/// How many times `verify_password` checked against the decoy, so tests can tell that an unknown user paid the
+/// derivation without measuring time.
+#[cfg(test)]
+static DECOY_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[cfg(test)]
+pub(crate) fn decoy_checks() -> u64 {
+    DECOY_CHECKS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Credentials made from a random password nobody knows, checked against when the user does not exist. They are
+/// derived like every user's (`Credentials::from_password`: same hash, salt length and iterations).
 fn decoy() -> &'static Credentials {
     static DECOY: OnceLock<Credentials> = OnceLock::new();
     DECOY.get_or_init(|| {

@@ -2,7 +2,8 @@
 //! one allows settee to do.
 //!
 //! Scope and collection qualifiers are parsed and kept, so that they print back unchanged, but enforcement is per
-//! bucket: `data_reader[b:s:c]` reads all of `b`. That is wider than Couchbase and is a deliberate simplification.
+//! bucket: `data_reader[b:s:c]` reads all of `b` (and `data_dcp_reader[b:s:c]` streams all of it). That is wider
+//! than Couchbase and is a deliberate simplification.
 
 use std::fmt;
 use std::str::FromStr;
@@ -123,25 +124,39 @@ pub enum Role {
     Bucket(BucketRole, RoleTarget),
 }
 
-/// What a user may do with one bucket's data and settings.
+/// What a user may do with one bucket's data and settings: the memcached privileges ns_server derives from the
+/// roles (`Read`, `Upsert`..., `DcpProducer`, `SimpleStats`), folded into the checks settee makes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BucketAccess {
     pub read: bool,
     pub write: bool,
     /// Change the bucket's settings, flush it, manage its scopes and collections.
     pub manage: bool,
+    /// Open a DCP producer on the bucket (`data.dcp!read`, memcached's `DcpProducer`): streaming every document
+    /// of a bucket is a privilege of its own, not implied by reading documents one key at a time.
+    pub dcp: bool,
+    /// Read the bucket's statistics with STAT (`stats!read`, memcached's `SimpleStats`).
+    pub stats: bool,
 }
 
 impl BucketAccess {
-    pub const NONE: BucketAccess = BucketAccess { read: false, write: false, manage: false };
-    pub const ALL: BucketAccess = BucketAccess { read: true, write: true, manage: true };
+    pub const NONE: BucketAccess = BucketAccess { read: false, write: false, manage: false, dcp: false, stats: false };
+    pub const ALL: BucketAccess = BucketAccess { read: true, write: true, manage: true, dcp: true, stats: true };
 
     pub fn union(self, other: BucketAccess) -> BucketAccess {
         BucketAccess {
             read: self.read || other.read,
             write: self.write || other.write,
             manage: self.manage || other.manage,
+            dcp: self.dcp || other.dcp,
+            stats: self.stats || other.stats,
         }
+    }
+
+    /// Whether the user holds any privilege on the bucket, which is what SELECT_BUCKET asks (kv_engine lets a
+    /// connection select a bucket it has any privilege on; each command then checks its own).
+    pub fn any(self) -> bool {
+        self.read || self.write || self.manage || self.dcp || self.stats
     }
 }
 
@@ -161,22 +176,31 @@ impl Role {
         list.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::parse).collect()
     }
 
-    /// What this role allows on `bucket`. Roles about query, search, views, analytics or monitoring grant no
-    /// KV access.
+    /// What this role allows on `bucket`, following ns_server's role definitions: DCP (`data.dcp!read`) comes
+    /// with admin, bucket_full_access, data_backup, mobile_sync_gateway and data_dcp_reader, never with
+    /// data_reader; STAT (`stats!read`) with the administrators, bucket_full_access, data_backup,
+    /// mobile_sync_gateway, data_monitoring and replication_target, never with data_reader, data_writer or
+    /// data_dcp_reader. Roles about query, search, views or analytics grant no KV access.
     pub fn bucket_access(&self, bucket: &str) -> BucketAccess {
-        let access = |read, write, manage| BucketAccess { read, write, manage };
+        const fn access(read: bool, write: bool, dcp: bool, stats: bool) -> BucketAccess {
+            BucketAccess { read, write, manage: false, dcp, stats }
+        }
+        let stats_only = access(false, false, false, true);
         match self {
             Role::Cluster(ClusterRole::Admin) => BucketAccess::ALL,
-            Role::Cluster(ClusterRole::ClusterAdmin) => access(false, false, true),
+            Role::Cluster(ClusterRole::ClusterAdmin) => BucketAccess { manage: true, ..stats_only },
+            Role::Cluster(ClusterRole::RoAdmin) => stats_only,
             Role::Cluster(_) => BucketAccess::NONE,
             Role::Bucket(role, target) if target.matches_bucket(bucket) => match role {
                 // Couchbase's bucket_admin has no data access since 5.0; settee grants it, as its brief asks.
                 BucketRole::BucketAdmin => BucketAccess::ALL,
                 BucketRole::BucketFullAccess | BucketRole::DataBackup | BucketRole::MobileSyncGateway => {
-                    access(true, true, false)
+                    access(true, true, true, true)
                 }
-                BucketRole::DataReader | BucketRole::DataDcpReader => access(true, false, false),
-                BucketRole::DataWriter => access(false, true, false),
+                BucketRole::DataReader => access(true, false, false, false),
+                BucketRole::DataDcpReader => access(true, false, true, false),
+                BucketRole::DataWriter => access(false, true, false, false),
+                BucketRole::DataMonitoring | BucketRole::ReplicationTarget => stats_only,
                 _ => BucketAccess::NONE,
             },
             Role::Bucket(..) => BucketAccess::NONE,
@@ -334,19 +358,54 @@ mod tests {
     fn bucket_access_follows_role_and_target() {
         // Proves the access table: admin all, bucket_admin all on its bucket, data roles per flag, `*` wildcard.
         let access = |role: &str, bucket: &str| role.parse::<Role>().unwrap().bucket_access(bucket);
-        let rwm = |read, write, manage| BucketAccess { read, write, manage };
+        let rwm = |read, write, manage| BucketAccess { read, write, manage, dcp: false, stats: false };
+        let stats = BucketAccess { stats: true, ..BucketAccess::NONE };
+        let full = BucketAccess { manage: false, ..BucketAccess::ALL };
         assert_eq!(access("admin", "any"), BucketAccess::ALL);
-        assert_eq!(access("ro_admin", "any"), BucketAccess::NONE);
-        assert_eq!(access("cluster_admin", "any"), rwm(false, false, true));
+        assert_eq!(access("ro_admin", "any"), stats);
+        assert_eq!(access("cluster_admin", "any"), BucketAccess { manage: true, ..stats });
         assert_eq!(access("bucket_admin[b]", "b"), BucketAccess::ALL);
         assert_eq!(access("bucket_admin[b]", "c"), BucketAccess::NONE);
-        assert_eq!(access("bucket_full_access[b]", "b"), rwm(true, true, false));
-        assert_eq!(access("bucket_full_access[*]", "zzz"), rwm(true, true, false));
+        assert_eq!(access("bucket_full_access[b]", "b"), full);
+        assert_eq!(access("bucket_full_access[*]", "zzz"), full);
+        assert_eq!(access("data_backup[b]", "b"), full);
         assert_eq!(access("data_reader[b:s:c]", "b"), rwm(true, false, false));
         assert_eq!(access("data_writer[b]", "b"), rwm(false, true, false));
-        assert_eq!(access("data_dcp_reader[b]", "b"), rwm(true, false, false));
+        assert_eq!(access("data_monitoring[b]", "b"), stats);
         assert_eq!(access("query_select[b]", "b"), BucketAccess::NONE);
         assert_eq!(access("views_admin[b]", "b"), BucketAccess::NONE);
         assert!(access("data_reader[B]", "b") == BucketAccess::NONE, "bucket names are case-sensitive");
+    }
+
+    #[test]
+    fn dcp_needs_a_role_that_grants_the_dcp_privilege() {
+        // Regression (issue 17): data_reader could open a DCP producer and stream the whole bucket. Proves only
+        // the roles ns_server gives `data.dcp!read` grant it, with scope/collection qualifiers parsed alike.
+        let dcp = |role: &str| role.parse::<Role>().unwrap().bucket_access("b").dcp;
+        for allowed in ["admin", "bucket_admin[b]", "bucket_full_access[b]", "data_backup[b]", "data_dcp_reader[b]"] {
+            assert!(dcp(allowed), "{allowed}");
+        }
+        for allowed in ["data_dcp_reader[b:s]", "data_dcp_reader[b:s:c]", "data_dcp_reader[*]"] {
+            assert!(dcp(allowed), "{allowed}");
+        }
+        for refused in ["data_reader[b]", "data_writer[b]", "ro_admin", "cluster_admin", "data_dcp_reader[c]"] {
+            assert!(!dcp(refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn stat_needs_a_role_that_grants_the_stats_privilege() {
+        // Regression (issue 17): STAT answered any connection with a bucket selected. Proves the data roles do not
+        // carry `stats!read` and the monitoring and administrative ones do, as in ns_server.
+        let stats = |role: &str| role.parse::<Role>().unwrap().bucket_access("b").stats;
+        for allowed in ["admin", "ro_admin", "cluster_admin", "bucket_admin[b]", "bucket_full_access[b]"] {
+            assert!(stats(allowed), "{allowed}");
+        }
+        for allowed in ["data_monitoring[b]", "data_backup[b]", "replication_target[b]"] {
+            assert!(stats(allowed), "{allowed}");
+        }
+        for refused in ["data_reader[b]", "data_writer[b]", "data_dcp_reader[b]", "query_select[b]"] {
+            assert!(!stats(refused), "{refused}");
+        }
     }
 }

@@ -244,8 +244,8 @@ mod tests {
         assert!(store.is_admin("root") && store.can_read_settings("root"));
         assert_eq!(store.bucket_access("root", "anything"), BucketAccess::ALL);
         assert!(!store.is_admin("ro") && store.can_read_settings("ro"));
-        assert_eq!(store.bucket_access("ro", "b1"), BucketAccess::NONE);
-        let rw = BucketAccess { read: true, write: true, manage: false };
+        assert_eq!(store.bucket_access("ro", "b1"), BucketAccess { stats: true, ..BucketAccess::NONE });
+        let rw = BucketAccess { read: true, write: true, ..BucketAccess::NONE };
         assert_eq!(store.bucket_access("app", "b1"), rw);
         assert_eq!(store.bucket_access("app", "b2"), BucketAccess::ALL);
         assert_eq!(store.bucket_access("app", "b3"), BucketAccess::NONE);

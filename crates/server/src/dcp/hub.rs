@@ -3,7 +3,7 @@
 //! The engine calls [`DcpHub::wake`] under the vBucket's lock, once per batch of mutations a reader has not seen
 //! yet, so it only sets bits and notifies: no allocation, no await, no engine call.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
@@ -61,6 +61,10 @@ pub(crate) struct StreamWaker {
 #[derive(Default)]
 pub struct DcpHub {
     wakers: RwLock<Vec<Weak<StreamWaker>>>,
+    /// Bytes of frames the bucket's producer connections hold queued for their consumers, and the most ever held
+    /// at once (for tests and statistics).
+    queued_bytes: AtomicUsize,
+    queued_bytes_peak: AtomicUsize,
 }
 
 impl DcpHub {
@@ -70,6 +74,26 @@ impl DcpHub {
         wakers.retain(|w| w.strong_count() > 0);
         wakers.push(Arc::downgrade(&waker));
         waker
+    }
+
+    /// A producer's queue went from `before` to `after` bytes.
+    pub(crate) fn queued(&self, before: usize, after: usize) {
+        if after >= before {
+            let now = self.queued_bytes.fetch_add(after - before, Ordering::AcqRel) + (after - before);
+            self.queued_bytes_peak.fetch_max(now, Ordering::AcqRel);
+        } else {
+            self.queued_bytes.fetch_sub(before - after, Ordering::AcqRel);
+        }
+    }
+
+    /// Bytes the bucket's producers hold queued now.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes.load(Ordering::Acquire)
+    }
+
+    /// The most the bucket's producers ever held queued at once.
+    pub fn queued_bytes_peak(&self) -> usize {
+        self.queued_bytes_peak.load(Ordering::Acquire)
     }
 
     /// Called by the engine (under a vBucket lock) when `vb` has new mutations.

@@ -17,7 +17,6 @@ use settee_mcbp::dcp::{
     StreamEndReason, StreamReq,
 };
 use settee_mcbp::{decode_request, decode_response, encode_response, Opcode, Request};
-use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use settee_types::{Datatype, Status, VbId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -29,6 +28,18 @@ use crate::node::BucketHandle;
 const WRITE_BATCH_BYTES: usize = 1 << 20;
 /// How often the loop wakes without traffic, to send noops and notice a dead consumer.
 const TICK: Duration = Duration::from_millis(500);
+/// About how much one read of the engine copies for one stream: a backfill of a large vBucket, or a long change
+/// log, is read in pieces of this size as the consumer takes them.
+const READ_PIECE_BYTES: usize = 1 << 20;
+/// Bytes of frames one connection may hold queued, all streams together, before it stops reading the engine. With a
+/// consumer that neither reads nor acknowledges, this, one write batch and the socket's buffer are all a producer
+/// holds, however many streams it has and however large their vBuckets are.
+const CONNECTION_QUEUE_BYTES_MAX: usize = 4 << 20;
+/// A write the consumer does not take for this long ends the connection (kv_engine disconnects stuck DCP
+/// connections too): a consumer that stopped reading cannot keep the producer's cursors open forever.
+const WRITE_STUCK_TIMEOUT: Duration = Duration::from_secs(360);
+/// Largest frame body a consumer may send a producer: controls, stream requests and acknowledgements are small.
+const CONSUMER_FRAME_BODY_BYTES_MAX: usize = 64 * 1024;
 
 struct Producer {
     bucket: Arc<BucketHandle>,
@@ -45,6 +56,8 @@ struct Producer {
     /// The node this connection replicates to, from its name (`replication:<node>:<bucket>`): its seqno
     /// acknowledgements commit sync writes. None for other consumers, whose acknowledgements count for nothing.
     replica_node: Option<u64>,
+    /// What this connection last reported to the bucket's `DcpHub` as queued.
+    queued_reported: usize,
 }
 
 /// What a KV connection hands over when it becomes a producer.
@@ -56,6 +69,10 @@ pub(crate) struct ProducerSetup {
     /// The connection negotiated collections: keys keep their collection prefix.
     pub collections: bool,
     pub peer: String,
+    /// Who opened the connection, and the users it is checked against again whenever users change: a producer
+    /// whose user is deleted or loses the DCP privilege stops, as kv_engine drops such connections.
+    pub user: String,
+    pub users: crate::auth::UserStore,
 }
 
 pub(crate) async fn serve(
@@ -65,7 +82,8 @@ pub(crate) async fn serve(
     mut rbuf: BytesMut,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let ProducerSetup { bucket, conn, include_xattrs, collections, peer } = setup;
+    let ProducerSetup { bucket, conn, include_xattrs, collections, peer, user, users } = setup;
+    let mut users_generation = users.generation();
     let waker = bucket.dcp_hub.subscribe();
     let replica_node = std::str::from_utf8(conn.name()).ok().and_then(super::replica_node_of);
     let mut p = Producer {
@@ -79,20 +97,35 @@ pub(crate) async fn serve(
         epoch: Instant::now(),
         peer,
         replica_node,
+        queued_reported: 0,
     };
     tracing::info!(peer = %p.peer, name = %String::from_utf8_lossy(p.conn.name()), "dcp producer connection opened");
     let mut out = Vec::with_capacity(64 * 1024);
     loop {
+        if users.generation() != users_generation {
+            users_generation = users.generation();
+            if !users.bucket_access(&user, &p.bucket.name()).dcp {
+                tracing::info!(peer = %p.peer, %user, "closing dcp connection: its user was deleted or lost the dcp privilege");
+                break;
+            }
+        }
         if !p.handle_frames(&mut rbuf, &mut out) {
             break;
         }
         p.fill_streams();
+        p.report_queued();
         let now = p.epoch.elapsed();
         while out.len() < WRITE_BATCH_BYTES && p.conn.poll_into(now, &mut out).is_some() {}
         p.close_finished_cursors();
+        p.report_queued();
         if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                break;
+            match tokio::time::timeout(WRITE_STUCK_TIMEOUT, wr.write_all(&out)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => break,
+                Err(_) => {
+                    tracing::warn!(peer = %p.peer, "closing dcp connection: the consumer stopped taking what it is sent");
+                    break;
+                }
             }
             // Go round again at once while flow control allows and there is more to send or to read.
             let more = out.len() >= WRITE_BATCH_BYTES || p.ready_streams_want_data();
@@ -118,6 +151,7 @@ pub(crate) async fn serve(
     for (vb, (cursor, _)) in std::mem::take(&mut p.cursors) {
         p.bucket.close_cursor(vb, cursor);
     }
+    p.bucket.dcp_hub.queued(std::mem::take(&mut p.queued_reported), 0);
     let _ = wr.shutdown().await;
     tracing::info!(peer = %p.peer, "dcp producer connection closed");
 }
@@ -132,7 +166,7 @@ impl Producer {
         loop {
             let Some(&magic) = rbuf.first() else { return true };
             let used = if magic == 0x81 || magic == 0x18 {
-                match decode_response(rbuf, FRAME_BODY_BYTES_MAX) {
+                match decode_response(rbuf, CONSUMER_FRAME_BODY_BYTES_MAX) {
                     Ok(Some((resp, n))) => {
                         if resp.opcode == Opcode::DcpNoop as u8 {
                             self.conn.noop_response(resp.opaque);
@@ -143,7 +177,7 @@ impl Producer {
                     Err(e) => return self.malformed(&e.to_string()),
                 }
             } else {
-                match decode_request(rbuf, FRAME_BODY_BYTES_MAX) {
+                match decode_request(rbuf, CONSUMER_FRAME_BODY_BYTES_MAX) {
                     Ok(Some((req, n))) => {
                         self.handle_request(&req, out);
                         n
@@ -238,11 +272,14 @@ impl Producer {
         }
     }
 
-    /// Reads the engine for every ready stream that has room.
+    /// Reads the engine for every ready stream that has room, a piece at a time, while the connection holds less
+    /// than [`CONNECTION_QUEUE_BYTES_MAX`] queued: a consumer whose flow-control window is full, or whose socket
+    /// does not drain, leaves frames queued and so stops further reads until it takes them.
     fn fill_streams(&mut self) {
         for vb in self.waker.pending.take() {
             self.ready.insert(vb);
         }
+        let mut room = CONNECTION_QUEUE_BYTES_MAX.saturating_sub(self.conn.queued_bytes());
         let wants: Vec<VbId> = self
             .ready
             .iter()
@@ -250,10 +287,16 @@ impl Producer {
             .filter(|vb| self.conn.stream(*vb).is_some_and(|s| s.wants_from().is_some()))
             .collect();
         for vb in wants {
+            if room == 0 {
+                // The rest stay ready for a later pass, once frames have gone out.
+                break;
+            }
             let Some(&(cursor, position)) = self.cursors.get(&vb) else { continue };
-            match self.bucket.read_cursor(vb, cursor, position) {
+            let limit = room.min(READ_PIECE_BYTES);
+            let read = match self.bucket.read_cursor(vb, cursor, position, limit) {
                 Ok(DcpRead::UpToDate) => {
                     self.ready.remove(&vb);
+                    continue;
                 }
                 Ok(DcpRead::Snapshot(s)) => {
                     let items = s.items.into_iter().filter_map(|i| self.item(vb, i)).collect();
@@ -262,11 +305,19 @@ impl Producer {
                     } else {
                         Snapshot::disk(s.start, s.end, items)
                     };
-                    self.push(vb, snapshot, s.end);
+                    Ok((snapshot, s.end))
                 }
                 Ok(DcpRead::FromDisk { up_to, prepares }) => {
-                    let items = self.disk_items(vb, position, up_to, prepares);
-                    self.push(vb, Snapshot::disk(position + 1, up_to, items), up_to);
+                    let (items, end) = self.disk_items(vb, position, up_to, prepares, limit);
+                    Ok((Snapshot::disk(position + 1, end, items), end))
+                }
+                Err(e) => Err(e),
+            };
+            match read {
+                Ok((snapshot, end)) => {
+                    let bytes: usize = snapshot.items.iter().map(DcpItem::frame_bytes_estimate).sum();
+                    room = room.saturating_sub(bytes.max(1));
+                    self.push(vb, snapshot, end);
                 }
                 Err(e) => {
                     let reason = match e {
@@ -278,6 +329,15 @@ impl Producer {
                     self.ready.remove(&vb);
                 }
             }
+        }
+    }
+
+    /// Tells the bucket's hub how much this connection holds queued now.
+    fn report_queued(&mut self) {
+        let now = self.conn.queued_bytes();
+        if now != self.queued_reported {
+            self.bucket.dcp_hub.queued(self.queued_reported, now);
+            self.queued_reported = now;
         }
     }
 
@@ -307,21 +367,36 @@ impl Producer {
     }
 
     /// Items on disk only, between `after` and `up_to`, read from the store's seqno index, with the pending
-    /// prepares of that range (memory only) merged in by seqno.
-    fn disk_items(&self, vb: VbId, after: u64, up_to: u64, prepares: Vec<DcpChange>) -> Vec<DcpItem> {
-        let Some(p) = &self.bucket.persistence else { return Vec::new() };
+    /// prepares of that range (memory only) merged in by seqno; at most about `limit_bytes` of them (at least one).
+    /// Returns them and the seqno they reach: `up_to`, or just below the first record left for the next read.
+    fn disk_items(
+        &self,
+        vb: VbId,
+        after: u64,
+        up_to: u64,
+        prepares: Vec<DcpChange>,
+        limit_bytes: usize,
+    ) -> (Vec<DcpItem>, u64) {
+        let Some(p) = &self.bucket.persistence else { return (Vec::new(), up_to) };
         let mut changes: Vec<DcpChange> = Vec::new();
+        let (mut bytes, mut end) = (0usize, up_to);
         let r = tokio::task::block_in_place(|| {
-            p.store.scan_seqnos(vb, after + 1, up_to, &mut |r| {
-                changes.push(crate::persistence::snapshot_of(r, true).into())
+            p.store.scan_seqnos_while(vb, after + 1, up_to, &mut |r| {
+                if bytes >= limit_bytes && !changes.is_empty() {
+                    end = r.meta.seqno - 1;
+                    return false;
+                }
+                bytes = bytes.saturating_add(r.key.len() + r.value.len());
+                changes.push(crate::persistence::snapshot_of(r, true).into());
+                true
             })
         });
         if let Err(e) = r {
             tracing::error!(vb = vb.0, error = %e, "dcp backfill from disk failed");
         }
-        changes.extend(prepares);
+        changes.extend(prepares.into_iter().filter(|c| c.item.seqno <= end));
         changes.sort_by_key(|c| c.item.seqno);
-        changes.into_iter().filter_map(|c| self.item(vb, c)).collect()
+        (changes.into_iter().filter_map(|c| self.item(vb, c)).collect(), end)
     }
 
     /// The DCP form of an engine change, shaped for this connection: keys without their collection prefix and only

@@ -3,18 +3,22 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use settee_mcbp::{decode_request, Feature};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::futures::Notified;
 use tokio::task::JoinSet;
 
 use super::dispatch::dispatch;
 use super::pending::Out;
+use super::read_budget::{pending_frame_bytes, Claim};
 use super::reply;
 use super::session::Session;
+use super::unauthenticated::PreAuth;
 use crate::node::Node;
 use settee_types::Status;
 
@@ -36,6 +40,10 @@ fn is_barrier(req: &settee_mcbp::Request<'_>) -> bool {
 /// A request that still finds its item ejected after this many background fetches gets TMPFAIL (the item pager
 /// is racing it); the client retries.
 const FETCH_ATTEMPTS_MAX: u32 = 3;
+/// Largest request body a connection may send before it authenticates: HELLO, SASL (at most 4 KiB), the error map
+/// and NOOP are all small, so a larger frame from an unauthenticated client closes the connection at its header,
+/// before its body is buffered (Couchbase closes unauthenticated connections that send large frames too).
+const UNAUTHENTICATED_BODY_BYTES_MAX: usize = 8 * 1024;
 /// Buffers above this size are released after use so idle connections stay small.
 const IDLE_BUFFER_BYTES_MAX: usize = 256 * 1024;
 
@@ -51,11 +59,55 @@ fn push_config(node: &Node, session: &Session, out: &mut Vec<u8>) {
     reply::clustermap_notification(out, &name, 1, rev, &body);
 }
 
+/// What the read-buffer budget allows the connection before its next read.
+enum Budget<'a> {
+    /// The partial frame at the head of the buffer (if any) fits the connection's own buffer, or its reservation
+    /// was taken before.
+    Fits,
+    /// A reservation for a large frame was just taken: its deadline starts now.
+    Taken,
+    /// No budget for the large frame yet: do not read until this completes (another frame freed budget).
+    Wait(std::pin::Pin<Box<Notified<'a>>>),
+}
+
+/// Makes the connection's reservation match the frame it is receiving and sizes the buffer for it; a buffer that
+/// grew past its idle bound without a reservation (many pipelined frames) goes back to its small size.
+fn settle_read_budget<'a>(node: &'a Node, claim: &mut Claim, rbuf: &mut BytesMut) -> Budget<'a> {
+    let frame_bytes = pending_frame_bytes(rbuf);
+    let outcome = match claim.settle(frame_bytes, READ_BUFFER_BYTES) {
+        Some(true) => Budget::Taken,
+        Some(false) => Budget::Fits,
+        None => {
+            // Register for the wake-up before trying again, so a release in between is not missed.
+            let mut freed = Box::pin(node.read_budget.freed());
+            freed.as_mut().enable();
+            match claim.settle(frame_bytes, READ_BUFFER_BYTES) {
+                Some(_) => Budget::Taken,
+                None => return Budget::Wait(freed),
+            }
+        }
+    };
+    if claim.bytes() > 0 {
+        rbuf.reserve(claim.bytes().saturating_sub(rbuf.len()));
+    } else if rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
+        *rbuf = small_copy(rbuf);
+    }
+    outcome
+}
+
+/// A fresh buffer of the initial size holding what `rbuf` holds (a partial header or small frame at most).
+fn small_copy(rbuf: &BytesMut) -> BytesMut {
+    let mut small = BytesMut::with_capacity(READ_BUFFER_BYTES.max(rbuf.len()));
+    small.extend_from_slice(rbuf);
+    small
+}
+
 /// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
 /// `main`, the node's multi-threaded runtime, because a producer reads the store.
 pub async fn serve_connection(
     node: Arc<Node>,
     stream: TcpStream,
+    pre_auth: PreAuth,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     main: tokio::runtime::Handle,
 ) {
@@ -70,6 +122,7 @@ pub async fn serve_connection(
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
     // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
     let producer_shutdown = shutdown.clone();
+    let mut auth_shutdown = shutdown.clone();
     let shutdown_signal = shutdown.changed();
     tokio::pin!(shutdown_signal);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
@@ -77,9 +130,44 @@ pub async fn serve_connection(
     // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
     let mut inflight: JoinSet<Vec<u8>> = JoinSet::new();
     let mut configs = node.config_changes();
+    // Until SASL succeeds: the deadline to authenticate by, and the listener's signal to make room.
+    let auth_deadline = tokio::time::Instant::now() + Duration::from_secs(node.config.kv_auth_timeout_secs);
+    let mut pre_auth = Some(pre_auth);
+    let evicted = pre_auth.as_ref().map(|p| p.evicted.clone()).unwrap_or_default();
+    // The node-wide read-buffer budget this connection holds for a large frame, and when that frame must be in by.
+    let mut claim = Claim::new(node.read_budget.clone());
+    let frame_timeout = Duration::from_secs(node.config.kv_frame_timeout_secs);
+    let mut frame_deadline = None;
     'conn: loop {
+        if session.user.is_some() {
+            // Authenticated: no deadline, never evicted for room.
+            pre_auth = None;
+        }
+        let mut budget_freed = None;
+        let may_read = match settle_read_budget(&node, &mut claim, &mut rbuf) {
+            Budget::Fits => true,
+            Budget::Taken => {
+                frame_deadline = Some(tokio::time::Instant::now() + frame_timeout);
+                true
+            }
+            Budget::Wait(freed) => {
+                budget_freed = Some(freed);
+                false
+            }
+        };
+        if claim.bytes() == 0 {
+            frame_deadline = None;
+        }
         let read = tokio::select! {
-            r = rd.read_buf(&mut rbuf) => r,
+            r = rd.read_buf(&mut rbuf), if may_read => r,
+            () = async { if let Some(freed) = budget_freed.as_mut() { freed.as_mut().await } }, if budget_freed.is_some() => {
+                continue;
+            }
+            // Timers are made inside async blocks so that a disabled branch (the usual case) costs no timer.
+            () = async { if let Some(at) = frame_deadline { tokio::time::sleep_until(at).await } }, if frame_deadline.is_some() => {
+                tracing::warn!(%peer, frame_bytes = claim.bytes(), "closing kv connection: a large frame stayed incomplete for the frame timeout");
+                break;
+            }
             Ok(()) = configs.changed(), if session.wants_config_pushes() => {
                 configs.borrow_and_update();
                 push_config(&node, &session, &mut wbuf);
@@ -103,6 +191,14 @@ pub async fn serve_connection(
                 continue;
             }
             _ = &mut shutdown_signal => break,
+            () = async { tokio::time::sleep_until(auth_deadline).await }, if pre_auth.is_some() => {
+                tracing::info!(%peer, "closing kv connection: not authenticated within the authentication timeout");
+                break;
+            }
+            _ = evicted.notified(), if pre_auth.is_some() => {
+                tracing::info!(%peer, "closing kv connection: the connection limit is reached and it is the oldest one not authenticated");
+                break;
+            }
         };
         match read {
             Ok(0) => break,
@@ -115,7 +211,8 @@ pub async fn serve_connection(
         let mut used = 0;
         let mut fatal = false;
         loop {
-            match decode_request(&rbuf[used..], FRAME_BODY_BYTES_MAX) {
+            let body_max = if session.user.is_some() { FRAME_BODY_BYTES_MAX } else { UNAUTHENTICATED_BODY_BYTES_MAX };
+            match decode_request(&rbuf[used..], body_max) {
                 Ok(Some((req, n))) => {
                     if !inflight.is_empty() && is_barrier(&req) {
                         // Connection-state changes and barrier frames wait for everything before them.
@@ -127,6 +224,13 @@ pub async fn serve_connection(
                     }
                     let mut fetches = 0;
                     dispatch(&node, &mut session, &req, &mut wbuf);
+                    if let Some(work) = wbuf.auth.take() {
+                        // A PLAIN derivation or a failed attempt's delay: this connection waits (in order), the
+                        // worker thread serves its other connections meanwhile.
+                        let shutdown = &mut auth_shutdown;
+                        super::handlers::session::finish_auth(&node, &mut session, work, &req, &mut wbuf, shutdown)
+                            .await;
+                    }
                     while let Some(fetch) = wbuf.fetch.take() {
                         // The request touched an item that is on disk only: fetch it, then run the request again.
                         if fetches == FETCH_ATTEMPTS_MAX {
@@ -170,13 +274,20 @@ pub async fn serve_connection(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(%peer, agent = %session.agent, error = %e, "closing kv connection: malformed frame");
+                    let authenticated = session.user.is_some();
+                    tracing::warn!(%peer, agent = %session.agent, authenticated, error = %e, "closing kv connection: malformed frame");
                     fatal = true;
                     break;
                 }
             }
         }
         rbuf.advance(used);
+        if used > 0 && claim.release_unless(pending_frame_bytes(&rbuf)) {
+            // The large frame has been consumed: its budget goes back before its reply does, and so does its memory
+            // (the allocation is still the frame's size even though `capacity()`, counted past the consumed
+            // bytes, looks small).
+            rbuf = small_copy(&rbuf);
+        }
         if !wbuf.is_empty() {
             if wr.write_all(&wbuf).await.is_err() {
                 break 'conn;
@@ -203,18 +314,19 @@ pub async fn serve_connection(
                 include_xattrs,
                 collections,
                 peer: peer.to_string(),
+                user: session.user.clone().unwrap_or_default(),
+                users: node.users.clone(),
             };
             let _ = main.spawn(crate::dcp::producer::serve(setup, rd, wr, rbuf, producer_shutdown)).await;
             node.kv_connections.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        if rbuf.is_empty() && rbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
-            rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-        }
         if wbuf.capacity() > IDLE_BUFFER_BYTES_MAX {
             wbuf.buf = Vec::with_capacity(READ_BUFFER_BYTES);
         }
     }
+    // The budget goes back before the client can see the connection close.
+    drop(claim);
     let _ = wr.shutdown().await;
     node.kv_connections.fetch_sub(1, Ordering::Relaxed);
 }

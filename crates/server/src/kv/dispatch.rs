@@ -41,13 +41,10 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
     if s.user.is_none() && !flags.pre_auth {
         return reply::status(out, req, Status::Eaccess);
     }
+    if !check_user_still_exists(node, s) {
+        return;
+    }
     if let Some(b) = &s.bucket {
-        let generation = node.users.generation();
-        if generation != s.users_generation {
-            // Roles changed (or the user was deleted): recompute what this connection may do with its bucket.
-            s.access = node.users.bucket_access(s.user.as_deref().unwrap_or_default(), &b.name());
-            s.users_generation = generation;
-        }
         if b.is_deleted() {
             // kv_engine disconnects clients of a deleted bucket; they reconnect and learn it is gone.
             tracing::info!(peer = %s.peer, "closing connection bound to a deleted bucket");
@@ -93,6 +90,28 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
     if let Err(e) = result {
         write_error(node, s, req, out, e);
     }
+}
+
+/// Re-reads the connection's user when the user store changed since the connection last looked (one atomic load
+/// per request otherwise): roles may have changed, so what the connection may do with its bucket is recomputed;
+/// a deleted user's connection is closed, as kv_engine disconnects the connections of a removed user. False when
+/// the connection must close (nothing is answered).
+fn check_user_still_exists(node: &Node, s: &mut Session) -> bool {
+    let Some(user) = s.user.as_deref() else { return true };
+    let generation = node.users.generation();
+    if generation == s.users_generation {
+        return true;
+    }
+    let Some(current) = node.users.get(user) else {
+        tracing::info!(peer = %s.peer, user, "closing kv connection: its user was deleted");
+        s.close = true;
+        return false;
+    };
+    if let Some(b) = &s.bucket {
+        s.access = current.bucket_access(&b.name());
+    }
+    s.users_generation = generation;
+    true
 }
 
 /// Writes an error reply. NOT_MY_VBUCKET carries the bucket config so the client can re-route; unknown

@@ -1,5 +1,7 @@
-//! Accepts KV connections, at most `max_connections` at once: one more is closed at accept with a log line, so a
-//! connection flood cannot exhaust memory or file descriptors.
+//! Accepts KV connections, at most `max_connections` at once, so a connection flood cannot exhaust memory or file
+//! descriptors. When every slot is taken, the oldest connection that has not authenticated yet is closed to admit
+//! the newcomer (`super::unauthenticated`); when every connection is authenticated, the newcomer is closed at once
+//! with a log line.
 //!
 //! Thread per core (DESIGN.md §2): accepted connections are dealt round-robin to `--kv-threads` worker threads, each
 //! running a single-threaded tokio runtime, and stay on their thread for their life, as memcached's worker threads
@@ -15,13 +17,19 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::connection::serve_connection;
+use super::unauthenticated::{PreAuth, Unauthenticated};
 use crate::node::Node;
 
-/// A connection handed to a worker thread, with its slot under `--max-connections`.
-type Handoff = (std::net::TcpStream, OwnedSemaphorePermit);
+/// A connection handed to a worker thread, with its slot under `--max-connections` and its place among the
+/// unauthenticated connections.
+type Handoff = (std::net::TcpStream, OwnedSemaphorePermit, PreAuth);
+
+/// How long the listener waits for an evicted connection to give its slot back before giving up on the newcomer.
+const EVICTION_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(node.config.max_connections));
+    let unauthenticated = Arc::new(Unauthenticated::default());
     let threads = match node.config.kv_threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
@@ -49,11 +57,12 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, limit = node.config.max_connections, "refusing kv connection: connection limit reached");
+        let Some(permit) = admit(&slots, &unauthenticated).await else {
+            tracing::warn!(%peer, limit = node.config.max_connections, "refusing kv connection: connection limit reached and every connection is authenticated");
             drop(stream);
             continue;
         };
+        let pre_auth = unauthenticated.register();
         let stream = match stream.into_std() {
             Ok(s) => s,
             Err(e) => {
@@ -61,7 +70,7 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
                 continue;
             }
         };
-        if workers[next].send((stream, permit)).is_err() {
+        if workers[next].send((stream, permit, pre_auth)).is_err() {
             tracing::error!(worker = next, "kv worker thread gone; dropping connection");
         }
         next = (next + 1) % workers.len();
@@ -74,6 +83,18 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
         }
     })
     .await;
+}
+
+/// A free connection slot; when there is none, the oldest unauthenticated connection is told to close and its slot
+/// is awaited (briefly). None when every connection is authenticated, or the evicted one did not let go in time.
+async fn admit(slots: &Arc<Semaphore>, unauthenticated: &Unauthenticated) -> Option<OwnedSemaphorePermit> {
+    if let Ok(permit) = slots.clone().try_acquire_owned() {
+        return Some(permit);
+    }
+    if !unauthenticated.evict_oldest() {
+        return None;
+    }
+    tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await.ok()?.ok()
 }
 
 /// Where accepted connections are handed to each worker, and the workers' threads.
@@ -109,7 +130,7 @@ async fn run_worker(
     loop {
         tokio::select! {
             handoff = handoffs.recv() => {
-                let Some((stream, permit)) = handoff else { break };
+                let Some((stream, permit, pre_auth)) = handoff else { break };
                 let stream = match tokio::net::TcpStream::from_std(stream) {
                     Ok(s) => s,
                     Err(e) => {
@@ -119,7 +140,7 @@ async fn run_worker(
                 };
                 let (node, shutdown, main) = (node.clone(), shutdown.clone(), main.clone());
                 connections.spawn(async move {
-                    serve_connection(node, stream, shutdown, main).await;
+                    serve_connection(node, stream, pre_auth, shutdown, main).await;
                     drop(permit);
                 });
             }

@@ -8,5 +8,7 @@ pub mod dispatch;
 pub mod handlers;
 pub mod listener;
 pub mod pending;
+pub mod read_budget;
 pub mod reply;
 pub mod session;
+pub mod unauthenticated;

@@ -19,13 +19,15 @@ use crate::node::BucketHandle;
 /// How long a durable write may wait when the client gave no timeout (kv_engine's default is 30 s too).
 const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
-/// The reply buffer of one batch, plus at most one reply that must wait, or one background fetch the current
-/// request needs before it can be retried.
+/// The reply buffer of one batch, plus at most one reply that must wait, one background fetch the current request
+/// needs before it can be retried, or one authentication step to finish.
 #[derive(Default)]
 pub struct Out {
     pub buf: Vec<u8>,
     pub pending: Option<Pending>,
     pub fetch: Option<Fetch>,
+    /// A SASL step to finish (a derivation, or a failure to answer late) before the next request runs.
+    pub auth: Option<crate::kv::handlers::session::AuthWork>,
 }
 
 /// An item the engine must read from disk before the request can run (it was ejected).

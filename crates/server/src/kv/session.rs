@@ -63,6 +63,8 @@ pub struct Session {
     pub access: BucketAccess,
     /// The user store's generation `access` was computed at; a role change makes it stale.
     pub users_generation: u64,
+    /// Failed SASL attempts on this connection; each one is answered later than the one before.
+    pub auth_failures: u32,
     /// Set when the connection must close after the current batch is written.
     pub close: bool,
     /// Set by DCP_OPEN: once the batch is written, the connection becomes a DCP producer.
@@ -80,6 +82,7 @@ impl Session {
             bucket: None,
             access: BucketAccess::NONE,
             users_generation: 0,
+            auth_failures: 0,
             close: false,
             dcp: None,
         }

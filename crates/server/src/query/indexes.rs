@@ -26,6 +26,10 @@ use crate::node::{BucketHandle, Node};
 
 /// How often the feeder looks at every vBucket even without a wake-up (vBuckets that became active, lost wakes).
 const FEED_TICK: Duration = Duration::from_millis(100);
+/// Keys and values copied out of a vBucket per read.
+const FEED_READ_BYTES: usize = 1 << 20;
+/// At most this much is read from one vBucket per pass, so one large backfill does not hold up the others.
+const FEED_ROUND_BYTES_MAX: usize = 32 << 20;
 
 const DEFERRED: u8 = 0;
 const BUILDING: u8 = 1;
@@ -312,48 +316,66 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
             Err(_) => return,
         }
     }
-    let Some((cursor, position)) = *slot else { return };
-    match b.bucket.read_cursor(id, cursor, position) {
-        Ok(DcpRead::UpToDate) => {
-            for inst in fed {
-                if inst.mem.applied(vb) < position {
-                    inst.mem.apply(vb, position, []);
+    let Some((cursor, mut position)) = *slot else { return };
+    // The vBucket's entries are all in once the reads reach the high seqno it had when this pass began.
+    let target = b.bucket.stream_info(id).map(|i| i.high_seqno).unwrap_or(0);
+    let mut read_bytes = 0usize;
+    let ready = |fed: &[Arc<IndexInstance>]| fed.iter().for_each(|i| i.set_ready(vb, true));
+    loop {
+        match b.bucket.read_cursor(id, cursor, position, FEED_READ_BYTES) {
+            Ok(DcpRead::UpToDate) => {
+                for inst in fed {
+                    if inst.mem.applied(vb) < position {
+                        inst.mem.apply(vb, position, []);
+                    }
                 }
-                inst.set_ready(vb, true);
+                ready(fed);
+                break;
             }
-        }
-        Ok(DcpRead::Snapshot(snap)) => {
-            apply_changes(fed, vb, snap.end, snap.items);
-            *slot = Some((cursor, snap.end));
-            fed.iter().for_each(|i| i.set_ready(vb, true));
-        }
-        Ok(DcpRead::FromDisk { up_to, prepares }) => {
-            let mut changes: Vec<DcpChange> = prepares;
-            if let Some(p) = &b.bucket.persistence {
-                let r = p.store.scan_seqnos(id, position + 1, up_to, &mut |r| {
-                    changes.push(crate::persistence::snapshot_of(r, false).into())
-                });
-                if let Err(e) = r {
-                    tracing::error!(vb, error = %e, "index feeder: reading from disk failed");
-                    return;
+            Ok(DcpRead::Snapshot(snap)) => {
+                read_bytes += snap.items.iter().map(|c| c.item.key.len() + c.item.value.len()).sum::<usize>();
+                apply_changes(fed, vb, snap.end, snap.items);
+                position = snap.end;
+            }
+            Ok(DcpRead::FromDisk { up_to, prepares }) => {
+                let mut changes: Vec<DcpChange> = prepares;
+                if let Some(p) = &b.bucket.persistence {
+                    let r = p.store.scan_seqnos(id, position + 1, up_to, &mut |r| {
+                        changes.push(crate::persistence::snapshot_of(r, false).into())
+                    });
+                    if let Err(e) = r {
+                        tracing::error!(vb, error = %e, "index feeder: reading from disk failed");
+                        break;
+                    }
                 }
+                changes.sort_by_key(|c| c.item.seqno);
+                read_bytes += changes.iter().map(|c| c.item.key.len()).sum::<usize>();
+                apply_changes(fed, vb, up_to, changes);
+                position = up_to;
             }
-            changes.sort_by_key(|c| c.item.seqno);
-            apply_changes(fed, vb, up_to, changes);
-            *slot = Some((cursor, up_to));
-            fed.iter().for_each(|i| i.set_ready(vb, true));
-        }
-        Err(EngineError::NotMyVbucket) => {
-            // No longer active here: forget the cursor and the vBucket's entries.
-            b.bucket.close_cursor(id, cursor);
-            *slot = None;
-            for inst in fed {
-                inst.set_ready(vb, false);
-                inst.mem.reset_vbucket(vb, |key| vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0 == vb);
+            Err(EngineError::NotMyVbucket) => {
+                // No longer active here: forget the cursor and the vBucket's entries.
+                b.bucket.close_cursor(id, cursor);
+                *slot = None;
+                for inst in fed {
+                    inst.set_ready(vb, false);
+                    inst.mem.reset_vbucket(vb, |key| vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0 == vb);
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(vb, error = %e, "index feeder: vBucket not readable");
+                break;
             }
         }
-        Err(e) => tracing::debug!(vb, error = %e, "index feeder: vBucket not readable"),
+        if position >= target {
+            ready(fed);
+        }
+        if read_bytes >= FEED_ROUND_BYTES_MAX {
+            break;
+        }
     }
+    *slot = Some((cursor, position));
 }
 
 /// Applies one vBucket's changes (up to `end`) to every fed index of their collections.

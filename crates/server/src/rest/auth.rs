@@ -1,6 +1,7 @@
 //! HTTP Basic authentication and the privilege checks REST handlers make.
 //!
-//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool, unless the
+//! Verifying a password costs a PBKDF2 derivation (milliseconds), so it runs on the blocking pool
+//! (`auth::run_derivation`, a bounded number at once for the process), unless the
 //! process-wide cache of verified PLAIN passwords (`auth::PlainCache`, shared with the KV port's SASL PLAIN) already
 //! holds it for the user's current credentials.
 
@@ -14,7 +15,7 @@ use base64::Engine;
 
 use super::error::RestError;
 use super::RestState;
-use crate::auth::{ClusterRole, Role, User};
+use crate::auth::{run_derivation, verify_password, ClusterRole, Role, User};
 
 /// An authenticated caller.
 pub(crate) struct Caller {
@@ -32,17 +33,22 @@ impl FromRequestParts<RestState> for Caller {
     }
 }
 
-/// Checks `password` for user `id`.
+/// Checks `password` for user `id`. An unknown user costs the same derivation as a known one with a wrong
+/// password (`auth::verify_password` checks it against a decoy), as the KV port's PLAIN does, so that response
+/// times do not tell which user names exist.
 pub(crate) async fn authenticate(state: &RestState, id: &str, password: &str) -> Result<Caller, RestError> {
-    let user = state.node.users.get(id).ok_or(RestError::Unauthorized)?;
-    if !user.credentials.plain_remembered(password.as_bytes()) {
-        let credentials = user.credentials.clone();
+    let user = state.node.users.get(id);
+    let remembered = user.as_ref().is_some_and(|u| u.credentials.plain_remembered(password.as_bytes()));
+    if !remembered {
+        let credentials = user.as_ref().map(|u| u.credentials.clone());
         let candidate = password.to_owned();
-        let verify = tokio::task::spawn_blocking(move || credentials.verify_plain(candidate.as_bytes()));
+        let verify = run_derivation(move || verify_password(credentials.as_ref(), candidate.as_bytes()));
         if !verify.await.unwrap_or(false) {
             return Err(RestError::Unauthorized);
         }
     }
+    // Only a known user's own credentials can verify: the decoy never does.
+    let user = user.ok_or(RestError::Unauthorized)?;
     Ok(Caller { builtin: id == state.node.config.username, user })
 }
 
@@ -75,7 +81,7 @@ impl Caller {
     /// May list `bucket` and read its settings: any access to it, or the right to read cluster settings.
     pub(crate) fn can_see_bucket(&self, bucket: &str) -> bool {
         let access = self.user.bucket_access(bucket);
-        self.user.can_read_settings() || access.read || access.write || access.manage
+        self.user.can_read_settings() || access.any()
     }
 
     /// May edit, flush or delete `bucket` and manage its scopes and collections.
@@ -132,6 +138,19 @@ mod tests {
             assert_eq!(reply.headers[header::WWW_AUTHENTICATE], super::super::error::BASIC_CHALLENGE);
         }
         assert_eq!(app.call("GET", "/pools/default", Some(ADMIN), None).await.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn unknown_user_pays_the_derivation_a_wrong_password_pays() {
+        // Regression (issue 17): an existing user with a wrong password was answered ~10x slower than an unknown
+        // user, so user names could be enumerated by timing. Proves an unknown user's Basic credentials are checked
+        // against the decoy (one PBKDF2 derivation, counted without timing) and refused with the same 401.
+        let app = TestApp::new();
+        let before = crate::auth::decoy_checks();
+        let reply = app.call("GET", "/pools/default", Some(("nobody-at-all", "some-password")), None).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(reply.headers[header::WWW_AUTHENTICATE], super::super::error::BASIC_CHALLENGE);
+        assert!(crate::auth::decoy_checks() > before, "the unknown user was checked against the decoy");
     }
 
     #[tokio::test]

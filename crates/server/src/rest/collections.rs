@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
-use settee_engine::{Manifest, ManifestError};
+use settee_engine::{Manifest, ManifestError, COLLECTIONS_MAX, SCOPES_MAX};
 
 use super::auth::Caller;
 use super::error::RestError;
@@ -41,7 +41,8 @@ pub(crate) async fn create_scope(
     let handle = manageable(&state, &caller, &bucket)?;
     let form = Form::parse(&body);
     let name = required_name(&form)?;
-    edit(&state, &handle, |m| m.create_scope(name).map(drop)).await
+    let left = SCOPES_MAX.saturating_sub(counted_elsewhere(&state, &bucket, Manifest::user_scope_count));
+    edit(&state, &handle, |m| m.create_scope_limited(name, left).map(drop)).await
 }
 
 /// `DELETE .../scopes/<s>`.
@@ -66,7 +67,15 @@ pub(crate) async fn create_collection(
     let name = required_name(&form)?;
     let max_ttl = parse_max_ttl(&form)?;
     let history = parse_history(&form)?.unwrap_or(false);
-    edit(&state, &handle, |m| m.create_collection(&scope, name, max_ttl, history).map(drop)).await
+    let left = COLLECTIONS_MAX.saturating_sub(counted_elsewhere(&state, &bucket, Manifest::user_collection_count));
+    edit(&state, &handle, |m| m.create_collection_limited(&scope, name, max_ttl, history, left).map(drop)).await
+}
+
+/// What `count` finds in the manifests of every bucket but `bucket`: ns_server's scope and collection limits are
+/// for the whole cluster (every bucket exists on every node, so this node sees them all). Two creations in two
+/// buckets at the same moment may each pass; the engine's per-bucket limit still holds.
+fn counted_elsewhere(state: &RestState, bucket: &str, count: impl Fn(&Manifest) -> usize) -> usize {
+    state.node.buckets().iter().filter(|b| b.name() != bucket).map(|b| count(&b.manifest())).sum()
 }
 
 /// `PATCH .../scopes/<s>/collections/<c>`: changes `maxTTL`; a field not sent keeps its value. The history flag
@@ -136,7 +145,8 @@ fn manifest_error(e: ManifestError) -> RestError {
         ManifestError::ScopeExists(_)
         | ManifestError::CollectionExists(..)
         | ManifestError::DefaultScope
-        | ManifestError::TooMany => StatusCode::BAD_REQUEST,
+        | ManifestError::TooManyScopes
+        | ManifestError::TooManyCollections => StatusCode::BAD_REQUEST,
     };
     RestError::global(status, e.to_string())
 }
@@ -231,6 +241,40 @@ mod tests {
         assert_eq!(ttl.status, StatusCode::BAD_REQUEST);
         let flip = app.call("PATCH", &format!("{coll}/c"), Some(ADMIN), Some("history=true")).await;
         assert_eq!(flip.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn scopes_and_collections_past_the_cluster_limit_get_ns_servers_refusal() {
+        // Regression (issue 17): scopes had no limit (10,000 created, ~48 KiB of memory each). Proves the limits
+        // count every bucket, as ns_server's do: with 600 scopes in another bucket, `default` takes 400 more, the
+        // next gets 400 {"errors":{"_":"Maximum number of scopes has been reached"}}, and the same for collections.
+        let app = TestApp::new();
+        let node = &app.state.node;
+        let mut config = node.default_bucket_config().expect("a bucket config");
+        config.name = "other".into();
+        let other = node.create_bucket(config).expect("second bucket");
+        node.propose_manifest_change(&other, |m| {
+            (0..600).try_for_each(|i| m.create_scope(&format!("o{i}")).map(drop))?;
+            (0..600).try_for_each(|i| m.create_collection("o0", &format!("c{i}"), None, false).map(drop))
+        })
+        .await
+        .unwrap();
+        let default = node.bucket("default").unwrap();
+        node.propose_manifest_change(&default, |m| {
+            (0..399).try_for_each(|i| m.create_scope(&format!("d{i}")).map(drop))?;
+            (0..399).try_for_each(|i| m.create_collection("d0", &format!("c{i}"), None, false).map(drop))
+        })
+        .await
+        .unwrap();
+        assert_eq!(app.call("POST", SCOPES, Some(ADMIN), Some("name=last")).await.status, StatusCode::OK);
+        let refused = app.call("POST", SCOPES, Some(ADMIN), Some("name=too-many")).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert_eq!(refused.json, json!({"errors": {"_": "Maximum number of scopes has been reached"}}));
+        let coll = format!("{SCOPES}/last/collections");
+        assert_eq!(app.call("POST", &coll, Some(ADMIN), Some("name=last")).await.status, StatusCode::OK);
+        let refused = app.call("POST", &coll, Some(ADMIN), Some("name=too-many")).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert_eq!(refused.json, json!({"errors": {"_": "Maximum number of collections has been reached"}}));
     }
 
     #[tokio::test]

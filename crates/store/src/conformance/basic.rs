@@ -135,6 +135,13 @@ fn seqno_scan_skips_superseded_versions(s: &impl VbStore) {
     let mut seen = Vec::new();
     s.scan_seqnos(vb, 4, 3, &mut |r| seen.push(r.meta.seqno)).unwrap();
     assert!(seen.is_empty(), "an empty range visits nothing");
+    let mut seen = Vec::new();
+    s.scan_seqnos_while(vb, 0, 10, &mut |r| {
+        seen.push(r.meta.seqno);
+        false
+    })
+    .unwrap();
+    assert_eq!(seen, vec![3], "a scan stops as soon as the reader has had enough");
 }
 
 /// The same key in two vBuckets is two documents.

@@ -187,7 +187,13 @@ impl VbStore for FjallStore {
         Ok(Some(record))
     }
 
-    fn scan_seqnos(&self, vb: VbId, from: Seqno, to: Seqno, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
+    fn scan_seqnos_while(
+        &self,
+        vb: VbId,
+        from: Seqno,
+        to: Seqno,
+        f: &mut dyn FnMut(Record) -> bool,
+    ) -> Result<(), StoreError> {
         self.usable(vb)?;
         if from > to {
             return Ok(());
@@ -195,8 +201,11 @@ impl VbStore for FjallStore {
         let range = layout::seqno_index_key(vb, from)..=layout::seqno_index_key(vb, to);
         for guard in self.by_seqno.range(range) {
             let (k, v) = guard.into_inner().map_err(|e| self.read_failed(vb, e))?;
-            f(layout::decode_seqno_entry(&k, &v)
-                .ok_or(StoreError::Corrupt { vb, seqno: layout::seqno_of_index_key(&k) })?);
+            let record = layout::decode_seqno_entry(&k, &v)
+                .ok_or(StoreError::Corrupt { vb, seqno: layout::seqno_of_index_key(&k) })?;
+            if !f(record) {
+                break;
+            }
         }
         Ok(())
     }

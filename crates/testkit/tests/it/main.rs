@@ -6,5 +6,6 @@ mod metadata;
 mod persistence;
 mod process;
 mod replication;
+mod security;
 mod session;
 mod wire;

@@ -284,3 +284,24 @@ fn random_and_mutated_messages_never_panic() {
         }
     }
 }
+
+#[test]
+fn server_first_and_the_proof_check_derive_nothing() {
+    // Proves the claim that keeps SCRAM on the KV worker thread (issue 17): with the salted password stored, neither
+    // the server-first message (for a known user, or an unknown one's decoy) nor the final proof check runs PBKDF2.
+    let credentials = Credentials::from_password_with_salt("pencil", b"salt", 64);
+    let lookup = |user: &str| (user == "user").then(|| credentials.clone());
+    let derivations = || crate::auth::mechanism::DERIVATIONS_ON_THIS_THREAD.with(|n| n.get());
+    for hash in ScramHash::ALL {
+        let client = TestClient::new(hash, "user", "pencil", "fyko+d2lbbFgONRv9qkxdawL");
+        let stranger = TestClient::new(hash, "nobody", "pencil", "fyko+d2lbbFgONRv9qkxdawL");
+        let before = derivations();
+        let (server, first) = ScramServer::start(hash, &client.client_first(), lookup).unwrap();
+        let (_, _) = ScramServer::start(hash, &stranger.client_first(), lookup).unwrap();
+        assert_eq!(derivations(), before, "{hash:?}: server-first derived");
+        let (client_final, _) = client.client_final(&first);
+        let during_client = derivations();
+        server.step(&client_final).unwrap();
+        assert_eq!(derivations(), during_client, "{hash:?}: the proof check derived");
+    }
+}

@@ -16,8 +16,13 @@ use crate::node::{Node, COUCHBASE_VERSION};
 
 /// STAT: one reply per statistic (key = name, value = decimal text) and an empty reply to end the group.
 /// Groups: "" (default), "memory", "uuid", "vbucket-seqno". Other groups are KEY_ENOENT, as kv_engine answers unknown ones.
+/// Needs the bucket's stats privilege (Couchbase's SimpleStats: the monitoring and administrative roles, not the
+/// data roles).
 pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let b = selected_bucket(s)?;
+    if !s.access.stats {
+        return Err(KvError::Status(Status::Eaccess));
+    }
     let cfg = b.config();
     let mut stats: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: String| stats.push((k.to_owned(), v));

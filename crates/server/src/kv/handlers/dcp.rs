@@ -19,7 +19,10 @@ pub struct DcpUpgrade {
 
 pub fn open(s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let open = DcpOpen::decode(req).map_err(|e| KvError::Status(e.status()))?;
-    if !s.access.read {
+    if !s.access.dcp {
+        // Couchbase's DcpProducer privilege (data_dcp_reader, bucket_full_access, admin ...): reading documents
+        // one by one (data_reader) does not allow streaming the whole bucket.
+        tracing::info!(peer = %s.peer, user = s.user.as_deref().unwrap_or_default(), "dcp open refused: no dcp privilege");
         return Err(KvError::Status(Status::Eaccess));
     }
     let conn = ProducerConnection::open(&open, s.collections(), std::time::Duration::ZERO).map_err(|e| {

@@ -2,11 +2,12 @@
 
 use crate::kv::pending::Out;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use settee_mcbp::{Feature, Request};
 use settee_types::Status;
 
-use crate::auth::{self, authenticate_plain, Mechanism, ScramServer};
+use crate::auth::{self, AuthError, Mechanism, PlainMessage, ScramServer};
 use crate::error_map::error_map_json;
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
@@ -41,52 +42,147 @@ pub fn sasl_list_mechs(req: &Request<'_>, out: &mut Out) -> KvResult {
     Ok(())
 }
 
+/// An authentication step the connection loop finishes before the next request (`finish_auth`): a PLAIN password
+/// to derive off the event loop, or a failure to answer after the connection's failure delay.
+pub enum AuthWork {
+    Plain { user: String, credentials: Option<Box<crate::auth::Credentials>>, password: Vec<u8> },
+    Failed(AuthError),
+}
+
+/// The first failed attempt on a connection waits this long before its answer; each further one twice as long as the
+/// previous, up to [`AUTH_FAILURE_DELAY_MAX`]. A client that mistyped a password does not notice; one that pipelines
+/// thousands of guesses gets one answer every two seconds and costs one derivation per answer.
+pub const AUTH_FAILURE_DELAY_FIRST: Duration = Duration::from_millis(25);
+pub const AUTH_FAILURE_DELAY_MAX: Duration = Duration::from_secs(2);
+
+/// A connection that fails this many times is closed after answering the last one: at the capped delay it has been
+/// guessing for about twenty seconds, which no client that merely mistyped a password does.
+pub const AUTH_FAILURES_MAX: u32 = 10;
+
+/// How long the `failures`-th failed attempt (counting from 1) on one connection waits before it is answered.
+pub fn auth_failure_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    AUTH_FAILURE_DELAY_FIRST.saturating_mul(1 << doublings).min(AUTH_FAILURE_DELAY_MAX)
+}
+
+/// SASL_AUTH. PLAIN with a password `PlainCache` remembers (a right one) and SCRAM's first step answer at once;
+/// a PLAIN password that needs a derivation, and every failure, are left in `out.auth` for `finish_auth`.
 pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     s.scram = None;
     let lookup = |user: &str| node.users.credentials(user);
-    let outcome = Mechanism::parse(req.key).and_then(|mech| match mech {
-        Mechanism::Plain => authenticate_plain(req.value, lookup).map(|user| (Some(user), Vec::new())),
+    let started = Mechanism::parse(req.key).and_then(|mech| match mech {
+        Mechanism::Plain => PlainMessage::parse(req.value).map(|m| {
+            let credentials = lookup(m.user);
+            match &credentials {
+                Some(c) if c.plain_remembered(m.password) => AuthStart::Done(m.user.to_owned()),
+                _ => AuthStart::Derive(AuthWork::Plain {
+                    user: m.user.to_owned(),
+                    credentials: credentials.map(Box::new),
+                    password: m.password.to_vec(),
+                }),
+            }
+        }),
         Mechanism::Scram(hash) => ScramServer::start(hash, req.value, lookup).map(|(server, first)| {
             s.scram = Some(server);
-            (None, first)
+            AuthStart::Continue(first)
         }),
     });
-    match outcome {
-        Ok((Some(user), _)) => {
-            authenticated(s, user);
-            reply::status(out, req, Status::Success);
+    match started {
+        Ok(AuthStart::Done(user)) => match authenticated(node, s, user) {
+            true => reply::status(out, req, Status::Success),
+            false => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
+        },
+        Ok(AuthStart::Continue(server_first)) => {
+            reply::with_value(out, req, Status::AuthContinue, 0, &[], &server_first)
         }
-        Ok((None, server_first)) => reply::with_value(out, req, Status::AuthContinue, 0, &[], &server_first),
-        Err(e) => {
-            tracing::info!(peer = %s.peer, error = %e, "SASL authentication failed");
-            reply::status(out, req, e.status());
-        }
+        Ok(AuthStart::Derive(work)) => out.auth = Some(work),
+        Err(e) => out.auth = Some(AuthWork::Failed(e)),
     }
     Ok(())
 }
 
-pub fn sasl_step(_node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
+/// What SASL_AUTH could decide on the worker thread.
+enum AuthStart {
+    Done(String),
+    Continue(Vec<u8>),
+    Derive(AuthWork),
+}
+
+pub fn sasl_step(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let Some(server) = s.scram.take() else {
-        return Err(KvError::Status(Status::AuthError));
+        out.auth = Some(AuthWork::Failed(AuthError::Malformed("SASL_STEP without SASL_AUTH")));
+        return Ok(());
     };
     match server.step(req.value) {
-        Ok((user, server_final)) => {
-            authenticated(s, user);
-            reply::with_value(out, req, Status::Success, 0, &[], &server_final);
-        }
-        Err(e) => {
-            tracing::info!(peer = %s.peer, error = %e, "SASL authentication failed");
-            reply::status(out, req, e.status());
-        }
+        Ok((user, server_final)) => match authenticated(node, s, user) {
+            true => reply::with_value(out, req, Status::Success, 0, &[], &server_final),
+            false => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
+        },
+        Err(e) => out.auth = Some(AuthWork::Failed(e)),
     }
     Ok(())
 }
 
-fn authenticated(s: &mut Session, user: String) {
+/// Finishes what SASL_AUTH or SASL_STEP left in `out.auth`, before the connection runs its next request: derives a
+/// PLAIN password on the blocking pool (the worker thread serves its other connections meanwhile), and answers a
+/// failure only after the connection's failure delay (a timer, never a sleep of the thread), or at once with the
+/// connection closing when the node shuts down or the connection failed [`AUTH_FAILURES_MAX`] times.
+pub async fn finish_auth(
+    node: &Node,
+    s: &mut Session,
+    work: AuthWork,
+    req: &Request<'_>,
+    out: &mut Out,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let outcome = match work {
+        AuthWork::Plain { user, credentials, password } => {
+            let verify = move || crate::auth::verify_password(credentials.as_deref(), &password);
+            match crate::auth::run_derivation(verify).await {
+                Some(true) => Ok(user),
+                _ => Err(AuthError::Failed),
+            }
+        }
+        AuthWork::Failed(e) => Err(e),
+    };
+    let outcome = outcome.and_then(|user| if authenticated(node, s, user) { Ok(()) } else { Err(AuthError::Failed) });
+    match outcome {
+        Ok(()) => reply::status(out, req, Status::Success),
+        Err(e) => {
+            s.auth_failures = s.auth_failures.saturating_add(1);
+            let delay = auth_failure_delay(s.auth_failures);
+            tracing::info!(peer = %s.peer, error = %e, failures = s.auth_failures, ?delay, "SASL authentication failed");
+            if *shutdown.borrow() {
+                s.close = true;
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => s.close = true,
+                }
+            }
+            reply::status(out, req, e.status());
+            if s.auth_failures >= AUTH_FAILURES_MAX {
+                tracing::warn!(peer = %s.peer, failures = s.auth_failures, "closing kv connection: too many failed authentication attempts");
+                s.close = true;
+            }
+        }
+    }
+}
+
+/// Marks the connection authenticated as `user`; false (and nothing changes) when the user was deleted while its
+/// password was being checked. The user store's generation is read before the user is looked up, so a deletion
+/// after the lookup moves the generation and the connection's next request finds it (`dispatch`).
+fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
+    let generation = node.users.generation();
+    if node.users.get(&user).is_none() {
+        return false;
+    }
     tracing::debug!(peer = %s.peer, %user, "authenticated");
     s.user = Some(user);
+    s.users_generation = generation;
     s.bucket = None;
     s.access = crate::auth::BucketAccess::NONE;
+    true
 }
 
 pub fn get_error_map(req: &Request<'_>, out: &mut Out) -> KvResult {
@@ -110,7 +206,7 @@ pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut 
     let user = s.user.as_deref().unwrap_or_default();
     s.users_generation = node.users.generation();
     let access = node.users.bucket_access(user, name);
-    let bucket = node.bucket(name).filter(|_| access.read || access.write || access.manage);
+    let bucket = node.bucket(name).filter(|_| access.any());
     match bucket {
         Some(b) => {
             s.bucket = Some(b);
@@ -153,4 +249,21 @@ pub fn noop(req: &Request<'_>, out: &mut Out) -> KvResult {
 pub fn version(req: &Request<'_>, out: &mut Out) -> KvResult {
     reply::with_value(out, req, Status::Success, 0, &[], COUCHBASE_VERSION.as_bytes());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_delay_doubles_from_the_first_up_to_the_cap() {
+        // Proves the schedule a guessing client meets: 25 ms, then twice as long each time, never above 2 s, and no
+        // overflow however many failures a connection piles up.
+        assert_eq!(auth_failure_delay(1), AUTH_FAILURE_DELAY_FIRST);
+        assert_eq!(auth_failure_delay(2), AUTH_FAILURE_DELAY_FIRST * 2);
+        assert_eq!(auth_failure_delay(4), AUTH_FAILURE_DELAY_FIRST * 8);
+        assert_eq!(auth_failure_delay(8), AUTH_FAILURE_DELAY_MAX);
+        assert_eq!(auth_failure_delay(u32::MAX), AUTH_FAILURE_DELAY_MAX);
+        assert!((1..40).all(|n| auth_failure_delay(n) <= auth_failure_delay(n + 1)));
+    }
 }
