@@ -158,6 +158,9 @@ async fn service(
     if req.statement.is_none() && req.prepared.is_none() {
         return early(&request_id, context_id.as_deref(), QueryError::NoStatement, started);
     }
+    let Ok(admission) = q.admitted.clone().try_acquire_owned() else {
+        return early(&request_id, context_id.as_deref(), QueryError::QueueFull, started);
+    };
     let Ok(permit) = q.limiter.clone().acquire_owned().await else {
         return early(&request_id, context_id.as_deref(), QueryError::ShuttingDown, started);
     };
@@ -183,7 +186,14 @@ async fn service(
     let (tx, mut rx) = mpsc::channel::<Bytes>(BODY_CHUNKS);
     let (head_tx, head_rx) = oneshot::channel();
     let prefix = response::prefix(&request_id, context_id.as_deref());
-    let sink = StreamSink::new(tx, head_tx, prefix.clone(), run_state.clone(), req.signature);
+    let stall = Duration::from_millis(q.send_stall_timeout_ms.load(Ordering::Relaxed));
+    let servicer = response::Servicer {
+        limiter: q.limiter.clone(),
+        permit: Some(permit),
+        runtime: tokio::runtime::Handle::current(),
+        stall,
+    };
+    let sink = StreamSink::new(tx, head_tx, prefix.clone(), run_state.clone(), req.signature, servicer);
     let exec = Exec {
         node: node.clone(),
         user: caller.user.clone(),
@@ -198,7 +208,7 @@ async fn service(
         let outcome = exec.run(sink);
         finish_q.requests.finish(&active, outcome.0, outcome.1, outcome.2);
         finish_q.completed.fetch_add(1, Ordering::Relaxed);
-        drop(permit);
+        drop(admission);
     });
     match head_rx.await {
         Ok(Head::Started) => {

@@ -24,6 +24,11 @@ use crate::node::Node;
 
 /// Requests executing at once per node, beyond which they wait (Couchbase's servicers: 4 per core).
 const SERVICERS_PER_CORE: usize = 4;
+/// Requests admitted at once (running, waiting for a servicer, or waiting for their client to read); past it a
+/// request is refused with 1201 "Request queue full" (HTTP 503), so slow clients cannot pile up threads.
+const ADMITTED_MAX: usize = 256;
+/// How long a request waits for its client to take more of the answer before it is cancelled.
+pub const SEND_STALL_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
 /// The memory a request may hold (ORDER BY, GROUP BY, DISTINCT, subquery results) when it does not say
 /// (`memory_quota`), in MiB: a bad query fails with 5500 instead of taking the node's memory.
 pub const MEMORY_QUOTA_DEFAULT_MB: u64 = 1024;
@@ -33,7 +38,12 @@ pub struct QueryService {
     pub engine: Engine,
     pub indexes: Arc<indexes::IndexRegistry>,
     pub requests: requests::RequestLog,
+    /// Servicers: held while a request executes, given back while it waits for its client.
     pub limiter: Arc<tokio::sync::Semaphore>,
+    /// Admission: held from the start of a request to its end.
+    pub admitted: Arc<tokio::sync::Semaphore>,
+    /// How long a request may wait for its client to read (milliseconds).
+    pub send_stall_timeout_ms: std::sync::atomic::AtomicU64,
     pub servicers: usize,
     pub completed: AtomicU64,
     pub memory_quota_mb: u64,
@@ -50,6 +60,8 @@ impl Default for QueryService {
             indexes: Arc::default(),
             requests: Default::default(),
             limiter: Arc::new(tokio::sync::Semaphore::new(servicers)),
+            admitted: Arc::new(tokio::sync::Semaphore::new(ADMITTED_MAX)),
+            send_stall_timeout_ms: AtomicU64::new(SEND_STALL_TIMEOUT_DEFAULT.as_millis() as u64),
             servicers,
             completed: AtomicU64::new(0),
             memory_quota_mb: MEMORY_QUOTA_DEFAULT_MB,

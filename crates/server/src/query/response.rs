@@ -105,6 +105,15 @@ pub struct Tally {
     pub result_size: u64,
 }
 
+/// The request's servicer permit: given back while the executor waits for the client to take the answer (a slow
+/// reader costs no servicer), taken again before it goes on, and the wait bounded by `stall`.
+pub struct Servicer {
+    pub limiter: Arc<tokio::sync::Semaphore>,
+    pub permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub runtime: tokio::runtime::Handle,
+    pub stall: Duration,
+}
+
 /// The executor's side of the answer.
 pub struct StreamSink {
     tx: mpsc::Sender<Bytes>,
@@ -116,6 +125,7 @@ pub struct StreamSink {
     /// The client went away: nothing more is written.
     gone: bool,
     signature: bool,
+    servicer: Servicer,
 }
 
 impl StreamSink {
@@ -126,6 +136,7 @@ impl StreamSink {
         prefix: String,
         state: Arc<AtomicU8>,
         signature: bool,
+        servicer: Servicer,
     ) -> StreamSink {
         StreamSink {
             tx,
@@ -136,6 +147,7 @@ impl StreamSink {
             state,
             gone: false,
             signature,
+            servicer,
         }
     }
 
@@ -155,11 +167,32 @@ impl StreamSink {
             return !self.gone;
         }
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES)));
-        if self.tx.blocking_send(chunk).is_err() {
-            self.gone = true;
-            self.state.store(settee_query::exec::CANCELLED, Ordering::Release);
+        let chunk = match self.tx.try_send(chunk) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return self.client_gone("the client went away"),
+            Err(mpsc::error::TrySendError::Full(chunk)) => chunk,
+        };
+        // The client is slower than the executor: wait for it without holding a servicer.
+        self.servicer.permit = None;
+        let sent = self.servicer.runtime.block_on(self.tx.send_timeout(chunk, self.servicer.stall));
+        match sent {
+            Ok(()) => {}
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => return self.client_gone("the client went away"),
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                tracing::warn!(stall = ?self.servicer.stall, "query request cancelled: its client stopped reading");
+                return self.client_gone("the client stopped reading");
+            }
         }
-        !self.gone
+        let limiter = self.servicer.limiter.clone();
+        self.servicer.permit = self.servicer.runtime.block_on(limiter.acquire_owned()).ok();
+        true
+    }
+
+    fn client_gone(&mut self, why: &str) -> bool {
+        tracing::debug!(why, "query answer abandoned");
+        self.gone = true;
+        self.state.store(settee_query::exec::CANCELLED, Ordering::Release);
+        false
     }
 
     /// Writes the rest of the answer after the last row: errors, status, metrics and profile.

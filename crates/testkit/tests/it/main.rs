@@ -5,6 +5,7 @@ mod kv_ops;
 mod metadata;
 mod persistence;
 mod process;
+mod query;
 mod replication;
 mod security;
 mod session;
