@@ -319,14 +319,11 @@ fn create_index(c: &CreateIndex, env: &StatementEnv, cx: &Cx<'_>) -> Result<(), 
     let keys = c
         .keys
         .iter()
-        .map(|k| {
-            let text = k.expr.to_string();
-            let expr = match k.array {
-                Some(crate::ast::ArrayIndexKind::Distinct) => format!("(distinct {text})"),
-                Some(crate::ast::ArrayIndexKind::All) => format!("(all {text})"),
-                None => text,
-            };
-            IndexKeyDef { expr, desc: k.desc, include_missing: k.include_missing }
+        .map(|k| IndexKeyDef {
+            expr: k.expr.to_string(),
+            array: k.array,
+            desc: k.desc,
+            include_missing: k.include_missing,
         })
         .collect();
     let partition = c.partition.as_ref().map(|exprs| {

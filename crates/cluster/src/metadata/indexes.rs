@@ -9,6 +9,9 @@ use super::{BucketMeta, ClusterMetadata, MetaError};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexKeySpec {
     pub expr: String,
+    /// `distinct` or `all` for an array key.
+    #[serde(default)]
+    pub array: Option<String>,
     #[serde(default)]
     pub desc: bool,
     #[serde(default)]

@@ -125,20 +125,7 @@ pub fn index_row(ks: &KeyspaceName, def: &IndexDef, state: IndexState, ds_id: &V
     put("namespace_id", Value::string("default"));
     put("state", Value::string(state.as_str()));
     put("using", Value::string("gsi"));
-    let keys = def
-        .keys
-        .iter()
-        .map(|k| {
-            let mut text = k.expr.clone();
-            if k.include_missing {
-                text.push_str(" INCLUDE MISSING");
-            }
-            if k.desc {
-                text.push_str(" DESC");
-            }
-            Value::from(text)
-        })
-        .collect();
+    let keys = def.keys.iter().map(|k| Value::from(crate::index::key_display(k))).collect();
     put("index_key", Value::array(keys));
     if ks.is_default_collection() {
         put("keyspace_id", Value::from(ks.bucket.clone()));

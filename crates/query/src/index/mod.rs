@@ -5,8 +5,10 @@
 //! keys of its own: its one key is the document id, so a primary scan is an ordered scan of a collection's ids.
 //! Each index remembers, per vBucket, the highest seqno it has applied; scan consistency waits on those.
 
+mod keys;
 mod mem_index;
 
+pub use keys::{key_display, KeyPlan};
 pub use mem_index::{Change, MemIndex};
 
 use std::sync::Arc;
@@ -38,9 +40,10 @@ impl IndexState {
 /// One key of a secondary index, kept as its normalised text (the form `system:indexes` shows).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexKeyDef {
-    /// The key expression in normalised text (``(`a`.`b`)``), with `DISTINCT ARRAY ... END` / `ALL ...` for array
-    /// keys.
+    /// The key expression in normalised text (``(`a`.`b`)``, ``array (`v`.`x`) for `v` in `arr` end``).
     pub expr: String,
+    /// `DISTINCT` or `ALL` for an array key.
+    pub array: Option<crate::ast::ArrayIndexKind>,
     pub desc: bool,
     pub include_missing: bool,
 }

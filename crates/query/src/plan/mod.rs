@@ -11,7 +11,7 @@ mod compile_expr;
 mod dml;
 mod explain;
 mod keyspace;
-mod scope;
+pub(crate) mod scope;
 mod select;
 mod spans;
 

@@ -148,7 +148,14 @@ impl Datastore for NodeDatastore {
             keys: def
                 .keys
                 .iter()
-                .map(|k| IndexKeySpec { expr: k.expr.clone(), desc: k.desc, include_missing: k.include_missing })
+                .map(|k| IndexKeySpec {
+                    expr: k.expr.clone(),
+                    array: k.array.map(|a| {
+                        if a == settee_query::ast::ArrayIndexKind::Distinct { "distinct" } else { "all" }.to_string()
+                    }),
+                    desc: k.desc,
+                    include_missing: k.include_missing,
+                })
                 .collect(),
             condition: def.condition.clone(),
             partition: def.partition.clone(),

@@ -16,8 +16,10 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use settee_cluster::{ClusterMetadata, IndexSpec};
 use settee_engine::{ChangeKind, CursorId, DcpChange, DcpRead, DocKey, EngineError, VbState};
+use settee_query::datastore::DocMeta;
 use settee_query::datastore::KeyspaceName;
 use settee_query::index::{Change, IndexDef, IndexKeyDef, IndexState, MemIndex};
+use settee_query::value::Value;
 use settee_types::limits::NUM_VBUCKETS;
 use settee_types::{vbucket_for_key, VbId};
 
@@ -39,6 +41,8 @@ const ONLINE: u8 = 2;
 pub struct IndexInstance {
     pub def: IndexDef,
     pub cid: u32,
+    /// A secondary index's compiled keys and condition; `None` for a primary index (its one key is the id).
+    keys: Option<settee_query::index::KeyPlan>,
     state: AtomicU8,
     pub mem: MemIndex,
     /// While building: the high seqno of each active vBucket when the build started; online once applied.
@@ -185,15 +189,36 @@ fn sync_instances(
             keys: spec
                 .keys
                 .iter()
-                .map(|k| IndexKeyDef { expr: k.expr.clone(), desc: k.desc, include_missing: k.include_missing })
+                .map(|k| IndexKeyDef {
+                    expr: k.expr.clone(),
+                    array: match k.array.as_deref() {
+                        Some("distinct") => Some(settee_query::ast::ArrayIndexKind::Distinct),
+                        Some("all") => Some(settee_query::ast::ArrayIndexKind::All),
+                        _ => None,
+                    },
+                    desc: k.desc,
+                    include_missing: k.include_missing,
+                })
                 .collect(),
             condition: spec.condition.clone(),
             partition: spec.partition.clone(),
             num_replica: spec.num_replica,
         };
+        let keys = if spec.is_primary {
+            None
+        } else {
+            match settee_query::index::KeyPlan::compile(&def) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    tracing::error!(index = %def.name, error = %e, "cannot compile the index keys: the index stays empty");
+                    continue;
+                }
+            }
+        };
         let inst = Arc::new(IndexInstance {
             def,
             cid,
+            keys,
             state: AtomicU8::new(DEFERRED),
             mem: MemIndex::new(spec.is_primary, usize::from(NUM_VBUCKETS)),
             build_targets: Mutex::new(Vec::new()),
@@ -334,14 +359,15 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
             }
             Ok(DcpRead::Snapshot(snap)) => {
                 read_bytes += snap.items.iter().map(|c| c.item.key.len() + c.item.value.len()).sum::<usize>();
-                apply_changes(fed, vb, snap.end, snap.items);
+                apply_changes(b, fed, vb, snap.end, snap.items);
                 position = snap.end;
             }
             Ok(DcpRead::FromDisk { up_to, prepares }) => {
                 let mut changes: Vec<DcpChange> = prepares;
                 if let Some(p) = &b.bucket.persistence {
+                    let values = fed.iter().any(|i| i.keys.is_some());
                     let r = p.store.scan_seqnos(id, position + 1, up_to, &mut |r| {
-                        changes.push(crate::persistence::snapshot_of(r, false).into())
+                        changes.push(crate::persistence::snapshot_of(r, values).into())
                     });
                     if let Err(e) = r {
                         tracing::error!(vb, error = %e, "index feeder: reading from disk failed");
@@ -350,7 +376,7 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
                 }
                 changes.sort_by_key(|c| c.item.seqno);
                 read_bytes += changes.iter().map(|c| c.item.key.len()).sum::<usize>();
-                apply_changes(fed, vb, up_to, changes);
+                apply_changes(b, fed, vb, up_to, changes);
                 position = up_to;
             }
             Err(EngineError::NotMyVbucket) => {
@@ -378,30 +404,72 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
     *slot = Some((cursor, position));
 }
 
-/// Applies one vBucket's changes (up to `end`) to every fed index of their collections.
-fn apply_changes(fed: &[Arc<IndexInstance>], vb: u16, end: u64, items: Vec<DcpChange>) {
+/// Applies one vBucket's changes (up to `end`) to every fed index of their collections: a primary index gets the
+/// document id, a secondary index the entries its keys give for the document's body.
+fn apply_changes(b: &BucketIndexes, fed: &[Arc<IndexInstance>], vb: u16, end: u64, items: Vec<DcpChange>) {
     let mut per_index: Vec<Vec<Change>> = vec![Vec::new(); fed.len()];
     let applied: Vec<u64> = fed.iter().map(|i| i.mem.applied(vb)).collect();
     for change in items {
         if matches!(change.kind, ChangeKind::Prepare(_) | ChangeKind::Abort { .. }) {
             continue;
         }
-        let item = change.item;
+        let mut item = change.item;
+        let Some(key) = DocKey::from_encoded(&item.key) else { continue };
+        if item.value_missing && !item.deleted && fed.iter().any(|i| i.cid == key.cid() && i.keys.is_some()) {
+            // The pager ejected the value: a secondary index needs it, so read it back from the store.
+            if let Some(found) =
+                b.bucket.persistence.as_ref().and_then(|p| p.store.get(VbId(vb), &item.key).ok().flatten())
+            {
+                if found.meta.seqno == item.seqno {
+                    item = crate::persistence::snapshot_of(found, true);
+                }
+            }
+        }
         let Some(key) = DocKey::from_encoded(&item.key) else { continue };
         let Ok(id) = std::str::from_utf8(key.key()) else { continue };
         let doc_id: Arc<str> = Arc::from(id);
+        // The document's body, parsed once for all the secondary indexes that need it.
+        let mut body: Option<(Value, DocMeta)> = None;
         for (i, inst) in fed.iter().enumerate() {
-            if inst.cid != key.cid() || applied[i] >= item.seqno || !inst.def.is_primary {
+            if inst.cid != key.cid() || applied[i] >= item.seqno {
                 continue;
             }
-            per_index[i].push(if item.deleted {
-                Change::Delete { doc_id: doc_id.clone() }
-            } else {
-                Change::Set { doc_id: doc_id.clone(), keys: vec![vec![]] }
-            });
+            if item.deleted {
+                per_index[i].push(Change::Delete { doc_id: doc_id.clone() });
+                continue;
+            }
+            let Some(plan) = &inst.keys else {
+                per_index[i].push(Change::Set { doc_id: doc_id.clone(), keys: vec![vec![]] });
+                continue;
+            };
+            let (value, meta) = body.get_or_insert_with(|| document_of(&item));
+            match plan.entries(&doc_id, value, meta) {
+                Ok(keys) => per_index[i].push(Change::Set { doc_id: doc_id.clone(), keys }),
+                Err(e) => {
+                    tracing::debug!(index = %inst.def.name, doc = %doc_id, error = %e, "document not indexed");
+                    per_index[i].push(Change::Set { doc_id: doc_id.clone(), keys: vec![] });
+                }
+            }
         }
     }
     for (inst, changes) in fed.iter().zip(per_index) {
         inst.mem.apply(vb, end, changes);
     }
+}
+
+/// The body and metadata of a changed document, as index expressions see it (xattrs left out; a body that is not
+/// JSON is binary).
+fn document_of(item: &settee_engine::ItemSnapshot) -> (Value, DocMeta) {
+    let datatype = settee_types::Datatype(item.datatype);
+    let body = match settee_doc::split_value(&item.value, datatype.has_xattr()) {
+        Ok((_, body)) => body,
+        Err(_) => &item.value[..],
+    };
+    let is_json = datatype.is_json();
+    let value = if is_json {
+        Value::from_json(body).unwrap_or_else(|_| Value::Binary(Arc::from(body)))
+    } else {
+        Value::Binary(Arc::from(body))
+    };
+    (value, DocMeta { cas: item.cas, expiration: item.expiry, flags: item.flags, is_json })
 }
