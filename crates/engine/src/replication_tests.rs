@@ -149,3 +149,22 @@ fn a_promoted_replica_takes_writes_with_a_new_history_and_ends_old_cursors() {
     assert_eq!(active.stream_info(VB).unwrap().high_seqno, 0);
     assert_eq!(active.curr_items(), 0);
 }
+
+/// While warmup loads the bucket, a replica vBucket takes no snapshot, change or seqno advance (TMPFAIL): its
+/// seqnos are not known yet, and a change applied before warmup loads the vBucket would carry a seqno the store
+/// already holds. Once warmup is done the same calls succeed.
+#[test]
+fn replica_stream_before_warmup_is_refused() {
+    let replica = replica();
+    replica.set_warming_up(true);
+    assert_eq!(replica.replica_snapshot(VB, 1, 1), Err(EngineError::TempFail));
+    let active = bucket();
+    set(&active, "k", "v");
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let DcpRead::Snapshot(s) = active.read_cursor(VB, cursor, 0).unwrap() else { panic!("expected a snapshot") };
+    let item = s.items.into_iter().next().unwrap();
+    assert_eq!(replica.replica_apply(VB, item.clone()), Err(EngineError::TempFail));
+    replica.set_warming_up(false);
+    replica.replica_snapshot(VB, 1, 1).unwrap();
+    assert_eq!(replica.replica_apply(VB, item), Ok(crate::ReplicaApply::Applied));
+}

@@ -287,18 +287,22 @@ impl Cluster {
         }
     }
 
-    /// Applies every metadata change locally, in the background, until `stopped`.
+    /// Applies every metadata change locally, in the background, until `stopped`; and the current state again
+    /// whenever a bucket finishes its warmup.
     pub async fn follow(self: Arc<Self>, node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
+        let mut warmups = node.warmups();
+        let mut again = false;
         loop {
             let mut changes = self.store().subscribe();
             let meta = changes.borrow_and_update().clone();
-            self.reconcile_with(&node, &meta, false).await;
+            self.reconcile_with(&node, &meta, std::mem::take(&mut again)).await;
             tokio::select! {
                 r = changes.changed() => {
                     if r.is_err() {
                         tokio::time::sleep(CATCH_UP_RETRY).await;
                     }
                 }
+                _ = warmups.changed() => again = true,
                 _ = self.swapped.notified() => {}
                 _ = stopped.changed() => {
                     self.reconciler.lock().await.stop_feeds();

@@ -248,7 +248,9 @@ fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, here: &Here, held
             handle.set_vbucket_state(VbId(vb), wanted, rand::random());
             changed += 1;
         }
-        let unowned = owned == VbState::Dead && here.current && !held.contains(&vb);
+        // Not while warmup loads the bucket: a vBucket not loaded yet looks empty, and one emptied now would get
+        // its old items back from warmup; the map is applied again once warmup is done.
+        let unowned = owned == VbState::Dead && here.current && !held.contains(&vb) && !handle.is_warming_up();
         if unowned && !here.keep_data && vbucket.high_seqno() > 0 {
             crate::dcp::consumer::reset_replica(handle, VbId(vb));
             dropped += 1;

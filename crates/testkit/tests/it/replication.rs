@@ -162,3 +162,84 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Node A (one replica configured, node 2 in every chain) and node B holding every vBucket as a replica, with B's
+/// feed from A running; returns the feed's stop switch and task.
+async fn replicated_pair() -> (TestNode, TestNode, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (a, b) = (TestNode::start_with(|c| c.replicas = 1).await, TestNode::start_with(|c| c.replicas = 1).await);
+    let (active_bucket, replica_bucket) =
+        (a.running.node.bucket("default").unwrap(), b.running.node.bucket("default").unwrap());
+    for v in 0..1024 {
+        replica_bucket.set_vbucket_state(VbId(v), VbState::Replica, 0);
+        active_bucket.set_replication_chain(VbId(v), &[Some(2)]);
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let feed = start_feed(&a, &b, stop_rx);
+    (a, b, stop_tx, feed)
+}
+
+fn start_feed(a: &TestNode, b: &TestNode, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    let spec = FeedSpec {
+        source: a.kv_addr(),
+        vbuckets: (0..1024).map(VbId).collect(),
+        username: ADMIN.into(),
+        password: PASSWORD.into(),
+        name: replication_connection_name(2, "default"),
+    };
+    let (list, list_rx) = watch::channel(spec.vbuckets.clone());
+    let replica_bucket = b.running.node.bucket("default").unwrap();
+    tokio::spawn(async move {
+        consumer::run(replica_bucket, spec, list_rx, stop).await;
+        drop(list);
+    })
+}
+
+fn high_seqno(node: &TestNode, vb: u16) -> u64 {
+    node.running.node.bucket("default").unwrap().stream_info(VbId(vb)).unwrap().high_seqno
+}
+
+/// After a restart a replica stream used to start before warmup had loaded the vBucket, so it applied seqno 1 into
+/// a vBucket whose store held more (the store then refused it and the whole bucket went to TMPFAIL). While the
+/// producer's bucket warms up it refuses stream requests (TMPFAIL) and the consumer asks again; while the
+/// consumer's bucket warms up it requests nothing. Once both are warm the replica streams normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_stream_waits_for_warmup() {
+    let (a, b) = (TestNode::start().await, TestNode::start().await);
+    let (active_bucket, replica_bucket) =
+        (a.running.node.bucket("default").unwrap(), b.running.node.bucket("default").unwrap());
+    for v in 0..1024 {
+        replica_bucket.set_vbucket_state(VbId(v), VbState::Replica, 0);
+    }
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"warm", b"1", 0, 0).await.status, 0);
+    let v = vb(b"warm");
+    active_bucket.set_warming_up(true);
+    replica_bucket.set_warming_up(true);
+    let (_stop, stop_rx) = watch::channel(false);
+    let _feed = start_feed(&a, &b, stop_rx);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(high_seqno(&b, v), 0, "nothing streams into a bucket warming up");
+    replica_bucket.set_warming_up(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(high_seqno(&b, v), 0, "nothing streams from a bucket warming up");
+    active_bucket.set_warming_up(false);
+    eventually(|| replica_value(&b, b"warm").is_ok(), "the replica to stream once both are warm").await;
+    assert_eq!(high_seqno(&b, v), high_seqno(&a, v));
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A replica vBucket emptied while its stream runs (the flusher does this when the store refuses the replica's
+/// data) is streamed again from zero on its own, instead of staying empty until the next write to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_emptied_under_its_stream_streams_again() {
+    let (a, b, _stop, _feed) = replicated_pair().await;
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"kept", b"1", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, b"kept").is_ok(), "the replica to stream").await;
+    b.running.node.bucket("default").unwrap().reset_vbucket(VbId(vb(b"kept")));
+    assert_eq!(replica_value(&b, b"kept"), Err(EngineError::NotFound));
+    eventually(|| replica_value(&b, b"kept").is_ok(), "the emptied replica to stream again").await;
+    a.stop().await;
+    b.stop().await;
+}
