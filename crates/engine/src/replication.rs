@@ -258,6 +258,28 @@ impl Bucket {
         Ok(applied)
     }
 
+    /// A replica's snapshot reached `seqno` through changes its stream does not carry (DCP_SEQNO_ADVANCED: an
+    /// abort whose prepare the stream never sent, a change deduplicated away): the vBucket now holds everything up
+    /// to `seqno`, so its high seqno moves there, as if the change had been applied. Without this a copy being
+    /// built or taking over would wait for a seqno it can never receive.
+    pub fn replica_seqno_advanced(&self, vb: VbId, seqno: Seqno) -> Result<(), EngineError> {
+        self.refuse_while_warming_up()?;
+        self.with_vbucket(vb, &[VbState::Replica, VbState::Pending], |inner| {
+            let (start, end) = inner.snapshot;
+            if seqno <= inner.high_seqno || seqno < start || seqno > end {
+                return Err(EngineError::Invalid("advanced seqno outside the snapshot"));
+            }
+            inner.high_seqno = seqno;
+            // Nothing enters the checkpoint, but the seqno still needs a flusher round to count as persisted.
+            if inner.persistent && inner.dirty.is_empty() {
+                if let Some(notify) = self.dirty_notifier.get() {
+                    notify(vb);
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Empties a vBucket (a replica rolled back to zero, or a stale copy dropped). A persistent bucket's flusher
     /// then clears the store's copy before it writes anything new of the vBucket (see `VbInner::clear_on_disk`),
     /// and the vBucket starts a new generation, so a flusher round drained before the reset leaves the new copy's

@@ -150,6 +150,35 @@ fn a_promoted_replica_takes_writes_with_a_new_history_and_ends_old_cursors() {
     assert_eq!(active.curr_items(), 0);
 }
 
+/// A replica whose snapshot ends on changes its stream does not carry (an abort whose prepare the stream never
+/// sent) still reaches the snapshot's end through SEQNO_ADVANCED, so a takeover waiting for the active's seqno
+/// ends; an advance outside the open snapshot or not above the high seqno is refused.
+#[test]
+fn seqno_advanced_brings_a_replica_to_the_end_of_its_snapshot() {
+    let replica = replica();
+    replica.replica_snapshot(VB, 1, 3).unwrap();
+    let item = |seqno| crate::ItemSnapshot {
+        key: b"\0k".to_vec(),
+        value: b"v".to_vec(),
+        cas: seqno,
+        seqno,
+        rev: 1,
+        flags: 0,
+        expiry: 0,
+        datatype: 0,
+        deleted: false,
+        value_missing: false,
+    };
+    replica.replica_apply(VB, item(1)).unwrap();
+    assert!(replica.replica_seqno_advanced(VB, 4).is_err(), "beyond the snapshot");
+    replica.replica_seqno_advanced(VB, 3).unwrap();
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, 3);
+    assert!(replica.replica_seqno_advanced(VB, 3).is_err(), "not above the high seqno");
+    replica.replica_snapshot(VB, 4, 4).unwrap();
+    replica.replica_apply(VB, item(4)).unwrap();
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, 4);
+}
+
 /// While warmup loads the bucket, a replica vBucket takes no snapshot, change or seqno advance (TMPFAIL): its
 /// seqnos are not known yet, and a change applied before warmup loads the vBucket would carry a seqno the store
 /// already holds. Once warmup is done the same calls succeed.
@@ -158,6 +187,7 @@ fn replica_stream_before_warmup_is_refused() {
     let replica = replica();
     replica.set_warming_up(true);
     assert_eq!(replica.replica_snapshot(VB, 1, 1), Err(EngineError::TempFail));
+    assert_eq!(replica.replica_seqno_advanced(VB, 1), Err(EngineError::TempFail));
     let active = bucket();
     set(&active, "k", "v");
     let cursor = active.open_cursor(VB, 0).unwrap();

@@ -369,7 +369,10 @@ fn message(bucket: &BucketHandle, streams: &mut Streams, req: &Request<'_>, out:
             tracing::info!(bucket = %bucket.name(), vb = vb.0, ?reason, "replication stream ended");
             streams.remove(vb);
         }
-        ConsumerAction::SeqnoAdvanced(_) | ConsumerAction::SetVbucketState(_) => {}
+        // The snapshot's last changes are not for this stream (an abort of a prepare it never sent): the replica
+        // still reached that seqno, which a takeover or a graceful failover waits for.
+        ConsumerAction::SeqnoAdvanced(seqno) => bucket.replica_seqno_advanced(vb, seqno)?,
+        ConsumerAction::SetVbucketState(_) => {}
     }
     Ok(())
 }

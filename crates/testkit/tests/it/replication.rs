@@ -198,6 +198,32 @@ fn high_seqno(node: &TestNode, vb: u16) -> u64 {
     node.running.node.bucket("default").unwrap().stream_info(VbId(vb)).unwrap().high_seqno
 }
 
+/// The swap rebalance that never ended: a vBucket whose last change is an abort of a prepare its replica never
+/// received. A stream that starts after both sends neither (the prepare is gone, the abort names a prepare the
+/// replica cannot hold) but closes the snapshot with SEQNO_ADVANCED; the replica must take that seqno, or a
+/// takeover (or graceful failover) waiting for the active's high seqno waits forever. It used to ignore it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_reaches_the_seqno_of_an_abort_it_was_never_sent() {
+    let (a, b, stop_tx, feed) = replicated_pair().await;
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"aborted", b"1", 0, 0).await.status, 0);
+    let v = vb(b"aborted");
+    eventually(|| high_seqno(&b, v) == high_seqno(&a, v), "the replica to stream").await;
+    stop_tx.send(true).unwrap();
+    feed.await.unwrap();
+    // Majority with a 300 ms timeout while no replica streams: prepared, then aborted.
+    assert_eq!(durable_set(&mut client, b"aborted", b"2", &[0x13, 0x01, 0x01, 0x2c]).await, 0xa3);
+    let active_high = high_seqno(&a, v);
+    assert_eq!(active_high, high_seqno(&b, v) + 2, "a prepare and its abort the replica has not seen");
+
+    let (_stop, stop_rx) = watch::channel(false);
+    let _feed = start_feed(&a, &b, stop_rx);
+    eventually(|| high_seqno(&b, v) == active_high, "the replica to reach the abort's seqno").await;
+    assert_eq!(replica_value(&b, b"aborted").unwrap(), b"1");
+    a.stop().await;
+    b.stop().await;
+}
+
 /// After a restart a replica stream used to start before warmup had loaded the vBucket, so it applied seqno 1 into
 /// a vBucket whose store held more (the store then refused it and the whole bucket went to TMPFAIL). While the
 /// producer's bucket warms up it refuses stream requests (TMPFAIL) and the consumer asks again; while the
