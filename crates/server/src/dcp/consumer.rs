@@ -36,6 +36,8 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 const STREAM_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How often the replica's persisted seqno is checked while persist-level prepares wait to be acknowledged.
 const PERSISTENCE_POLL: Duration = Duration::from_millis(5);
+/// How often an idle connection looks whether one of its replica vBuckets was emptied by someone else.
+const RESET_CHECK: Duration = Duration::from_millis(250);
 
 /// What one replication connection streams.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +128,8 @@ async fn stream_once(
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut list_changed = false;
     let mut resets_seen = bucket.resets();
+    let mut reset_check = tokio::time::interval(RESET_CHECK);
+    reset_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         out.clear();
         if std::mem::take(&mut list_changed) {
@@ -195,6 +199,7 @@ async fn stream_once(
                 list_changed = true;
             }
             _ = poll.tick(), if awaiting => {}
+            _ = reset_check.tick() => {}
             _ = tokio::time::sleep(STREAM_RETRY_PAUSE), if streams.has_retries() => {}
         }
     }
@@ -366,8 +371,12 @@ fn message(bucket: &BucketHandle, streams: &mut Streams, req: &Request<'_>, out:
             }
         }
         ConsumerAction::StreamEnd(reason) => {
-            tracing::info!(bucket = %bucket.name(), vb = vb.0, ?reason, "replication stream ended");
-            streams.remove(vb);
+            // The producer ended a stream this replica still wants (its copy stopped being active there for a
+            // while, a backfill failed): ask again after a pause, as for a refused request, until the vBucket
+            // list says otherwise. Left ended, the replica would fall behind for good, and a rebalance building
+            // or taking over this vBucket would wait for it.
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, ?reason, "replication stream ended; will ask again");
+            streams.retry_later(vb);
         }
         // The snapshot's last changes are not for this stream (an abort of a prepare it never sent): the replica
         // still reached that seqno, which a takeover or a graceful failover waits for.

@@ -269,3 +269,25 @@ async fn a_replica_emptied_under_its_stream_streams_again() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A stream the producer ends on its own (its copy stopped being active for a moment: STREAM_END "state
+/// changed") while the replica still wants it is asked for again, so the replica resumes once the copy is active
+/// again; it used to stay ended until the vBucket list changed, and the replica fell behind for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_producer_ends_is_asked_for_again() {
+    let (a, b, _stop, _feed) = replicated_pair().await;
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"before", b"1", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, b"before").is_ok(), "the replica to stream").await;
+    let active_bucket = a.running.node.bucket("default").unwrap();
+    let v = VbId(vb(b"before"));
+    let uuid = active_bucket.stream_info(v).unwrap().failover.latest().uuid;
+    active_bucket.set_vbucket_state(v, VbState::Dead, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    active_bucket.set_vbucket_state(v, VbState::Active, uuid ^ 1);
+    let key = (0..).map(|i| format!("after-{i}")).find(|k| vb(k.as_bytes()) == v.0).expect("a key");
+    assert_eq!(set(&mut client, key.as_bytes(), b"2", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, key.as_bytes()).is_ok(), "the replica to stream the vBucket again").await;
+    a.stop().await;
+    b.stop().await;
+}
