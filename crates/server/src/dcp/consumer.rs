@@ -281,12 +281,13 @@ impl Streams {
         due.into_iter().map(|(vb, _)| vb).collect()
     }
 
-    /// A streamed vBucket that was emptied by someone else than this stream (the flusher, after the store refused
-    /// its data): its stream no longer matches what the replica holds.
+    /// A streamed replica vBucket that was emptied by someone else than this stream (the flusher, after the store
+    /// refused its data): its stream no longer matches what the replica holds. A copy that stopped being a replica
+    /// (dropped by the map; the list change that closes its stream follows) does not count.
     fn emptied_behind_our_back(&self, bucket: &BucketHandle) -> Option<VbId> {
         self.open.keys().copied().find(|vb| {
-            let now = bucket.stream_info(*vb).map(|i| i.generation).ok();
-            now.is_some_and(|g| self.generations.get(vb).is_some_and(|opened| *opened != g))
+            let Ok(info) = bucket.stream_info(*vb) else { return false };
+            info.state == VbState::Replica && self.generations.get(vb).is_some_and(|opened| *opened != info.generation)
         })
     }
 }
