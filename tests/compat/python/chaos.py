@@ -180,24 +180,30 @@ class Outcome:
         self.problems.append(text)
 
 
-class Chaos:
-    def __init__(self, base: Path, seed: int):
-        self.base, self.seed = base, seed
-        self.rng = random.Random(seed)
-        ports = settee_server.free_ports(12)
-        self.nodes = [SetteeServer(kv_port=ports[3 * i], mgmt_port=ports[3 * i + 1], query_port=ports[3 * i + 2],
-                                   data_dir=base / f"n{i}", log_path=base / f"n{i}.log", bucket="",
-                                   bucket_type="couchbase", ip=f"127.0.0.{21 + i}") for i in range(4)]
-        for n in self.nodes[1:]:
-            n.join = self.nodes[0].mgmt_addr
-        self.outcome = Outcome()
+def otp(node: SetteeServer) -> str:
+    return f"ns_1@{node.host}"
+
+
+def cluster_nodes(ips: list[str], base: Path) -> list[SetteeServer]:
+    """Not-yet-started nodes on free ports with a couchbase default bucket type, each after the first joining it."""
+    ports = settee_server.free_ports(3 * len(ips))
+    nodes = [SetteeServer(kv_port=ports[3 * i], mgmt_port=ports[3 * i + 1], query_port=ports[3 * i + 2],
+                          data_dir=base / f"n{i}", log_path=base / f"n{i}.log", bucket="", bucket_type="couchbase",
+                          ip=ip) for i, ip in enumerate(ips)]
+    for n in nodes[1:]:
+        n.join = nodes[0].mgmt_addr
+    return nodes
+
+
+class Orchestrator:
+    """Management calls through the first node: rebalances (waited for, with every failure recorded)."""
+
+    def __init__(self, nodes: list[SetteeServer], outcome: Outcome):
+        self.nodes, self.outcome = nodes, outcome
         self.started = time.monotonic()
 
     def log(self, text: str):
         print(f"[{time.monotonic() - self.started:6.1f}s] {text}", flush=True)
-
-    def otp(self, node: SetteeServer) -> str:
-        return f"ns_1@{node.host}"
 
     def membership(self, node: SetteeServer) -> str:
         status, pool = rest(self.nodes[0], "GET", "/pools/default")
@@ -215,7 +221,9 @@ class Chaos:
         wait_for(healthy, "the nodes to look healthy", timeout=30, interval=0.2)
 
     def rebalance(self, what: str, known: list[SetteeServer], ejected: list[SetteeServer]):
-        names = lambda nodes: ",".join(self.otp(n) for n in nodes)  # noqa: E731
+        """Runs a rebalance to its end; one refused, failed or still running after REBALANCE_LIMIT_SECONDS is a
+        problem of the outcome."""
+        names = lambda nodes: ",".join(otp(n) for n in nodes)  # noqa: E731
         self.wait_healthy([n for n in known if n not in ejected])
         started = time.monotonic()
         status, body = rest(self.nodes[0], "POST", "/controller/rebalance",
@@ -238,6 +246,13 @@ class Chaos:
             self.outcome.problem(f"{what}: rebalance failed after {seconds:.0f} s: {task['errorMessage']}")
         else:
             self.log(f"{what}: rebalance done in {seconds:.1f} s ({task['movesDone']} moves)")
+
+
+class Chaos(Orchestrator):
+    def __init__(self, base: Path, seed: int):
+        self.base, self.seed = base, seed
+        self.rng = random.Random(seed)
+        super().__init__(cluster_nodes([f"127.0.0.{21 + i}" for i in range(4)], base), Outcome())
 
     def form(self):
         for n in self.nodes[:3]:
@@ -262,19 +277,19 @@ class Chaos:
         self.log(f"{victim.host} restarted")
         time.sleep(self.rng.uniform(0.0, 2.0))
         status, body = rest(self.nodes[0], "POST", "/controller/setRecoveryType",
-                            {"otpNode": self.otp(victim), "recoveryType": "delta"})
+                            {"otpNode": otp(victim), "recoveryType": "delta"})
         assert status == 200, body
         self.rebalance("delta recovery", self.nodes[:3], [])
 
     def graceful_and_full_recover(self, node: SetteeServer):
         self.log(f"graceful failover of {node.host}")
-        status, body = rest(self.nodes[0], "POST", "/controller/startGracefulFailover", {"otpNode": self.otp(node)})
+        status, body = rest(self.nodes[0], "POST", "/controller/startGracefulFailover", {"otpNode": otp(node)})
         if status != 200:
             self.outcome.problem(f"graceful failover of {node.host} failed: {body}")
             return
         time.sleep(self.rng.uniform(0.5, 2.0))
         status, body = rest(self.nodes[0], "POST", "/controller/setRecoveryType",
-                            {"otpNode": self.otp(node), "recoveryType": "full"})
+                            {"otpNode": otp(node), "recoveryType": "full"})
         assert status == 200, body
         self.rebalance("full recovery", self.nodes[:3], [])
 
