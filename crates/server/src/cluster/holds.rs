@@ -9,9 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// How long a hold lasts unless the takeover that asked for it commits or releases it first. It outlasts every
-/// bound of the orchestrators (a rebalance's takeover gives up 20 s after its hold, a graceful failover's catch-up
-/// after 60 s, then its proposals take at most 10 s each), so no orchestrator commits a takeover whose hold has
-/// already run out.
+/// bound of the orchestrators, counted from the hold: the hold's own reply (at most 20 s), then a rebalance's
+/// takeover gives up after 20 s, a graceful failover's catch-up after 60 s followed by at most two proposals of
+/// 10 s each; so no orchestrator commits a takeover whose hold has already run out.
 pub(crate) const HOLD_LEASE: Duration = Duration::from_secs(120);
 
 /// Held vBuckets by bucket, each with the time it was (last) held.
