@@ -299,24 +299,22 @@ impl Cluster {
         }
     }
 
-    /// Applies every metadata change locally, in the background, until `stopped`; and the current state again
-    /// whenever a bucket finishes its warmup.
+    /// Applies every metadata change locally, in the background, until `stopped`; and, when a bucket finishes
+    /// its warmup, whatever an apply deferred until then (the reconciler remembers; a warmup that ended before
+    /// this subscribed is covered by the first pass).
     pub async fn follow(self: Arc<Self>, node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
         let mut warmups = node.warmups();
-        // The first pass applies the state again even if `start` applied it: a warmup that ended before the
-        // subscription above left work undone that no change of `warmups` will announce.
-        let mut again = true;
         loop {
             let mut changes = self.store().subscribe();
             let meta = changes.borrow_and_update().clone();
-            self.reconcile_with(&node, &meta, std::mem::take(&mut again)).await;
+            self.reconcile_with(&node, &meta, false).await;
             tokio::select! {
                 r = changes.changed() => {
                     if r.is_err() {
                         tokio::time::sleep(CATCH_UP_RETRY).await;
                     }
                 }
-                _ = warmups.changed() => again = true,
+                _ = warmups.changed() => {}
                 _ = self.swapped.notified() => {}
                 _ = stopped.changed() => {
                     self.reconciler.lock().await.stop_feeds();

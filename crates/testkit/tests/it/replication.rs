@@ -20,8 +20,11 @@ fn replica_value(node: &TestNode, key: &[u8]) -> Result<Vec<u8>, EngineError> {
     b.get_replica(VbId(vb(key)), &DocKey::new(0, key), |i| i.body().0.to_vec())
 }
 
+/// Waits for `check` with a deadline of 30 s: generous, because the whole workspace's tests share the machine
+/// (each of these starts two nodes and 1,024 streams), and a deadline only bounds how long a failure takes.
 async fn eventually(mut check: impl FnMut() -> bool, what: &str) {
-    for _ in 0..200 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
         if check() {
             return;
         }
