@@ -307,6 +307,30 @@ mod tests {
         assert!(!bucket.store_failed());
     }
 
+    /// Only a refusal of one vBucket's data is local: a failed fsync (or write) of the store still fails the round,
+    /// which makes the flusher stop the whole bucket (TMPFAIL, durable writes ambiguous), because nothing written
+    /// since the last good fsync may be called durable.
+    #[test]
+    fn a_failed_fsync_still_fails_the_round() {
+        let dir = std::env::temp_dir().join(format!("settee-flusher-fsync-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let faults = Arc::new(settee_store::FaultInjector::new());
+        let config = settee_store::FjallConfig { faults: Some(faults.clone()), ..Default::default() };
+        let store: Arc<dyn VbStore> = Arc::new(settee_store::FjallStore::open_with(&dir, config).expect("open"));
+        let bucket = bucket();
+        let flusher = flusher(&bucket, &store, 0);
+        let vbuckets = flusher.vbuckets();
+        let req =
+            StoreRequest { mode: StoreMode::Set, value: b"1", flags: 0, expiry: 0, opts: WriteOptions::default() };
+        bucket.store(vbuckets[0], &DocKey::new(0, b"k"), req).expect("write");
+        faults.fail_next_sync();
+        assert!(flusher.round(&vbuckets, 0).is_err(), "a failed fsync is the store's failure, not one vBucket's");
+        assert_eq!(bucket.persisted_seqno(vbuckets[0]), Some(0), "nothing counts as persisted");
+        drop(flusher);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn stored_records(store: &dyn VbStore, vbuckets: &[VbId]) -> usize {
         let mut n = 0;
         for &vb in vbuckets {
