@@ -98,6 +98,8 @@ pub struct Bucket {
     /// pager must make that much room even below its high watermark, or a value larger than the room between that
     /// watermark and the quota would be refused forever.
     pub(crate) pager_need: AtomicU64,
+    /// Counts vBucket resets (see [`Bucket::resets`]).
+    pub(crate) resets: AtomicU64,
 }
 
 impl Bucket {
@@ -120,6 +122,7 @@ impl Bucket {
             warming_up: AtomicBool::new(false),
             watermarks: crate::eviction::Watermarks::default(),
             pager_need: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
             dirty_notifier: std::sync::OnceLock::new(),
             change_notifier: std::sync::OnceLock::new(),
             next_cursor: AtomicU64::new(1),
@@ -152,6 +155,14 @@ impl Bucket {
     }
     pub fn set_warming_up(&self, on: bool) {
         self.warming_up.store(on, Ordering::Release);
+    }
+    /// TMPFAIL while warmup loads the bucket: what a vBucket holds is not known until then.
+    pub(crate) fn refuse_while_warming_up(&self) -> Result<(), EngineError> {
+        if self.is_warming_up() {
+            Err(EngineError::TempFail)
+        } else {
+            Ok(())
+        }
     }
     pub fn store_failed(&self) -> bool {
         self.store_failed.load(Ordering::Acquire)

@@ -38,7 +38,7 @@ pub use ops::{
     ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions,
     MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
 };
-pub use persistence::{DirtyBatch, ItemSnapshot};
+pub use persistence::{DirtyBatch, ItemSnapshot, Refused};
 pub use replication::{ChangeKind, DcpChange, DcpRead, DcpSnapshot, ReplicaApply, VbStreamInfo};
 pub use stats::BucketStats;
 pub use vbucket::{ChangeNotifier, ObservedSeqnos, PersistWaiter, VBucket, VbState};

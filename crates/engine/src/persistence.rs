@@ -43,6 +43,24 @@ pub struct DirtyBatch {
     pub max_cas: Cas,
     /// The vBucket's failover log, newest first: (vbuuid, seqno the branch starts at).
     pub failover: Vec<(VbUuid, Seqno)>,
+    /// The vBucket's generation when drained; hand it back to [`Bucket::mark_persisted`].
+    pub generation: u64,
+    /// The vBucket was emptied since the last round: the store must drop its old copy before this batch is
+    /// written (in this round, before the write).
+    pub clear_first: bool,
+}
+
+/// What became of a vBucket whose batch the store refused ([`Bucket::persistence_refused`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The batch belonged to an older generation of the vBucket (it was emptied since): nothing to do, the next
+    /// round clears the store's copy.
+    Stale,
+    /// A replica (or a copy this node does not serve) was emptied: its next round clears the store, and its
+    /// replication stream starts over from zero.
+    Reset,
+    /// An active copy was taken out of service: clients get an error for this vBucket only, until a restart.
+    TakenOutOfService,
 }
 
 impl Bucket {
@@ -56,7 +74,7 @@ impl Bucket {
         let vbucket = self.vbucket(vb)?;
         let mut ready = Vec::new();
         let mut inner = vbucket.inner.lock();
-        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno {
+        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno && !inner.clear_on_disk {
             return None;
         }
         let high = inner.high_seqno;
@@ -65,22 +83,28 @@ impl Bucket {
         let checkpoint = std::mem::take(&mut inner.dirty);
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
         let (up_to, vbuuid, max_cas) = (inner.high_seqno, inner.uuid(), inner.hlc.last());
+        let (generation, clear_first) = (inner.generation, std::mem::take(&mut inner.clear_on_disk));
         drop(inner);
         self.charge(-(checkpoint.charged_bytes() as isize));
         let (items, on_disk) = checkpoint.into_batch();
-        let batch = DirtyBatch { vb, items, on_disk, up_to, vbuuid, max_cas, failover };
+        let batch = DirtyBatch { vb, items, on_disk, up_to, vbuuid, max_cas, failover, generation, clear_first };
         // Writes without a persist level that were queued behind a committed prepare.
         complete(ready, Ok(()));
         Some(batch)
     }
 
-    /// Called by the flusher once a batch is fsynced: advances the persisted seqno, completes the durable writes
-    /// it covers, and commits the prepares that were waiting for the active's persistence.
-    pub fn mark_persisted(&self, vb: VbId, up_to: Seqno) {
+    /// Called by the flusher once a batch of `generation` is fsynced: advances the persisted seqno, completes the
+    /// durable writes it covers, and commits the prepares that were waiting for the active's persistence. A batch
+    /// drained before the vBucket was emptied (an older generation) changes nothing: its seqnos are not this
+    /// copy's.
+    pub fn mark_persisted(&self, vb: VbId, generation: u64, up_to: Seqno) {
         let Some(vbucket) = self.vbucket(vb) else { return };
         let mut ready: Vec<PersistWaiter> = Vec::new();
         {
             let mut inner = vbucket.inner.lock();
+            if inner.generation != generation {
+                return;
+            }
             debug_assert!(up_to <= inner.high_seqno, "persisted seqno beyond the high seqno");
             inner.persisted_seqno = inner.persisted_seqno.max(up_to);
             let persisted = inner.persisted_seqno;
@@ -112,6 +136,34 @@ impl Bucket {
             complete(failed, Err(EngineError::SyncWriteAmbiguous));
             complete(ready, Ok(()));
         }
+    }
+
+    /// The store refused the flusher's batch of `vb` (drained at `generation`) for a reason of its own: a record
+    /// breaking its rules, or the vBucket damaged on disk. Nothing of the batch was written, and this vBucket
+    /// alone pays: a copy that does not lead its durable writes (a replica) is emptied and streams again from
+    /// zero; an active or pending one is taken out of service (its waiting durable writes are ambiguous), because
+    /// it would keep taking writes that can never be made durable. The rest of the bucket keeps persisting.
+    pub fn persistence_refused(&self, vb: VbId, generation: u64) -> Refused {
+        let Some(vbucket) = self.vbucket(vb) else { return Refused::Stale };
+        let (outcome, freed, waiters) = {
+            let mut inner = vbucket.inner.lock();
+            if inner.generation != generation {
+                return Refused::Stale;
+            }
+            if inner.state.leads_sync_writes() {
+                inner.state = crate::VbState::Failed;
+                let mut waiters: Vec<PersistWaiter> =
+                    std::mem::take(&mut inner.persist_waiters).into_iter().map(|(_, w)| w).collect();
+                waiters.extend(self.drop_sync_writes(&mut inner));
+                (Refused::TakenOutOfService, 0, waiters)
+            } else {
+                let (freed, waiters) = self.reset_locked(&mut inner);
+                (Refused::Reset, freed, waiters)
+            }
+        };
+        self.after_reset(vb, outcome == Refused::Reset, freed);
+        complete(waiters, Err(EngineError::SyncWriteAmbiguous));
+        outcome
     }
 
     /// Warmup: after a vBucket's items are loaded, continues its seqnos and CAS values from what disk holds

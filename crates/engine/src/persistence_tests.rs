@@ -43,7 +43,7 @@ fn write_persisted(b: &Bucket, items: usize) {
     for i in 0..items {
         write(b, format!("k{i}").as_bytes(), &value, None).unwrap();
         let batch = b.drain_dirty(VbId(0)).unwrap();
-        b.mark_persisted(VbId(0), batch.up_to);
+        b.mark_persisted(VbId(0), batch.generation, batch.up_to);
     }
 }
 
@@ -61,7 +61,7 @@ fn checkpoint_drains_latest_versions() {
     assert_eq!(batch.up_to, 3);
     assert!(b.drain_dirty(VbId(0)).is_none());
     assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 0);
-    b.mark_persisted(VbId(0), 3);
+    b.mark_persisted(VbId(0), 0, 3);
     assert_eq!(b.observe_seqno(VbId(0)).unwrap().persisted_seqno, 3);
 }
 
@@ -128,7 +128,7 @@ fn durable_write_waits_for_persistence() {
     assert_eq!((committed[0].seqno, committed[0].cas), (m.seqno + 1, m.cas), "the commit keeps the prepare's CAS");
     assert_eq!(batch.up_to, m.seqno + 1);
     assert_eq!(done.load(Ordering::SeqCst), 0, "the round is not on disk yet");
-    b.mark_persisted(VbId(0), batch.up_to);
+    b.mark_persisted(VbId(0), batch.generation, batch.up_to);
     assert_eq!(done.load(Ordering::SeqCst), 1);
     assert!(write(&b, b"d", b"2", None).is_ok());
 }
@@ -176,7 +176,7 @@ fn value_eviction_and_background_fetch() {
     }
     assert!(b.over_high_watermark());
     assert_eq!(b.run_item_pager(), 0, "nothing is persisted yet, so nothing may be ejected");
-    b.mark_persisted(VbId(0), 95);
+    b.mark_persisted(VbId(0), 0, 95);
     assert!(b.run_item_pager() > 0);
     assert!(!b.over_high_watermark());
     let ejected =
@@ -291,7 +291,7 @@ fn drains_say_what_each_key_has_on_disk() {
     let vb = VbId(0);
     let drain = |b: &Bucket| {
         let batch = b.drain_dirty(vb).unwrap();
-        b.mark_persisted(vb, batch.up_to);
+        b.mark_persisted(vb, batch.generation, batch.up_to);
         let keys = batch.items.iter().map(|i| String::from_utf8(i.key[1..].to_vec()).unwrap());
         keys.zip(batch.on_disk).collect::<Vec<_>>()
     };
@@ -344,4 +344,77 @@ fn majority_does_not_wait_for_disk() {
     assert_eq!(m.seqno, 1);
     assert_eq!(b.vbucket(VbId(0)).unwrap().high_seqno(), 2);
     assert!(write(&b, b"m", b"2", Some(DurabilityLevel::Majority)).is_ok());
+}
+
+/// A replica item written into a persistent bucket's vBucket `vb` at `seqno` (one-item snapshot).
+fn replicate(b: &Bucket, vb: VbId, key: &[u8], seqno: u64) {
+    b.replica_snapshot(vb, seqno, seqno).unwrap();
+    let item = ItemSnapshot {
+        key: [&[0u8][..], key].concat(),
+        value: b"v".to_vec(),
+        cas: seqno,
+        seqno,
+        rev: 1,
+        flags: 0,
+        expiry: 0,
+        datatype: 0,
+        deleted: false,
+        value_missing: false,
+    };
+    b.replica_apply(vb, item).unwrap();
+}
+
+/// A flusher round drained before a replica was rolled back to zero lands after the reset: its seqnos belong to
+/// the old copy, so marking it persisted leaves the new copy's persisted seqno alone (it used to move it past the
+/// high seqno), and the next round first clears the store's copy, then writes the new generation from seqno 1.
+#[test]
+fn a_round_drained_before_a_rollback_does_not_count_for_the_new_copy() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let vb = VbId(3);
+    b.set_vbucket_state(vb, crate::VbState::Replica, 0);
+    for seqno in 1..=5 {
+        replicate(&b, vb, format!("old-{seqno}").as_bytes(), seqno);
+    }
+    let in_flight = b.drain_dirty(vb).unwrap();
+    assert!(!in_flight.clear_first);
+    b.reset_vbucket(vb);
+    replicate(&b, vb, b"new", 1);
+    b.mark_persisted(vb, in_flight.generation, in_flight.up_to);
+    assert_eq!(b.persisted_seqno(vb), Some(0), "the old copy's round is not the new copy's");
+    let next = b.drain_dirty(vb).unwrap();
+    assert!(next.clear_first, "the store's old copy goes before the new one is written");
+    assert_eq!((next.up_to, next.items.len()), (1, 1));
+    assert_ne!(next.generation, in_flight.generation);
+    b.mark_persisted(vb, next.generation, next.up_to);
+    assert_eq!(b.persisted_seqno(vb), Some(1));
+    assert!(b.drain_dirty(vb).is_none(), "the clear was taken once");
+}
+
+/// A vBucket whose batch the store refused costs that vBucket only: a replica is emptied (its store copy cleared
+/// by the next round) and an active one is taken out of service with its durable writes ambiguous; a refusal of a
+/// batch from before a reset changes nothing. The bucket keeps taking writes elsewhere.
+#[test]
+fn a_refused_batch_costs_only_its_vbucket() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    let replica = VbId(3);
+    b.set_vbucket_state(replica, crate::VbState::Replica, 0);
+    replicate(&b, replica, b"r", 1);
+    let batch = b.drain_dirty(replica).unwrap();
+    assert_eq!(b.persistence_refused(replica, batch.generation), crate::Refused::Reset);
+    assert_eq!(b.stream_info(replica).unwrap().high_seqno, 0);
+    assert!(b.drain_dirty(replica).unwrap().clear_first);
+    assert_eq!(b.persistence_refused(replica, batch.generation), crate::Refused::Stale);
+
+    let m = write(&b, b"d", b"1", Some(DurabilityLevel::PersistToMajority)).unwrap();
+    let outcome = Arc::new(parking_lot::Mutex::new(None));
+    let o = outcome.clone();
+    b.when_sync_write_completes(VbId(0), m.seqno, Box::new(move |r| *o.lock() = Some(r)));
+    let batch = b.drain_dirty(VbId(0)).unwrap();
+    assert_eq!(b.persistence_refused(VbId(0), batch.generation), crate::Refused::TakenOutOfService);
+    assert_eq!(*outcome.lock(), Some(Err(EngineError::SyncWriteAmbiguous)));
+    assert_eq!(write(&b, b"d", b"2", None), Err(EngineError::VbucketFailed));
+    assert!(!b.store_failed());
+    let other = WriteOptions::default();
+    let req = StoreRequest { mode: StoreMode::Set, value: b"1", flags: 0, expiry: 0, opts: other };
+    b.store(VbId(1), &DocKey::new(0, b"elsewhere"), req).unwrap();
 }

@@ -113,6 +113,8 @@ pub struct VbStreamInfo {
     pub purge_seqno: Seqno,
     /// A replica's current snapshot (start, end).
     pub snapshot: (Seqno, Seqno),
+    /// The vBucket's generation (see [`Bucket::reset_vbucket`]).
+    pub generation: u64,
 }
 
 impl Bucket {
@@ -131,6 +133,7 @@ impl Bucket {
             high_seqno: inner.high_seqno,
             purge_seqno: inner.purge_seqno,
             snapshot: inner.snapshot,
+            generation: inner.generation,
         })
     }
 
@@ -235,8 +238,10 @@ impl Bucket {
         }
     }
 
-    /// A replica starts receiving the snapshot [start, end].
+    /// A replica starts receiving the snapshot [start, end]. Refused (TMPFAIL) while warmup loads the bucket: the
+    /// vBucket's seqnos are not known yet, and a change applied now would be overtaken by what warmup loads.
     pub fn replica_snapshot(&self, vb: VbId, start: Seqno, end: Seqno) -> Result<(), EngineError> {
+        self.refuse_while_warming_up()?;
         self.with_vbucket(vb, &[VbState::Replica, VbState::Pending], |inner| {
             if start > end || end <= inner.high_seqno {
                 return Err(EngineError::Invalid("snapshot range"));
@@ -250,6 +255,7 @@ impl Bucket {
     /// or a sync write's prepare (held aside, invisible to GET_REPLICA), commit (the prepared document installed
     /// at the commit seqno) or abort (the prepare dropped).
     pub fn replica_apply(&self, vb: VbId, change: impl Into<DcpChange>) -> Result<ReplicaApply, EngineError> {
+        self.refuse_while_warming_up()?;
         let change = change.into();
         let (delta, applied) = self.with_vbucket(vb, &[VbState::Replica, VbState::Pending], |inner| {
             let (start, end) = inner.snapshot;
@@ -266,27 +272,75 @@ impl Bucket {
         Ok(applied)
     }
 
-    /// Empties a vBucket (a replica rolled back to zero, or a stale copy dropped); the caller clears the store.
+    /// A replica's snapshot reached `seqno` through changes its stream does not carry (DCP_SEQNO_ADVANCED: an
+    /// abort whose prepare the stream never sent, a change deduplicated away): the vBucket now holds everything up
+    /// to `seqno`, so its high seqno moves there, as if the change had been applied. Without this a copy being
+    /// built or taking over would wait for a seqno it can never receive.
+    pub fn replica_seqno_advanced(&self, vb: VbId, seqno: Seqno) -> Result<(), EngineError> {
+        self.refuse_while_warming_up()?;
+        self.with_vbucket(vb, &[VbState::Replica, VbState::Pending], |inner| {
+            let (start, end) = inner.snapshot;
+            if seqno <= inner.high_seqno || seqno < start || seqno > end {
+                return Err(EngineError::Invalid("advanced seqno outside the snapshot"));
+            }
+            inner.high_seqno = seqno;
+            // Nothing enters the checkpoint, but the seqno still needs a flusher round to count as persisted.
+            if inner.persistent && inner.dirty.is_empty() {
+                if let Some(notify) = self.dirty_notifier.get() {
+                    notify(vb);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Empties a vBucket (a replica rolled back to zero, or a stale copy dropped). A persistent bucket's flusher
+    /// then clears the store's copy before it writes anything new of the vBucket (see `VbInner::clear_on_disk`),
+    /// and the vBucket starts a new generation, so a flusher round drained before the reset leaves the new copy's
+    /// persisted seqno alone and a DCP consumer streaming the old copy knows to start again.
     pub fn reset_vbucket(&self, vb: VbId) {
         let Some(vbucket) = self.vbucket(vb) else { return };
-        let (freed, waiters) = {
-            let mut inner = vbucket.inner.lock();
-            let waiters = self.drop_sync_writes(&mut inner);
-            let freed = inner.purge_all();
-            inner.high_seqno = 0;
-            inner.persisted_seqno = 0;
-            inner.purge_seqno = 0;
-            inner.snapshot = (0, 0);
-            inner.ejected_items = 0;
-            inner.known_absent.clear();
-            inner.drained_seqno = 0;
-            inner.log.reset(0);
-            let uuid = inner.uuid();
-            inner.failover = FailoverLog::new(uuid, 0);
-            (freed, waiters)
-        };
-        self.charge(-(freed as isize));
+        let (freed, waiters) = self.reset_locked(&mut vbucket.inner.lock());
+        self.after_reset(vb, true, freed);
         complete(waiters, Err(EngineError::SyncWriteAmbiguous));
+    }
+
+    /// [`Bucket::reset_vbucket`] under the vBucket's lock; returns the bytes freed and the durable writes whose
+    /// outcome is now unknown.
+    pub(crate) fn reset_locked(&self, inner: &mut VbInner) -> (usize, Vec<PersistWaiter>) {
+        let waiters = self.drop_sync_writes(inner);
+        let freed = inner.purge_all();
+        inner.high_seqno = 0;
+        inner.persisted_seqno = 0;
+        inner.purge_seqno = 0;
+        inner.snapshot = (0, 0);
+        inner.ejected_items = 0;
+        inner.known_absent.clear();
+        inner.drained_seqno = 0;
+        inner.log.reset(0);
+        let uuid = inner.uuid();
+        inner.failover = FailoverLog::new(uuid, 0);
+        inner.generation += 1;
+        inner.clear_on_disk = inner.persistent;
+        (freed, waiters)
+    }
+
+    /// What follows a reset once the vBucket's lock is released: the memory given back, the bucket's reset count
+    /// moved (DCP consumers compare generations when it moves), the flusher woken to clear the store.
+    pub(crate) fn after_reset(&self, vb: VbId, reset: bool, freed: usize) {
+        self.charge(-(freed as isize));
+        if reset {
+            self.resets.fetch_add(1, Ordering::AcqRel);
+            if let Some(notify) = self.dirty_notifier.get() {
+                notify(vb);
+            }
+        }
+    }
+
+    /// How many times a vBucket of this bucket was emptied: a consumer checks its streams' generations only when
+    /// this moved.
+    pub fn resets(&self) -> u64 {
+        self.resets.load(Ordering::Acquire)
     }
 
     /// GET_REPLICA: a read served by a replica vBucket (NOT_MY_VBUCKET anywhere else).

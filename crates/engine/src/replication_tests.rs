@@ -228,3 +228,54 @@ fn a_long_change_log_is_read_in_bounded_pieces_too() {
     assert!(snapshots.len() >= 5 && snapshots.iter().all(|(from_memory, _)| *from_memory), "{snapshots:?}");
     assert_eq!(replica.curr_items(), 40);
 }
+
+/// A replica whose snapshot ends on changes its stream does not carry (an abort whose prepare the stream never
+/// sent) still reaches the snapshot's end through SEQNO_ADVANCED, so a takeover waiting for the active's seqno
+/// ends; an advance outside the open snapshot or not above the high seqno is refused.
+#[test]
+fn seqno_advanced_brings_a_replica_to_the_end_of_its_snapshot() {
+    let replica = replica();
+    replica.replica_snapshot(VB, 1, 3).unwrap();
+    let item = |seqno| crate::ItemSnapshot {
+        key: b"\0k".to_vec(),
+        value: b"v".to_vec(),
+        cas: seqno,
+        seqno,
+        rev: 1,
+        flags: 0,
+        expiry: 0,
+        datatype: 0,
+        deleted: false,
+        value_missing: false,
+    };
+    replica.replica_apply(VB, item(1)).unwrap();
+    assert!(replica.replica_seqno_advanced(VB, 4).is_err(), "beyond the snapshot");
+    replica.replica_seqno_advanced(VB, 3).unwrap();
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, 3);
+    assert!(replica.replica_seqno_advanced(VB, 3).is_err(), "not above the high seqno");
+    replica.replica_snapshot(VB, 4, 4).unwrap();
+    replica.replica_apply(VB, item(4)).unwrap();
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, 4);
+}
+
+/// While warmup loads the bucket, a replica vBucket takes no snapshot, change or seqno advance (TMPFAIL): its
+/// seqnos are not known yet, and a change applied before warmup loads the vBucket would carry a seqno the store
+/// already holds. Once warmup is done the same calls succeed.
+#[test]
+fn replica_stream_before_warmup_is_refused() {
+    let replica = replica();
+    replica.set_warming_up(true);
+    assert_eq!(replica.replica_snapshot(VB, 1, 1), Err(EngineError::TempFail));
+    assert_eq!(replica.replica_seqno_advanced(VB, 1), Err(EngineError::TempFail));
+    let active = bucket();
+    set(&active, "k", "v");
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let DcpRead::Snapshot(s) = active.read_cursor(VB, cursor, 0, usize::MAX).unwrap() else {
+        panic!("expected a snapshot")
+    };
+    let item = s.items.into_iter().next().unwrap();
+    assert_eq!(replica.replica_apply(VB, item.clone()), Err(EngineError::TempFail));
+    replica.set_warming_up(false);
+    replica.replica_snapshot(VB, 1, 1).unwrap();
+    assert_eq!(replica.replica_apply(VB, item), Ok(crate::ReplicaApply::Applied));
+}

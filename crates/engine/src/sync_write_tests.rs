@@ -63,7 +63,7 @@ fn wait(b: &Bucket, m: &MutationResult) -> Arc<Mutex<Option<Result<(), EngineErr
 /// Flushes the vBucket as the flusher would: drain, then mark what was drained persisted.
 fn flush(b: &Bucket) {
     if let Some(batch) = b.drain_dirty(VB) {
-        b.mark_persisted(VB, batch.up_to);
+        b.mark_persisted(VB, batch.generation, batch.up_to);
     }
 }
 
@@ -199,7 +199,7 @@ fn per_level_persistence_rules() {
         assert_eq!(written, [(DocKey::new(0, key.as_bytes()).encoded().to_vec(), b"v".to_vec())]);
         assert!(batch.up_to > m.seqno, "{level:?}: the round covers the commit");
         assert_eq!(*outcome.lock(), None, "{level:?}: the round is not on disk yet");
-        b.mark_persisted(VB, batch.up_to);
+        b.mark_persisted(VB, batch.generation, batch.up_to);
         assert_eq!(*outcome.lock(), Some(Ok(())));
     }
     // The active's persistence alone is not a majority of two copies.

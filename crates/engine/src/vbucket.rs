@@ -90,6 +90,14 @@ pub(crate) struct VbInner {
     pub snapshot: (Seqno, Seqno),
     /// The highest seqno of a tombstone purged from this vBucket.
     pub purge_seqno: Seqno,
+    /// Grows each time the vBucket is emptied ([`crate::Bucket::reset_vbucket`]): a flusher round that drained
+    /// an older generation must not move the persisted seqno of this one, and a DCP consumer whose stream was
+    /// opened on an older generation must stream the vBucket again.
+    pub generation: u64,
+    /// The vBucket was emptied in memory but the store may still hold its old copy: the flusher clears it on disk
+    /// before it writes anything of the new generation (it is the only writer of the vBucket's data, so a round
+    /// already in flight lands first and is cleared with the rest).
+    pub clear_on_disk: bool,
 }
 
 /// Calls every waiter with `outcome` (no vBucket lock may be held).
@@ -128,6 +136,8 @@ impl VBucket {
                 on_change: None,
                 snapshot: (0, 0),
                 purge_seqno: 0,
+                generation: 0,
+                clear_on_disk: false,
             }),
         }
     }

@@ -77,6 +77,9 @@ pub struct Node {
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
     /// The query service: prepared statements, indexes, the request log.
     pub query: Arc<crate::query::QueryService>,
+    /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
+    /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
+    warmups: tokio::sync::watch::Sender<u64>,
 }
 
 impl Node {
@@ -104,6 +107,7 @@ impl Node {
             cluster: std::sync::OnceLock::new(),
             query: Arc::default(),
             config_published: tokio::sync::watch::Sender::new(1),
+            warmups: tokio::sync::watch::Sender::new(0),
         });
         Ok(node)
     }
@@ -160,6 +164,11 @@ impl Node {
         self.config_published.send_if_modified(|r| std::mem::replace(r, rev) != rev);
     }
 
+    /// Changes each time a bucket finishes its warmup.
+    pub fn warmups(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.warmups.subscribe()
+    }
+
     /// Changes of the published config revision.
     pub fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.config_published.subscribe()
@@ -183,7 +192,14 @@ impl Node {
         let persistence = match config.kind {
             BucketKind::Couchbase => {
                 let dir = self.config.data_dir.join("buckets").join(&config.uuid);
-                Some(Persistence::start(bucket.clone(), &dir).map_err(|e| BucketError::Invalid(e.to_string()))?)
+                let warmups = self.warmups.clone();
+                let warmed = move || {
+                    warmups.send_modify(|n| *n += 1);
+                };
+                Some(
+                    Persistence::start(bucket.clone(), &dir, warmed)
+                        .map_err(|e| BucketError::Invalid(e.to_string()))?,
+                )
             }
             BucketKind::Ephemeral => None,
         };

@@ -91,18 +91,12 @@ pub trait VbStore: Send + Sync {
     fn write_batch(&self, vb: VbId, batch: &[Record]) -> Result<(), StoreError> {
         self.write_batch_with_state(vb, batch, None)
     }
-    /// Several vBuckets' batches (each with its optional state) at once. Each vBucket's part is atomic as in
-    /// [`VbStore::write_batch_with_state`]; a store may commit them all in one atomic batch, which the flusher
-    /// uses to pay one commit per round instead of one per vBucket.
-    fn write_many(&self, parts: &[VbWrite<'_>]) -> Result<(), StoreError> {
-        for part in parts {
-            if cfg!(debug_assertions) {
-                check_on_disk(part, |key| Ok(self.get(part.vb, key)?.map(|r| r.meta.seqno)))?;
-            }
-            self.write_batch_with_state(part.vb, part.records, part.state)?;
-        }
-        Ok(())
-    }
+    /// Several vBuckets' batches (each with its optional state) at once, all or nothing: when a part breaks a
+    /// precondition the error names its vBucket ([`StoreError::Rejected`], or [`StoreError::Corrupt`] for a
+    /// vBucket taken out of service) and no part is written, so the caller can write the others again without the
+    /// one refused. A store may commit them all in one atomic batch, which the flusher uses to pay one commit per
+    /// round instead of one per vBucket.
+    fn write_many(&self, parts: &[VbWrite<'_>]) -> Result<(), StoreError>;
     /// [`VbStore::write_batch`], plus the vBucket state in the same atomic batch when `state` is given.
     fn write_batch_with_state(
         &self,

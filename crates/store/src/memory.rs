@@ -5,7 +5,7 @@ use settee_types::{limits::NUM_VBUCKETS, Seqno, VbId};
 
 use crate::record::{check_batch, check_vb};
 use crate::vb_state::check_state;
-use crate::{Record, StoreError, VbStateRecord, VbStore};
+use crate::{Record, StoreError, VbStateRecord, VbStore, VbWrite};
 
 #[derive(Default)]
 struct VbData {
@@ -58,19 +58,42 @@ impl VbStore for MemoryStore {
         batch: &[Record],
         state: Option<&VbStateRecord>,
     ) -> Result<(), StoreError> {
-        let mut data = self.vb(vb)?.write();
-        if let Some(s) = state {
-            check_state(vb, s)?;
+        self.write_many(&[VbWrite { vb, records: batch, on_disk: &[], state }])
+    }
+
+    /// Every part is checked under its vBucket's write lock (taken in ascending vBucket order) before any is
+    /// applied, so a refused part leaves the others unwritten too.
+    fn write_many(&self, parts: &[VbWrite<'_>]) -> Result<(), StoreError> {
+        let mut order: Vec<&VbWrite<'_>> = parts.iter().collect();
+        order.sort_by_key(|p| p.vb);
+        if let Some(w) = order.windows(2).find(|w| w[0].vb == w[1].vb) {
+            return Err(StoreError::Rejected { vb: w[0].vb, seqno: 0, reason: "a vBucket appears twice in one write" });
         }
-        data.high_seqno = check_batch(vb, batch, data.high_seqno)?;
-        for r in batch {
-            if let Some(old) = data.by_key.insert(r.key.clone(), r.clone()) {
-                data.by_seqno.remove(&old.meta.seqno);
+        let mut locked = Vec::with_capacity(order.len());
+        for part in &order {
+            locked.push(self.vb(part.vb)?.write());
+        }
+        let mut highs = Vec::with_capacity(order.len());
+        for (part, data) in order.iter().zip(&locked) {
+            if let Some(s) = part.state {
+                check_state(part.vb, s)?;
             }
-            data.by_seqno.insert(r.meta.seqno, r.key.clone());
+            highs.push(check_batch(part.vb, part.records, data.high_seqno)?);
+            if cfg!(debug_assertions) {
+                crate::check_on_disk(part, |key| Ok(data.by_key.get(key).map(|r| r.meta.seqno)))?;
+            }
         }
-        if let Some(s) = state {
-            data.state = Some(s.clone());
+        for ((part, data), high) in order.iter().zip(locked.iter_mut()).zip(highs) {
+            data.high_seqno = high;
+            for r in part.records {
+                if let Some(old) = data.by_key.insert(r.key.clone(), r.clone()) {
+                    data.by_seqno.remove(&old.meta.seqno);
+                }
+                data.by_seqno.insert(r.meta.seqno, r.key.clone());
+            }
+            if let Some(s) = part.state {
+                data.state = Some(s.clone());
+            }
         }
         Ok(())
     }

@@ -248,11 +248,17 @@ impl MetadataStore {
             .map_err(|_| ConsensusError::Timeout)
     }
 
-    /// Where the leader is, waiting for one to be known until `deadline`.
+    /// Where the leader is, waiting until `deadline` for one to be known with its address. A node that just
+    /// joined hears of the leader (its first append) before it has applied the membership that holds the leader's
+    /// address: that is a wait, not a missing leader (a join used to fail there with "no leader is known").
     async fn leader_addr(&self, deadline: Instant) -> Result<String, ConsensusError> {
         let mut metrics = self.raft.metrics();
+        let me = self.id;
+        let routable = move |m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>| {
+            m.current_leader.is_some_and(|l| l == me || m.membership_config.membership().get_node(&l).is_some())
+        };
         let found = tokio::time::timeout_at(deadline, async {
-            let m = metrics.wait_for(|m| m.current_leader.is_some()).await.ok()?;
+            let m = metrics.wait_for(routable).await.ok()?;
             let leader = m.current_leader?;
             if leader == self.id {
                 // This node leads: run here, whatever address the membership recorded for it (a one-node

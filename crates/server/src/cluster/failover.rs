@@ -45,16 +45,31 @@ impl Cluster {
         let peers = Peers::new(node, &meta);
         let frozen = peers.hold(id, None, &[], true).await.map_err(|e| e.context("the node refused to drain"))?;
         let mut wanted = BTreeMap::new();
+        let mut unreported = Vec::new();
         for (bucket, b) in &meta.buckets {
             for vb in b.map.actives_of(id) {
                 if let Some(Some(replica)) = b.map.chains[usize::from(vb)].get(1) {
-                    wanted.insert((bucket.clone(), vb, *replica), seqno_in(&frozen, bucket, vb).unwrap_or(0));
+                    // A vBucket the node did not report (its map differs, its bucket is warming up) has no seqno the
+                    // replica could be known to have reached: the failover must not go ahead as if it were zero.
+                    match seqno_in(&frozen, bucket, vb) {
+                        Some(seqno) => wanted.insert((bucket.clone(), vb, *replica), seqno),
+                        None => {
+                            unreported.push(vb);
+                            None
+                        }
+                    };
                 }
             }
         }
-        let outcome = match peers.wait_until_reached(&wanted, GRACEFUL_CATCH_UP).await {
-            Ok(()) => self.failover(node, id).await.map(drop).map_err(anyhow::Error::from),
-            Err(e) => Err(e.context("graceful failover abandoned, the node serves again")),
+        let outcome = if !unreported.is_empty() {
+            Err(anyhow::anyhow!(
+                "graceful failover abandoned, the node serves again: it did not report where vBuckets {unreported:?} stopped"
+            ))
+        } else {
+            match peers.wait_until_reached(&wanted, GRACEFUL_CATCH_UP).await {
+                Ok(()) => self.failover(node, id).await.map(drop).map_err(anyhow::Error::from),
+                Err(e) => Err(e.context("graceful failover abandoned, the node serves again")),
+            }
         };
         // Failed over, the node ends its holds itself once it applies the new map (a release could reach it first
         // and make its vBuckets active again for a moment); otherwise it serves again.

@@ -74,6 +74,7 @@ pub async fn monitor(cluster: Arc<Cluster>, node: Arc<Node>, mut stopped: watch:
         if cluster.store().is_leader() && cluster.is_current() {
             auto_failover(&cluster, &node, &meta).await;
         }
+        cluster.expire_holds(&node).await;
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod failover;
 mod health;
+mod holds;
 mod ops;
 mod peers;
 mod rebalance;
@@ -64,7 +65,7 @@ pub struct Cluster {
     /// Active vBuckets held for a takeover (a rebalance step, or a graceful failover of this node), by bucket:
     /// pending here, so clients are refused while the copies that take over catch up with a history that no
     /// longer moves.
-    held: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<u16>>>,
+    held: parking_lot::Mutex<holds::Holds>,
     /// The rebalance this node orchestrates, if any.
     pub rebalance: parking_lot::Mutex<rebalance::Status>,
     /// True once `start` finished: a join request waits for it instead of racing the node's own first start.
@@ -121,7 +122,7 @@ impl Cluster {
 
     /// The vBuckets of `bucket` held for a takeover.
     pub fn held_vbuckets(&self, bucket: &str) -> std::collections::HashSet<u16> {
-        self.held.lock().get(bucket).cloned().unwrap_or_default()
+        self.held.lock().of(bucket)
     }
 
     /// Ends the holds of `bucket`'s vBuckets that `still_active` says the applied map no longer makes active here:
@@ -129,9 +130,7 @@ impl Cluster {
     /// pending to replica or dead and never serves again after the map moved on (a release that arrived before
     /// this node applied the new map would have made it active for a moment).
     pub(crate) fn end_moved_holds(&self, bucket: &str, still_active: impl Fn(u16) -> bool) {
-        if let Some(held) = self.held.lock().get_mut(bucket) {
-            held.retain(|vb| still_active(*vb));
-        }
+        self.held.lock().end_moved(bucket, still_active);
     }
 
     /// Holds (`on`) or releases `vbs` of `bucket`, or when `bucket` is None every vBucket the map makes active here
@@ -143,9 +142,7 @@ impl Cluster {
         let covered: Vec<(String, u16)> = match bucket {
             Some(b) => vbs.iter().map(|vb| (b.to_owned(), *vb)).collect(),
             // Releasing everything covers whatever is held, even vBuckets the map no longer makes active here.
-            None if !on => {
-                self.held.lock().iter().flat_map(|(b, vbs)| vbs.iter().map(move |vb| (b.clone(), *vb))).collect()
-            }
+            None if !on => self.held.lock().all(),
             None => meta
                 .buckets
                 .iter()
@@ -154,12 +151,12 @@ impl Cluster {
         };
         {
             let mut held = self.held.lock();
+            let now = std::time::Instant::now();
             for (b, vb) in &covered {
-                let set = held.entry(b.clone()).or_default();
                 if on {
-                    set.insert(*vb);
+                    held.hold(b, *vb, now);
                 } else {
-                    set.remove(vb);
+                    held.release(b, *vb);
                 }
             }
         }
@@ -175,6 +172,21 @@ impl Cluster {
             }
         }
         covered
+    }
+
+    /// Ends the holds whose lease ran out (their orchestrator is gone or its release was lost), so those vBuckets
+    /// serve again; called once a second.
+    pub(crate) async fn expire_holds(&self, node: &Node) {
+        let expired = self.held.lock().expire(std::time::Instant::now());
+        if !expired.is_empty() {
+            let lease_secs = holds::HOLD_LEASE.as_secs();
+            tracing::warn!(
+                ?expired,
+                lease_secs,
+                "takeover holds expired without a commit or release; the vBuckets serve again"
+            );
+            self.reconcile(node, &self.metadata()).await;
+        }
     }
 
     /// Brings the node into a cluster and its local state in line: forms a one-node cluster (first start without
@@ -287,8 +299,11 @@ impl Cluster {
         }
     }
 
-    /// Applies every metadata change locally, in the background, until `stopped`.
+    /// Applies every metadata change locally, in the background, until `stopped`; and, when a bucket finishes
+    /// its warmup, whatever an apply deferred until then (the reconciler remembers; a warmup that ended before
+    /// this subscribed is covered by the first pass).
     pub async fn follow(self: Arc<Self>, node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
+        let mut warmups = node.warmups();
         loop {
             let mut changes = self.store().subscribe();
             let meta = changes.borrow_and_update().clone();
@@ -299,6 +314,7 @@ impl Cluster {
                         tokio::time::sleep(CATCH_UP_RETRY).await;
                     }
                 }
+                _ = warmups.changed() => {}
                 _ = self.swapped.notified() => {}
                 _ = stopped.changed() => {
                     self.reconciler.lock().await.stop_feeds();

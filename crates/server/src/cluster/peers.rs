@@ -15,6 +15,10 @@ use super::rest_client;
 use crate::node::Node;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// A hold answers once the held vBuckets finished their durable writes in flight (up to 10 s, `TAKEOVER_SETTLE`)
+/// and their bucket its warmup (up to 5 s): its caller waits longer than that, so a slow but successful hold is not
+/// taken for a failed one.
+const HOLD_CALL_TIMEOUT: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(100);
 
 /// One copy of a vBucket: (bucket, vBucket, node).
@@ -33,7 +37,7 @@ impl<'a> Peers<'a> {
 
     /// `{"buckets": {name: {vb: high_seqno}}}` of every active or replica vBucket on `node`.
     pub async fn seqnos(&self, node: NodeId) -> anyhow::Result<Value> {
-        self.call(node, "GET", "/settee/node/seqnos", "").await
+        self.call(node, "GET", "/settee/node/seqnos", "", CALL_TIMEOUT).await
     }
 
     /// Holds (`on`) or releases `vbs` of `bucket` on `node`, or all its actives when `bucket` is None; answers the
@@ -44,7 +48,7 @@ impl<'a> Peers<'a> {
             let list: Vec<String> = vbs.iter().map(u16::to_string).collect();
             form.push_str(&format!("&bucket={bucket}&vbs={}", list.join(",")));
         }
-        self.call(node, "POST", "/settee/node/drain", &form).await
+        self.call(node, "POST", "/settee/node/drain", &form, HOLD_CALL_TIMEOUT).await
     }
 
     /// Polls until every copy reports at least its wanted seqno, or fails after `timeout`.
@@ -65,9 +69,16 @@ impl<'a> Peers<'a> {
         }
     }
 
-    async fn call(&self, node: NodeId, method: &str, path: &str, form: &str) -> anyhow::Result<Value> {
+    async fn call(
+        &self,
+        node: NodeId,
+        method: &str,
+        path: &str,
+        form: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<Value> {
         let addr = self.meta.nodes.get(&node).map(|n| n.mgmt_addr()).context("unknown node")?;
-        let reply = rest_client::call(&addr, method, path, Some(self.creds), form, CALL_TIMEOUT).await?;
+        let reply = rest_client::call(&addr, method, path, Some(self.creds), form, timeout).await?;
         anyhow::ensure!(reply.status == 200, "{addr} answered {} to {path}: {}", reply.status, reply.body);
         Ok(serde_json::from_str(&reply.body)?)
     }

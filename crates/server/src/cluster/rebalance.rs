@@ -30,8 +30,14 @@ use super::peers::{seqno_in, Peers, Reports};
 use super::Cluster;
 use crate::node::Node;
 
-/// How long one move's copies may take to catch up.
+/// How long one move's copies may take to catch up, in all.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a new copy may stay at the same seqno, short of what it must reach, before the rebalance fails: a copy
+/// that stopped moving (its stream refused, its node stuck) ends the rebalance with a reason instead of a hang.
+const BUILD_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a takeover may hold the old active (clients are refused that vBucket meanwhile) for the new active's
+/// copy to reach the seqno it stopped at; the copy had caught up before the hold, so this is normally milliseconds.
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a node taking part in a move may go unseen by the health probes before the rebalance fails.
 const NODE_DOWN_DURING_MOVES: Duration = Duration::from_secs(10);
 /// Pause between rounds of the move loop when nothing advanced.
@@ -171,6 +177,8 @@ struct InFlight {
     wanted: u64,
     phase: Phase,
     deadline: Instant,
+    /// The lowest seqno the watched copies reported, and when it last grew (or the phase began).
+    progress: (u64, Instant),
 }
 
 impl InFlight {
@@ -181,7 +189,48 @@ impl InFlight {
             (Some(Some(old)), Some(Some(new))) if old != new => Some((*old, *new)),
             _ => None,
         };
-        InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline: Instant::now() + CATCH_UP_TIMEOUT }
+        let now = Instant::now();
+        let deadline = now + CATCH_UP_TIMEOUT;
+        InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline, progress: (0, now) }
+    }
+
+    /// The copies this move waits for in its phase.
+    fn watched(&self) -> Vec<NodeId> {
+        match self.phase {
+            Phase::Building => self.building.clone(),
+            Phase::Holding { .. } => self.takeover.map(|(_, new)| vec![new]).unwrap_or_default(),
+            Phase::Ready => Vec::new(),
+        }
+    }
+
+    fn enter(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.progress = (0, Instant::now());
+    }
+
+    /// Why this move has waited too long, if it has: past its overall deadline, a new copy stuck at one seqno for
+    /// [`BUILD_STALL_TIMEOUT`], or a takeover's hold older than [`TAKEOVER_TIMEOUT`].
+    fn overdue(&self, now: Instant) -> Option<String> {
+        let vb = self.mv.vb;
+        let (at, since) = self.progress;
+        let waited = now.saturating_duration_since(since);
+        match self.phase {
+            _ if now > self.deadline => {
+                Some(format!("vBucket {vb} did not catch up within {CATCH_UP_TIMEOUT:?} ({:?})", self.phase))
+            }
+            Phase::Building if waited > BUILD_STALL_TIMEOUT => Some(format!(
+                "vBucket {vb}: the new copies on {:?} stayed at seqno {at} (of {}) for {BUILD_STALL_TIMEOUT:?}",
+                self.building, self.wanted
+            )),
+            Phase::Holding { stopped_at } if waited > TAKEOVER_TIMEOUT => {
+                let new = self.takeover.map(|(_, n)| n).unwrap_or_default();
+                Some(format!(
+                    "vBucket {vb}: the new active on node {new} did not reach seqno {stopped_at} (it is at {at}) \
+                     within {TAKEOVER_TIMEOUT:?} of the takeover hold"
+                ))
+            }
+            _ => None,
+        }
     }
 
     fn counts(&self) -> bool {
@@ -248,8 +297,9 @@ impl<'a> Mover<'a> {
             {
                 anyhow::bail!("node {n} stopped answering during the rebalance; finished moves are kept");
             }
-            if let Some(late) = self.flight.iter().find(|f| Instant::now() > f.deadline) {
-                anyhow::bail!("vBucket {} did not catch up within {CATCH_UP_TIMEOUT:?} ({:?})", late.mv.vb, late.phase);
+            let now = Instant::now();
+            if let Some(why) = self.flight.iter().find_map(|f| f.overdue(now)) {
+                anyhow::bail!("{why}; finished moves are kept");
             }
             if !advanced {
                 tokio::time::sleep(ROUND_PAUSE).await;
@@ -323,33 +373,52 @@ impl<'a> Mover<'a> {
     /// Moves every copy that caught up to its next phase, holding the actives of the takeovers that can start.
     async fn advance(&mut self, peers: &Peers<'_>, reports: &mut Reports<'_, '_>) -> anyhow::Result<bool> {
         for f in &self.flight {
-            let watched = match f.phase {
-                Phase::Building => f.building.clone(),
-                Phase::Holding { .. } => f.takeover.map(|(_, new)| vec![new]).unwrap_or_default(),
-                Phase::Ready => Vec::new(),
-            };
-            for n in watched {
+            let mut asked = f.watched();
+            if let (Phase::Holding { .. }, Some((old, _))) = (&f.phase, f.takeover) {
+                // The old active too: a hold it no longer knows of (it restarted) shows as an active copy again.
+                asked.push(old);
+            }
+            for n in asked {
                 // A node that does not answer this round is asked again in the next one.
                 reports.load_or_skip(n).await;
             }
         }
-        let reached =
-            |node: NodeId, vb: u16, seqno: u64| reports.seqno(node, self.bucket, vb).is_some_and(|h| h >= seqno);
+        let bucket = self.bucket;
+        let reached = |node: NodeId, vb: u16, seqno: u64| reports.seqno(node, bucket, vb).is_some_and(|h| h >= seqno);
+        let now = Instant::now();
         let mut advanced = false;
         let mut to_hold: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
         for f in &mut self.flight {
+            let at = f.watched().iter().map(|n| reports.seqno(*n, bucket, f.mv.vb).unwrap_or(0)).min().unwrap_or(0);
+            // A building copy's clock restarts whenever it moves; a takeover's runs from the hold.
+            if at > f.progress.0 {
+                f.progress = (at, if matches!(f.phase, Phase::Building) { now } else { f.progress.1 });
+            }
             match f.phase {
                 Phase::Building if f.building.iter().all(|n| reached(*n, f.mv.vb, f.wanted)) => {
                     advanced = true;
                     match f.takeover {
                         Some((old, _)) => to_hold.entry(old).or_default().push(f.mv.vb),
-                        None => f.phase = Phase::Ready,
+                        None => f.enter(Phase::Ready),
                     }
+                }
+                Phase::Holding { .. }
+                    if f.takeover.is_some_and(|(old, _)| reports.seqno(old, bucket, f.mv.vb).is_some()) =>
+                {
+                    // The old active serves the vBucket again (it restarted and lost its holds): what it took since
+                    // is not covered by the seqno the hold stopped at, so the takeover starts over.
+                    tracing::warn!(
+                        bucket,
+                        vb = f.mv.vb,
+                        "a takeover's hold was lost on the old active; holding it again"
+                    );
+                    f.enter(Phase::Building);
+                    advanced = true;
                 }
                 Phase::Holding { stopped_at }
                     if f.takeover.is_some_and(|(_, new)| reached(new, f.mv.vb, stopped_at)) =>
                 {
-                    f.phase = Phase::Ready;
+                    f.enter(Phase::Ready);
                     advanced = true;
                 }
                 _ => {}
@@ -359,7 +428,11 @@ impl<'a> Mover<'a> {
             self.held.entry(old).or_default().extend(&vbs);
             let stopped = peers.hold(old, Some(self.bucket), &vbs, true).await?;
             for f in self.flight.iter_mut().filter(|f| vbs.contains(&f.mv.vb)) {
-                f.phase = Phase::Holding { stopped_at: seqno_in(&stopped, self.bucket, f.mv.vb).unwrap_or(0) };
+                // Without the seqno the copy stopped at, nothing says when the new active has all of it.
+                let stopped_at = seqno_in(&stopped, self.bucket, f.mv.vb).with_context(|| {
+                    format!("node {old} held vBucket {} but did not report the seqno it stopped at", f.mv.vb)
+                })?;
+                f.enter(Phase::Holding { stopped_at });
             }
         }
         Ok(advanced)
@@ -443,5 +516,36 @@ impl Cluster {
             }
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn takeover() -> InFlight {
+        InFlight::new(VbMove { vb: 7, old_chain: vec![Some(1), Some(2)], new_chain: vec![Some(3), Some(2)] }, 40)
+    }
+
+    /// Every wait of a move ends: a new copy that stops moving fails the rebalance after BUILD_STALL_TIMEOUT (while
+    /// one that keeps moving may take longer), a takeover hold fails it after TAKEOVER_TIMEOUT however the copy
+    /// moves, and every move has an overall deadline; each failure names the vBucket and what it waited for.
+    #[test]
+    fn a_move_that_stops_advancing_is_overdue_with_a_reason() {
+        let mut f = takeover();
+        let start = f.progress.1;
+        assert_eq!(f.overdue(start + BUILD_STALL_TIMEOUT / 2), None);
+        let stalled = f.overdue(start + BUILD_STALL_TIMEOUT + Duration::from_secs(1)).expect("a stalled copy");
+        assert!(stalled.contains("vBucket 7") && stalled.contains("of 40"), "{stalled}");
+        f.progress = (30, start + BUILD_STALL_TIMEOUT);
+        assert_eq!(f.overdue(start + BUILD_STALL_TIMEOUT + Duration::from_secs(1)), None, "it moved meanwhile");
+
+        f.enter(Phase::Holding { stopped_at: 45 });
+        let held = f.progress.1;
+        f.progress.0 = 44;
+        assert_eq!(f.overdue(held + TAKEOVER_TIMEOUT / 2), None);
+        let late = f.overdue(held + TAKEOVER_TIMEOUT + Duration::from_secs(1)).expect("a takeover past its time");
+        assert!(late.contains("seqno 45") && late.contains("node 3") && late.contains("at 44"), "{late}");
+        assert!(f.overdue(f.deadline + Duration::from_secs(1)).is_some_and(|why| why.contains("did not catch up")));
     }
 }

@@ -40,16 +40,20 @@ pub(super) struct Reconciler {
     /// The newest revision applied: an older state (a watcher that read it before a proposal's reconcile ran)
     /// is skipped, so it cannot undo a newer change.
     applied_rev: u64,
+    /// The last apply left copies the map no longer gives this node alone because their bucket was warming up:
+    /// the next call applies the state again even if it is not newer (the node calls it when a warmup ends).
+    deferred: bool,
 }
 
 impl Reconciler {
     /// Applies `meta`; a state already applied is applied again only when `again` (something local changed, such
-    /// as the node becoming current or holding vBuckets for a takeover).
+    /// as the node becoming current or holding vBuckets for a takeover) or when the last apply deferred work.
     pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata, again: bool) {
-        if meta.rev < self.applied_rev || (meta.rev == self.applied_rev && !again) {
+        if meta.rev < self.applied_rev || (meta.rev == self.applied_rev && !again && !self.deferred) {
             return;
         }
         self.applied_rev = meta.rev;
+        self.deferred = false;
         self.apply_users(node, meta);
         for local in node.buckets() {
             let cfg = local.config();
@@ -76,7 +80,7 @@ impl Reconciler {
             cluster.end_moved_holds(name, |vb| b.map.active(vb) == Some(cluster.me));
             let here =
                 Here { me: cluster.me, current: cluster.is_current(), keep_data: keeps_unowned_data(meta, cluster.me) };
-            apply_vbucket_states(&handle, b, &here, &cluster.held_vbuckets(name));
+            self.deferred |= apply_vbucket_states(&handle, b, &here, &cluster.held_vbuckets(name));
             for (source, vbuckets) in replica_sources(b, cluster.me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
@@ -224,10 +228,17 @@ fn keeps_unowned_data(meta: &ClusterMetadata, me: NodeId) -> bool {
 /// Applies the map's states to the local vBuckets. Until the node is `current` nothing is active here; an active
 /// in `held` (a takeover in progress) is pending: clients are refused while DCP still streams it to the copy that
 /// takes over. A copy the (confirmed) map no longer places on this node is emptied in memory and on disk, unless
-/// the node keeps such data (failed over, or in delta recovery).
-fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, here: &Here, held: &std::collections::HashSet<u16>) {
+/// the node keeps such data (failed over, or in delta recovery). Returns whether such a drop waits for the
+/// bucket's warmup.
+fn apply_vbucket_states(
+    handle: &BucketHandle,
+    b: &BucketMeta,
+    here: &Here,
+    held: &std::collections::HashSet<u16>,
+) -> bool {
     let mut changed = 0;
     let mut dropped = 0;
+    let mut deferred = false;
     for vb in 0..NUM_VBUCKETS {
         let owned = wanted_state(b, vb, here.me, true);
         let wanted = match owned {
@@ -249,8 +260,12 @@ fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, here: &Here, held
             handle.set_vbucket_state(VbId(vb), wanted, rand::random());
             changed += 1;
         }
-        let unowned = owned == VbState::Dead && here.current && !held.contains(&vb);
-        if unowned && !here.keep_data && vbucket.high_seqno() > 0 {
+        // Not while warmup loads the bucket: a vBucket not loaded yet looks empty, and one emptied now would get
+        // its old items back from warmup; the map is applied again once warmup is done.
+        let unowned = owned == VbState::Dead && here.current && !held.contains(&vb) && !here.keep_data;
+        if unowned && handle.is_warming_up() {
+            deferred = true;
+        } else if unowned && vbucket.high_seqno() > 0 {
             crate::dcp::consumer::reset_replica(handle, VbId(vb));
             dropped += 1;
         }
@@ -263,6 +278,7 @@ fn apply_vbucket_states(handle: &BucketHandle, b: &BucketMeta, here: &Here, held
     if changed > 0 || dropped > 0 {
         tracing::info!(bucket = %b.spec.name, changed, dropped, "vBucket states applied from the map");
     }
+    deferred
 }
 
 /// Whether `me` is building a copy of `vb` (a rebalance streams it in before the map names it).

@@ -36,6 +36,8 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 const STREAM_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How often the replica's persisted seqno is checked while persist-level prepares wait to be acknowledged.
 const PERSISTENCE_POLL: Duration = Duration::from_millis(5);
+/// How often an idle connection looks whether one of its replica vBuckets was emptied by someone else.
+const RESET_CHECK: Duration = Duration::from_millis(250);
 
 /// What one replication connection streams.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,39 +115,42 @@ async fn stream_once(
     }
     let (mut sock, unread) = c.into_parts();
     let mut rbuf = BytesMut::from(&unread[..]);
-    let mut streams: BTreeMap<VbId, ConsumerStream> = BTreeMap::new();
+    let mut streams = Streams::default();
     let mut wanted: BTreeSet<VbId> = vbuckets.borrow_and_update().iter().copied().collect();
     out.clear();
     for &vb in &wanted {
-        open_if_replica(bucket, vb, &mut streams, &mut out)?;
+        streams.open_if_replica(bucket, vb, &mut out)?;
     }
     sock.write_all(&out).await?;
     tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = wanted.len(), "replication streams requested");
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
     let mut poll = tokio::time::interval(PERSISTENCE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Streams the producer refused, and when to ask for each again.
-    let mut refused: Vec<(VbId, tokio::time::Instant)> = Vec::new();
     let mut list_changed = false;
+    let mut resets_seen = bucket.resets();
+    let mut reset_check = tokio::time::interval(RESET_CHECK);
+    reset_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         out.clear();
         if std::mem::take(&mut list_changed) {
             let now: BTreeSet<VbId> = vbuckets.borrow_and_update().iter().copied().collect();
             for &vb in wanted.difference(&now) {
-                streams.remove(&vb);
-                refused.retain(|(r, _)| *r != vb);
+                streams.remove(vb);
                 CloseStream { opaque: u32::from(vb.0), vbucket: vb.0 }.encode(&mut out);
             }
             for &vb in now.difference(&wanted) {
-                open_if_replica(bucket, vb, &mut streams, &mut out)?;
+                streams.open_if_replica(bucket, vb, &mut out)?;
             }
             wanted = now;
         }
-        let now = tokio::time::Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) = refused.drain(..).partition(|(_, at)| *at <= now);
-        refused = later;
-        for (vb, _) in due {
-            open_if_replica(bucket, vb, &mut streams, &mut out)?;
+        if bucket.resets() != resets_seen {
+            resets_seen = bucket.resets();
+            if let Some(vb) = streams.emptied_behind_our_back(bucket) {
+                anyhow::bail!("replica vBucket {} was emptied while streaming; streaming again", vb.0);
+            }
+        }
+        for vb in streams.due_retries() {
+            streams.open_if_replica(bucket, vb, &mut out)?;
         }
         let mut used = 0;
         while let Some(&magic) = rbuf.get(used) {
@@ -153,7 +158,7 @@ async fn stream_once(
                 let Some((resp, n)) = decode_response(&rbuf[used..], FRAME_BODY_BYTES_MAX)? else { break };
                 if resp.opcode == Opcode::DcpStreamReq as u8 {
                     let vb = VbId(u16::try_from(resp.opaque).unwrap_or(u16::MAX));
-                    stream_response(bucket, &mut streams, &mut refused, vb, resp.status, resp.value, &mut out)?;
+                    stream_response(bucket, &mut streams, vb, resp.status, resp.value, &mut out)?;
                 }
                 n
             } else {
@@ -166,7 +171,7 @@ async fn stream_once(
                     // The local copy stopped being a replica (promoted by a takeover, or dropped) before the list
                     // change that closes its stream arrived: only this stream ends.
                     tracing::debug!(bucket = %bucket.name(), vb = vb.0, "stream for a vBucket no longer a replica closed");
-                    if streams.remove(&vb).is_some() {
+                    if streams.remove(vb).is_some() {
                         CloseStream { opaque: u32::from(vb.0), vbucket: vb.0 }.encode(&mut out);
                     }
                 }
@@ -176,14 +181,14 @@ async fn stream_once(
             used += n;
         }
         rbuf.advance(used);
-        acknowledge_prepares(bucket, &mut streams, &mut out);
+        acknowledge_prepares(bucket, &mut streams.open, &mut out);
         if let Some(ack) = flow.take_ack(0) {
             ack.encode(&mut out);
         }
         if !out.is_empty() {
             sock.write_all(&out).await?;
         }
-        let awaiting = streams.values().any(ConsumerStream::awaits_acknowledgement);
+        let awaiting = streams.open.values().any(ConsumerStream::awaits_acknowledgement);
         tokio::select! {
             read = sock.read_buf(&mut rbuf) => if read? == 0 {
                 anyhow::bail!("connection closed by the producer");
@@ -194,7 +199,8 @@ async fn stream_once(
                 list_changed = true;
             }
             _ = poll.tick(), if awaiting => {}
-            _ = tokio::time::sleep(STREAM_RETRY_PAUSE), if !refused.is_empty() => {}
+            _ = reset_check.tick() => {}
+            _ = tokio::time::sleep(STREAM_RETRY_PAUSE), if streams.has_retries() => {}
         }
     }
 }
@@ -214,25 +220,75 @@ fn acknowledge_prepares(bucket: &BucketHandle, streams: &mut BTreeMap<VbId, Cons
     }
 }
 
-/// Requests a stream for `vb` unless the local copy is no longer a replica (its state changed after the list
-/// naming it was sent; the next list leaves it out).
-fn open_if_replica(
-    bucket: &BucketHandle,
-    vb: VbId,
-    streams: &mut BTreeMap<VbId, ConsumerStream>,
-    out: &mut Vec<u8>,
-) -> anyhow::Result<()> {
-    match open_stream(bucket, vb) {
-        Ok(stream) => {
-            stream.request().encode(out);
-            streams.insert(vb, stream);
-            Ok(())
+/// The streams of one connection: those requested or open, the vBucket generation each was opened on, and the
+/// vBuckets to ask for again later.
+#[derive(Default)]
+struct Streams {
+    open: BTreeMap<VbId, ConsumerStream>,
+    /// The generation of the local vBucket when its stream was opened (see `Bucket::reset_vbucket`).
+    generations: BTreeMap<VbId, u64>,
+    /// Streams not requested yet (the bucket is warming up) or refused by the producer, and when to ask again.
+    retries: Vec<(VbId, tokio::time::Instant)>,
+}
+
+impl Streams {
+    /// Requests a stream for `vb` unless the local copy is no longer a replica (its state changed after the list
+    /// naming it was sent; the next list leaves it out). While warmup loads the bucket no stream is requested: the
+    /// replica's seqnos, which the request resumes from, are not known yet, and what it would apply could be
+    /// overtaken by what warmup loads; the request is made once warmup is done.
+    fn open_if_replica(&mut self, bucket: &BucketHandle, vb: VbId, out: &mut Vec<u8>) -> anyhow::Result<()> {
+        if bucket.is_warming_up() {
+            self.retry_later(vb);
+            return Ok(());
         }
-        Err(e) if is_not_replica(&e) => {
-            tracing::debug!(bucket = %bucket.name(), vb = vb.0, "no stream for a vBucket no longer a replica");
-            Ok(())
+        match open_stream(bucket, vb) {
+            Ok((stream, generation)) => {
+                stream.request().encode(out);
+                self.open.insert(vb, stream);
+                self.generations.insert(vb, generation);
+                Ok(())
+            }
+            Err(e) if is_not_replica(&e) => {
+                tracing::debug!(bucket = %bucket.name(), vb = vb.0, "no stream for a vBucket no longer a replica");
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
-        Err(e) => Err(e),
+    }
+
+    fn remove(&mut self, vb: VbId) -> Option<ConsumerStream> {
+        self.retries.retain(|(r, _)| *r != vb);
+        self.generations.remove(&vb);
+        self.open.remove(&vb)
+    }
+
+    fn retry_later(&mut self, vb: VbId) {
+        self.open.remove(&vb);
+        if !self.retries.iter().any(|(r, _)| *r == vb) {
+            self.retries.push((vb, tokio::time::Instant::now() + STREAM_RETRY_PAUSE));
+        }
+    }
+
+    fn has_retries(&self) -> bool {
+        !self.retries.is_empty()
+    }
+
+    /// The vBuckets whose retry is due, taken out of the list.
+    fn due_retries(&mut self) -> Vec<VbId> {
+        let now = tokio::time::Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = self.retries.drain(..).partition(|(_, at)| *at <= now);
+        self.retries = later;
+        due.into_iter().map(|(vb, _)| vb).collect()
+    }
+
+    /// A streamed replica vBucket that was emptied by someone else than this stream (the flusher, after the store
+    /// refused its data): its stream no longer matches what the replica holds. A copy that stopped being a replica
+    /// (dropped by the map; the list change that closes its stream follows) does not count.
+    fn emptied_behind_our_back(&self, bucket: &BucketHandle) -> Option<VbId> {
+        self.open.keys().copied().find(|vb| {
+            let Ok(info) = bucket.stream_info(*vb) else { return false };
+            info.state == VbState::Replica && self.generations.get(vb).is_some_and(|opened| *opened != info.generation)
+        })
     }
 }
 
@@ -242,8 +298,9 @@ fn is_not_replica(e: &anyhow::Error) -> bool {
     e.downcast_ref::<EngineError>() == Some(&EngineError::NotMyVbucket)
 }
 
-/// A stream request resuming from what the local replica vBucket holds (opaque = the vBucket id).
-fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream> {
+/// A stream request resuming from what the local replica vBucket holds (opaque = the vBucket id), and the
+/// vBucket's generation.
+fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<(ConsumerStream, u64)> {
     let info = bucket.stream_info(vb)?;
     if info.state != VbState::Replica {
         return Err(EngineError::NotMyVbucket.into());
@@ -255,62 +312,52 @@ fn open_stream(bucket: &BucketHandle, vb: VbId) -> anyhow::Result<ConsumerStream
         .map(|(seqno, level)| (seqno, level == settee_types::DurabilityLevel::PersistToMajority))
         .collect();
     stream.resume_prepares(&held);
-    Ok(stream)
+    Ok((stream, info.generation))
 }
 
 fn stream_response(
     bucket: &BucketHandle,
-    streams: &mut BTreeMap<VbId, ConsumerStream>,
-    refused: &mut Vec<(VbId, tokio::time::Instant)>,
+    streams: &mut Streams,
     vb: VbId,
     status: u16,
     body: &[u8],
     out: &mut Vec<u8>,
 ) -> anyhow::Result<()> {
-    let Some(stream) = streams.get_mut(&vb) else { return Ok(()) };
+    let Some(stream) = streams.open.get_mut(&vb) else { return Ok(()) };
     match stream.on_stream_response(status, body)? {
         ConsumerEvent::Accepted { failover_log } => bucket.set_failover_log(vb, failover_log),
         ConsumerEvent::RollbackTo(seqno) => {
             // The engine cannot undo individual mutations: a replica that must roll back starts over from zero.
             tracing::info!(bucket = %bucket.name(), vb = vb.0, seqno, "replica rolls back to zero and streams again");
             reset_replica(bucket, vb);
-            let fresh = open_stream(bucket, vb)?;
+            let (fresh, generation) = open_stream(bucket, vb)?;
             fresh.request().encode(out);
-            streams.insert(vb, fresh);
+            streams.open.insert(vb, fresh);
+            streams.generations.insert(vb, generation);
         }
         ConsumerEvent::Rejected(status) => {
             // Usually NOT_MY_VBUCKET: the map already names the source as active but the source has not applied it
-            // yet (a rebalance or failover in progress). The stream is asked for again after a pause.
+            // yet (a rebalance or failover in progress); or TMPFAIL from a source still warming up. The stream is
+            // asked for again after a pause.
             tracing::debug!(bucket = %bucket.name(), vb = vb.0, status, "replication stream refused; will ask again");
-            streams.remove(&vb);
-            refused.push((vb, tokio::time::Instant::now() + STREAM_RETRY_PAUSE));
+            streams.retry_later(vb);
         }
     }
     Ok(())
 }
 
-/// Empties a replica vBucket in memory and on disk.
+/// Empties a replica vBucket in memory; its flusher clears the store's copy before it writes anything new of it.
 pub(crate) fn reset_replica(bucket: &BucketHandle, vb: VbId) {
     bucket.reset_vbucket(vb);
-    if let Some(p) = &bucket.persistence {
-        if let Err(e) = p.clear_vbucket(vb) {
-            tracing::error!(bucket = %bucket.name(), vb = vb.0, error = %e, "clearing a rolled-back vBucket on disk failed");
-        }
-    }
 }
 
-fn message(
-    bucket: &BucketHandle,
-    streams: &mut BTreeMap<VbId, ConsumerStream>,
-    req: &Request<'_>,
-    out: &mut Vec<u8>,
-) -> anyhow::Result<()> {
+fn message(bucket: &BucketHandle, streams: &mut Streams, req: &Request<'_>, out: &mut Vec<u8>) -> anyhow::Result<()> {
     if req.opcode == Opcode::DcpNoop as u8 {
         encode_dcp_response(out, Opcode::DcpNoop, Status::Success.code(), req.opaque);
         return Ok(());
     }
     let vb = VbId(req.vbucket);
-    let Some(stream) = streams.get_mut(&vb) else {
+    let Some(stream) = streams.open.get_mut(&vb) else {
         tracing::debug!(vb = vb.0, opcode = req.opcode, "dcp message for a vBucket without a stream");
         return Ok(());
     };
@@ -325,10 +372,17 @@ fn message(
             }
         }
         ConsumerAction::StreamEnd(reason) => {
-            tracing::info!(bucket = %bucket.name(), vb = vb.0, ?reason, "replication stream ended");
-            streams.remove(&vb);
+            // The producer ended a stream this replica still wants (its copy stopped being active there for a
+            // while, a backfill failed): ask again after a pause, as for a refused request, until the vBucket
+            // list says otherwise. Left ended, the replica would fall behind for good, and a rebalance building
+            // or taking over this vBucket would wait for it.
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, ?reason, "replication stream ended; will ask again");
+            streams.retry_later(vb);
         }
-        ConsumerAction::SeqnoAdvanced(_) | ConsumerAction::SetVbucketState(_) => {}
+        // The snapshot's last changes are not for this stream (an abort of a prepare it never sent): the replica
+        // still reached that seqno, which a takeover or a graceful failover waits for.
+        ConsumerAction::SeqnoAdvanced(seqno) => bucket.replica_seqno_advanced(vb, seqno)?,
+        ConsumerAction::SetVbucketState(_) => {}
     }
     Ok(())
 }

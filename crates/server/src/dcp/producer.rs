@@ -248,6 +248,12 @@ impl Producer {
 
     fn stream_request(&mut self, req: &StreamReq<'_>, out: &mut Vec<u8>) {
         let vb = VbId(req.vbucket);
+        if self.bucket.is_warming_up() {
+            // Until warmup has loaded the vBucket its failover log and seqnos are not what the disk holds: a
+            // decision now could tell a replica to roll back to zero, or stream it a partial copy. The consumer asks
+            // again after a pause.
+            return encode_dcp_response(out, Opcode::DcpStreamReq, Status::Etmpfail.code(), req.opaque);
+        }
         let info = match self.bucket.stream_info(vb) {
             // A pending vBucket is held for a takeover: its copies still stream what it has.
             Ok(info) if matches!(info.state, VbState::Active | VbState::Pending) => info,

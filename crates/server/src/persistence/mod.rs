@@ -61,8 +61,12 @@ pub struct Persistence {
 
 impl Persistence {
     /// Opens the bucket's store, loads it (warmup runs in the background; the bucket answers TMPFAIL until it
-    /// finishes) and starts the flushers.
-    pub fn start(bucket: Arc<Bucket>, dir: &Path) -> anyhow::Result<Arc<Persistence>> {
+    /// finishes, then `warmed` is called) and starts the flushers.
+    pub fn start(
+        bucket: Arc<Bucket>,
+        dir: &Path,
+        warmed: impl FnOnce() + Send + 'static,
+    ) -> anyhow::Result<Arc<Persistence>> {
         std::fs::create_dir_all(dir)?;
         let faults = Arc::new(FaultInjector::new());
         let store = records::open_store(dir, bucket.config().ram_quota_bytes, faults.clone())?;
@@ -86,6 +90,7 @@ impl Persistence {
         threads.push(std::thread::Builder::new().name(format!("warmup-{name}")).spawn(move || {
             warmup::run(&b, store.as_ref());
             flushers_after_warmup.start_flushers(b);
+            warmed();
         })?);
         drop(threads);
         Ok(p)
@@ -135,13 +140,6 @@ impl Persistence {
     }
 
     /// Flushes what is dirty, stops the workers and waits for them.
-    /// Empties a vBucket on disk (a replica rolled back to zero) and makes that durable.
-    pub fn clear_vbucket(&self, vb: settee_types::VbId) -> Result<u64, settee_store::StoreError> {
-        let removed = self.store.clear_vbucket(vb)?;
-        self.store.sync()?;
-        Ok(removed)
-    }
-
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         for s in self.signals.iter() {

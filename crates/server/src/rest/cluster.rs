@@ -245,6 +245,7 @@ pub(crate) async fn drain(
     let vbs: Vec<u16> = form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
     let covered: std::collections::HashSet<(String, u16)> =
         cluster.hold_actives(&state.node, form.get("bucket"), &vbs, on).await.into_iter().collect();
+    wait_for_warmup(&state).await;
     Ok(Json(seqnos(&state, |b, vb, _, _| covered.contains(&(b.to_owned(), vb)).then_some("buckets"))))
 }
 
@@ -253,6 +254,7 @@ pub(crate) async fn drain(
 /// which delta recovery resumes from).
 pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     require_admin(&caller)?;
+    wait_for_warmup(&state).await;
     use settee_engine::VbState;
     Ok(Json(seqnos(&state, |_, _, st, high| match st {
         VbState::Active | VbState::Replica => Some("buckets"),
@@ -261,8 +263,21 @@ pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Calle
     })))
 }
 
+/// How long a seqno report waits for the node's buckets to finish their warmup (callers give up after 10 s).
+const WARMUP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits, up to [`WARMUP_WAIT`], until no bucket of the node is warming up.
+async fn wait_for_warmup(state: &RestState) {
+    let deadline = tokio::time::Instant::now() + WARMUP_WAIT;
+    while state.node.buckets().iter().any(|b| b.is_warming_up()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// `{section: {bucket: {vb: high_seqno}}}` in one pass over every vBucket: `section` names where a vBucket goes
-/// (by bucket, id, state and high seqno), if anywhere. A section is always present for every bucket.
+/// (by bucket, id, state and high seqno), if anywhere. A section is always present for every bucket. A bucket still
+/// warming up reports no vBucket: seqnos warmup has not loaded yet would understate what the node holds (a
+/// takeover would then stop waiting too early).
 fn seqnos(
     state: &RestState,
     section: impl Fn(&str, u16, settee_engine::VbState, u64) -> Option<&'static str>,
@@ -272,6 +287,9 @@ fn seqnos(
         let name = b.name();
         for part in ["buckets", "kept"] {
             report[part][name.as_str()] = json!({});
+        }
+        if b.is_warming_up() {
+            continue;
         }
         for vb in 0..settee_types::limits::NUM_VBUCKETS {
             let Some(vbucket) = b.vbucket(settee_types::VbId(vb)) else { continue };

@@ -22,6 +22,27 @@ pub(super) fn run<S: Corruptible>(make: &impl Fn() -> S) {
     clearing_a_vbucket_empties_it_and_leaves_the_others(&make());
     known_versions_on_disk_are_retired(&make());
     a_wrong_known_version_is_rejected_in_debug_builds(&make());
+    a_refused_part_leaves_every_part_of_the_write_unwritten(&make());
+}
+
+/// One refused part (a seqno not above its vBucket's high seqno) fails the whole multi-vBucket write, names its
+/// vBucket, and leaves the other parts unwritten, so the writer can write them again without it.
+fn a_refused_part_leaves_every_part_of_the_write_unwritten(s: &impl VbStore) {
+    let (good, bad) = (VbId(80), VbId(81));
+    s.write_batch(bad, &[record(b"x", b"1", 9, false)]).unwrap();
+    let (good_records, bad_records) = ([record(b"a", b"1", 1, false)], [record(b"y", b"1", 3, false)]);
+    let write = |parts: &[(VbId, &[crate::Record])]| {
+        let state = vb_state(1);
+        let view: Vec<VbWrite<'_>> =
+            parts.iter().map(|(vb, records)| VbWrite { vb: *vb, records, on_disk: &[], state: Some(&state) }).collect();
+        s.write_many(&view)
+    };
+    let refused = write(&[(good, &good_records), (bad, &bad_records)]);
+    assert!(matches!(refused, Err(StoreError::Rejected { vb, seqno: 3, .. }) if vb == bad), "{refused:?}");
+    assert_eq!((s.get(good, b"a").unwrap(), s.high_seqno(good).unwrap(), s.vb_state(good).unwrap()), (None, 0, None));
+    write(&[(good, &good_records)]).unwrap();
+    assert_eq!(s.get(good, b"a").unwrap().map(|r| r.meta.seqno), Some(1));
+    assert_eq!(s.high_seqno(bad).unwrap(), 9);
 }
 
 /// Writes that say what each key had on disk (none, a seqno, a seqno purged since, or unknown) leave every key

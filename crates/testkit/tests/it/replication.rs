@@ -20,8 +20,11 @@ fn replica_value(node: &TestNode, key: &[u8]) -> Result<Vec<u8>, EngineError> {
     b.get_replica(VbId(vb(key)), &DocKey::new(0, key), |i| i.body().0.to_vec())
 }
 
+/// Waits for `check` with a deadline of 30 s: generous, because the whole workspace's tests share the machine
+/// (each of these starts two nodes and 1,024 streams), and a deadline only bounds how long a failure takes.
 async fn eventually(mut check: impl FnMut() -> bool, what: &str) {
-    for _ in 0..200 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
         if check() {
             return;
         }
@@ -159,6 +162,135 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
     assert_eq!(get(&mut client, b"lost").await.status, 0x01);
     assert_eq!(active_bucket.pending_prepares(VbId(vb(b"sync"))), 0, "the timed-out prepare was aborted");
     assert_eq!(set(&mut client, b"sync", b"3", 0, 0).await.status, 0, "the key is free again");
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Node A (one replica configured, node 2 in every chain) and node B holding every vBucket as a replica, with B's
+/// feed from A running; returns the feed's stop switch and task.
+async fn replicated_pair() -> (TestNode, TestNode, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (a, b) = (TestNode::start_with(|c| c.replicas = 1).await, TestNode::start_with(|c| c.replicas = 1).await);
+    let (active_bucket, replica_bucket) =
+        (a.running.node.bucket("default").unwrap(), b.running.node.bucket("default").unwrap());
+    for v in 0..1024 {
+        replica_bucket.set_vbucket_state(VbId(v), VbState::Replica, 0);
+        active_bucket.set_replication_chain(VbId(v), &[Some(2)]);
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let feed = start_feed(&a, &b, stop_rx);
+    (a, b, stop_tx, feed)
+}
+
+fn start_feed(a: &TestNode, b: &TestNode, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    let spec = FeedSpec {
+        source: a.kv_addr(),
+        vbuckets: (0..1024).map(VbId).collect(),
+        username: ADMIN.into(),
+        password: PASSWORD.into(),
+        name: replication_connection_name(2, "default"),
+    };
+    let (list, list_rx) = watch::channel(spec.vbuckets.clone());
+    let replica_bucket = b.running.node.bucket("default").unwrap();
+    tokio::spawn(async move {
+        consumer::run(replica_bucket, spec, list_rx, stop).await;
+        drop(list);
+    })
+}
+
+fn high_seqno(node: &TestNode, vb: u16) -> u64 {
+    node.running.node.bucket("default").unwrap().stream_info(VbId(vb)).unwrap().high_seqno
+}
+
+/// The swap rebalance that never ended: a vBucket whose last change is an abort of a prepare its replica never
+/// received. A stream that starts after both sends neither (the prepare is gone, the abort names a prepare the
+/// replica cannot hold) but closes the snapshot with SEQNO_ADVANCED; the replica must take that seqno, or a
+/// takeover (or graceful failover) waiting for the active's high seqno waits forever. It used to ignore it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_reaches_the_seqno_of_an_abort_it_was_never_sent() {
+    let (a, b, stop_tx, feed) = replicated_pair().await;
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"aborted", b"1", 0, 0).await.status, 0);
+    let v = vb(b"aborted");
+    eventually(|| high_seqno(&b, v) == high_seqno(&a, v), "the replica to stream").await;
+    stop_tx.send(true).unwrap();
+    feed.await.unwrap();
+    // Majority with a 300 ms timeout while no replica streams: prepared, then aborted.
+    assert_eq!(durable_set(&mut client, b"aborted", b"2", &[0x13, 0x01, 0x01, 0x2c]).await, 0xa3);
+    let active_high = high_seqno(&a, v);
+    assert_eq!(active_high, high_seqno(&b, v) + 2, "a prepare and its abort the replica has not seen");
+
+    let (_stop, stop_rx) = watch::channel(false);
+    let _feed = start_feed(&a, &b, stop_rx);
+    eventually(|| high_seqno(&b, v) == active_high, "the replica to reach the abort's seqno").await;
+    assert_eq!(replica_value(&b, b"aborted").unwrap(), b"1");
+    a.stop().await;
+    b.stop().await;
+}
+
+/// After a restart a replica stream used to start before warmup had loaded the vBucket, so it applied seqno 1 into
+/// a vBucket whose store held more (the store then refused it and the whole bucket went to TMPFAIL). While the
+/// producer's bucket warms up it refuses stream requests (TMPFAIL) and the consumer asks again; while the
+/// consumer's bucket warms up it requests nothing. Once both are warm the replica streams normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_stream_waits_for_warmup() {
+    let (a, b) = (TestNode::start().await, TestNode::start().await);
+    let (active_bucket, replica_bucket) =
+        (a.running.node.bucket("default").unwrap(), b.running.node.bucket("default").unwrap());
+    for v in 0..1024 {
+        replica_bucket.set_vbucket_state(VbId(v), VbState::Replica, 0);
+    }
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"warm", b"1", 0, 0).await.status, 0);
+    let v = vb(b"warm");
+    active_bucket.set_warming_up(true);
+    replica_bucket.set_warming_up(true);
+    let (_stop, stop_rx) = watch::channel(false);
+    let _feed = start_feed(&a, &b, stop_rx);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(high_seqno(&b, v), 0, "nothing streams into a bucket warming up");
+    replica_bucket.set_warming_up(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(high_seqno(&b, v), 0, "nothing streams from a bucket warming up");
+    active_bucket.set_warming_up(false);
+    eventually(|| replica_value(&b, b"warm").is_ok(), "the replica to stream once both are warm").await;
+    assert_eq!(high_seqno(&b, v), high_seqno(&a, v));
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A replica vBucket emptied while its stream runs (the flusher does this when the store refuses the replica's
+/// data) is streamed again from zero on its own, instead of staying empty until the next write to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_emptied_under_its_stream_streams_again() {
+    let (a, b, _stop, _feed) = replicated_pair().await;
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"kept", b"1", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, b"kept").is_ok(), "the replica to stream").await;
+    b.running.node.bucket("default").unwrap().reset_vbucket(VbId(vb(b"kept")));
+    assert_eq!(replica_value(&b, b"kept"), Err(EngineError::NotFound));
+    eventually(|| replica_value(&b, b"kept").is_ok(), "the emptied replica to stream again").await;
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A stream the producer ends on its own (its copy stopped being active for a moment: STREAM_END "state
+/// changed") while the replica still wants it is asked for again, so the replica resumes once the copy is active
+/// again; it used to stay ended until the vBucket list changed, and the replica fell behind for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_producer_ends_is_asked_for_again() {
+    let (a, b, _stop, _feed) = replicated_pair().await;
+    let mut client = a.connect().await;
+    assert_eq!(set(&mut client, b"before", b"1", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, b"before").is_ok(), "the replica to stream").await;
+    let active_bucket = a.running.node.bucket("default").unwrap();
+    let v = VbId(vb(b"before"));
+    let uuid = active_bucket.stream_info(v).unwrap().failover.latest().uuid;
+    active_bucket.set_vbucket_state(v, VbState::Dead, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    active_bucket.set_vbucket_state(v, VbState::Active, uuid ^ 1);
+    let key = (0..).map(|i| format!("after-{i}")).find(|k| vb(k.as_bytes()) == v.0).expect("a key");
+    assert_eq!(set(&mut client, key.as_bytes(), b"2", 0, 0).await.status, 0);
+    eventually(|| replica_value(&b, key.as_bytes()).is_ok(), "the replica to stream the vBucket again").await;
     a.stop().await;
     b.stop().await;
 }
