@@ -124,21 +124,7 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
             }
             Value::array(out)
         }
-        CExpr::Object(members) => {
-            let mut o = Object::new();
-            for (n, v) in members {
-                let name = eval(n, row, cx)?;
-                let value = eval(v, row, cx)?;
-                match name {
-                    Value::String(n) if !value.is_missing() => {
-                        o.insert(n.to_string(), value);
-                    }
-                    Value::String(_) => {}
-                    _ => return Err(QueryError::eval("Object member name must be a string")),
-                }
-            }
-            Value::object(o)
-        }
+        CExpr::Object(members) => object(members, row, cx)?,
         CExpr::Quantified { quantifier, bindings, satisfies } => quantified(*quantifier, bindings, satisfies, row, cx)?,
         CExpr::ArrayFor { kind, mapping, bindings, when } => {
             array_for(*kind, mapping, bindings, when.as_deref(), row, cx)?
@@ -155,6 +141,24 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
     })
 }
 
+/// An object constructor: a member whose name is MISSING or NULL is left out, and a name of any other type that is
+/// not a string makes the whole object NULL (Couchbase's `ObjectConstruct`).
+fn object(members: &[(CExpr, CExpr)], row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> {
+    let mut o = Object::new();
+    for (n, v) in members {
+        let name = match eval(n, row, cx)? {
+            Value::String(name) => name,
+            Value::Missing | Value::Null => continue,
+            _ => return Ok(Value::Null),
+        };
+        let value = eval(v, row, cx)?;
+        if !value.is_missing() {
+            o.insert(name.to_string(), value);
+        }
+    }
+    Ok(Value::object(o))
+}
+
 fn field(base: Value, name: &str) -> Value {
     match base {
         Value::Object(o) => o.get(name).cloned().unwrap_or(Value::Missing),
@@ -163,17 +167,16 @@ fn field(base: Value, name: &str) -> Value {
     }
 }
 
+/// `base[index]` (Couchbase's `Element`): a whole number indexes an array (anything else indexed by a number is
+/// MISSING); any other index is NULL, so `obj["name"]` does not read a member (that is `obj.["name"]`).
 fn element(base: Value, index: Value) -> Value {
     match (&base, &index) {
         (Value::Missing, _) | (_, Value::Missing) => Value::Missing,
-        (Value::Array(_), Value::Number(_)) => match index.as_i64() {
+        (_, Value::Number(_)) => match index.as_i64() {
             Some(i) => base.element(i),
             None => Value::Null,
         },
-        // `obj["name"]` reads a member, as Couchbase allows.
-        (Value::Object(_), Value::String(n)) => base.field(n),
-        (Value::Array(_), _) => Value::Null,
-        _ => Value::Missing,
+        _ => Value::Null,
     }
 }
 
@@ -561,12 +564,13 @@ fn array_for(
             }
         }
         let v = eval(mapping, row, cx)?;
-        if v.is_missing() {
-            return Ok(true);
-        }
         if kind == ArrayForKind::First {
+            // The first element that passes WHEN decides, even when its mapping is MISSING.
             first = Some(v);
             return Ok(false);
+        }
+        if v.is_missing() {
+            return Ok(true);
         }
         cx.memory.charge(v.size_estimate())?;
         out.push(v);
@@ -590,27 +594,31 @@ fn object_for(
     cx: &Cx<'_>,
 ) -> Result<Value, QueryError> {
     let mut out = Object::new();
+    let mut unnamed = None;
     let r = with_ranges(bindings, row, cx, |row| {
         if let Some(w) = when {
             if !eval(w, row, cx)?.truth() {
                 return Ok(true);
             }
         }
-        let n = eval(name, row, cx)?;
-        let v = eval(value, row, cx)?;
-        match n {
-            Value::String(n) if !v.is_missing() => {
-                out.insert(n.to_string(), v);
+        let n = match eval(name, row, cx)? {
+            Value::String(n) => n,
+            // A name that is MISSING makes the whole result MISSING, any other non-string NULL.
+            other => {
+                unnamed = Some(if other.is_missing() { Value::Missing } else { Value::Null });
+                return Ok(false);
             }
-            Value::String(_) => {}
-            _ => return Err(QueryError::eval("OBJECT ... FOR: member names must be strings")),
+        };
+        let v = eval(value, row, cx)?;
+        if !v.is_missing() {
+            out.insert(n.to_string(), v);
         }
         Ok(true)
     })?;
     if let Err(v) = r {
         return Ok(v);
     }
-    Ok(Value::object(out))
+    Ok(unnamed.unwrap_or_else(|| Value::object(out)))
 }
 
 /// A number as a non-negative count (LIMIT, OFFSET).
