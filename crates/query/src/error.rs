@@ -76,6 +76,9 @@ pub enum QueryError {
     PrimaryIndexNotFound(String),
     #[error("Index Not Found - cause: GSI index {0} not found.")]
     IndexNotFound(String),
+    /// A grouping query evaluates, after grouping, something that is neither a group key nor an aggregate.
+    #[error("Expression {0} must depend only on group keys or aggregates.")]
+    NotGroupKeyOrAgg(String),
     #[error("Index scan timed out")]
     IndexScanTimeout,
     #[error("DML Error, possible causes include {}. Failed to perform {op} on key {key}", dml_cause(.reason))]
@@ -113,6 +116,7 @@ impl QueryError {
             QueryError::NoSuchPrepared { .. } => 4040,
             // Couchbase wraps 4120 in a plan error (4000) with the same text.
             QueryError::NoPrimaryIndex(_) => 4000,
+            QueryError::NotGroupKeyOrAgg(_) => 4210,
             QueryError::IndexAlreadyExists(_) => 4300,
             QueryError::Internal(_) => 5000,
             QueryError::Evaluation(_) => 5010,

@@ -10,6 +10,7 @@
 mod compile_expr;
 mod dml;
 mod explain;
+mod group_check;
 mod keyspace;
 mod scope;
 mod select;
