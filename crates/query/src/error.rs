@@ -62,6 +62,9 @@ pub enum QueryError {
     Internal(String),
     #[error("{0}")]
     Evaluation(String),
+    /// A value the executor cannot use where it stands (a LIMIT or OFFSET that is not a whole number).
+    #[error("{0}")]
+    ExecutionValue(String),
     #[error("Request has exceeded memory quota (inuse: {inuse} limit: {limit})")]
     MemoryQuota { inuse: u64, limit: u64 },
     #[error("Incorrect number of arguments supplied to function '{0}'")]
@@ -120,6 +123,7 @@ impl QueryError {
             QueryError::IndexAlreadyExists(_) => 4300,
             QueryError::Internal(_) => 5000,
             QueryError::Evaluation(_) => 5010,
+            QueryError::ExecutionValue(_) => 5030,
             QueryError::MemoryQuota { .. } => 5500,
             QueryError::ArgumentsMismatch(_) => 10104,
             QueryError::KeyspaceNotFound(_) => 12003,

@@ -621,14 +621,12 @@ fn object_for(
     Ok(unnamed.unwrap_or_else(|| Value::object(out)))
 }
 
-/// A number as a non-negative count (LIMIT, OFFSET).
+/// A LIMIT or OFFSET value as a count: a whole number, where a negative one counts as 0 (Couchbase's
+/// `getLimit` and `newOffsetLimitExpr`); anything else fails with 5030.
 pub(crate) fn count_value(v: &Value, what: &str) -> Result<usize, QueryError> {
-    match v {
-        Value::Number(n) => match n.to_exact_i64() {
-            Some(i) if i >= 0 => Ok(i as usize),
-            _ => Err(QueryError::InvalidValue(format!("Invalid {what} value {n}"))),
-        },
-        _ => Err(QueryError::InvalidValue(format!("Invalid {what} value {}", v.to_json_string()))),
+    match v.as_number().and_then(|n| n.to_exact_i64()) {
+        Some(i) => Ok(usize::try_from(i).unwrap_or(0)),
+        None => Err(QueryError::ExecutionValue(format!("Invalid {what} value {}", v.to_json_string()))),
     }
 }
 
