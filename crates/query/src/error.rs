@@ -88,6 +88,15 @@ pub enum QueryError {
     Dml { op: &'static str, key: String, reason: DmlReason },
     #[error("{0}")]
     Datastore(String),
+    /// INSERT or UPSERT of a key that is not a string (5070, 5078).
+    #[error("Cannot {} non-string key {key}.", if *.upsert { "UPSERT" } else { "INSERT" })]
+    DmlKeyType { upsert: bool, key: String },
+    /// INSERT or UPSERT OPTIONS that are not an object (5071).
+    #[error("Cannot INSERT non-OBJECT options {0}.")]
+    DmlOptionsType(String),
+    /// MERGE changing one document twice (5320).
+    #[error("Multiple UPDATE/DELETE of the same document (document key '{0}') in a MERGE statement")]
+    MergeMultiUpdate(String),
     #[error("User does not have credentials to run {0}")]
     InsufficientCredentials(String),
 }
@@ -134,6 +143,10 @@ impl QueryError {
             QueryError::BucketNotFound(_) => 12020,
             QueryError::ScopeNotFound(_) => 12021,
             QueryError::Datastore(_) => 12000,
+            QueryError::DmlKeyType { upsert: false, .. } => 5070,
+            QueryError::DmlKeyType { upsert: true, .. } => 5078,
+            QueryError::DmlOptionsType(_) => 5071,
+            QueryError::MergeMultiUpdate(_) => 5320,
             QueryError::InsufficientCredentials(_) => 13014,
         }
     }
