@@ -322,8 +322,9 @@ fn create_index(c: &CreateIndex, env: &StatementEnv, cx: &Cx<'_>) -> Result<(), 
         .map(|k| {
             let text = k.expr.to_string();
             let expr = match k.array {
-                Some(crate::ast::ArrayIndexKind::Distinct) => format!("(distinct {text})"),
-                Some(crate::ast::ArrayIndexKind::All) => format!("(all {text})"),
+                // Couchbase's Stringer.VisitAll: `(distinct (array ... end))`.
+                Some(crate::ast::ArrayIndexKind::Distinct) => format!("(distinct ({text}))"),
+                Some(crate::ast::ArrayIndexKind::All) => format!("(all ({text}))"),
                 None => text,
             };
             IndexKeyDef { expr, desc: k.desc, include_missing: k.include_missing }
