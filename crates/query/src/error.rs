@@ -47,6 +47,9 @@ pub enum QueryError {
     Semantics(String),
     #[error("Duplicate {kind} alias '{alias}'")]
     DuplicateAlias { kind: &'static str, alias: String },
+    /// PREPARE of a name another statement text holds (4060).
+    #[error("Unable to add name: {0}")]
+    PreparedName(String),
     #[error("No such prepared statement: {name}, context: {context}")]
     NoSuchPrepared { name: String, context: String },
     #[error(
@@ -126,6 +129,7 @@ impl QueryError {
             QueryError::Plan(_) => 4000,
             QueryError::DuplicateAlias { .. } => 4020,
             QueryError::NoSuchPrepared { .. } => 4040,
+            QueryError::PreparedName(_) => 4060,
             // Couchbase wraps 4120 in a plan error (4000) with the same text.
             QueryError::NoPrimaryIndex(_) => 4000,
             QueryError::NotGroupKeyOrAgg(_) => 4210,
