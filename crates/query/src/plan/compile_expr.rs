@@ -192,8 +192,14 @@ impl<'a> Compiler<'a> {
 
     fn call(&mut self, call: &Call) -> Result<CExpr, QueryError> {
         let Some(def) = functions::lookup(&call.name) else {
+            // Couchbase then looks for a user-defined function, named relative to the query context, and says
+            // which name it tried.
+            let udf = match (&self.context.bucket, &self.context.scope) {
+                (Some(b), Some(s)) => format!("default:{b}.{s}.{}", call.name),
+                _ => format!("default:{}", call.name),
+            };
             return Err(QueryError::Syntax(format!(
-                "Invalid function {} (near line {}, column {})",
+                "Invalid function {} (resolving to {udf}) (near line {}, column {})",
                 call.name, call.pos.line, call.pos.column
             )));
         };
