@@ -10,7 +10,7 @@ use super::{like, Cx, Row};
 use crate::ast::{ArrayForKind, BinaryOp, IsTest, Quantifier};
 use crate::functions::FnKind;
 use crate::plan::{CBinding, CExpr};
-use crate::value::{collate, compare_for_operator, Object, Value};
+use crate::value::{compare_for_operator, Object, Value};
 use crate::QueryError;
 
 /// Evaluates `e` for `row`.
@@ -82,8 +82,7 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
             let v = eval(expr, row, cx)?;
             let lo = eval(low, row, cx)?;
             let hi = eval(high, row, cx)?;
-            let r = and_values([binary(BinaryOp::Ge, &v, &lo), binary(BinaryOp::Le, &v, &hi)]);
-            negate(r, *negated)
+            negate(between(&v, &lo, &hi), *negated)
         }
         CExpr::Is { expr, test, negated } => is(&eval(expr, row, cx)?, *test, *negated),
         CExpr::Case { operand, whens, otherwise } => {
@@ -119,8 +118,9 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
         },
         CExpr::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
+            // A MISSING element stays MISSING (IN and the array functions see it) and is written as null.
             for i in items {
-                out.push(eval(i, row, cx)?.or_null());
+                out.push(eval(i, row, cx)?);
             }
             Value::array(out)
         }
@@ -271,22 +271,18 @@ fn and(xs: &[CExpr], row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> {
     })
 }
 
-fn and_values<const N: usize>(vals: [Value; N]) -> Value {
-    let (mut missing, mut null) = (false, false);
-    for v in vals {
-        match v {
-            Value::Missing => missing = true,
-            Value::Null => null = true,
-            v if !v.truth() => return Value::Bool(false),
-            _ => {}
-        }
+/// `v BETWEEN lo AND hi` as Couchbase's `Between`: MISSING when either comparison is MISSING (the low one first),
+/// NULL when either is NULL, even if the other already decides (`5 BETWEEN 6 AND NULL` is NULL).
+fn between(v: &Value, lo: &Value, hi: &Value) -> Value {
+    let low = compare_for_operator(v, lo);
+    if let Err(Value::Missing) = low {
+        return Value::Missing;
     }
-    if missing {
-        Value::Missing
-    } else if null {
-        Value::Null
-    } else {
-        Value::Bool(true)
+    let high = compare_for_operator(v, hi);
+    match (low, high) {
+        (_, Err(Value::Missing)) => Value::Missing,
+        (Ok(l), Ok(h)) => Value::Bool(l != Ordering::Less && h != Ordering::Greater),
+        _ => Value::Null,
     }
 }
 
@@ -317,12 +313,14 @@ fn in_list(v: &Value, list: &Value) -> Value {
     if v.is_null() {
         return if items.is_empty() { Value::Bool(false) } else { Value::Null };
     }
+    // Each element is compared with equality (Couchbase's `In` uses `Equals`), so `[1, null]` is not IN
+    // `[[1, null]]`; only elements that are themselves MISSING or NULL make the answer unknown.
     let (mut missing, mut null) = (false, false);
     for item in items.iter() {
         match item {
             Value::Missing => missing = true,
             Value::Null => null = true,
-            item if collate(v, item) == Ordering::Equal => return Value::Bool(true),
+            item if crate::functions::sql_eq(v, item).truth() => return Value::Bool(true),
             _ => {}
         }
     }
@@ -347,7 +345,7 @@ fn within(v: &Value, target: &Value) -> Value {
     let (mut missing, mut null) = (false, false);
     for d in descendants {
         if !v.is_unknown() && !d.is_unknown() {
-            if collate(v, &d) == Ordering::Equal {
+            if crate::functions::sql_eq(v, &d).truth() {
                 return Value::Bool(true);
             }
         } else if d.is_missing() {
