@@ -430,7 +430,7 @@ fn keyspace_term(c: &mut Compiler<'_>, kt: &KeyspaceTerm) -> Result<Node, QueryE
             let keys = kt.use_keys.as_ref().map(|k| c.expr(k)).transpose()?;
             let slot = bind_term(c, &alias, true)?;
             match keys {
-                Some(keys) => Ok(Node::KeyScan { ks, slot, keys }),
+                Some(keys) => Ok(Node::KeyScan { ks, slot, keys, distinct: false }),
                 None => primary_scan(ks, slot, &kt.path),
             }
         }
