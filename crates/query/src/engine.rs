@@ -79,11 +79,13 @@ impl Engine {
             }
             Statement::Execute { name, using } => {
                 let mut row = Row::default();
-                let name = match eval(&compile_const(name, env, cx)?, &mut row, cx)? {
-                    Value::String(s) => s.to_string(),
-                    other => {
-                        return Err(QueryError::eval(format!("EXECUTE needs a name, not {}", other.to_json_string())))
-                    }
+                let name = match name {
+                    // `EXECUTE p1`: an identifier names the statement, it is not a field to read.
+                    Expr::Ident(n) => n.clone(),
+                    other => match eval(&compile_const(other, env, cx)?, &mut row, cx)? {
+                        Value::String(s) => s.to_string(),
+                        v => return Err(QueryError::eval(format!("EXECUTE needs a name, not {}", v.to_json_string()))),
+                    },
                 };
                 let p = self.lookup(&name, &env.context)?;
                 match using {
@@ -151,7 +153,7 @@ impl Engine {
             Prepared::new(name.clone(), text.to_string(), statement.clone(), env.context.clone(), cx.fnctx.now_nanos);
         p.signature = plan.signature.clone();
         let p = Arc::new(p);
-        self.prepareds.insert(p.clone());
+        self.prepareds.add(p.clone())?;
         if env.auto_execute {
             if env.readonly && statement.is_write() {
                 return Err(QueryError::ReadOnly);

@@ -47,6 +47,9 @@ pub enum QueryError {
     Semantics(String),
     #[error("Duplicate {kind} alias '{alias}'")]
     DuplicateAlias { kind: &'static str, alias: String },
+    /// PREPARE of a name another statement text holds (4060).
+    #[error("Unable to add name: {0}")]
+    PreparedName(String),
     #[error("No such prepared statement: {name}, context: {context}")]
     NoSuchPrepared { name: String, context: String },
     #[error(
@@ -62,6 +65,9 @@ pub enum QueryError {
     Internal(String),
     #[error("{0}")]
     Evaluation(String),
+    /// A value the executor cannot use where it stands (a LIMIT or OFFSET that is not a whole number).
+    #[error("{0}")]
+    ExecutionValue(String),
     #[error("Request has exceeded memory quota (inuse: {inuse} limit: {limit})")]
     MemoryQuota { inuse: u64, limit: u64 },
     #[error("Incorrect number of arguments supplied to function '{0}'")]
@@ -76,12 +82,24 @@ pub enum QueryError {
     PrimaryIndexNotFound(String),
     #[error("Index Not Found - cause: GSI index {0} not found.")]
     IndexNotFound(String),
+    /// A grouping query evaluates, after grouping, something that is neither a group key nor an aggregate.
+    #[error("Expression {0} must depend only on group keys or aggregates.")]
+    NotGroupKeyOrAgg(String),
     #[error("Index scan timed out")]
     IndexScanTimeout,
     #[error("DML Error, possible causes include {}. Failed to perform {op} on key {key}", dml_cause(.reason))]
     Dml { op: &'static str, key: String, reason: DmlReason },
     #[error("{0}")]
     Datastore(String),
+    /// INSERT or UPSERT of a key that is not a string (5070, 5078).
+    #[error("Cannot {} non-string key {key}.", if *.upsert { "UPSERT" } else { "INSERT" })]
+    DmlKeyType { upsert: bool, key: String },
+    /// INSERT or UPSERT OPTIONS that are not an object (5071).
+    #[error("Cannot INSERT non-OBJECT options {0}.")]
+    DmlOptionsType(String),
+    /// MERGE changing one document twice (5320).
+    #[error("Multiple UPDATE/DELETE of the same document (document key '{0}') in a MERGE statement")]
+    MergeMultiUpdate(String),
     #[error("User does not have credentials to run {0}")]
     InsufficientCredentials(String),
 }
@@ -111,11 +129,14 @@ impl QueryError {
             QueryError::Plan(_) => 4000,
             QueryError::DuplicateAlias { .. } => 4020,
             QueryError::NoSuchPrepared { .. } => 4040,
+            QueryError::PreparedName(_) => 4060,
             // Couchbase wraps 4120 in a plan error (4000) with the same text.
             QueryError::NoPrimaryIndex(_) => 4000,
+            QueryError::NotGroupKeyOrAgg(_) => 4210,
             QueryError::IndexAlreadyExists(_) => 4300,
             QueryError::Internal(_) => 5000,
             QueryError::Evaluation(_) => 5010,
+            QueryError::ExecutionValue(_) => 5030,
             QueryError::MemoryQuota { .. } => 5500,
             QueryError::ArgumentsMismatch(_) => 10104,
             QueryError::KeyspaceNotFound(_) => 12003,
@@ -126,6 +147,10 @@ impl QueryError {
             QueryError::BucketNotFound(_) => 12020,
             QueryError::ScopeNotFound(_) => 12021,
             QueryError::Datastore(_) => 12000,
+            QueryError::DmlKeyType { upsert: false, .. } => 5070,
+            QueryError::DmlKeyType { upsert: true, .. } => 5078,
+            QueryError::DmlOptionsType(_) => 5071,
+            QueryError::MergeMultiUpdate(_) => 5320,
             QueryError::InsufficientCredentials(_) => 13014,
         }
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::ast::Statement;
 use crate::plan::QueryContext;
+use crate::QueryError;
 
 /// How many prepared statements a node keeps (Couchbase's default `prepared-limit`); past it the least recently
 /// used goes, and a client that asks for it gets 4040 and prepares again.
@@ -76,6 +77,20 @@ impl Prepareds {
         }
     }
 
+    /// Files `p` as PREPARE does: a name already taken in the same context by another statement text is refused
+    /// with 4060 (Couchbase's `AddPrepared`), the same text is prepared again.
+    pub fn add(&self, p: Arc<Prepared>) -> Result<(), QueryError> {
+        let key = (p.name.clone(), p.context.key());
+        if let Some(old) = self.lock().get(&key) {
+            if old.text != p.text {
+                let full = if key.1.is_empty() { key.0 } else { format!("{}({})", key.0, key.1) };
+                return Err(QueryError::PreparedName(format!("duplicate name: {full}")));
+            }
+        }
+        self.insert(p);
+        Ok(())
+    }
+
     /// The statement prepared as `name` in `context` (or, failing that, with no context: names are unique).
     pub fn get(&self, name: &str, context: &QueryContext) -> Option<Arc<Prepared>> {
         let map = self.lock();
@@ -124,6 +139,21 @@ mod tests {
             limit: None,
             offset: None,
         })
+    }
+
+    #[test]
+    fn a_taken_name_is_refused_for_another_text_and_accepted_for_the_same() {
+        // Proves PREPARE's rule: re-preparing a name with the same text is fine, with another text it is 4060, and
+        // the same name in another query context is another statement.
+        let cache = Prepareds::new(8);
+        let ctx = QueryContext { bucket: Some("b".into()), scope: Some("s".into()) };
+        let p =
+            |text: &str, ctx: &QueryContext| Arc::new(Prepared::new("p".into(), text.into(), stmt(), ctx.clone(), 0));
+        cache.add(p("x", &ctx)).unwrap();
+        cache.add(p("x", &ctx)).unwrap();
+        let e = cache.add(p("y", &ctx)).unwrap_err();
+        assert_eq!((e.code(), e.to_string()), (4060, "Unable to add name: duplicate name: p(default:b.s)".into()));
+        cache.add(p("y", &QueryContext::default())).unwrap();
     }
 
     #[test]

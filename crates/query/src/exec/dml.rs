@@ -3,7 +3,7 @@
 //! instead of being overwritten. A failed document does not stop the others: its error is reported with the
 //! answer's errors and the others' changes stand, as Couchbase does.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::eval::{count_value, eval};
@@ -18,7 +18,16 @@ use crate::QueryError;
 const RELATIVE_EXPIRY_MAX_SECS: i64 = 30 * 24 * 60 * 60;
 
 pub(crate) fn build<'p>(d: &'p DmlNode, base: &Row) -> Box<dyn Op + 'p> {
-    Box::new(DmlOp { d, base: base.clone(), input: None, values_done: 0, limit: None, changed: 0 })
+    Box::new(DmlOp {
+        d,
+        base: base.clone(),
+        input: None,
+        values_done: 0,
+        limit: None,
+        changed: 0,
+        ready: VecDeque::new(),
+        merged: HashSet::new(),
+    })
 }
 
 struct DmlOp<'p> {
@@ -28,6 +37,10 @@ struct DmlOp<'p> {
     values_done: usize,
     limit: Option<usize>,
     changed: usize,
+    /// Changed rows not yet handed on (a MERGE source row may change several targets).
+    ready: VecDeque<Row>,
+    /// MERGE: the keys of the targets already updated or deleted (one change per document).
+    merged: HashSet<Arc<str>>,
 }
 
 impl Op for DmlOp<'_> {
@@ -43,40 +56,56 @@ impl Op for DmlOp<'_> {
             if self.changed >= self.limit.unwrap_or(usize::MAX) {
                 return Ok(None);
             }
-            let outcome = match self.d.kind {
-                DmlKind::Insert | DmlKind::Upsert if !self.d.values.is_empty() => {
-                    let Some(t) = self.d.values.get(self.values_done) else { return Ok(None) };
-                    self.values_done += 1;
-                    let mut row = self.base.clone();
-                    insert(self.d, t, &mut row, cx)?.map(|_| row)
+            if let Some(mut row) = self.ready.pop_front() {
+                self.changed += 1;
+                cx.stats.mutations.set(cx.stats.mutations.get() + 1);
+                if let Some(r) = &self.d.returning {
+                    let v = project(&r.terms, r.raw, &mut row, cx)?;
+                    row.set(self.d.out, v);
                 }
-                _ => {
-                    if self.input.is_none() {
-                        self.input = Some(build_op(&self.d.input, &self.base));
-                    }
-                    let Some(input) = self.input.as_mut() else { return Ok(None) };
-                    let Some(mut row) = input.next(cx)? else { return Ok(None) };
-                    let done = match self.d.kind {
-                        DmlKind::Insert | DmlKind::Upsert => match &self.d.select_tuple {
-                            Some(t) => insert(self.d, t, &mut row, cx)?,
-                            None => None,
-                        },
-                        DmlKind::Update => update(self.d, &self.d.set, &mut row, cx)?,
-                        DmlKind::Delete => delete(self.d, &mut row, cx)?,
-                        DmlKind::Merge => merge(self.d, &mut row, cx)?,
-                    };
-                    done.map(|_| row)
-                }
-            };
-            let Some(mut row) = outcome else { continue };
-            self.changed += 1;
-            cx.stats.mutations.set(cx.stats.mutations.get() + 1);
-            if let Some(r) = &self.d.returning {
-                let v = project(&r.terms, r.raw, &mut row, cx)?;
-                row.set(self.d.out, v);
+                return Ok(Some(row));
             }
-            return Ok(Some(row));
+            if !self.change_more(cx)? {
+                return Ok(None);
+            }
         }
+    }
+}
+
+impl DmlOp<'_> {
+    /// Acts on the next VALUES tuple or input row, queueing the rows it changed; false when there is none left.
+    fn change_more(&mut self, cx: &Cx<'_>) -> Result<bool, QueryError> {
+        let d = self.d;
+        if matches!(d.kind, DmlKind::Insert | DmlKind::Upsert) && !d.values.is_empty() {
+            let Some(t) = d.values.get(self.values_done) else { return Ok(false) };
+            self.values_done += 1;
+            let mut row = self.base.clone();
+            if insert(d, d.kind, t, &mut row, cx)?.is_some() {
+                self.ready.push_back(row);
+            }
+            return Ok(true);
+        }
+        if self.input.is_none() {
+            self.input = Some(build_op(&d.input, &self.base));
+        }
+        let Some(input) = self.input.as_mut() else { return Ok(false) };
+        let Some(mut row) = input.next(cx)? else { return Ok(false) };
+        let done = match d.kind {
+            DmlKind::Insert | DmlKind::Upsert => match &d.select_tuple {
+                Some(t) => insert(d, d.kind, t, &mut row, cx)?,
+                None => None,
+            },
+            DmlKind::Update => update(d, &d.set, &mut row, cx)?,
+            DmlKind::Delete => delete(d, &mut row, cx)?,
+            DmlKind::Merge => {
+                self.ready.extend(super::merge::merge(d, row, cx, &mut self.merged)?);
+                return Ok(true);
+            }
+        };
+        if done.is_some() {
+            self.ready.push_back(row);
+        }
+        Ok(true)
     }
 }
 
@@ -124,19 +153,30 @@ fn put_doc(d: &DmlNode, row: &mut Row, key: Arc<str>, value: Value, meta: DocMet
     row.set_doc(d.slot, value, Some(Arc::new(RowMeta { id: key, meta, keyspace })));
 }
 
-fn insert(d: &DmlNode, t: &InsertTuple, row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryError> {
+/// Inserts (or, for `DmlKind::Upsert`, upserts) one tuple evaluated over `row`.
+pub(super) fn insert(
+    d: &DmlNode,
+    as_kind: DmlKind,
+    t: &InsertTuple,
+    row: &mut Row,
+    cx: &Cx<'_>,
+) -> Result<Option<()>, QueryError> {
     let key = eval(&t.key, row, cx)?;
     let value = eval(&t.value, row, cx)?;
     let options = t.options.as_ref().map(|o| eval(o, row, cx)).transpose()?;
-    let op = if d.kind == DmlKind::Upsert { "UPSERT" } else { "INSERT" };
+    let upsert = as_kind == DmlKind::Upsert;
     let Value::String(key) = key else {
-        return Err(QueryError::eval(format!("Cannot {op} non-string key {}.", key.to_json_string())));
+        return Err(QueryError::DmlKeyType { upsert, key: key.to_json_string() });
     };
     if value.is_missing() {
+        let op = if upsert { "UPSERT" } else { "INSERT" };
         return Err(QueryError::eval(format!("Cannot {op} a MISSING value for key {key}.")));
     }
+    if let Some(o) = options.as_ref().filter(|o| !matches!(o, Value::Object(_))) {
+        return Err(QueryError::DmlOptionsType(o.to_json_string()));
+    }
     let expiration = expiry_from_options(options.as_ref(), cx)?;
-    let kind = if d.kind == DmlKind::Upsert { MutationKind::Upsert } else { MutationKind::Insert };
+    let kind = if upsert { MutationKind::Upsert } else { MutationKind::Insert };
     let m = Mutation {
         kind,
         key: key.clone(),
@@ -151,14 +191,14 @@ fn insert(d: &DmlNode, t: &InsertTuple, row: &mut Row, cx: &Cx<'_>) -> Result<Op
     Ok(Some(()))
 }
 
-fn current_meta(row: &Row, slot: Slot) -> Result<Arc<RowMeta>, QueryError> {
+pub(super) fn current_meta(row: &Row, slot: Slot) -> Result<Arc<RowMeta>, QueryError> {
     row.metas
         .get(slot)
         .and_then(Option::clone)
         .ok_or_else(|| QueryError::internal("DML row without its document's metadata"))
 }
 
-fn update(d: &DmlNode, set: &[SetTerm], row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryError> {
+pub(super) fn update(d: &DmlNode, set: &[SetTerm], row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryError> {
     let meta = current_meta(row, d.slot)?;
     let mut expiration = None;
     for term in set {
@@ -181,7 +221,7 @@ fn update(d: &DmlNode, set: &[SetTerm], row: &mut Row, cx: &Cx<'_>) -> Result<Op
     Ok(Some(()))
 }
 
-fn delete(d: &DmlNode, row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryError> {
+pub(super) fn delete(d: &DmlNode, row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryError> {
     let meta = current_meta(row, d.slot)?;
     let m = Mutation {
         kind: MutationKind::Delete { cas: meta.meta.cas },
@@ -193,69 +233,6 @@ fn delete(d: &DmlNode, row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryEr
         durability: cx.dml.durability,
     };
     Ok(send(d, m, cx)?.map(|_| ()))
-}
-
-fn merge(d: &DmlNode, row: &mut Row, cx: &Cx<'_>) -> Result<Option<()>, QueryError> {
-    let matched = if let Some(key) = &d.merge_key {
-        let key = eval(key, row, cx)?;
-        let Some(k) = key.as_str() else { return Ok(None) };
-        match d.ks.keyspace.fetch(&[Arc::from(k)])?.into_iter().next().flatten() {
-            Some(doc) => {
-                let keyspace = Arc::from(d.ks.name.display_path());
-                let meta = RowMeta { id: doc.key, meta: doc.meta, keyspace };
-                row.set_doc(d.slot, doc.value, Some(Arc::new(meta)));
-                true
-            }
-            None => false,
-        }
-    } else {
-        // ANSI merge: the first target document the condition accepts.
-        let (Some(scan), Some(cond)) = (&d.merge_scan, &d.merge_cond) else { return Ok(None) };
-        let mut targets = build_op(scan, row);
-        let mut found = None;
-        while let Some(mut t) = targets.next(cx)? {
-            if eval(cond, &mut t, cx)?.truth() {
-                found = Some(t);
-                break;
-            }
-        }
-        match found {
-            Some(t) => {
-                *row = t;
-                true
-            }
-            None => false,
-        }
-    };
-    let passes = |w: &Option<crate::plan::CExpr>, row: &mut Row| -> Result<bool, QueryError> {
-        Ok(match w {
-            Some(w) => eval(w, row, cx)?.truth(),
-            None => true,
-        })
-    };
-    if matched {
-        if let Some((set, w)) = &d.merge.update {
-            if passes(w, row)? {
-                return update(d, set, row, cx);
-            }
-        }
-        if let Some(w) = &d.merge.delete {
-            if passes(w, row)? {
-                return delete(d, row, cx);
-            }
-        }
-        return Ok(None);
-    }
-    match &d.merge.insert {
-        Some((tuple, w)) if passes(w, row)? => {
-            let kind = d.kind;
-            let as_insert = DmlNode { kind: DmlKind::Insert, ..d.clone() };
-            let r = insert(&as_insert, tuple, row, cx);
-            let _ = kind;
-            r
-        }
-        _ => Ok(None),
-    }
 }
 
 /// A step of a path with its computed name or index.

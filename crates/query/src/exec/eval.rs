@@ -10,7 +10,7 @@ use super::{like, Cx, Row};
 use crate::ast::{ArrayForKind, BinaryOp, IsTest, Quantifier};
 use crate::functions::FnKind;
 use crate::plan::{CBinding, CExpr};
-use crate::value::{collate, compare_for_operator, Object, Value};
+use crate::value::{compare_for_operator, Object, Value};
 use crate::QueryError;
 
 /// Evaluates `e` for `row`.
@@ -82,8 +82,7 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
             let v = eval(expr, row, cx)?;
             let lo = eval(low, row, cx)?;
             let hi = eval(high, row, cx)?;
-            let r = and_values([binary(BinaryOp::Ge, &v, &lo), binary(BinaryOp::Le, &v, &hi)]);
-            negate(r, *negated)
+            negate(between(&v, &lo, &hi), *negated)
         }
         CExpr::Is { expr, test, negated } => is(&eval(expr, row, cx)?, *test, *negated),
         CExpr::Case { operand, whens, otherwise } => {
@@ -119,26 +118,13 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
         },
         CExpr::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
+            // A MISSING element stays MISSING (IN and the array functions see it) and is written as null.
             for i in items {
-                out.push(eval(i, row, cx)?.or_null());
+                out.push(eval(i, row, cx)?);
             }
             Value::array(out)
         }
-        CExpr::Object(members) => {
-            let mut o = Object::new();
-            for (n, v) in members {
-                let name = eval(n, row, cx)?;
-                let value = eval(v, row, cx)?;
-                match name {
-                    Value::String(n) if !value.is_missing() => {
-                        o.insert(n.to_string(), value);
-                    }
-                    Value::String(_) => {}
-                    _ => return Err(QueryError::eval("Object member name must be a string")),
-                }
-            }
-            Value::object(o)
-        }
+        CExpr::Object(members) => object(members, row, cx)?,
         CExpr::Quantified { quantifier, bindings, satisfies } => quantified(*quantifier, bindings, satisfies, row, cx)?,
         CExpr::ArrayFor { kind, mapping, bindings, when } => {
             array_for(*kind, mapping, bindings, when.as_deref(), row, cx)?
@@ -155,6 +141,24 @@ pub fn eval(e: &CExpr, row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> 
     })
 }
 
+/// An object constructor: a member whose name is MISSING or NULL is left out, and a name of any other type that is
+/// not a string makes the whole object NULL (Couchbase's `ObjectConstruct`).
+fn object(members: &[(CExpr, CExpr)], row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> {
+    let mut o = Object::new();
+    for (n, v) in members {
+        let name = match eval(n, row, cx)? {
+            Value::String(name) => name,
+            Value::Missing | Value::Null => continue,
+            _ => return Ok(Value::Null),
+        };
+        let value = eval(v, row, cx)?;
+        if !value.is_missing() {
+            o.insert(name.to_string(), value);
+        }
+    }
+    Ok(Value::object(o))
+}
+
 fn field(base: Value, name: &str) -> Value {
     match base {
         Value::Object(o) => o.get(name).cloned().unwrap_or(Value::Missing),
@@ -163,17 +167,16 @@ fn field(base: Value, name: &str) -> Value {
     }
 }
 
+/// `base[index]` (Couchbase's `Element`): a whole number indexes an array (anything else indexed by a number is
+/// MISSING); any other index is NULL, so `obj["name"]` does not read a member (that is `obj.["name"]`).
 fn element(base: Value, index: Value) -> Value {
     match (&base, &index) {
         (Value::Missing, _) | (_, Value::Missing) => Value::Missing,
-        (Value::Array(_), Value::Number(_)) => match index.as_i64() {
+        (_, Value::Number(_)) => match index.as_i64() {
             Some(i) => base.element(i),
             None => Value::Null,
         },
-        // `obj["name"]` reads a member, as Couchbase allows.
-        (Value::Object(_), Value::String(n)) => base.field(n),
-        (Value::Array(_), _) => Value::Null,
-        _ => Value::Missing,
+        _ => Value::Null,
     }
 }
 
@@ -268,22 +271,18 @@ fn and(xs: &[CExpr], row: &mut Row, cx: &Cx<'_>) -> Result<Value, QueryError> {
     })
 }
 
-fn and_values<const N: usize>(vals: [Value; N]) -> Value {
-    let (mut missing, mut null) = (false, false);
-    for v in vals {
-        match v {
-            Value::Missing => missing = true,
-            Value::Null => null = true,
-            v if !v.truth() => return Value::Bool(false),
-            _ => {}
-        }
+/// `v BETWEEN lo AND hi` as Couchbase's `Between`: MISSING when either comparison is MISSING (the low one first),
+/// NULL when either is NULL, even if the other already decides (`5 BETWEEN 6 AND NULL` is NULL).
+fn between(v: &Value, lo: &Value, hi: &Value) -> Value {
+    let low = compare_for_operator(v, lo);
+    if let Err(Value::Missing) = low {
+        return Value::Missing;
     }
-    if missing {
-        Value::Missing
-    } else if null {
-        Value::Null
-    } else {
-        Value::Bool(true)
+    let high = compare_for_operator(v, hi);
+    match (low, high) {
+        (_, Err(Value::Missing)) => Value::Missing,
+        (Ok(l), Ok(h)) => Value::Bool(l != Ordering::Less && h != Ordering::Greater),
+        _ => Value::Null,
     }
 }
 
@@ -314,12 +313,14 @@ fn in_list(v: &Value, list: &Value) -> Value {
     if v.is_null() {
         return if items.is_empty() { Value::Bool(false) } else { Value::Null };
     }
+    // Each element is compared with equality (Couchbase's `In` uses `Equals`), so `[1, null]` is not IN
+    // `[[1, null]]`; only elements that are themselves MISSING or NULL make the answer unknown.
     let (mut missing, mut null) = (false, false);
     for item in items.iter() {
         match item {
             Value::Missing => missing = true,
             Value::Null => null = true,
-            item if collate(v, item) == Ordering::Equal => return Value::Bool(true),
+            item if crate::functions::sql_eq(v, item).truth() => return Value::Bool(true),
             _ => {}
         }
     }
@@ -344,7 +345,7 @@ fn within(v: &Value, target: &Value) -> Value {
     let (mut missing, mut null) = (false, false);
     for d in descendants {
         if !v.is_unknown() && !d.is_unknown() {
-            if collate(v, &d) == Ordering::Equal {
+            if crate::functions::sql_eq(v, &d).truth() {
                 return Value::Bool(true);
             }
         } else if d.is_missing() {
@@ -561,12 +562,13 @@ fn array_for(
             }
         }
         let v = eval(mapping, row, cx)?;
-        if v.is_missing() {
-            return Ok(true);
-        }
         if kind == ArrayForKind::First {
+            // The first element that passes WHEN decides, even when its mapping is MISSING.
             first = Some(v);
             return Ok(false);
+        }
+        if v.is_missing() {
+            return Ok(true);
         }
         cx.memory.charge(v.size_estimate())?;
         out.push(v);
@@ -590,37 +592,39 @@ fn object_for(
     cx: &Cx<'_>,
 ) -> Result<Value, QueryError> {
     let mut out = Object::new();
+    let mut unnamed = None;
     let r = with_ranges(bindings, row, cx, |row| {
         if let Some(w) = when {
             if !eval(w, row, cx)?.truth() {
                 return Ok(true);
             }
         }
-        let n = eval(name, row, cx)?;
-        let v = eval(value, row, cx)?;
-        match n {
-            Value::String(n) if !v.is_missing() => {
-                out.insert(n.to_string(), v);
+        let n = match eval(name, row, cx)? {
+            Value::String(n) => n,
+            // A name that is MISSING makes the whole result MISSING, any other non-string NULL.
+            other => {
+                unnamed = Some(if other.is_missing() { Value::Missing } else { Value::Null });
+                return Ok(false);
             }
-            Value::String(_) => {}
-            _ => return Err(QueryError::eval("OBJECT ... FOR: member names must be strings")),
+        };
+        let v = eval(value, row, cx)?;
+        if !v.is_missing() {
+            out.insert(n.to_string(), v);
         }
         Ok(true)
     })?;
     if let Err(v) = r {
         return Ok(v);
     }
-    Ok(Value::object(out))
+    Ok(unnamed.unwrap_or_else(|| Value::object(out)))
 }
 
-/// A number as a non-negative count (LIMIT, OFFSET).
+/// A LIMIT or OFFSET value as a count: a whole number, where a negative one counts as 0 (Couchbase's
+/// `getLimit` and `newOffsetLimitExpr`); anything else fails with 5030.
 pub(crate) fn count_value(v: &Value, what: &str) -> Result<usize, QueryError> {
-    match v {
-        Value::Number(n) => match n.to_exact_i64() {
-            Some(i) if i >= 0 => Ok(i as usize),
-            _ => Err(QueryError::InvalidValue(format!("Invalid {what} value {n}"))),
-        },
-        _ => Err(QueryError::InvalidValue(format!("Invalid {what} value {}", v.to_json_string()))),
+    match v.as_number().and_then(|n| n.to_exact_i64()) {
+        Some(i) => Ok(usize::try_from(i).unwrap_or(0)),
+        None => Err(QueryError::ExecutionValue(format!("Invalid {what} value {}", v.to_json_string()))),
     }
 }
 

@@ -6,6 +6,7 @@ mod aggregate;
 mod dml;
 mod eval;
 mod like;
+mod merge;
 mod ops;
 mod system;
 

@@ -55,7 +55,8 @@ pub(crate) fn rows(which: SystemKeyspace, cx: &Cx<'_>) -> Result<Vec<(Arc<str>, 
         SystemKeyspace::Scopes => {
             let mut out = Vec::new();
             for b in cx.ds.buckets() {
-                for s in &b.scopes {
+                // Like system:keyspaces, system:scopes leaves out system scopes (`_default`, `_system`).
+                for s in b.scopes.iter().filter(|s| !is_system_name(&s.name)) {
                     let row = obj(vec![
                         ("bucket", Value::from(b.name.clone())),
                         ("datastore_id", ds_id.clone()),
@@ -81,8 +82,11 @@ pub(crate) fn rows(which: SystemKeyspace, cx: &Cx<'_>) -> Result<Vec<(Arc<str>, 
                     ("path", Value::from(format!("default:{}", b.name))),
                 ]);
                 out.push((key(&b.name), bucket_row));
+                // The bucket row stands for its default collection; collections whose name starts with `_`
+                // (`_default` in any scope, the system collections) are not listed (Couchbase's
+                // system_keyspace_keyspaces.go skipSystem).
                 for s in &b.scopes {
-                    for c in &s.collections {
+                    for c in s.collections.iter().filter(|c| !is_system_name(c)) {
                         let row = obj(vec![
                             ("bucket", Value::from(b.name.clone())),
                             ("datastore_id", ds_id.clone()),
@@ -109,6 +113,11 @@ pub(crate) fn rows(which: SystemKeyspace, cx: &Cx<'_>) -> Result<Vec<(Arc<str>, 
             cx.system.map(|s| s.rows(which)).unwrap_or_default()
         }
     })
+}
+
+/// Whether a scope or collection name is one system:scopes and system:keyspaces leave out.
+fn is_system_name(name: &str) -> bool {
+    name.starts_with('_')
 }
 
 /// A `system:indexes` row, shaped as Couchbase's (`QUERY.md` §3): an index on a bucket's default collection has

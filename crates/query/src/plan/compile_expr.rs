@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::keyspace::QueryContext;
 use super::scope::{Scopes, VarKind};
 use super::{AggSpec, CBinding, CExpr, Slot};
-use crate::ast::{Binding, Call, Expr, Param, Select};
+use crate::ast::{Binding, Call, Expr, Param, Pos, Select};
 use crate::datastore::Datastore;
 use crate::functions::{self, Aggregate, FnKind};
 use crate::value::Value;
@@ -27,6 +27,8 @@ pub struct Compiler<'a> {
     pub(crate) aggs: Option<AggCollector>,
     /// Projection aliases ORDER BY may name: the projection's slot and its member names.
     pub(crate) order_aliases: Option<(Slot, Vec<Arc<str>>)>,
+    /// Set while compiling an aggregate's argument (aggregates may not nest).
+    in_aggregate: bool,
     /// For each subquery being compiled: the first slot it owns, and whether it read a slot below it.
     corr: Vec<(Slot, bool)>,
     next_subquery: usize,
@@ -40,6 +42,7 @@ impl<'a> Compiler<'a> {
             scopes: Scopes::new(),
             aggs: None,
             order_aliases: None,
+            in_aggregate: false,
             corr: Vec::new(),
             next_subquery: 0,
         }
@@ -189,8 +192,14 @@ impl<'a> Compiler<'a> {
 
     fn call(&mut self, call: &Call) -> Result<CExpr, QueryError> {
         let Some(def) = functions::lookup(&call.name) else {
+            // Couchbase then looks for a user-defined function, named relative to the query context, and says
+            // which name it tried.
+            let udf = match (&self.context.bucket, &self.context.scope) {
+                (Some(b), Some(s)) => format!("default:{b}.{s}.{}", call.name),
+                _ => format!("default:{}", call.name),
+            };
             return Err(QueryError::Syntax(format!(
-                "Invalid function {} (near line {}, column {})",
+                "Invalid function {} (resolving to {udf}) (near line {}, column {})",
                 call.name, call.pos.line, call.pos.column
             )));
         };
@@ -222,6 +231,12 @@ impl<'a> Compiler<'a> {
     }
 
     fn aggregate(&mut self, call: &Call, func: Aggregate) -> Result<CExpr, QueryError> {
+        if self.in_aggregate {
+            return Err(QueryError::Plan(format!(
+                "Nested aggregates are not allowed (near line {}, column {}).",
+                call.pos.line, call.pos.column
+            )));
+        }
         if self.aggs.is_none() {
             return Err(QueryError::semantics(format!(
                 "Aggregate function {}() is not allowed here (only in the projection, LETTING, HAVING and ORDER BY).",
@@ -240,10 +255,12 @@ impl<'a> Compiler<'a> {
         }
         // The argument is evaluated on input rows: aggregates may not nest.
         let collector = self.aggs.take();
+        self.in_aggregate = true;
         let arg = match call.args.first() {
             Some(a) if !call.star => Some(self.expr(a)),
             _ => None,
         };
+        self.in_aggregate = false;
         self.aggs = collector;
         let arg = arg.transpose()?;
         let slot = self.scopes.alloc();
@@ -281,9 +298,11 @@ impl<'a> Compiler<'a> {
         self.corr.push((floor, false));
         let saved_aggs = self.aggs.take();
         let saved_order = self.order_aliases.take();
+        let saved_in_aggregate = std::mem::replace(&mut self.in_aggregate, false);
         let plan = super::select::compile_subquery(self, select);
         self.aggs = saved_aggs;
         self.order_aliases = saved_order;
+        self.in_aggregate = saved_in_aggregate;
         let (_, correlated) = self.corr.pop().expect("pushed above");
         let plan = plan?;
         let id = self.next_subquery;
@@ -303,15 +322,34 @@ impl<'a> Compiler<'a> {
 
 /// Whether an expression calls an aggregate function outside any subquery.
 pub(crate) fn has_aggregate(e: &Expr) -> bool {
-    let mut found = false;
+    first_aggregate(e).is_some()
+}
+
+/// Where the first aggregate call of an expression (outside any subquery) is written.
+pub(crate) fn first_aggregate(e: &Expr) -> Option<Pos> {
+    let mut found = None;
     visit(e, &mut |x| {
         if let Expr::Call(c) = x {
-            if matches!(functions::lookup(&c.name).map(|d| d.kind), Some(FnKind::Aggregate(_))) {
-                found = true;
+            if found.is_none() && matches!(functions::lookup(&c.name).map(|d| d.kind), Some(FnKind::Aggregate(_))) {
+                found = Some(c.pos);
             }
         }
     });
     found
+}
+
+/// Couchbase's planning error for an aggregate in a clause evaluated before grouping (LET, WHERE, GROUP BY).
+pub(crate) fn aggregate_not_allowed<'e>(
+    clause: &str,
+    exprs: impl IntoIterator<Item = &'e Expr>,
+) -> Result<(), QueryError> {
+    match exprs.into_iter().find_map(first_aggregate) {
+        Some(pos) => Err(QueryError::Plan(format!(
+            "Aggregates not allowed in {clause} (near line {}, column {}).",
+            pos.line, pos.column
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Calls `f` on `e` and every expression inside it, not descending into subqueries.

@@ -244,7 +244,8 @@ fn target_rows(
     let keys = use_keys.map(|e| c.expr(e)).transpose()?;
     let slot = c.scopes.bind(&alias, VarKind::Term { is_keyspace: true });
     let mut node = match keys {
-        Some(keys) => Node::KeyScan { ks: ks.clone(), slot, keys },
+        // A mutation visits each document once, however often its key is listed (Couchbase's distinct KeyScan).
+        Some(keys) => Node::KeyScan { ks: ks.clone(), slot, keys, distinct: true },
         None => primary_scan(ks.clone(), slot, &k.path)?,
     };
     if let Some(w) = where_ {

@@ -10,6 +10,7 @@
 mod compile_expr;
 mod dml;
 mod explain;
+mod group_check;
 mod keyspace;
 pub(crate) mod scope;
 mod select;
@@ -234,6 +235,8 @@ pub enum Node {
         ks: KeyspaceHandle,
         slot: Slot,
         keys: CExpr,
+        /// Each key once (the target of a DML statement); a SELECT gives a row per key as listed.
+        distinct: bool,
     },
     /// Documents through the primary index.
     PrimaryScan {

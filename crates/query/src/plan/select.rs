@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::compile_expr::{has_aggregate, Compiler};
+use super::compile_expr::{aggregate_not_allowed, has_aggregate, Compiler};
+use super::group_check::GroupCheck;
 use super::keyspace::{resolve_keyspace, ResolvedPath};
 use super::scope::VarKind;
 use super::spans::choose_primary_spans;
@@ -118,6 +119,10 @@ fn set_expr(c: &mut Compiler<'_>, body: &SetExpr) -> Result<Block, QueryError> {
 }
 
 fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<Block, QueryError> {
+    aggregate_not_allowed("LET", sub.let_.iter().map(|(_, e)| e))?;
+    aggregate_not_allowed("WHERE", sub.where_.iter())?;
+    aggregate_not_allowed("GROUP BY", sub.group_by.iter().flat_map(|g| g.keys.iter().map(|(e, _)| e)))?;
+    let block_start = c.scopes.slot_count();
     let mut node = match &sub.from {
         Some(term) => from_term(c, term)?,
         None => Node::Dummy,
@@ -146,6 +151,8 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
             group_keys.push((c.expr(e)?, None::<Slot>, alias.clone()));
         }
     }
+    let group_check =
+        grouping.then(|| GroupCheck::new(block_start..c.scopes.slot_count(), group_keys.iter().map(|(e, _, _)| e)));
     if grouping {
         c.start_aggregates();
     }
@@ -170,6 +177,9 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     let sort = order_terms(c, tail.order_by);
     c.order_aliases = None;
     let sort = sort?;
+    if let Some(check) = &group_check {
+        check_grouped(check, sub, tail, &letting, having.as_ref(), &terms, &sort)?;
+    }
     if grouping {
         let aggs = c.finish_aggregates();
         if let Some(fast) = count_fast_path(&node, &keys, &aggs) {
@@ -190,6 +200,45 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     }
     node = limit_nodes(c, node, sort, tail)?;
     Ok(Block { node, out, order, signature })
+}
+
+/// Fails with 4210 when something evaluated after grouping depends on more than group keys and aggregates.
+fn check_grouped(
+    check: &GroupCheck,
+    sub: &Subselect,
+    tail: &Tail<'_>,
+    letting: &[(Slot, CExpr)],
+    having: Option<&CExpr>,
+    terms: &[ProjTerm],
+    sort: &[SortTerm],
+) -> Result<(), QueryError> {
+    let fail = |e: &Expr| Err(QueryError::NotGroupKeyOrAgg(format!("({e})")));
+    if let Some(g) = &sub.group_by {
+        for ((_, value), (_, e)) in letting.iter().zip(&g.letting) {
+            if !check.allows(value) {
+                return fail(e);
+            }
+        }
+        if let (Some(h), Some(e)) = (having, &g.having) {
+            if !check.allows(h) {
+                return fail(e);
+            }
+        }
+    }
+    for (t, written) in terms.iter().zip(&sub.projection.terms) {
+        let (ProjTerm::Named(_, e) | ProjTerm::ExprStar(e)) = t else { continue };
+        if !check.allows(e) {
+            if let ResultTerm::Expr { expr, .. } | ResultTerm::ExprStar(expr) = written {
+                return fail(expr);
+            }
+        }
+    }
+    for (s, written) in sort.iter().zip(tail.order_by) {
+        if !check.allows(&s.expr) {
+            return fail(&written.expr);
+        }
+    }
+    Ok(())
 }
 
 /// `SELECT COUNT(*) FROM ks` with nothing else reads the keyspace's count instead of scanning it.
@@ -381,7 +430,7 @@ fn keyspace_term(c: &mut Compiler<'_>, kt: &KeyspaceTerm) -> Result<Node, QueryE
             let keys = kt.use_keys.as_ref().map(|k| c.expr(k)).transpose()?;
             let slot = bind_term(c, &alias, true)?;
             match keys {
-                Some(keys) => Ok(Node::KeyScan { ks, slot, keys }),
+                Some(keys) => Ok(Node::KeyScan { ks, slot, keys, distinct: false }),
                 None => primary_scan(ks, slot, &kt.path),
             }
         }

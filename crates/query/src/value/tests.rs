@@ -99,3 +99,18 @@ fn elements_count_from_the_end_for_negative_indexes() {
     assert_eq!(a.element(-1), v("3"));
     assert!(a.element(3).is_missing() && a.element(-4).is_missing());
 }
+
+#[test]
+fn ordering_operators_give_null_when_they_reach_a_null_inside_arrays_and_objects() {
+    // Proves Couchbase's Value.Compare for containers: element by element (objects member by member in name
+    // order), stopping at the first difference, and NULL (or MISSING) when an element pair holds one first.
+    let cmp = |a: &str, b: &str| compare_for_operator(&v(a), &v(b));
+    assert!(matches!(cmp("[1,null]", "[1,2]"), Err(Value::Null)));
+    assert_eq!(cmp("[0,null]", "[1,2]").unwrap(), Ordering::Less);
+    assert_eq!(cmp("[1,2]", "[1,2,null]").unwrap(), Ordering::Less);
+    assert!(matches!(cmp(r#"{"a":null}"#, r#"{"a":1}"#), Err(Value::Null)));
+    assert_eq!(cmp(r#"{"a":0,"b":null}"#, r#"{"a":1,"b":0}"#).unwrap(), Ordering::Less);
+    assert_eq!(cmp(r#"{"b":null}"#, r#"{"a":1}"#).unwrap(), Ordering::Greater);
+    let missing_inside = Value::array(vec![Value::Missing]);
+    assert!(matches!(compare_for_operator(&missing_inside, &v("[1]")), Err(Value::Missing)));
+}

@@ -4,8 +4,13 @@
 //! File format: `=== name` starts a case; the statement follows until a `---` line, which says what to expect:
 //! `--- rows` (exactly these rows in this order), `--- rows unordered` (the same rows in any order), or
 //! `--- error <code>` (the statement fails with that Couchbase error code). The expectation's JSON follows
-//! (rows as one JSON array). Lines starting with `#` outside a case are comments. Cases run with the query context
+//! (rows as one JSON array); after `--- error`, a text that follows must be part of the error's message. Lines starting with `#` outside a case are comments. Cases run with the query context
 //! `default:shop.inventory`, named parameters `$n` = 3 and `$s` = "Paris", and positional parameters `[5, "p0%"]`.
+//!
+//! A case may hold several statements separated by lines `;;`: they run in order, each as its own request, against
+//! the same engine and dataset (so a PREPARE is visible to a later EXECUTE, and a DML statement's changes to a
+//! later SELECT). The first statement that fails is the case's outcome; otherwise the last statement's rows are
+//! compared.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU8;
@@ -22,13 +27,18 @@ use settee_query::{Engine, QueryError, Sink, StatementEnv};
 struct Case {
     file: String,
     name: String,
-    statement: String,
+    /// The statements, in order (most cases have one).
+    statements: Vec<String>,
     expect: Expect,
 }
 
 enum Expect {
-    Rows { rows: Vec<Value>, ordered: bool },
-    Error(u32),
+    Rows {
+        rows: Vec<Value>,
+        ordered: bool,
+    },
+    /// The error code, and a text the message must contain.
+    Error(u32, Option<String>),
 }
 
 fn parse_file(file: &str, text: &str) -> Vec<Case> {
@@ -59,7 +69,10 @@ fn parse_file(file: &str, text: &str) -> Vec<Case> {
         }
         let words: Vec<&str> = header.split_whitespace().collect();
         let expect = match words.as_slice() {
-            ["---", "error", code] => Expect::Error(code.parse().expect("error code")),
+            ["---", "error", code] => {
+                let text = body.trim();
+                Expect::Error(code.parse().expect("error code"), (!text.is_empty()).then(|| text.to_string()))
+            }
             ["---", "rows"] | ["---", "rows", "unordered"] => {
                 let rows = match Value::from_json(body.trim().as_bytes()) {
                     Ok(Value::Array(a)) => a.iter().cloned().collect(),
@@ -69,9 +82,34 @@ fn parse_file(file: &str, text: &str) -> Vec<Case> {
             }
             _ => panic!("{file}: case {name}: bad expectation line {header:?}"),
         };
-        cases.push(Case { file: file.to_string(), name: name.trim().to_string(), statement, expect });
+        let statements = split_statements(&statement);
+        assert!(!statements.is_empty(), "{file}: case {name} has no statement");
+        cases.push(Case { file: file.to_string(), name: name.trim().to_string(), statements, expect });
     }
     cases
+}
+
+/// Splits a case's text at lines that hold only `;;`.
+fn split_statements(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for line in text.lines() {
+        if line.trim() == ";;" {
+            out.push(String::new());
+        } else if let Some(last) = out.last_mut() {
+            last.push_str(line);
+            last.push('\n');
+        }
+    }
+    out.into_iter().filter(|s| !s.trim().is_empty()).collect()
+}
+
+/// Runs a case's statements in order over one engine and dataset: the first error, or the last one's rows.
+fn run_all(ds: &MemDatastore, engine: &Engine, statements: &[String]) -> Result<Vec<Value>, QueryError> {
+    let mut rows = Vec::new();
+    for text in statements {
+        rows = run(ds, engine, text)?;
+    }
+    Ok(rows)
 }
 
 struct Collect(Vec<Value>);
@@ -117,20 +155,31 @@ fn corpus_statements_give_their_expected_results() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").flatten().map(|e| e.path()).collect();
     files.sort();
+    // SETTEE_CORPUS=<text> runs only the files or cases whose name contains the text (for working on one file).
+    let only = std::env::var("SETTEE_CORPUS").unwrap_or_default();
     let mut failures = Vec::new();
     let mut count = 0;
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "sqlt")) {
         let file = path.file_name().unwrap().to_string_lossy().to_string();
         let text = std::fs::read_to_string(path).expect("read corpus file");
         for case in parse_file(&file, &text) {
+            if !file.contains(&only) && !case.name.contains(&only) {
+                continue;
+            }
             count += 1;
             let ds = super::dataset::load();
             let engine = Engine::new();
-            let got = run(&ds, &engine, &case.statement);
+            let got = run_all(&ds, &engine, &case.statements);
             let problem = match (&case.expect, got) {
-                (Expect::Error(code), Err(e)) if e.code() == *code => None,
-                (Expect::Error(code), Err(e)) => Some(format!("expected error {code}, got {} {e}", e.code())),
-                (Expect::Error(code), Ok(rows)) => Some(format!("expected error {code}, got rows {}", show(&rows))),
+                (Expect::Error(code, text), Err(e))
+                    if e.code() == *code && text.as_ref().is_none_or(|t| e.to_string().contains(t.as_str())) =>
+                {
+                    None
+                }
+                (Expect::Error(code, text), Err(e)) => {
+                    Some(format!("expected error {code} {}, got {} {e}", text.as_deref().unwrap_or(""), e.code()))
+                }
+                (Expect::Error(code, _), Ok(rows)) => Some(format!("expected error {code}, got rows {}", show(&rows))),
                 (Expect::Rows { .. }, Err(e)) => Some(format!("failed: {} {e}", e.code())),
                 (Expect::Rows { rows: want, ordered }, Ok(mut got)) => {
                     let mut want = want.clone();
@@ -144,7 +193,8 @@ fn corpus_statements_give_their_expected_results() {
                 }
             };
             if let Some(p) = problem {
-                failures.push(format!("{} / {}:\n  {}  {}", case.file, case.name, case.statement.trim(), p));
+                let text = case.statements.iter().map(|s| s.trim()).collect::<Vec<_>>().join("\n  ;;\n  ");
+                failures.push(format!("{} / {}:\n  {}  {}", case.file, case.name, text, p));
             }
         }
     }

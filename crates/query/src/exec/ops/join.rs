@@ -72,8 +72,11 @@ impl Op for LookupJoin<'_> {
                 if docs.is_empty() && !self.outer {
                     continue;
                 }
+                // An outer nest that looked keys up and found none gives an empty array; one with no key to look
+                // up leaves the alias MISSING (Couchbase's joinBase.nestEntries).
+                let nested = if docs.is_empty() && keys.is_empty() { Value::Missing } else { Value::array(docs) };
                 let mut row = left;
-                row.set(self.slot, if docs.is_empty() { Value::Missing } else { Value::array(docs) });
+                row.set(self.slot, nested);
                 self.ready.push_back(row);
             } else if found.is_empty() {
                 if self.outer {
@@ -159,7 +162,8 @@ impl Op for NestedLoopNest<'_> {
             if docs.is_empty() && !self.outer {
                 continue;
             }
-            left.set_doc(self.slot, if docs.is_empty() { Value::Missing } else { Value::array(docs) }, None);
+            // An outer ANSI nest without matches gives an empty array (Couchbase's processAnsiNest).
+            left.set_doc(self.slot, Value::array(docs), None);
             return Ok(Some(left));
         }
         Ok(None)

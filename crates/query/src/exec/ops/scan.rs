@@ -19,8 +19,8 @@ const SCAN_CHUNK_MIN: usize = 64;
 
 pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
     match node {
-        Node::KeyScan { ks, slot, keys } => {
-            Box::new(KeyScan { ks, slot: *slot, keys, base: base.clone(), pending: None })
+        Node::KeyScan { ks, slot, keys, distinct } => {
+            Box::new(KeyScan { ks, slot: *slot, keys, distinct: *distinct, base: base.clone(), pending: None })
         }
         Node::PrimaryScan { ks, slot, index, spans } => Box::new(PrimaryScan {
             ks,
@@ -74,6 +74,7 @@ struct KeyScan<'p> {
     ks: &'p KeyspaceHandle,
     slot: Slot,
     keys: &'p CExpr,
+    distinct: bool,
     base: Row,
     pending: Option<(Vec<Arc<str>>, usize, Ready)>,
 }
@@ -81,7 +82,11 @@ struct KeyScan<'p> {
 impl Op for KeyScan<'_> {
     fn next(&mut self, cx: &Cx<'_>) -> Result<Option<Row>, QueryError> {
         if self.pending.is_none() {
-            let keys = keys_of(&eval(self.keys, &mut self.base.clone(), cx)?);
+            let mut keys = keys_of(&eval(self.keys, &mut self.base.clone(), cx)?);
+            if self.distinct {
+                let mut seen = std::collections::HashSet::new();
+                keys.retain(|k| seen.insert(k.clone()));
+            }
             self.pending = Some((keys, 0, Ready::new()));
         }
         let Some((keys, done, ready)) = &mut self.pending else { return Ok(None) };
