@@ -107,6 +107,18 @@ def test_every_node_answers_for_every_document(nodes, loaded):
         assert got["results"] == [{"group": g, "n": len(range(g, DOCS, 7))} for g in range(7)], node.host
 
 
+def test_a_secondary_index_answers_on_every_node(nodes, loaded):
+    """A secondary index (each node indexes its own vBuckets) answers an equality query on each node with the
+    whole bucket's matching documents."""
+    got = query(nodes[0], f"CREATE INDEX ix_group ON `{BUCKET}`(`group`)")
+    assert got["status"] == "success", got
+    for node in nodes[:3]:
+        got = query(node, f"SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE `group` = 4", scan_consistency="request_plus")
+        assert got["results"] == [len(range(4, DOCS, 7))], (node.host, got)
+        plan = query(node, f"EXPLAIN SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE `group` = 4")
+        assert "IndexScan3" in json.dumps(plan["results"]), plan
+
+
 def test_sdk_queries_spread_over_the_nodes_agree(nodes, loaded):
     """The SDK sends queries to every node in turn; each answer is complete."""
     c = connect(nodes[1])

@@ -1,5 +1,5 @@
 //! `MemDatastore`: a datastore held in maps, always consistent, for the crate's tests and the statement corpus.
-//! Its primary indexes are real `MemIndex`es kept up to date by every mutation; secondary index definitions are
+//! Its indexes are real `MemIndex`es kept up to date by every mutation (secondary ones through their `KeyPlan`);
 //! stored and listed but not maintained.
 
 use std::collections::BTreeMap;
@@ -17,6 +17,8 @@ use crate::{DmlReason, QueryError};
 struct Collection {
     docs: BTreeMap<Arc<str>, (Value, DocMeta)>,
     indexes: Vec<(IndexDef, IndexState, Arc<MemIndex>)>,
+    /// The compiled keys of each secondary index, by index name.
+    plans: std::collections::HashMap<String, Arc<crate::index::KeyPlan>>,
     seqno: u64,
 }
 
@@ -46,6 +48,7 @@ impl MemDatastore {
         self.lock().collections.entry(name.clone()).or_insert_with(|| Collection {
             docs: BTreeMap::new(),
             indexes: Vec::new(),
+            plans: Default::default(),
             seqno: 0,
         });
     }
@@ -109,9 +112,12 @@ impl Datastore for MemDatastore {
         }
         let index = Arc::new(MemIndex::new(request.def.is_primary, 1));
         let state_now = if request.defer_build { IndexState::Deferred } else { IndexState::Online };
-        if request.def.is_primary && !request.defer_build {
-            let changes = coll.docs.keys().map(|k| Change::Set { doc_id: k.clone(), keys: vec![vec![]] });
-            index.apply(0, coll.seqno, changes.collect::<Vec<_>>());
+        if !request.def.is_primary {
+            let plan = crate::index::KeyPlan::compile(&request.def)?;
+            coll.plans.insert(request.def.name.clone(), Arc::new(plan));
+        }
+        if !request.defer_build {
+            build(coll, &request.def, &index);
         }
         coll.indexes.push((request.def, state_now, index));
         Ok(())
@@ -123,6 +129,7 @@ impl Datastore for MemDatastore {
             state.collections.get_mut(keyspace).ok_or_else(|| QueryError::KeyspaceNotFound(keyspace.display_path()))?;
         let before = coll.indexes.len();
         coll.indexes.retain(|(d, _, _)| d.name != name);
+        coll.plans.remove(name);
         if coll.indexes.len() == before {
             return Err(QueryError::IndexNotFound(name.to_string()));
         }
@@ -138,12 +145,9 @@ impl Datastore for MemDatastore {
                 return Err(QueryError::IndexNotFound(name.clone()));
             };
             if *st == IndexState::Deferred {
-                if def.is_primary {
-                    let changes: Vec<Change> =
-                        coll.docs.keys().map(|k| Change::Set { doc_id: k.clone(), keys: vec![vec![]] }).collect();
-                    index.apply(0, coll.seqno, changes);
-                }
+                let (def, index) = (def.clone(), index.clone());
                 *st = IndexState::Online;
+                build(coll, &def, &index);
             }
         }
         Ok(())
@@ -217,18 +221,18 @@ impl Keyspace for MemKeyspace {
             }
             *cas += 1;
             c.seqno += 1;
-            let change = if let MutationKind::Delete { .. } = m.kind {
+            let deleted = matches!(m.kind, MutationKind::Delete { .. });
+            if deleted {
                 c.docs.remove(&m.key);
-                Change::Delete { doc_id: m.key.clone() }
             } else {
                 let expiration = if m.preserve_expiry { existing.map_or(0, |e| e.expiration) } else { m.expiration };
                 let meta = DocMeta { cas: *cas, expiration, flags: 0, is_json: true };
                 c.docs.insert(m.key.clone(), (m.value.clone(), meta));
-                Change::Set { doc_id: m.key.clone(), keys: vec![vec![]] }
-            };
+            }
             for (def, state, index) in &c.indexes {
-                if def.is_primary && *state == IndexState::Online {
-                    index.apply(0, c.seqno, [change.clone()]);
+                if *state == IndexState::Online {
+                    let change = change_for(c, def, &m.key);
+                    index.apply(0, c.seqno, [change]);
                 }
             }
             Ok(MutationOutcome { cas: *cas })
@@ -257,4 +261,20 @@ impl Keyspace for MemKeyspace {
         // Every mutation updates the indexes before it returns.
         Ok(())
     }
+}
+
+/// What index `def` holds for document `key` as the collection has it now.
+fn change_for(c: &Collection, def: &IndexDef, key: &Arc<str>) -> Change {
+    let Some((value, meta)) = c.docs.get(key) else { return Change::Delete { doc_id: key.clone() } };
+    if def.is_primary {
+        return Change::Set { doc_id: key.clone(), keys: vec![vec![]] };
+    }
+    let keys = c.plans.get(&def.name).and_then(|p| p.entries(key, value, meta).ok()).unwrap_or_default();
+    Change::Set { doc_id: key.clone(), keys }
+}
+
+/// Fills an index from every document of the collection.
+fn build(c: &Collection, def: &IndexDef, index: &MemIndex) {
+    let changes: Vec<Change> = c.docs.keys().map(|k| change_for(c, def, k)).collect();
+    index.apply(0, c.seqno, changes);
 }

@@ -246,13 +246,14 @@ fn target_rows(
     let mut node = match keys {
         // A mutation visits each document once, however often its key is listed (Couchbase's distinct KeyScan).
         Some(keys) => Node::KeyScan { ks: ks.clone(), slot, keys, distinct: true },
-        None => primary_scan(ks.clone(), slot, &k.path)?,
+        None => super::select::pending_or_primary(ks.clone(), slot, &k.path, Vec::new()),
     };
     if let Some(w) = where_ {
         let cond = c.expr(w)?;
         node = choose_primary_spans(node, &cond);
         node = Node::Filter { input: Box::new(node), cond };
     }
+    let node = super::select::narrow_scan(c, node, where_, Some(&alias))?;
     Ok((ks, slot, node))
 }
 

@@ -46,6 +46,18 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
             out.push(op("PrimaryScan3", f));
             out.push(op("Fetch", ks_fields(&ks.name)));
         }
+        Node::IndexScan { ks, index, distinct, .. } => {
+            let mut f = ks_fields(&ks.name);
+            f.insert("index".into(), json!(index.as_ref()));
+            f.insert("using".into(), json!("gsi"));
+            f.insert("spans".into(), json!("index keys"));
+            out.push(op("IndexScan3", f));
+            if *distinct {
+                out.push(op("DistinctScan", Default::default()));
+            }
+            out.push(op("Fetch", ks_fields(&ks.name)));
+        }
+        Node::PendingScan { ks, .. } => out.push(op("PrimaryScan3", ks_fields(&ks.name))),
         Node::CountScan { ks, .. } => out.push(op("CountScan", ks_fields(&ks.name))),
         Node::SystemScan { which, .. } => {
             let mut f = serde_json::Map::new();

@@ -12,6 +12,7 @@ mod dml;
 mod explain;
 mod group_check;
 mod keyspace;
+mod sarg;
 pub(crate) mod scope;
 mod select;
 mod spans;
@@ -25,6 +26,7 @@ use crate::ast::{ArrayForKind, BinaryOp, IsTest, Quantifier, SetOp};
 use crate::datastore::{Keyspace, KeyspaceName};
 use crate::functions::{Aggregate, FunctionDef};
 use crate::value::Value;
+use crate::QueryError;
 
 /// A position in a row.
 pub type Slot = usize;
@@ -245,6 +247,23 @@ pub enum Node {
         index: Arc<str>,
         spans: IdSpans,
     },
+    /// Documents through a secondary index: the ids its spans hold (each once for an array index), fetched.
+    IndexScan {
+        ks: KeyspaceHandle,
+        slot: Slot,
+        index: Arc<str>,
+        span: sarg::SpanPlan,
+        distinct: bool,
+    },
+    /// A keyspace term with no usable index yet: replaced by an index scan when a predicate allows one, else the
+    /// statement fails with `error` ("No index available ...").
+    PendingScan {
+        ks: KeyspaceHandle,
+        slot: Slot,
+        error: QueryError,
+        /// `USE INDEX` names.
+        hint: Vec<String>,
+    },
     /// The number of documents of a keyspace, for `SELECT COUNT(*) FROM ks`.
     CountScan {
         ks: KeyspaceHandle,
@@ -372,4 +391,5 @@ pub use dml::{
     CUpdateFor, DmlKind, DmlNode, InsertTuple, MergeActions, PathRoot, PathStep, Returning, SetPath, SetTerm,
 };
 pub use explain::explain;
+pub use sarg::SpanPlan;
 pub use select::compile_select;

@@ -136,11 +136,17 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     if !lets.is_empty() {
         node = Node::Let { input: Box::new(node), bindings: lets };
     }
+    // The only FROM term's alias: the term an index may narrow, and what unqualified names read.
+    let single = match c.scopes.current_block_terms() {
+        [(alias, _)] => Some(alias.clone()),
+        _ => None,
+    };
     if let Some(w) = &sub.where_ {
         let cond = c.expr(w)?;
         node = choose_primary_spans(node, &cond);
         node = Node::Filter { input: Box::new(node), cond };
     }
+    node = narrow_scan(c, node, sub.where_.as_ref(), single.as_deref())?;
 
     let grouping = sub.group_by.is_some()
         || projection_exprs(&sub.projection).any(has_aggregate)
@@ -239,6 +245,29 @@ fn check_grouped(
         }
     }
     Ok(())
+}
+
+/// Lets a secondary index narrow the block's only keyspace scan (under a LET or a filter); a keyspace left with
+/// no index fails the statement.
+pub(crate) fn narrow_scan(
+    c: &mut Compiler<'_>,
+    node: Node,
+    where_: Option<&Expr>,
+    alias: Option<&str>,
+) -> Result<Node, QueryError> {
+    match node {
+        Node::Filter { input, cond } => {
+            Ok(Node::Filter { input: Box::new(narrow_scan(c, *input, where_, alias)?), cond })
+        }
+        Node::Let { input, bindings } => {
+            Ok(Node::Let { input: Box::new(narrow_scan(c, *input, where_, alias)?), bindings })
+        }
+        leaf @ (Node::PrimaryScan { .. } | Node::PendingScan { .. }) => match alias {
+            Some(a) => super::sarg::choose_secondary(c, leaf, where_, a, true),
+            None => super::sarg::require_scan(leaf),
+        },
+        other => Ok(other),
+    }
 }
 
 /// `SELECT COUNT(*) FROM ks` with nothing else reads the keyspace's count instead of scanning it.
@@ -389,7 +418,7 @@ pub(crate) fn from_term(c: &mut Compiler<'_>, term: &FromTerm) -> Result<Node, Q
             Ok(Node::ExprScan { expr: e, slot })
         }
         FromTerm::Unnest { left, outer, expr, alias } => {
-            let input = from_term(c, left)?;
+            let input = super::sarg::require_scan(from_term(c, left)?)?;
             let e = c.expr(expr)?;
             let alias = alias
                 .as_deref()
@@ -431,7 +460,10 @@ fn keyspace_term(c: &mut Compiler<'_>, kt: &KeyspaceTerm) -> Result<Node, QueryE
             let slot = bind_term(c, &alias, true)?;
             match keys {
                 Some(keys) => Ok(Node::KeyScan { ks, slot, keys, distinct: false }),
-                None => primary_scan(ks, slot, &kt.path),
+                None => {
+                    let hint: Vec<String> = kt.use_index.iter().map(|h| h.name.clone()).collect();
+                    Ok(pending_or_primary(ks, slot, &kt.path, hint))
+                }
             }
         }
     }
@@ -450,6 +482,21 @@ fn variable_path(c: &Compiler<'_>, path: &KeyspacePath) -> Option<Expr> {
 pub(crate) fn handle(c: &Compiler<'_>, name: KeyspaceName) -> Result<KeyspaceHandle, QueryError> {
     let keyspace = c.ds.keyspace(&name)?;
     Ok(KeyspaceHandle { name, keyspace })
+}
+
+/// A full scan of the keyspace's online primary index, or (when it has none, or `USE INDEX` names secondary
+/// indexes) a scan waiting for a WHERE clause an index can serve.
+pub(crate) fn pending_or_primary(ks: KeyspaceHandle, slot: Slot, path: &KeyspacePath, hint: Vec<String>) -> Node {
+    let hinted_secondary =
+        !hint.is_empty() && ks.keyspace.indexes().iter().any(|(d, _)| !d.is_primary && hint.contains(&d.name));
+    if hinted_secondary {
+        let error = QueryError::NoPrimaryIndex(protected_path(path, &ks.name));
+        return Node::PendingScan { ks, slot, error, hint };
+    }
+    match primary_scan(ks.clone(), slot, path) {
+        Ok(node) => node,
+        Err(error) => Node::PendingScan { ks, slot, error, hint },
+    }
 }
 
 /// A full scan of the keyspace's online primary index (an error naming the keyspace when it has none).
@@ -486,7 +533,7 @@ fn join(
     if kind == JoinKind::RightOuter {
         return right_outer(c, left, right, on, nest);
     }
-    let input = from_term(c, left)?;
+    let input = super::sarg::require_scan(from_term(c, left)?)?;
     let outer = kind == JoinKind::LeftOuter;
     if let JoinOn::Keys(keys) = on {
         let FromTerm::Keyspace(kt) = right else {
@@ -522,6 +569,7 @@ fn join(
         Some(cond) => choose_primary_spans(right_node, cond),
         None => right_node,
     };
+    let right_node = super::sarg::require_scan(right_node)?;
     if nest {
         let right_slot = *right_slots.first().ok_or_else(|| QueryError::internal("nest without a right term"))?;
         let cond = cond.unwrap_or(CExpr::Const(true.into()));

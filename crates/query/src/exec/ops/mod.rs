@@ -1,6 +1,7 @@
 //! Operators: each pulls rows from its input and hands rows on, one at a time.
 
 mod blocking;
+mod index_scan;
 mod join;
 mod scan;
 
@@ -25,6 +26,7 @@ pub fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
         Node::Dummy => Box::new(Dummy { row: Some(base.clone()) }),
         Node::KeyScan { .. }
         | Node::PrimaryScan { .. }
+        | Node::IndexScan { .. }
         | Node::CountScan { .. }
         | Node::SystemScan { .. }
         | Node::ExprScan { .. }
@@ -44,6 +46,22 @@ pub fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
             blocking::build(node, base)
         }
         Node::Dml(d) => super::dml::build(d, base),
+        Node::PendingScan { error, .. } => Box::new(Failed { error: Some(error.clone()) }),
+    }
+}
+
+/// A scan the planner could not serve (it refuses such statements; this only guards against a plan that slips
+/// through): the first row read fails with the planner's error.
+struct Failed {
+    error: Option<QueryError>,
+}
+
+impl Op for Failed {
+    fn next(&mut self, _: &Cx<'_>) -> Result<Option<Row>, QueryError> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
     }
 }
 

@@ -14,8 +14,8 @@ use crate::QueryError;
 /// Keys fetched per call to the datastore.
 const FETCH_BATCH_MAX: usize = 1024;
 /// Index entries read per chunk: small first (a LIMIT 10 should not read thousands), growing to this.
-const SCAN_CHUNK_MAX: usize = 4096;
-const SCAN_CHUNK_MIN: usize = 64;
+pub(super) const SCAN_CHUNK_MAX: usize = 4096;
+pub(super) const SCAN_CHUNK_MIN: usize = 64;
 
 pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
     match node {
@@ -32,6 +32,9 @@ pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
             ready: Ready::new(),
             chunk: SCAN_CHUNK_MIN,
         }),
+        Node::IndexScan { ks, slot, index, span, distinct } => {
+            Box::new(super::index_scan::IndexScan::new(ks, *slot, index, span, *distinct, base))
+        }
         Node::CountScan { ks, slot } => Box::new(CountScan { ks, slot: *slot, base: Some(base.clone()) }),
         Node::SystemScan { which, slot } => {
             Box::new(SystemScan { which: *which, slot: *slot, base: base.clone(), rows: None })
