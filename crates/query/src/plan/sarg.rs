@@ -376,3 +376,67 @@ pub(crate) fn require_scan(node: super::Node) -> Result<super::Node, QueryError>
         other => Ok(other),
     }
 }
+
+/// Whether the rows of `node` already come in the order `order_by` asks for: every term ascending with the
+/// default placement of MISSING and NULL, and the block's only scan reading an index whose order that is: the
+/// primary index for `META(alias).id` (unique, so nothing after it matters), a secondary index (not an array
+/// index, whose documents come once in the order of their first key) for a prefix of its keys.
+pub(crate) fn order_satisfied(
+    node: &super::Node,
+    order_by: &[crate::ast::OrderTerm],
+    alias: Option<&str>,
+    projected: &[Arc<str>],
+) -> bool {
+    use super::Node;
+    let Some(alias) = alias else { return false };
+    if order_by.is_empty() || order_by.iter().any(|t| t.desc || t.nulls_first == Some(false)) {
+        return false;
+    }
+    // ORDER BY names a projection alias before a field: such a term sorts by the projected value.
+    let root = |e: &Expr| -> Option<String> {
+        let mut e = e;
+        loop {
+            match e {
+                Expr::Ident(n) => return Some(n.clone()),
+                Expr::Field(b, _) | Expr::Element(b, _) => e = b,
+                _ => return None,
+            }
+        }
+    };
+    if order_by.iter().any(|t| root(&t.expr).is_some_and(|r| projected.iter().any(|p| **p == *r))) {
+        return false;
+    }
+    let mut leaf = node;
+    loop {
+        leaf = match leaf {
+            Node::Project { input, .. } | Node::Filter { input, .. } | Node::Let { input, .. } => input,
+            _ => break,
+        };
+    }
+    let is_meta_id = |e: &Expr| {
+        matches!(e, Expr::Field(base, f) if f == "id" && matches!(&**base, Expr::Call(c) if c.name == "meta"
+            && (c.args.is_empty() || matches!(c.args.as_slice(), [Expr::Ident(a)] if a == alias))))
+    };
+    match leaf {
+        Node::PrimaryScan { .. } => is_meta_id(&order_by[0].expr),
+        Node::IndexScan { ks, index, distinct: false, .. } => {
+            let indexes = ks.keyspace.indexes();
+            let Some((def, _)) = indexes.iter().find(|(d, _)| *d.name == **index) else { return false };
+            let mut keys = def.keys.iter();
+            for term in order_by {
+                if is_meta_id(&term.expr) {
+                    // The document id follows the keys in an index entry.
+                    return keys.next().is_none();
+                }
+                let Some(key) = keys.next() else { return false };
+                if key.array.is_some()
+                    || relative(&term.expr, alias, true, &[]).map(|e| e.to_string()) != Some(key.expr.clone())
+                {
+                    return false;
+                }
+            }
+            true
+        }
+        _ => false,
+    }
+}

@@ -204,6 +204,15 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     if sub.projection.distinct {
         node = Node::Distinct { input: Box::new(node), out };
     }
+    // Rows that already come in ORDER BY's order (from the index the scan reads) need no sort, and a LIMIT then
+    // stops the scan early.
+    let sort = if !grouping
+        && super::sarg::order_satisfied(&node, tail.order_by, single.as_deref(), order.as_deref().unwrap_or(&[]))
+    {
+        Vec::new()
+    } else {
+        sort
+    };
     node = limit_nodes(c, node, sort, tail)?;
     Ok(Block { node, out, order, signature })
 }

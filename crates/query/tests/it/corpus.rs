@@ -224,6 +224,24 @@ fn predicates_on_indexed_keys_read_through_the_index() {
     assert_eq!(uses("SELECT * FROM products USE INDEX (ix_id) WHERE id = 3"), "IndexScan3 ix_id");
 }
 
+#[test]
+fn rows_in_index_order_are_not_sorted_again() {
+    // Proves ORDER BY is dropped when the scan's index already gives that order (so LIMIT stops the scan early):
+    // META().id over the primary index, a prefix of a secondary index's keys; and kept when the order differs,
+    // is descending, or names a projection alias.
+    let ds = load_indexed();
+    let engine = Engine::new();
+    let sorts = |stmt: &str| -> bool {
+        let rows = run(&ds, &engine, &format!("EXPLAIN {stmt}")).unwrap_or_else(|e| panic!("{stmt}: {e}"));
+        rows[0].field("plan").to_json_string().contains("\"Order\"")
+    };
+    assert!(!sorts("SELECT * FROM products WHERE META().id >= 'p05' ORDER BY META().id LIMIT 3"));
+    assert!(!sorts("SELECT * FROM products WHERE price > 100 ORDER BY price, id LIMIT 3"));
+    assert!(sorts("SELECT * FROM products WHERE price > 100 ORDER BY id LIMIT 3"));
+    assert!(sorts("SELECT * FROM products WHERE META().id >= 'p05' ORDER BY META().id DESC LIMIT 3"));
+    assert!(sorts("SELECT -price AS price FROM products WHERE price > 100 ORDER BY price"));
+}
+
 fn run_corpus(load: fn() -> MemDatastore, skip: &[&str]) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus dir").flatten().map(|e| e.path()).collect();
