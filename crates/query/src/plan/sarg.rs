@@ -306,7 +306,7 @@ fn spans_for(
                 }
                 KeyPred::Prefix(prefix) if low.is_none() => {
                     low = Some((CExpr::Const(crate::value::Value::from(prefix.clone())), true));
-                    if let Some(next) = successor(prefix) {
+                    if let Some(next) = super::spans::successor(prefix) {
                         high = Some((CExpr::Const(crate::value::Value::from(next)), false));
                     }
                     constrained = true;
@@ -332,17 +332,6 @@ fn spans_for(
     Ok(Some(IndexChoice { index: Arc::from(def.name.as_str()), span, distinct, score }))
 }
 
-/// The smallest string above every string that starts with `prefix`, if there is one.
-fn successor(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        if let Some(next) = char::from_u32(last as u32 + 1) {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
-}
 
 /// Turns a full primary scan (or a keyspace with no primary index) into a secondary index scan when `where_`
 /// has a predicate an online index can narrow; a keyspace term still without an index is refused ("No index

@@ -123,7 +123,7 @@ fn flip(op: BinaryOp) -> BinaryOp {
 }
 
 /// The smallest string greater than every string starting with `prefix` (by bytes), if one exists.
-fn successor(prefix: &str) -> Option<String> {
+pub(crate) fn successor(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
         if let Some(next) = char::from_u32(last as u32 + 1) {
