@@ -115,8 +115,10 @@ enum KeyPred<'a> {
     Range(Option<(&'a Expr, bool)>, Option<(&'a Expr, bool)>),
     /// `LIKE 'prefix%'`.
     Prefix(String),
-    /// IS NOT MISSING / IS VALUED / IS NOT NULL.
+    /// IS VALUED / IS NOT NULL: above NULL.
     NotUnknown,
+    /// IS NOT MISSING: NULL or above.
+    NotMissing,
 }
 
 /// Renames range variable `from` to `to` everywhere in `e` (an ANY's variable to the index key's).
@@ -176,12 +178,14 @@ fn key_pred<'a>(conjunct: &'a Expr, key: &str, alias: &str, bare: bool) -> Optio
             }
             _ => None,
         },
-        Expr::Is { expr, test: IsTest::Missing | IsTest::Null, negated: true }
+        Expr::Is { expr, test: IsTest::Null, negated: true }
         | Expr::Is { expr, test: IsTest::Valued, negated: false }
             if is_key(expr) =>
         {
             Some(KeyPred::NotUnknown)
         }
+        // A NULL value is not MISSING: the span starts at NULL, included.
+        Expr::Is { expr, test: IsTest::Missing, negated: true } if is_key(expr) => Some(KeyPred::NotMissing),
         // `ANY v IN arr SATISFIES <mapping of v> = x END` over `DISTINCT ARRAY <mapping> FOR v IN arr END`.
         Expr::Quantified { quantifier: Quantifier::Any, bindings, satisfies } if bindings.len() == 1 => {
             let b = &bindings[0];
@@ -311,9 +315,11 @@ fn spans_for(
                     }
                     constrained = true;
                 }
-                KeyPred::NotUnknown if low.is_none() => {
-                    // Everything above NULL: false, true, numbers, strings, arrays, objects.
-                    low = Some((CExpr::Const(crate::value::Value::Null), false));
+                KeyPred::NotUnknown | KeyPred::NotMissing if low.is_none() => {
+                    // Everything above NULL (false, true, numbers, strings, arrays, objects), and NULL itself for
+                    // IS NOT MISSING.
+                    let with_null = matches!(p, KeyPred::NotMissing);
+                    low = Some((CExpr::Const(crate::value::Value::Null), with_null));
                     constrained = true;
                 }
                 _ => {}
@@ -331,7 +337,6 @@ fn spans_for(
     let distinct = def.keys.iter().any(|k| k.array.is_some());
     Ok(Some(IndexChoice { index: Arc::from(def.name.as_str()), span, distinct, score }))
 }
-
 
 /// Turns a full primary scan (or a keyspace with no primary index) into a secondary index scan when `where_`
 /// has a predicate an online index can narrow; a keyspace term still without an index is refused ("No index
