@@ -1,4 +1,6 @@
-//! The query crate's integration tests: the statement corpus over a generated dataset.
+//! The query crate's integration tests: the statement corpus over a generated dataset, and the planner's choices
+//! for it.
 
 mod corpus;
 mod dataset;
+mod pushdown;

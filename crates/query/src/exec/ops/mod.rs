@@ -26,7 +26,8 @@ pub fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
         Node::Dummy => Box::new(Dummy { row: Some(base.clone()) }),
         Node::KeyScan { .. }
         | Node::PrimaryScan { .. }
-        | Node::IndexScan { .. }
+        | Node::IndexScan(_)
+        | Node::IndexCountScan { .. }
         | Node::CountScan { .. }
         | Node::SystemScan { .. }
         | Node::ExprScan { .. }
