@@ -81,7 +81,8 @@ pub(crate) fn choose_index_for(
     flatten_and(where_, &mut conjuncts);
     let texts: Vec<Option<String>> =
         conjuncts.iter().map(|e| relative(e, term.alias, term.bare, &[]).map(|r| r.to_string())).collect();
-    // Only a conjunct whose names all mean the term's fields can be implied by the term's index.
+    // Only a conjunct whose names all mean the term's fields says anything about the term's index keys (a LET
+    // variable named like a field is not the field).
     let usable: Vec<bool> = conjuncts.iter().map(|e| reads_only_term(c, e, term.alias, term.bare, term.slot)).collect();
     let mut best: Option<IndexChoice> = None;
     for (def, state) in indexes {
@@ -101,8 +102,8 @@ pub(crate) fn choose_index_for(
             let mut all = true;
             for n in needed {
                 let n = n.to_string();
-                match texts.iter().position(|t| t.as_deref() == Some(n.as_str())) {
-                    Some(i) => implied[i] = usable[i],
+                match texts.iter().zip(&usable).position(|(t, u)| *u && t.as_deref() == Some(n.as_str())) {
+                    Some(i) => implied[i] = true,
                     None => all = false,
                 }
             }
@@ -110,10 +111,7 @@ pub(crate) fn choose_index_for(
                 continue;
             }
         }
-        let Some(mut choice) = spans_for(c, def, &conjuncts, term, &mut implied)? else { continue };
-        for (i, ok) in usable.iter().enumerate() {
-            implied[i] &= ok;
-        }
+        let Some(mut choice) = spans_for(c, def, &conjuncts, &usable, term, &mut implied)? else { continue };
         choice.facts.exact = implied.iter().all(|i| *i);
         choice.facts.implied = implied;
         if def.condition.is_some() {
@@ -127,11 +125,12 @@ pub(crate) fn choose_index_for(
     Ok(best)
 }
 
-/// The spans `def` gives for the conjuncts, marking in `implied` the conjuncts they imply.
+/// The spans `def` gives for the `usable` conjuncts, marking in `implied` the conjuncts they imply.
 fn spans_for(
     c: &mut Compiler<'_>,
     def: &IndexDef,
     conjuncts: &[&Expr],
+    usable: &[bool],
     term: Term<'_>,
     implied: &mut [bool],
 ) -> Result<Option<IndexChoice>, QueryError> {
@@ -142,6 +141,7 @@ fn spans_for(
         let preds: Vec<(usize, KeyPred<'_>)> = conjuncts
             .iter()
             .enumerate()
+            .filter(|(j, _)| usable[*j])
             .filter_map(|(j, e)| key_pred(e, &key.expr, term.alias, term.bare).map(|p| (j, p)))
             .collect();
         if let Some((j, v)) = preds.iter().find_map(|(j, p)| if let KeyPred::Eq(v) = p { Some((*j, *v)) } else { None })
@@ -288,6 +288,7 @@ pub(crate) fn require_scan(node: Node) -> Result<Node, QueryError> {
 /// index, whose documents come once in the order of their first key) for a prefix of its keys (those its spans fix
 /// by equality may be left out), then the document id.
 pub(crate) fn order_satisfied(
+    c: &Compiler<'_>,
     node: &Node,
     order_by: &[crate::ast::OrderTerm],
     alias: Option<&str>,
@@ -317,6 +318,15 @@ pub(crate) fn order_satisfied(
             Node::Project { input, .. } | Node::Filter { input, .. } | Node::Let { input, .. } => input,
             _ => break,
         };
+    }
+    // A term that reads a LET or outer variable named like a key sorts by that variable, not by the key.
+    let slot = match leaf {
+        Node::PrimaryScan { slot, .. } => *slot,
+        Node::IndexScan(scan) => scan.slot,
+        _ => return false,
+    };
+    if order_by.iter().any(|t| !reads_only_term(c, &t.expr, alias, true, slot)) {
+        return false;
     }
     let is_meta_id = |e: &Expr| {
         matches!(e, Expr::Field(base, f) if f == "id" && matches!(&**base, Expr::Call(c) if c.name == "meta"

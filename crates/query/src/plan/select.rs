@@ -207,7 +207,7 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     // Rows that already come in ORDER BY's order (from the index the scan reads) need no sort, and a LIMIT then
     // stops the scan early.
     let shadowing = shadowing_names(c, &sub.projection, single.as_deref());
-    let sort = if !grouping && super::sarg::order_satisfied(&node, tail.order_by, single.as_deref(), &shadowing) {
+    let sort = if !grouping && super::sarg::order_satisfied(c, &node, tail.order_by, single.as_deref(), &shadowing) {
         Vec::new()
     } else {
         sort

@@ -111,7 +111,7 @@ fn limit_stays_out_of_scans_whose_entries_are_not_the_rows() {
         "SELECT DISTINCT RAW status FROM orders WHERE status > 'm' ORDER BY status LIMIT 2",
         "SELECT status, COUNT(*) AS n FROM orders WHERE status IS VALUED GROUP BY status ORDER BY status LIMIT 2",
         "SELECT RAW META().id FROM products WHERE ANY t IN tags SATISFIES t = 'tag2' END LIMIT 2",
-        "SELECT RAW 1 FROM products LET category = 'x' WHERE category = 'lamps' LIMIT 1",
+        "SELECT RAW 1 FROM products AS p LET category = 'x' WHERE p.category = 'lamps' AND category = 'x' LIMIT 1",
     ] {
         let ops = operators(stmt);
         assert!(scan(&ops).get("limit").is_none(), "{stmt}: {ops:?}");
@@ -166,4 +166,16 @@ fn min_of_the_leading_key_reads_the_first_entry() {
         let ops = operators(stmt);
         assert!(scan(&ops).get("limit").is_none() && scan(&ops).get("covers").is_some(), "{stmt}: {ops:?}");
     }
+}
+
+#[test]
+fn let_variables_named_like_fields_neither_narrow_nor_order_a_scan() {
+    // Proves a WHERE conjunct or ORDER BY term that reads a LET variable named like an indexed field is not taken
+    // for the field: it chooses no index and leaves the sort in place (both gave wrong results before).
+    let ops = operators("SELECT RAW price FROM products LET price = 0 - price WHERE price < -180");
+    assert_eq!(names(&ops)[0], "PrimaryScan3");
+    let ops =
+        operators("SELECT RAW price FROM products AS p LET price = 0 - p.price WHERE p.price > 150 ORDER BY price");
+    assert_eq!(scan(&ops)["index"], "ix_price");
+    assert!(names(&ops).contains(&"Order"));
 }
