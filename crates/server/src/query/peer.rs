@@ -1,7 +1,7 @@
 //! What one node's query service asks another: documents of vBuckets active there, mutations of them, chunks of
-//! its part of an index, counts, consistency waits, index states and prepared statements. Typed messages, one
-//! request and one reply type per call, POSTed as JSON to the peer's query port under `/settee/query/` with the
-//! administrator's credentials.
+//! its part of an index, counts (of documents, and of an index range), consistency waits, index states and
+//! prepared statements. Typed messages, one request and one reply type per call, POSTed as JSON to the peer's
+//! query port under `/settee/query/` with the administrator's credentials.
 //!
 //! Each node indexes the vBuckets it holds as active, so an index scan asks every node for its part and merges
 //! them in index order; a node answers only for the vBuckets the asker names and says which of them it cannot
@@ -170,6 +170,15 @@ pub struct ScanReply {
 pub struct CountRequest {
     pub target: Target,
     pub index: String,
+    pub vbs: Vec<u16>,
+}
+
+/// The entries of an index range in the answering node's part, only of `vbs`; answered with a `CountReply`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CountRangeRequest {
+    pub target: Target,
+    pub index: String,
+    pub spans: Vec<(WireBound, WireBound)>,
     pub vbs: Vec<u16>,
 }
 
@@ -473,6 +482,15 @@ pub(crate) async fn count(State(s): State<RestState>, h: HeaderMap, body: Bytes)
     serve(s, h, body, |ds, r: CountRequest| {
         let ks = local(ds, &r.target)?;
         let (count, unavailable) = ks.count_vbs(&r.index, &r.vbs)?;
+        Ok(CountReply { count, unavailable })
+    })
+    .await
+}
+
+pub(crate) async fn count_range(State(s): State<RestState>, h: HeaderMap, body: Bytes) -> Response {
+    serve(s, h, body, |ds, r: CountRangeRequest| {
+        let ks = local(ds, &r.target)?;
+        let (count, unavailable) = ks.count_range_vbs(&r.index, &range_from_wire(r.spans), &r.vbs)?;
         Ok(CountReply { count, unavailable })
     })
     .await
