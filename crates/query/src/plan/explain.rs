@@ -89,6 +89,12 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
                 out.push(op("Fetch", ks_fields(&scan.ks.name)));
             }
         }
+        Node::UnionScan { ks, scans, .. } => {
+            let mut f = serde_json::Map::new();
+            f.insert("scans".into(), Json::Array(scans.iter().map(index_scan3).collect()));
+            out.push(op("UnionScan", f));
+            out.push(op("Fetch", ks_fields(&ks.name)));
+        }
         Node::IndexCountScan { scan, .. } => {
             let mut f = scan_fields(scan);
             f.insert("covers".into(), json!(scan.explain.covers));

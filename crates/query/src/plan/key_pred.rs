@@ -2,7 +2,7 @@
 //!
 //! A predicate narrows an index when one side is the index's key expression (written over the keyspace's alias or
 //! its bare fields, as the index was) and the other side is the same for every row (constants, parameters,
-//! deterministic functions of them): `k = v`, `k IN [...]`, `k < v` and friends,
+//! deterministic functions of them): `k = v`, `k IN [...]`, `k = a OR k = b`, `k < v` and friends,
 //! `k BETWEEN a AND b`, `k LIKE 'prefix%'`, `k IS NOT NULL/MISSING/VALUED`; for an array index
 //! `DISTINCT ARRAY v.f FOR v IN arr END`, `ANY v IN arr SATISFIES v.f = x END` (any range variable name).
 
@@ -85,6 +85,8 @@ pub(super) enum KeyPred<'a> {
     Eq(&'a Expr),
     /// `k IN list`.
     In(&'a Expr),
+    /// `k = a OR k = b ...`: the key is one of these values.
+    AnyOf(Vec<&'a Expr>),
     Range(Option<(&'a Expr, bool)>, Option<(&'a Expr, bool)>),
     /// `LIKE 'prefix...'`, and whether the pattern is exactly `prefix%` (so the range is the predicate).
     Prefix(String, bool),
@@ -160,6 +162,16 @@ pub(super) fn key_pred<'a>(conjunct: &'a Expr, key: &str, alias: &str, bare: boo
         }
         // NULL is not MISSING: the span starts at NULL, included.
         Expr::Is { expr, test: IsTest::Missing, negated: true } if is_key(expr) => Some(KeyPred::NotMissing),
+        Expr::Or(terms) => {
+            let values = terms
+                .iter()
+                .map(|t| match key_pred(t, key, alias, bare) {
+                    Some(KeyPred::Eq(v)) => Some(v),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(KeyPred::AnyOf(values))
+        }
         // `ANY v IN arr SATISFIES <mapping of v> = x END` over `DISTINCT ARRAY <mapping> FOR v IN arr END`.
         Expr::Quantified { quantifier: Quantifier::Any, bindings, satisfies } if bindings.len() == 1 => {
             let b = &bindings[0];

@@ -254,6 +254,12 @@ pub enum Node {
     /// Documents through a secondary index: the ids its spans hold (each once for an array index), fetched, or
     /// rows made from the index entries alone when the index covers the block.
     IndexScan(Box<IndexScanPlan>),
+    /// The documents of several index scans (one per term of an OR), each once, fetched.
+    UnionScan {
+        ks: KeyspaceHandle,
+        slot: Slot,
+        scans: Vec<IndexScanPlan>,
+    },
     /// The number of entries an exact, covering index scan would read, into `slot` (`COUNT(*)` answered by the
     /// index: Couchbase's IndexCountScan2).
     IndexCountScan {

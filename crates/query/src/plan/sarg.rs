@@ -1,10 +1,12 @@
 //! Index selection: which online secondary index can narrow a keyspace's scan for a WHERE clause, and the spans
 //! it reads (what each conjunct says about the keys is `key_pred`'s part).
 //!
-//! Keys are matched as a prefix: equality on the first keys, then one range (or, on the first key, an IN list). The WHERE clause still filters every row, so a span only has to hold the rows that can pass, and
+//! Keys are matched as a prefix: equality on the first keys, then one range (or, on the first key, a list of
+//! values). The WHERE clause still filters every row, so a span only has to hold the rows that can pass, and
 //! indexes never change results. A span is *exact* when every row it reads passes the WHERE clause: each conjunct
 //! is implied by the span (or by a partial index's condition), so the scan itself can stop at a LIMIT, skip an
-//! OFFSET or count. A partial index is used only when each conjunct of its WHERE appears among the query's.
+//! OFFSET or count. A partial index is used only when each conjunct of its WHERE appears among the query's. A WHERE
+//! clause with an OR that no single index serves reads the union of one scan per OR term.
 
 use std::sync::Arc;
 
@@ -153,10 +155,17 @@ fn spans_for(
             continue;
         }
         if i == 0 {
-            if let Some((j, list)) =
-                preds.iter().find_map(|(j, p)| if let KeyPred::In(l) = p { Some((*j, *l)) } else { None })
-            {
-                span.in_list = Some(c.expr(list)?);
+            let list = preds.iter().find_map(|(j, p)| match p {
+                KeyPred::In(l) => Some((*j, None, Some(*l))),
+                KeyPred::AnyOf(vs) => Some((*j, Some(vs), None)),
+                _ => None,
+            });
+            if let Some((j, values, list)) = list {
+                span.in_list = Some(match (values, list) {
+                    (Some(vs), _) => CExpr::Array(vs.iter().map(|v| c.expr(v)).collect::<Result<_, _>>()?),
+                    (None, Some(l)) => c.expr(l)?,
+                    (None, None) => unreachable!("a list or values were found above"),
+                });
                 implied[j] = true;
                 skips_nulls = true;
                 score += 2;
@@ -237,8 +246,8 @@ fn range_for(
 }
 
 /// Turns a full primary scan (or a keyspace with no primary index) into a secondary index scan when `where_`
-/// has a predicate an online index can narrow; a keyspace term still without an index is refused ("No index
-/// available"). `bare`: unqualified names in the
+/// has a predicate an online index can narrow, or into a union of index scans for an OR no single index serves; a
+/// keyspace term still without an index is refused ("No index available"). `bare`: unqualified names in the
 /// WHERE clause are fields of this term (it is the only one).
 pub(crate) fn choose_secondary(
     c: &mut Compiler<'_>,
@@ -271,7 +280,35 @@ pub(crate) fn choose_secondary(
     if let Some(choice) = choose_index_for(c, &indexes, w, term, &hint)? {
         return Ok(Node::IndexScan(Box::new(plan(choice))));
     }
+    if let Some(choices) = union_for(c, &indexes, w, term, &hint)? {
+        let scans = choices.into_iter().map(plan).collect();
+        return Ok(Node::UnionScan { ks: ks.clone(), slot, scans });
+    }
     require_scan(node)
+}
+
+/// One index choice per term of the first OR conjunct whose every term some index serves.
+fn union_for(
+    c: &mut Compiler<'_>,
+    indexes: &[(IndexDef, IndexState)],
+    where_: &Expr,
+    term: Term<'_>,
+    hint: &[String],
+) -> Result<Option<Vec<IndexChoice>>, QueryError> {
+    let mut conjuncts = Vec::new();
+    flatten_and(where_, &mut conjuncts);
+    'conjuncts: for conjunct in conjuncts {
+        let Expr::Or(terms) = conjunct else { continue };
+        let mut choices = Vec::with_capacity(terms.len());
+        for t in terms.iter() {
+            match choose_index_for(c, indexes, t, term, hint)? {
+                Some(choice) => choices.push(choice),
+                None => continue 'conjuncts,
+            }
+        }
+        return Ok(Some(choices));
+    }
+    Ok(None)
 }
 
 /// A keyspace term that found no index fails the statement.

@@ -1,7 +1,7 @@
 //! Planner tests for what is pushed into secondary index scans: each statement's EXPLAIN over the corpus dataset
 //! with its secondary indexes (corpus.rs) shows covering (`covers`, no Fetch), `limit` and `offset` in the
-//! IndexScan3, COUNT as IndexCountScan2, MIN as the first entry; and none of them where they would change a
-//! result. `indexes.sqlt` checks the same statements' results against full scans.
+//! IndexScan3, COUNT as IndexCountScan2, MIN as the first entry, and ORs as UnionScan; and none of them where they
+//! would change a result. `indexes.sqlt` checks the same statements' results against full scans.
 
 use serde_json::{json, Value as Json};
 use settee_query::Engine;
@@ -178,4 +178,21 @@ fn let_variables_named_like_fields_neither_narrow_nor_order_a_scan() {
         operators("SELECT RAW price FROM products AS p LET price = 0 - p.price WHERE p.price > 150 ORDER BY price");
     assert_eq!(scan(&ops)["index"], "ix_price");
     assert!(names(&ops).contains(&"Order"));
+}
+
+#[test]
+fn or_reads_the_union_of_one_scan_per_term() {
+    // Proves an OR whose terms different indexes serve reads a UnionScan of their IndexScan3s, then fetches and
+    // filters; an OR of equalities on one key reads one scan; an OR with a term no index serves does not use one.
+    let ops = operators("SELECT * FROM products WHERE category = 'lamps' OR price < 30");
+    assert_eq!(names(&ops), ["UnionScan", "Fetch", "Filter", "InitialProject"]);
+    let indexes: Vec<&str> =
+        ops[0]["scans"].as_array().unwrap().iter().map(|s| s["index"].as_str().unwrap_or("")).collect();
+    assert_eq!(indexes, ["ix_category", "ix_price"]);
+    let ops = operators("SELECT * FROM orders WHERE (status = 'new' AND created < '2025-04') OR customer = 'c1'");
+    assert_eq!(names(&ops)[0], "UnionScan");
+    let ops = operators("SELECT * FROM products WHERE category = 'lamps' OR category = 'sofas'");
+    assert_eq!(names(&ops), ["IndexScan3", "Fetch", "Filter", "InitialProject"]);
+    let ops = operators("SELECT * FROM products WHERE category = 'lamps' OR stock.store = 1");
+    assert_eq!(names(&ops)[0], "PrimaryScan3");
 }

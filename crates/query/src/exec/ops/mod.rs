@@ -4,6 +4,7 @@ mod blocking;
 mod index_scan;
 mod join;
 mod scan;
+mod union_scan;
 
 use std::collections::VecDeque;
 
@@ -27,6 +28,7 @@ pub fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
         Node::KeyScan { .. }
         | Node::PrimaryScan { .. }
         | Node::IndexScan(_)
+        | Node::UnionScan { .. }
         | Node::IndexCountScan { .. }
         | Node::CountScan { .. }
         | Node::SystemScan { .. }
