@@ -131,6 +131,19 @@ def test_a_secondary_index_answers_on_every_node(nodes, loaded):
         assert "IndexCountScan2" in json.dumps(query(node, "EXPLAIN " + q)["results"])
 
 
+def test_covering_scans_keep_missing_keys_missing_on_every_node(nodes, loaded):
+    """A covering scan of an index whose second key no document has answers rows without that field on every
+    node: the entries other nodes send keep MISSING apart from null."""
+    got = query(nodes[0], f"CREATE INDEX ix_group_flag ON `{BUCKET}`(`group`, flag)")
+    assert got["status"] == "success", got
+    matching = [k for k in loaded if int(k[1:]) % 7 == 5]
+    q = f"SELECT META().id AS k, flag FROM `{BUCKET}` USE INDEX (ix_group_flag) WHERE `group` = 5 ORDER BY k LIMIT 4"
+    for node in nodes[:3]:
+        got = query(node, q, scan_consistency="request_plus")
+        assert got["results"] == [{"k": k} for k in matching[:4]], (node.host, got)
+        assert "covers" in json.dumps(query(node, "EXPLAIN " + q)["results"])
+
+
 def test_sdk_queries_spread_over_the_nodes_agree(nodes, loaded):
     """The SDK sends queries to every node in turn; each answer is complete."""
     c = connect(nodes[1])
