@@ -109,6 +109,7 @@ impl Node {
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
         });
+        node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)
     }
 

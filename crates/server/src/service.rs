@@ -103,7 +103,12 @@ impl RunningNode {
             c.store().shutdown().await;
         }
         let node = self.node.clone();
-        let _ = tokio::task::spawn_blocking(move || node.stop_buckets()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            // The index snapshots first: the buckets' final flush then covers every seqno they reflect.
+            node.query.indexes.shutdown();
+            node.stop_buckets()
+        })
+        .await;
     }
 }
 

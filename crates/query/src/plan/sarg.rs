@@ -332,7 +332,6 @@ fn spans_for(
     Ok(Some(IndexChoice { index: Arc::from(def.name.as_str()), span, distinct, score }))
 }
 
-
 /// Turns a full primary scan (or a keyspace with no primary index) into a secondary index scan when `where_`
 /// has a predicate an online index can narrow; a keyspace term still without an index is refused ("No index
 /// available"). `bare`: unqualified names in the WHERE clause are fields of this term (it is the only one).

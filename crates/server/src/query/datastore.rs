@@ -138,6 +138,10 @@ impl Datastore for NodeDatastore {
     }
 
     fn create_index(&self, request: CreateIndexRequest) -> Result<(), QueryError> {
+        if !request.defer_build {
+            // A deferred index holds nothing until BUILD INDEX, which checks the quota then.
+            self.registry.check_memory("CreateIndex")?;
+        }
         let def = request.def;
         let spec = IndexSpec {
             id: def.id.clone(),
@@ -206,6 +210,7 @@ impl Datastore for NodeDatastore {
         if ids.is_empty() {
             return Ok(());
         }
+        self.registry.check_memory("BuildIndexes")?;
         self.propose(MetaCommand::BuildIndexes { bucket: keyspace.bucket.clone(), ids }).map_err(propose_error)
     }
 
@@ -375,7 +380,7 @@ impl BucketKeyspace {
         loop {
             let r = match m.kind {
                 MutationKind::Delete { cas } => {
-                    let opts = WriteOptions { cas: cas, durability, preserve_ttl: false };
+                    let opts = WriteOptions { cas, durability, preserve_ttl: false };
                     self.handle.delete(vb, &dk, opts)
                 }
                 _ => {
@@ -385,7 +390,7 @@ impl BucketKeyspace {
                         MutationKind::Replace { cas } => (StoreMode::Replace, cas),
                         MutationKind::Delete { .. } => unreachable!("handled above"),
                     };
-                    let opts = WriteOptions { cas: cas, durability, preserve_ttl: m.preserve_expiry };
+                    let opts = WriteOptions { cas, durability, preserve_ttl: m.preserve_expiry };
                     let req = StoreRequest {
                         mode,
                         value: &body,

@@ -121,7 +121,7 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
             "terseStreamingBucketsBase": "/pools/default/bs/",
         },
         "memoryQuota": quota_total / MIB,
-        "indexMemoryQuota": 512,
+        "indexMemoryQuota": node.config.index_memory_quota_mb,
         "ftsMemoryQuota": 512,
         "cbasMemoryQuota": 1024,
         "eventingMemoryQuota": 256,
