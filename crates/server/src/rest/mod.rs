@@ -18,6 +18,7 @@ mod cluster;
 mod collections;
 pub(crate) mod error;
 pub(crate) mod form;
+mod index_status;
 mod pools;
 mod roles;
 mod users;
@@ -80,6 +81,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/pools/default", get(pools::pool_default))
         .route("/pools/nodes", get(pools::pool_nodes))
         .route("/pools/default/nodeServices", get(pools::node_services))
+        .route("/indexStatus", get(index_status::index_status))
         .route("/pools/default/buckets", get(buckets::list).post(bucket_settings::create))
         .route(BUCKET, get(buckets::get).post(bucket_settings::edit).delete(bucket_settings::delete))
         .route(&format!("{BUCKET}/controller/doFlush"), post(bucket_settings::flush))

@@ -145,6 +145,14 @@ async fn index_creation_stops_at_the_index_memory_quota() {
     assert!(indexer["memory_used"].as_u64().unwrap() >= indexer["memory_quota"].as_u64().unwrap(), "{all}");
     assert_eq!(indexer["memory_quota"], 1 << 20);
     assert_eq!(all["default:ix_name"]["items_count"], 20000, "{all}");
+    // ns_server's /indexStatus lists both, the deferred one as created and not built.
+    let (status, listing) = get_at(node.mgmt_addr, "/indexStatus").await;
+    assert_eq!(status, 200, "{listing}");
+    let by_name = |n: &str| listing["indexes"].as_array().unwrap().iter().find(|i| i["index"] == n).cloned().unwrap();
+    let (built, later) = (by_name("ix_name"), by_name("ix_later"));
+    assert_eq!((&built["status"], &built["progress"]), (&json!("Ready"), &json!(100)), "{listing}");
+    assert_eq!(built["definition"], "CREATE INDEX `ix_name` ON `default`(`name`)", "{listing}");
+    assert_eq!((&later["status"], &later["progress"]), (&json!("Created"), &json!(0)), "{listing}");
     // The index over quota is still maintained.
     run(&node, "DELETE FROM default WHERE name LIKE 'nnnn%1'").await;
     assert_eq!(run(&node, "SELECT COUNT(*) AS n FROM default WHERE name LIKE 'nnnn%1'").await, json!([{"n": 0}]));
