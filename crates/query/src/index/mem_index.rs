@@ -33,19 +33,30 @@ struct Inner {
     applied: Vec<u64>,
     /// Estimated heap bytes of `entries` and `by_doc` (see [`entry_bytes`]).
     bytes: usize,
+    /// Entries per vBucket (a document's entries are all in its vBucket), so a node can count the part of an
+    /// index that lies in the vBuckets it answers for.
+    counts: Vec<u64>,
 }
 
 impl Inner {
-    fn insert(&mut self, primary: bool, e: IndexEntry) {
+    /// Adds an entry of a document in vBucket `vb`.
+    fn insert(&mut self, primary: bool, vb: u16, e: IndexEntry) {
         let bytes = entry_bytes(primary, &e);
         if self.entries.insert(e) {
             self.bytes += bytes;
+            if let Some(c) = self.counts.get_mut(usize::from(vb)) {
+                *c += 1;
+            }
         }
     }
 
-    fn remove(&mut self, primary: bool, e: &IndexEntry) {
+    /// Removes an entry of a document in vBucket `vb`.
+    fn remove(&mut self, primary: bool, vb: u16, e: &IndexEntry) {
         if self.entries.remove(e) {
             self.bytes = self.bytes.saturating_sub(entry_bytes(primary, e));
+            if let Some(c) = self.counts.get_mut(usize::from(vb)) {
+                *c = c.saturating_sub(1);
+            }
         }
     }
 }
@@ -94,6 +105,7 @@ impl MemIndex {
                 by_doc: HashMap::new(),
                 applied: vec![0; num_vbuckets],
                 bytes: 0,
+                counts: vec![0; num_vbuckets],
             }),
             caught_up: Condvar::new(),
         }
@@ -111,22 +123,22 @@ impl MemIndex {
             match change {
                 Change::Set { doc_id, keys } if self.primary => {
                     if !keys.is_empty() {
-                        inner.insert(true, IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id });
+                        inner.insert(true, vb, IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id });
                     } else {
-                        remove_primary(&mut inner, doc_id);
+                        remove_primary(&mut inner, vb, doc_id);
                     }
                 }
-                Change::Delete { doc_id } if self.primary => remove_primary(&mut inner, doc_id),
+                Change::Delete { doc_id } if self.primary => remove_primary(&mut inner, vb, doc_id),
                 Change::Set { doc_id, keys } => {
-                    remove_secondary(&mut inner, &doc_id);
+                    remove_secondary(&mut inner, vb, &doc_id);
                     for key in &keys {
-                        inner.insert(false, IndexEntry { key: key.clone(), doc_id: doc_id.clone() });
+                        inner.insert(false, vb, IndexEntry { key: key.clone(), doc_id: doc_id.clone() });
                     }
                     if !keys.is_empty() {
                         inner.by_doc.insert(doc_id, keys);
                     }
                 }
-                Change::Delete { doc_id } => remove_secondary(&mut inner, &doc_id),
+                Change::Delete { doc_id } => remove_secondary(&mut inner, vb, &doc_id),
             }
         }
         if let Some(applied) = inner.applied.get_mut(vb as usize) {
@@ -139,14 +151,26 @@ impl MemIndex {
     /// Forgets everything of vBucket `vb` that `belongs` says is in it, and its applied seqno (the vBucket left
     /// this node, or its history was rolled back and will be fed again).
     pub fn reset_vbucket(&self, vb: u16, belongs: impl Fn(&str) -> bool) {
+        self.reset_vbuckets(&[vb], belongs)
+    }
+
+    /// [`MemIndex::reset_vbucket`] for several vBuckets in one pass over the entries (a rebalance moves hundreds
+    /// at once); `belongs` says whether a document is in one of them.
+    pub fn reset_vbuckets(&self, vbs: &[u16], belongs: impl Fn(&str) -> bool) {
         let mut inner = self.lock();
         let gone: Vec<IndexEntry> = inner.entries.iter().filter(|e| belongs(&e.doc_id)).cloned().collect();
         for e in &gone {
-            inner.remove(self.primary, e);
+            // Counted per vBucket below: every entry `belongs` picks is in one of `vbs`.
+            inner.remove(self.primary, u16::MAX, e);
             inner.by_doc.remove(&e.doc_id);
         }
-        if let Some(applied) = inner.applied.get_mut(vb as usize) {
-            *applied = 0;
+        for &vb in vbs {
+            if let Some(applied) = inner.applied.get_mut(vb as usize) {
+                *applied = 0;
+            }
+            if let Some(c) = inner.counts.get_mut(usize::from(vb)) {
+                *c = 0;
+            }
         }
     }
 
@@ -173,13 +197,14 @@ impl MemIndex {
         self.lock().applied.clone()
     }
 
-    /// Adds an entry read back from a snapshot to an index that is still being loaded (not yet fed or scanned).
-    pub fn load(&self, entry: IndexEntry) {
+    /// Adds an entry (of a document in vBucket `vb`) read back from a snapshot to an index that is still being
+    /// loaded (not yet fed or scanned).
+    pub fn load(&self, vb: u16, entry: IndexEntry) {
         let mut inner = self.lock();
         if !self.primary {
             inner.by_doc.entry(entry.doc_id.clone()).or_default().push(entry.key.clone());
         }
-        inner.insert(self.primary, entry);
+        inner.insert(self.primary, vb, entry);
     }
 
     /// Sets the applied seqno of each vBucket of an index that is still being loaded.
@@ -201,6 +226,12 @@ impl MemIndex {
     /// The estimated memory the index holds, in bytes.
     pub fn bytes(&self) -> usize {
         self.lock().bytes
+    }
+
+    /// The number of entries of documents in the vBuckets `vbs`.
+    pub fn len_in(&self, vbs: &[u16]) -> u64 {
+        let inner = self.lock();
+        vbs.iter().map(|&vb| inner.counts.get(usize::from(vb)).copied().unwrap_or(0)).sum()
     }
 
     /// The number of entries.
@@ -249,15 +280,15 @@ impl MemIndex {
     }
 }
 
-fn remove_primary(inner: &mut Inner, doc_id: Arc<str>) {
+fn remove_primary(inner: &mut Inner, vb: u16, doc_id: Arc<str>) {
     let probe = IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id };
-    inner.remove(true, &probe);
+    inner.remove(true, vb, &probe);
 }
 
-fn remove_secondary(inner: &mut Inner, doc_id: &Arc<str>) {
+fn remove_secondary(inner: &mut Inner, vb: u16, doc_id: &Arc<str>) {
     if let Some(old) = inner.by_doc.remove(doc_id) {
         for key in old {
-            inner.remove(false, &IndexEntry { key, doc_id: doc_id.clone() });
+            inner.remove(false, vb, &IndexEntry { key, doc_id: doc_id.clone() });
         }
     }
 }
@@ -352,6 +383,20 @@ mod tests {
     }
 
     #[test]
+    fn entries_are_counted_per_vbucket() {
+        // Proves a node can count just the vBuckets it answers for: counts follow sets, moves and deletes, and a
+        // vBucket reset empties only its own count.
+        let ix = MemIndex::new(true, 3);
+        let set = |d: &str| Change::Set { doc_id: id(d), keys: vec![vec![]] };
+        ix.apply(0, 2, [set("a"), set("b")]);
+        ix.apply(1, 1, [set("c")]);
+        ix.apply(0, 3, [set("a"), Change::Delete { doc_id: id("b") }]);
+        assert_eq!((ix.len_in(&[0]), ix.len_in(&[1]), ix.len_in(&[0, 1, 2])), (1, 1, 2));
+        ix.reset_vbuckets(&[1], |d| d == "c");
+        assert_eq!((ix.len_in(&[0]), ix.len_in(&[1])), (1, 0));
+    }
+
+    #[test]
     fn memory_estimate_follows_entries_in_and_out() {
         // Proves the estimate grows with entries, does not count a re-applied entry twice, and returns to zero when
         // the documents go, through changes, a vBucket reset and a snapshot load alike.
@@ -367,7 +412,7 @@ mod tests {
         ix.reset_vbucket(0, |_| true);
         assert_eq!(ix.bytes(), 0);
         let loaded = MemIndex::new(false, 2);
-        loaded.load(IndexEntry { key: vec![Value::string("long key value")], doc_id: id("a") });
+        loaded.load(1, IndexEntry { key: vec![Value::string("long key value")], doc_id: id("a") });
         ix.replace_with(loaded);
         assert!(ix.bytes() > 0);
         ix.apply(1, 1, [Change::Delete { doc_id: id("a") }]);

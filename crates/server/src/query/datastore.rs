@@ -285,7 +285,9 @@ impl BucketKeyspace {
         let inst = self.instance(index)?;
         let unavailable: Vec<u16> =
             vbs.iter().copied().filter(|&vb| !inst.is_ready(vb) || !self.holds_vb(vb)).collect();
-        Ok((inst.mem.len() as u64, unavailable))
+        // Only the vBuckets asked for: a vBucket that just left this node may still have entries here until the
+        // feeder notices, and its new node counts it.
+        Ok((inst.mem.len_in(vbs), unavailable))
     }
 
     /// Waits for this node's part of an index.

@@ -96,7 +96,7 @@ pub(super) fn load(b: &BucketIndexes, inst: &IndexInstance) -> Loaded {
     let read = reader.entries(|e| {
         let vb = vbucket_for_key(e.doc_id.as_bytes(), NUM_VBUCKETS).0;
         if keep[usize::from(vb)] {
-            staging.load(e);
+            staging.load(vb, e);
             entries += 1;
         }
     });

@@ -467,7 +467,8 @@ async fn feed(b: Arc<BucketIndexes>) {
     for vb in 0..NUM_VBUCKETS {
         waker.interested.insert(VbId(vb));
     }
-    let mut state = FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX };
+    let mut state =
+        FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX, lost: Vec::new() };
     let mut tick = tokio::time::interval(FEED_TICK);
     loop {
         let all = tokio::select! {
@@ -484,7 +485,11 @@ async fn feed(b: Arc<BucketIndexes>) {
             Ok(s) => state = s,
             Err(e) => {
                 tracing::error!(bucket = %b.bucket.name(), error = %e, "index feeder round failed");
-                state = FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX };
+                state = FeedState {
+                    cursors: vec![None; usize::from(NUM_VBUCKETS)],
+                    generation: u64::MAX,
+                    lost: Vec::new(),
+                };
             }
         }
     }
@@ -496,6 +501,8 @@ struct FeedState {
     /// Per vBucket: the cursor and the seqno read up to.
     cursors: Vec<Option<(CursorId, u64)>>,
     generation: u64,
+    /// vBuckets found no longer active in this round, whose entries the round removes at its end.
+    lost: Vec<u16>,
 }
 
 fn close_all(b: &BucketIndexes, state: &mut FeedState) {
@@ -537,6 +544,7 @@ fn round(b: &BucketIndexes, waker: &StreamWaker, mut state: FeedState, all: bool
             caught_up &= read_vbucket(b, &fed, &mut state, vb);
         }
     }
+    forget_lost_vbuckets(&fed, &mut state.lost);
     for inst in &fed {
         if inst.state.load(Ordering::Acquire) == BUILDING {
             let targets = inst.build_targets.lock();
@@ -552,6 +560,22 @@ fn round(b: &BucketIndexes, waker: &StreamWaker, mut state: FeedState, all: bool
         }
     }
     state
+}
+
+/// Removes the entries of the vBuckets that stopped being active here this round, one pass over each index for
+/// all of them.
+fn forget_lost_vbuckets(fed: &[Arc<IndexInstance>], lost: &mut Vec<u16>) {
+    if lost.is_empty() {
+        return;
+    }
+    let mut gone = vec![false; usize::from(NUM_VBUCKETS)];
+    for &vb in lost.iter() {
+        gone[usize::from(vb)] = true;
+    }
+    for inst in fed {
+        inst.mem.reset_vbuckets(lost, |key| gone[usize::from(vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0)]);
+    }
+    lost.clear();
 }
 
 /// Loads the snapshots of indexes not loaded yet, once the bucket's warmup is over (before it, the vBuckets'
@@ -632,13 +656,13 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
                 position = up_to;
             }
             Err(EngineError::NotMyVbucket) => {
-                // No longer active here: forget the cursor and the vBucket's entries.
+                // No longer active here: forget the cursor; the round forgets the vBucket's entries.
                 b.bucket.close_cursor(id, cursor);
                 *slot = None;
                 for inst in fed {
                     inst.set_ready(vb, false);
-                    inst.mem.reset_vbucket(vb, |key| vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0 == vb);
                 }
+                state.lost.push(vb);
                 return true;
             }
             Err(e) => {
