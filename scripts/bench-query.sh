@@ -18,6 +18,7 @@
 #
 # Environment (defaults in brackets):
 #   ITEMS [1000000] YCSB records  ROUNDS [3]  DURATION [15] seconds per run  WARMUP [1] seconds
+#   SLOW_DURATION [30] seconds for the runs of slow queries (YCSB E, pages), so that they collect more samples
 #   CLIENT_THREADS [2]  CLIENT_CONNS [2] connections per client thread (a query connection has one request in flight)
 #   QUERY_TIMEOUT [120] seconds a query may take (scans and pages read far more than they return; see BENCHMARKS.md)
 #   KV_ITEMS [100000] keys of the KV runs of step 4  BG_CONNS [2] connections of step 4's query client
@@ -31,11 +32,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 if [ "${QUICK:-0}" = 1 ]; then
-    : "${ROUNDS:=1}" "${DURATION:=3}" "${WARMUP:=0.5}" "${ITEMS:=20000}" "${KV_ITEMS:=10000}"
+    : "${ROUNDS:=1}" "${DURATION:=3}" "${SLOW_DURATION:=3}" "${WARMUP:=0.5}" "${ITEMS:=20000}" "${KV_ITEMS:=10000}"
 fi
 ITEMS="${ITEMS:-1000000}"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-15}"
+SLOW_DURATION="${SLOW_DURATION:-30}"
 WARMUP="${WARMUP:-1}"
 CLIENT_THREADS="${CLIENT_THREADS:-2}"
 CLIENT_CONNS="${CLIENT_CONNS:-2}"
@@ -56,14 +58,20 @@ machine_jiffies() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; prin
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
+# Whether process $1 was started by this script (its parent or grandparent is this shell).
+ours() {
+    local parent
+    parent=$(awk '{print $4}' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ "$parent" = "$$" ] || [ "$(awk '{print $4}' "/proc/$parent/stat" 2>/dev/null)" = "$$" ]
+}
+
 # Whether a compiler, or a busy (over 5% of a CPU) settee this script did not start, loads the machine.
 foreign_load() {
     pgrep -x rustc >/dev/null && return 0
     pgrep -x cargo >/dev/null && return 0
     local p before after
     for p in $(pgrep -x settee); do
-        [ "$p" = "$SERVER" ] && continue
-        [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$$" ] && continue
+        ours "$p" && continue
         before=$(cpu_ticks "$p")
         sleep 0.5
         after=$(cpu_ticks "$p")
@@ -112,7 +120,7 @@ fi
     echo "kernel: $(uname -r)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
     echo "rustc: $(rustc -V 2>/dev/null || echo unknown)"
-    echo "settings: ITEMS=$ITEMS ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP CLIENT_THREADS=$CLIENT_THREADS" \
+    echo "settings: ITEMS=$ITEMS ROUNDS=$ROUNDS DURATION=$DURATION SLOW_DURATION=$SLOW_DURATION WARMUP=$WARMUP CLIENT_THREADS=$CLIENT_THREADS" \
         "CLIENT_CONNS=$CLIENT_CONNS QUERY_TIMEOUT=$QUERY_TIMEOUT KV_ITEMS=$KV_ITEMS BG_CONNS=$BG_CONNS RAM_MB=$RAM_MB"
 } | tee "$OUT/machine.txt"
 
@@ -177,25 +185,25 @@ sleep 1
 bench --spec "$SPEC" --collection _default.kv -I "$KV_ITEMS" -m 200 -M 200 -t 2 --connections 2 -B 100 \
     --populate-only --quiet
 
-Q=(-n -I "$ITEMS" "${CONNS[@]}" -d "$DURATION" --warmup "$WARMUP" --timeout "$QUERY_TIMEOUT")
+Q=(-n -I "$ITEMS" "${CONNS[@]}" --warmup "$WARMUP" --timeout "$QUERY_TIMEOUT")
 KVRUN=(--collection _default.kv -n -I "$KV_ITEMS" -m 200 -M 200 -r 5 "${CONNS[@]}" -d "$DURATION" --warmup "$WARMUP")
 for round in $(seq 1 "$ROUNDS"); do
     log "round $round of $ROUNDS"
     echo "   1. YCSB E" >&2
-    run "r$round-e" "${Q[@]}" --workload e --seed "$round" --case "ycsb-e"
+    run "r$round-e" "${Q[@]}" -d "$SLOW_DURATION" --workload e --seed "$round" --case "ycsb-e"
     echo "   2. point lookups: KV GET, USE KEYS, META().id" >&2
     run "r$round-kv-get" -n -I "$ITEMS" --key-format ycsb -r 0 -B 1 "${CONNS[@]}" -d "$DURATION" --warmup "$WARMUP" \
         --seed "$round" --case "kv get, batch 1"
-    run "r$round-use-keys" "${Q[@]}" --query use-keys --seed "$round" --case "query use-keys"
-    run "r$round-meta-id" "${Q[@]}" --query meta-id --seed "$round" --case "query meta-id"
+    run "r$round-use-keys" "${Q[@]}" -d "$DURATION" --query use-keys --seed "$round" --case "query use-keys"
+    run "r$round-meta-id" "${Q[@]}" -d "$DURATION" --query meta-id --seed "$round" --case "query meta-id"
     echo "   3. pages (LIMIT 100 OFFSET x) and COUNT(*)" >&2
-    run "r$round-page" "${Q[@]}" --query page --seed "$round" --case "query page"
-    run "r$round-count" "${Q[@]}" --query count --seed "$round" --case "query count"
+    run "r$round-page" "${Q[@]}" -d "$SLOW_DURATION" --query page --seed "$round" --case "query page"
+    run "r$round-count" "${Q[@]}" -d "$DURATION" --query count --seed "$round" --case "query count"
     echo "   4. KV alone and beside a query client" >&2
     for b in 1 50; do
         run "r$round-kv-b$b-alone" "${KVRUN[@]}" -B "$b" --seed "$round" --case "kv 95/5 batch $b alone"
         for q in use-keys scan; do
-            bench --spec "$SPEC" --query "$q" -n -I "$ITEMS" -t 1 --connections "$BG_CONNS" \
+            "$SETTEE_BIN" bench --spec "$SPEC" --query "$q" -n -I "$ITEMS" -t 1 --connections "$BG_CONNS" \
                 -d "$(python3 -c "print($DURATION + $WARMUP + 3)")" --timeout "$QUERY_TIMEOUT" --seed "$round" \
                 --json "$OUT/r$round-kv-b$b-with-$q-queries.json" --quiet &
             BG=$!
