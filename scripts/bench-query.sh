@@ -237,6 +237,10 @@ def med(xs):
 def fmt(x, digits=0):
     return "—" if x is None else f"{x:,.{digits}f}"
 
+def rate(x):
+    # Slow queries run at a fraction of one per second: keep a decimal there.
+    return fmt(x, 2 if x is not None and x < 10 else 0)
+
 rows = [
     ("1. YCSB E (all ops)", "e", None), ("1. YCSB E scans", "e", "scan"), ("1. YCSB E inserts (KV)", "e", "insert"),
     ("2. KV GET, batch 1", "kv-get", None), ("2. query USE KEYS", "use-keys", None),
@@ -285,8 +289,8 @@ for label, key, op in rows:
                 marks = "*"
     if not rates:
         continue
-    spread = f"{fmt(min(rates))}–{fmt(max(rates))}" if len(rates) > 1 else ""
-    print(f"| {label}{marks} | {fmt(med(rates))} ({spread}) | {fmt(med(p50))} | {fmt(med(p99))} | "
+    spread = f" ({rate(min(rates))}–{rate(max(rates))})" if len(rates) > 1 else ""
+    print(f"| {label}{marks} | {rate(med(rates))}{spread} | {fmt(med(p50))} | {fmt(med(p99))} | "
           f"{fmt(med(rows_per), 1)} | {fmt(med(cpu), 1)} | {fmt(med(rss))} | {errors} | "
           f"{fmt(med(busy))} % / {fmt(med(steal), 1)} % |")
 EOF

@@ -232,7 +232,8 @@ fn describe(s: &Setup) -> String {
         (None, None) => format!("{}% set, {}-{} B", a.set_pct, a.min_size, a.max_size),
     };
     match s.query {
-        Some(_) => format!("{mix}, {} items, {} connections", a.num_items, s.connections),
+        // One request in flight per connection: the batch size does not apply.
+        Some(_) => format!("{mix}, {} items", a.num_items),
         None => format!("{mix}, {} items, batch {}", a.num_items, a.batch_size),
     }
 }
