@@ -20,6 +20,9 @@
 //! its transport). The vbmap, metadata and control modules are sans-IO, with no clock and no randomness: time is
 //! passed in.
 
+// Time from a `Clock`, randomness from a seeded `Rng` (see clippy.toml): a violation fails `cargo clippy`.
+#![deny(clippy::disallowed_methods)]
+
 pub mod control;
 pub mod metadata;
 pub mod peer;
