@@ -71,8 +71,7 @@ impl NodeDatastore {
         let Some(cluster) = self.node.cluster().cloned() else {
             return Err(ProposeError::Rejected(MetaError::UnknownBucket("no cluster".into())));
         };
-        let node = self.node.clone();
-        self.runtime.block_on(async move { cluster.propose(&node, cmd).await.map(drop) })
+        self.runtime.block_on(async move { cluster.propose(cmd).await.map(drop) })
     }
 
     fn index_specs(&self, bucket: &str) -> Vec<IndexSpec> {

@@ -175,7 +175,7 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
             j["otpNode"] = json!(super::cluster::otp_node(&meta, n));
             j["clusterMembership"] = json!(n.membership.as_str());
             j["recoveryType"] = json!(meta.recovery.get(&n.id).map_or("none", |r| r.as_str()));
-            j["status"] = json!(cluster.health.status(n.id, cluster.me));
+            j["status"] = json!(cluster.health.status(n.id, cluster.me).as_str());
             j["nodeUUID"] = json!(format!("{:016x}", n.id));
             j
         })
