@@ -1,4 +1,5 @@
-//! The query crate's integration tests: the statement corpus over a generated dataset.
+//! The query crate's integration tests: the statement corpus over a generated dataset, and operator-level tests.
 
 mod corpus;
 mod dataset;
+mod operators;

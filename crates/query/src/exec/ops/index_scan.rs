@@ -106,13 +106,14 @@ fn compute(span: &SpanPlan, base: &Row, cx: &Cx<'_>) -> Result<ScanRange, QueryE
 impl Op for IndexScan<'_> {
     fn next(&mut self, cx: &Cx<'_>) -> Result<Option<Row>, QueryError> {
         loop {
+            // Checked per row, not per chunk: a timed-out request must not hand out thousands of buffered rows.
+            cx.check()?;
             if let Some(row) = self.ready.pop_front() {
                 return Ok(Some(row));
             }
             if self.done {
                 return Ok(None);
             }
-            cx.check()?;
             if self.range.is_none() {
                 wait_consistent(self.ks, self.index, cx)?;
                 let range = compute(self.span, &self.base, cx)?;
