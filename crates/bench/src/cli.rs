@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::distribution::RequestDistribution;
 use crate::keys::KeyFormat;
+use crate::query_request::{QueryMode, ScanConsistency};
 use crate::workload::Workload;
 
 /// `settee bench`: run a workload, or `plot` / `compare` result files.
@@ -120,9 +121,24 @@ pub struct RunArgs {
     /// Send random JSON documents instead of random bytes.
     #[arg(long)]
     pub json_docs: bool,
-    /// A YCSB core workload (records of 10 fields × 100 bytes as JSON) instead of the pillowfight mix.
+    /// A YCSB core workload (records of 10 fields × 100 bytes as JSON) instead of the pillowfight mix; E's scans
+    /// go through the query service.
     #[arg(long, value_enum)]
     pub workload: Option<Workload>,
+    /// One kind of query through the query service over YCSB records, instead of KV operations: point lookups
+    /// (use-keys, meta-id), YCSB E's range scans alone (scan), LIMIT/OFFSET pages of the primary index (page),
+    /// COUNT(*) (count).
+    #[arg(long, value_enum, conflicts_with = "workload")]
+    pub query: Option<QueryMode>,
+    /// The query service's port on every KV node (default: each node's `nodesExt[].services.n1ql`).
+    #[arg(long)]
+    pub query_port: Option<u16>,
+    /// Longest YCSB E scan (lengths are uniform in 1..=N), and the LIMIT of a page.
+    #[arg(long, default_value_t = 100)]
+    pub scan_length: u64,
+    /// scan_consistency of the queries: not_bounded (the SDKs' default) or request_plus.
+    #[arg(long, value_enum, default_value = "not_bounded")]
+    pub scan_consistency: ScanConsistency,
     /// Key choice: uniform (pillowfight default), zipfian (YCSB A, B, C, F) or latest (YCSB D).
     #[arg(long, value_enum)]
     pub request_distribution: Option<RequestDistribution>,

@@ -64,7 +64,7 @@ pub(crate) struct PhaseClock {
 }
 
 impl PhaseClock {
-    fn records(&self, now: Instant) -> bool {
+    pub(crate) fn records(&self, now: Instant) -> bool {
         now >= self.record_from && self.stop_at.is_none_or(|t| now <= t)
     }
 }
@@ -117,6 +117,8 @@ pub(crate) enum DriveError {
     Node(#[from] NodeError),
     #[error("no reply within {0:?}")]
     Timeout(Duration),
+    #[error(transparent)]
+    Http(#[from] crate::http_link::HttpError),
     #[error("reply out of order: expected opaque {expected:?}, got {got}")]
     OutOfOrder { expected: Option<u32>, got: u32 },
 }
@@ -570,7 +572,7 @@ impl Driver<'_> {
     fn finish(&mut self, kind: OpKind, intended: Instant, now: Instant, outcome: Outcome) {
         if self.clock.records(now) {
             let latency_ns = now.saturating_duration_since(intended).as_nanos().min(u128::from(u64::MAX)) as u64;
-            self.done.push(Completion { kind, latency_ns, outcome });
+            self.done.push(Completion { kind, latency_ns, outcome, rows: 0 });
         }
     }
 

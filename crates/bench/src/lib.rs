@@ -5,8 +5,12 @@
 //! - [`BenchCommand`] / [`run`]: the command line (`settee bench ...`, `settee bench plot ...`,
 //!   `settee bench compare ...`).
 //! - [`run_bench`]: one run (load phase, run phase) returning a [`BenchResult`], the JSON document `--json` writes.
-//! - Workloads: the pillowfight GET/SET mix and YCSB core workloads A, B, C, D, F with YCSB's zipfian, uniform and
+//! - Workloads: the pillowfight GET/SET mix and YCSB core workloads A to F with YCSB's zipfian, uniform and
 //!   latest key choice. Latency goes into HdrHistograms per operation type; `--rate-limit` runs open loop.
+//! - Queries: YCSB E's range scans and `--query` (point lookups, LIMIT/OFFSET pages, COUNT(*)) go to the query
+//!   service over kept-alive HTTP/1.1 connections (`http_link`, `query_driver`), with the bodies the SDKs send
+//!   (`query_request`) and answers read down to rows and error codes (`query_answer`); the primary index is
+//!   created, and waited for, before the run.
 //! - On `couchbase://` the connections follow the cluster map like an SDK's: NOT_MY_VBUCKET is retried on the node
 //!   the new map names (`retry`), pushed and fetched configs are applied, and a new node list is followed without
 //!   losing requests in flight (`follow`, `link`). Retries are counted apart from errors.
@@ -18,10 +22,15 @@ mod compare;
 mod distribution;
 mod driver;
 mod follow;
+mod http_link;
 mod keys;
 mod link;
 mod plot;
 mod progress;
+mod query_answer;
+mod query_driver;
+mod query_request;
+mod query_setup;
 mod report;
 mod retry;
 mod rng;
@@ -34,6 +43,7 @@ mod workload;
 pub use cli::{BenchCommand, BenchSubcommand, CompareArgs, Durability, PlotArgs, RunArgs};
 pub use distribution::RequestDistribution;
 pub use keys::KeyFormat;
+pub use query_request::{QueryMode, ScanConsistency};
 pub use report::{BenchResult, LatencySummary, OpResult, PhaseResult, TimelinePoint, RESULT_FORMAT_VERSION};
 pub use runner::run_bench;
 pub use spec::{Spec, SpecError};
@@ -50,6 +60,8 @@ pub enum BenchError {
     Client(#[from] settee_client::ClientError),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    #[error("query service: {0}")]
+    QueryService(String),
 }
 
 /// Runs `settee bench` as parsed from its command line.

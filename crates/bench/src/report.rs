@@ -72,8 +72,15 @@ pub struct OpResult {
     pub ops_per_sec: f64,
     pub errors: u64,
     pub not_found: u64,
+    /// Result rows of the queries of this type (absent for KV operations and from older files: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rows: u64,
     pub latency_us: LatencySummary,
     pub percentiles_us: Vec<[f64; 2]>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
@@ -152,6 +159,7 @@ impl PhaseResult {
                     ops_per_sec: t.ops() as f64 / secs,
                     errors: t.errors,
                     not_found: t.not_found,
+                    rows: t.rows,
                     latency_us: summary(&t.latency),
                     percentiles_us: curve(&t.latency),
                 },
@@ -201,6 +209,10 @@ pub(crate) fn table(result: &BenchResult) -> String {
     }
     for (name, phase) in phases {
         if let Some(p) = phase {
+            for (op, r) in p.operations.iter().filter(|(_, r)| r.rows > 0) {
+                let per = r.rows as f64 / r.ops.max(1) as f64;
+                let _ = writeln!(out, "{name} {op} rows: {} ({per:.1} per query)", r.rows);
+            }
             for (kind, n) in &p.errors_by_kind {
                 let _ = writeln!(out, "{name} errors: {kind}: {n}");
             }
@@ -250,9 +262,10 @@ mod tests {
     fn stats() -> PhaseStats {
         let mut s = PhaseStats::new();
         for i in 1..=1000u64 {
-            s.record(&Completion { kind: OpKind::Get, latency_ns: i * 1000, outcome: Outcome::Ok });
+            s.record(&Completion { kind: OpKind::Get, latency_ns: i * 1000, outcome: Outcome::Ok, rows: 0 });
         }
-        s.record(&Completion { kind: OpKind::Set, latency_ns: 5000, outcome: Outcome::Status(0x86) });
+        s.record(&Completion { kind: OpKind::Set, latency_ns: 5000, outcome: Outcome::Status(0x86), rows: 0 });
+        s.record(&Completion { kind: OpKind::Scan, latency_ns: 9000, outcome: Outcome::Ok, rows: 30 });
         s.record_retries(7);
         s
     }
@@ -261,8 +274,9 @@ mod tests {
     #[test]
     fn phase_result_from_stats() {
         let p = PhaseResult::from_stats(&stats(), 2.0, 4, Vec::new());
-        assert_eq!((p.ops, p.errors, p.not_found, p.connections), (1001, 1, 0, 4));
-        assert!((p.ops_per_sec - 500.5).abs() < 1e-9);
+        assert_eq!((p.ops, p.errors, p.not_found, p.connections), (1002, 1, 0, 4));
+        assert!((p.ops_per_sec - 501.0).abs() < 1e-9);
+        assert_eq!((p.operations["scan"].rows, p.operations["get"].rows), (30, 0));
         let get = &p.operations["get"];
         assert_eq!(get.ops, 1000);
         assert!((get.latency_us.p50 - 500.0).abs() < 1.0 && (get.latency_us.max - 1000.0).abs() < 1.0);
@@ -287,8 +301,12 @@ mod tests {
             run: Some(PhaseResult::from_stats(&stats(), 1.0, 1, Vec::new())),
         };
         let back: BenchResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
-        assert_eq!(back.run.as_ref().unwrap().ops, 1001);
+        assert_eq!(back.run.as_ref().unwrap().ops, 1002);
+        assert_eq!(back.run.as_ref().unwrap().operations["scan"].rows, 30);
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(text.matches("\"rows\"").count(), 1, "KV operations carry no rows member");
         let t = table(&back);
+        assert!(t.contains("run scan rows: 30 (30.0 per query)"), "{t}");
         assert!(t.contains("get") && t.contains("set") && t.contains("total") && t.contains("TMPFAIL"), "{t}");
         assert!(t.contains("run retries: 7"), "{t}");
         let mut old = serde_json::to_value(&r).unwrap();

@@ -1,6 +1,7 @@
 //! A benchmark run: validate the options, bootstrap once, then the load phase and the run phase, each on
 //! `--num-threads` threads (one current-thread event loop each) with `--connections` connections per thread, while
-//! the calling thread reports progress once a second.
+//! the calling thread reports progress once a second. A query workload also finds the query service, and between
+//! the phases makes sure the primary index is online; its run-phase connections are query connections.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
@@ -12,9 +13,13 @@ use tokio::time::Instant;
 use crate::cli::RunArgs;
 use crate::distribution::{KeyChooser, RequestDistribution};
 use crate::driver::{drive, PhaseClock, Plan, Shared};
+use crate::http_link::HttpLink;
 use crate::keys::{KeyFormat, KeyWriter};
 use crate::link::LinkFactory;
 use crate::progress::Progress;
+use crate::query_driver::{drive_queries, QueryConn, QueryWork};
+use crate::query_request::QueryMode;
+use crate::query_setup::{ensure_primary_index, query_work};
 use crate::report::{BenchResult, PhaseResult, TimelinePoint, RESULT_FORMAT_VERSION};
 use crate::rng::{splitmix64, Rng};
 use crate::spec::Spec;
@@ -54,6 +59,8 @@ struct Setup {
     workload: Option<Workload>,
     distribution: RequestDistribution,
     connections: usize,
+    /// The query endpoints and request bodies, for a query workload (`--workload e`, `--query`).
+    query: Option<Arc<QueryWork>>,
 }
 
 /// Runs the benchmark the options describe, prints progress and the final table (unless `--quiet`), writes the
@@ -64,13 +71,24 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let factory = rt.block_on(bootstrap(args, &spec))?;
     let workload = args.workload;
-    let key_format = args.key_format.unwrap_or(if workload.is_some() { KeyFormat::Ycsb } else { KeyFormat::Number });
-    let values = match (workload, args.json_docs) {
-        (Some(_), _) => ValuePool::ycsb(args.seed),
-        (None, true) => {
+    // Query workloads run over YCSB records, so that `--workload e` loads the documents every `--query` reads.
+    let ycsb = workload.is_some() || args.query.is_some();
+    let key_format = args.key_format.unwrap_or(if ycsb { KeyFormat::Ycsb } else { KeyFormat::Number });
+    let query = match query_kinds(args) {
+        Some(kinds) => {
+            let Spec::Couchbase { bucket, .. } = &spec else {
+                return Err(BenchError::Invalid("query workloads need a couchbase:// target".into()));
+            };
+            Some(Arc::new(rt.block_on(query_work(args, &factory, bucket, &kinds))?))
+        }
+        None => None,
+    };
+    let values = match (ycsb, args.json_docs) {
+        (true, _) => ValuePool::ycsb(args.seed),
+        (false, true) => {
             ValuePool::json(args.seed, args.min_size.max(JSON_BYTES_MIN), args.max_size.max(JSON_BYTES_MIN))
         }
-        (None, false) => ValuePool::binary(args.seed, args.min_size, args.max_size),
+        (false, false) => ValuePool::binary(args.seed, args.min_size, args.max_size),
     };
     let keys = KeyWriter::new(key_format, &args.key_prefix);
     // Room for the longest collection prefix (5 LEB128 bytes).
@@ -88,9 +106,16 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
             .request_distribution
             .unwrap_or_else(|| workload.map_or(RequestDistribution::Uniform, Workload::default_distribution)),
         connections: args.num_threads * args.connections_per_thread,
+        query,
     };
     let mut histograms = Vec::new();
     let load = if args.no_population { None } else { Some(run_phase(&setup, &rt, PhaseKind::Load, &mut histograms)?) };
+    if let (Some(work), Spec::Couchbase { bucket, .. }) = (&setup.query, &setup.spec) {
+        let took = rt.block_on(ensure_primary_index(work, bucket, args.collection.as_deref()))?;
+        if !args.quiet {
+            eprintln!("settee bench: the primary index is online and current ({:.1} s)", took.as_secs_f64());
+        }
+    }
     let run = if args.populate_only { None } else { Some(run_phase(&setup, &rt, PhaseKind::Run, &mut histograms)?) };
     let result = BenchResult {
         format_version: RESULT_FORMAT_VERSION,
@@ -98,7 +123,10 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
         target: setup.spec.kind().to_owned(),
         label: args.label.clone().unwrap_or_else(|| setup.spec.kind().to_owned()),
         case: args.case.clone().unwrap_or_else(|| describe(&setup)),
-        workload: workload.map_or("pillowfight", Workload::name).to_owned(),
+        workload: match args.query {
+            Some(mode) => format!("query-{}", mode.name()),
+            None => workload.map_or("pillowfight", Workload::name).to_owned(),
+        },
         options: serde_json::to_value(args).unwrap_or_default(),
         started_unix_ms,
         load,
@@ -147,7 +175,27 @@ fn validate(a: &RunArgs) -> Result<Spec, BenchError> {
             return bad("memcached:// has no collections and no durability".into());
         }
     }
+    if query_kinds(a).is_some() {
+        if matches!(spec, Spec::Memcached { .. }) {
+            return bad("query workloads need a couchbase:// target".into());
+        }
+        if a.rate_limit.is_some() {
+            return bad("--rate-limit is for KV workloads; query workloads run closed loop".into());
+        }
+        if a.scan_length == 0 {
+            return bad("--scan-length must be at least 1".into());
+        }
+    }
     Ok(spec)
+}
+
+/// The query operation types a run sends, if it sends any: those of `--query`, or workload E's scans.
+fn query_kinds(a: &RunArgs) -> Option<Vec<OpKind>> {
+    match (a.query, a.workload) {
+        (Some(mode), _) => Some(vec![mode.kind()]),
+        (None, Some(w)) if w.uses_query() => Some(vec![OpKind::Scan]),
+        _ => None,
+    }
 }
 
 /// Bootstraps the smart client once (config, collection id) or resolves the memcached address.
@@ -178,11 +226,16 @@ async fn bootstrap(args: &RunArgs, spec: &Spec) -> Result<LinkFactory, BenchErro
 
 fn describe(s: &Setup) -> String {
     let a = &s.args;
-    let mix = match s.workload {
-        Some(w) => w.name().to_owned(),
-        None => format!("{}% set, {}-{} B", a.set_pct, a.min_size, a.max_size),
+    let mix = match (a.query, s.workload) {
+        (Some(mode), _) => format!("query {}", mode.name()),
+        (None, Some(w)) => w.name().to_owned(),
+        (None, None) => format!("{}% set, {}-{} B", a.set_pct, a.min_size, a.max_size),
     };
-    format!("{mix}, {} items, batch {}", a.num_items, a.batch_size)
+    match s.query {
+        // One request in flight per connection: the batch size does not apply.
+        Some(_) => format!("{mix}, {} items", a.num_items),
+        None => format!("{mix}, {} items, batch {}", a.num_items, a.batch_size),
+    }
 }
 
 /// One connection's source of operations in `phase`.
@@ -190,7 +243,12 @@ fn source_for(s: &Setup, phase: PhaseKind, index: usize, chooser: &KeyChooser) -
     let (lo, hi) = slice_of(s.args.num_items, index, s.connections);
     match (phase, s.workload) {
         (PhaseKind::Load, w) => {
-            OpSource::Load { next: lo, end: hi, kind: if w.is_some() { OpKind::Insert } else { OpKind::Set } }
+            let ycsb = w.is_some() || s.args.query.is_some();
+            OpSource::Load { next: lo, end: hi, kind: if ycsb { OpKind::Insert } else { OpKind::Set } }
+        }
+        (PhaseKind::Run, _) if s.args.query.is_some() => {
+            let kind = s.args.query.map_or(OpKind::Lookup, QueryMode::kind);
+            OpSource::Query { kind, chooser: chooser.clone() }
         }
         (PhaseKind::Run, Some(w)) => OpSource::Ycsb { mix: w.mix(), chooser: chooser.clone() },
         (PhaseKind::Run, None) => OpSource::Mix {
@@ -204,6 +262,8 @@ fn source_for(s: &Setup, phase: PhaseKind, index: usize, chooser: &KeyChooser) -
 
 fn plan_for(s: &Setup, phase: PhaseKind, index: usize, chooser: &KeyChooser) -> Plan {
     let a = &s.args;
+    // A query connection has one request in flight (HTTP/1.1), so a cycle is one operation.
+    let window = if phase == PhaseKind::Run && s.query.is_some() { 1 } else { a.batch_size };
     let mut seed = a.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (phase as u64);
     let rng = Rng::new(splitmix64(&mut seed));
     let (limit, schedule) = match phase {
@@ -213,13 +273,13 @@ fn plan_for(s: &Setup, phase: PhaseKind, index: usize, chooser: &KeyChooser) -> 
                 let interval = Duration::from_secs_f64(s.connections as f64 / rate as f64);
                 (interval, interval.mul_f64(index as f64 / s.connections as f64))
             });
-            (a.num_cycles.map(|c| c.saturating_mul(a.batch_size as u64)), schedule)
+            (a.num_cycles.map(|c| c.saturating_mul(window as u64)), schedule)
         }
     };
     Plan {
         source: source_for(s, phase, index, chooser),
         rng,
-        window: a.batch_size,
+        window,
         limit,
         schedule,
         precise_sleep: a.connections_per_thread == 1,
@@ -259,14 +319,20 @@ fn run_phase(
     for t in 0..a.num_threads {
         let stats = Arc::new(Mutex::new(PhaseStats::new()));
         thread_stats.push(stats.clone());
-        let plans: Vec<Plan> = (0..a.connections_per_thread)
-            .map(|c| plan_for(s, phase, t * a.connections_per_thread + c, &chooser))
+        let plans: Vec<(usize, Plan)> = (0..a.connections_per_thread)
+            .map(|c| t * a.connections_per_thread + c)
+            .map(|i| (i, plan_for(s, phase, i, &chooser)))
             .collect();
         let (factory, shared, gate, done_tx) = (s.factory.clone(), shared.clone(), gate.clone(), done_tx.clone());
+        let kind = match (&s.query, phase) {
+            // Workload E inserts over KV; `--query` sends queries only.
+            (Some(work), PhaseKind::Run) => ConnKind::Query { work: work.clone(), kv: s.workload.is_some() },
+            _ => ConnKind::Kv,
+        };
         let handle = std::thread::Builder::new()
             .name(format!("bench-{t}"))
             .spawn(move || {
-                let r = worker(factory, plans, shared, stats, &gate);
+                let r = worker(factory, kind, plans, shared, stats, &gate);
                 let _ = done_tx.send(());
                 r
             })
@@ -318,11 +384,41 @@ fn run_phase(
     Ok(PhaseResult::from_stats(&total, duration_s, s.connections, timeline))
 }
 
+/// What a phase's connections are.
+#[derive(Clone)]
+enum ConnKind {
+    /// KV links driven by [`drive`].
+    Kv,
+    /// Query connections driven by [`drive_queries`], with a KV link each when the workload inserts (`kv`).
+    Query { work: Arc<QueryWork>, kv: bool },
+}
+
+/// One open connection of a phase.
+enum Conn {
+    Kv(crate::link::Link),
+    Query(QueryConn, Arc<QueryWork>),
+}
+
+/// Opens the connection of plan `index`: a KV link, or an HTTP connection to query node `index % nodes` (and a
+/// KV link when the workload inserts).
+async fn open(factory: &LinkFactory, kind: &ConnKind, index: usize) -> Result<Conn, BenchError> {
+    match kind {
+        ConnKind::Kv => Ok(Conn::Kv(factory.open().await?)),
+        ConnKind::Query { work, kv } => {
+            let endpoint = work.endpoints[index % work.endpoints.len()].clone();
+            let http = HttpLink::connect(endpoint).await.map_err(|e| BenchError::QueryService(e.to_string()))?;
+            let kv = if *kv { Some(factory.open().await?) } else { None };
+            Ok(Conn::Query(QueryConn { http, kv }, work.clone()))
+        }
+    }
+}
+
 /// One worker thread: open its connections, meet the others at the gate, drive every connection to the end of
 /// the phase. Returns the errors of connections that stopped early; failing to connect fails the run.
 fn worker(
     factory: LinkFactory,
-    plans: Vec<Plan>,
+    kind: ConnKind,
+    plans: Vec<(usize, Plan)>,
     shared: Arc<Shared>,
     stats: Arc<Mutex<PhaseStats>>,
     gate: &Gate,
@@ -336,11 +432,11 @@ fn worker(
         }
     };
     rt.block_on(async move {
-        let mut links = Vec::with_capacity(plans.len());
+        let mut conns = Vec::with_capacity(plans.len());
         let mut failed = None;
-        for _ in 0..plans.len() {
-            match factory.open().await {
-                Ok(l) => links.push(l),
+        for (index, _) in &plans {
+            match open(&factory, &kind, *index).await {
+                Ok(c) => conns.push(c),
                 Err(e) => {
                     failed = Some(e);
                     break;
@@ -351,15 +447,20 @@ fn worker(
         gate.connected.wait();
         gate.started.wait();
         if let Some(e) = failed {
-            return Err(BenchError::Client(e));
+            return Err(e);
         }
         let clock = *gate.clock.get().expect("the reporter sets the clock before opening the gate");
-        let tasks: Vec<_> = links
+        let tasks: Vec<_> = conns
             .into_iter()
             .zip(plans)
-            .map(|(link, plan)| {
+            .map(|(conn, (_, plan))| {
                 let (shared, stats) = (shared.clone(), stats.clone());
-                tokio::spawn(async move { drive(link, plan, &shared, &stats, clock).await })
+                tokio::spawn(async move {
+                    match conn {
+                        Conn::Query(q, work) => drive_queries(q, plan, &shared, &work, &stats, clock).await,
+                        Conn::Kv(link) => drive(link, plan, &shared, &stats, clock).await,
+                    }
+                })
             })
             .collect();
         let mut errors = Vec::new();

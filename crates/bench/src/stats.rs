@@ -1,5 +1,5 @@
 //! What a run records: per operation type an HdrHistogram of latencies (nanoseconds, 3 significant digits) and
-//! counts of successes, misses and errors; the requests sent again (retries, not errors); per reporting interval a
+//! counts of successes, misses, errors and (for queries) result rows; the requests sent again (retries, not errors); per reporting interval a
 //! histogram over all operations for the live progress line and the timeline.
 
 use std::collections::BTreeMap;
@@ -20,9 +20,21 @@ pub(crate) enum OpKind {
     Insert = 2,
     /// YCSB "read-modify-write": a GET, then a SET of the same key once the GET answered; one operation.
     Rmw = 3,
+    /// A range scan through the query service (YCSB "scan": from a key, in key order, a few records).
+    Scan = 4,
+    /// A point lookup through the query service (`USE KEYS` or `WHERE META().id =`).
+    Lookup = 5,
+    /// A page of a full primary-index scan through the query service (`LIMIT` / `OFFSET`).
+    Page = 6,
+    /// `SELECT COUNT(*)` through the query service.
+    Count = 7,
 }
 
-pub(crate) const OP_KINDS: [OpKind; 4] = [OpKind::Get, OpKind::Set, OpKind::Insert, OpKind::Rmw];
+/// How many operation types there are (the length of [`OP_KINDS`]).
+pub(crate) const OP_KIND_COUNT: usize = 8;
+
+pub(crate) const OP_KINDS: [OpKind; OP_KIND_COUNT] =
+    [OpKind::Get, OpKind::Set, OpKind::Insert, OpKind::Rmw, OpKind::Scan, OpKind::Lookup, OpKind::Page, OpKind::Count];
 
 impl OpKind {
     pub(crate) fn name(self) -> &'static str {
@@ -31,6 +43,10 @@ impl OpKind {
             OpKind::Set => "set",
             OpKind::Insert => "insert",
             OpKind::Rmw => "rmw",
+            OpKind::Scan => "scan",
+            OpKind::Lookup => "lookup",
+            OpKind::Page => "page",
+            OpKind::Count => "count",
         }
     }
 }
@@ -44,6 +60,12 @@ pub(crate) enum Outcome {
     NotFound,
     /// Any other status.
     Status(u16),
+    /// A query answered with errors: the code of its first error (`errors[0].code`).
+    Query(u32),
+    /// A query answered with an HTTP status and no error code in its body (an empty 503, a proxy's error page).
+    Http(u16),
+    /// A query answer that is not one (not JSON, no rows array, a status other than success without errors).
+    BadAnswer,
     /// No reply within the operation timeout.
     Timeout,
     /// The connection failed with the operation in flight.
@@ -63,6 +85,12 @@ impl Outcome {
         match self {
             Outcome::Ok | Outcome::NotFound => None,
             Outcome::Status(s) => Some(format!("{} (0x{s:02x})", status_name(s))),
+            Outcome::Query(code) => Some(match query_error_name(code) {
+                Some(name) => format!("query {code} ({name})"),
+                None => format!("query {code}"),
+            }),
+            Outcome::Http(status) => Some(format!("HTTP {status}")),
+            Outcome::BadAnswer => Some("unreadable query answer".into()),
             Outcome::Timeout => Some("timeout".into()),
             Outcome::ConnectionLost => Some("connection lost".into()),
         }
@@ -92,12 +120,36 @@ fn status_name(s: u16) -> &'static str {
     }
 }
 
+/// Names of the query error codes a load generator is likely to see (Couchbase's codes, QUERY.md §1.4).
+fn query_error_name(code: u32) -> Option<&'static str> {
+    Some(match code {
+        1000 => "read-only",
+        1050 => "no statement",
+        1065 => "unrecognized parameter",
+        1080 => "timeout",
+        1191..=1194 => "rate limited",
+        3000 => "syntax error",
+        4000 | 4120 => "no index",
+        4040 | 4050 | 4070 => "no such prepared",
+        5000 => "internal",
+        5500 => "memory quota",
+        12003 => "keyspace not found",
+        12004 | 12016 => "index not found",
+        12009 => "DML error",
+        12015 => "index scan timed out",
+        13014 => "credentials",
+        _ => return None,
+    })
+}
+
 /// One finished operation, as the driver hands it to the recorder.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Completion {
     pub kind: OpKind,
     pub latency_ns: u64,
     pub outcome: Outcome,
+    /// Result rows (queries); 0 for KV operations.
+    pub rows: u64,
 }
 
 pub(crate) fn new_histogram() -> Histogram<u64> {
@@ -111,11 +163,13 @@ pub(crate) struct OpTotals {
     pub ok: u64,
     pub not_found: u64,
     pub errors: u64,
+    /// Result rows of the queries of this type.
+    pub rows: u64,
 }
 
 impl OpTotals {
     fn new() -> OpTotals {
-        OpTotals { latency: new_histogram(), ok: 0, not_found: 0, errors: 0 }
+        OpTotals { latency: new_histogram(), ok: 0, not_found: 0, errors: 0, rows: 0 }
     }
     pub(crate) fn ops(&self) -> u64 {
         self.ok + self.not_found + self.errors
@@ -126,7 +180,7 @@ impl OpTotals {
 /// totals of a phase.
 #[derive(Clone, Debug)]
 pub(crate) struct PhaseStats {
-    pub ops: [Option<OpTotals>; 4],
+    pub ops: [Option<OpTotals>; OP_KIND_COUNT],
     pub errors_by: BTreeMap<String, u64>,
     /// Requests sent again (after NOT_MY_VBUCKET, or because their node had no connection or left the map).
     pub retries: u64,
@@ -139,7 +193,7 @@ pub(crate) struct PhaseStats {
 impl PhaseStats {
     pub(crate) fn new() -> PhaseStats {
         PhaseStats {
-            ops: [None, None, None, None],
+            ops: Default::default(),
             errors_by: BTreeMap::new(),
             retries: 0,
             interval: new_histogram(),
@@ -159,6 +213,7 @@ impl PhaseStats {
         t.latency.saturating_record(c.latency_ns.max(1));
         self.interval.saturating_record(c.latency_ns.max(1));
         self.interval_ops += 1;
+        t.rows += c.rows;
         match c.outcome {
             Outcome::Ok => t.ok += 1,
             Outcome::NotFound => t.not_found += 1,
@@ -182,6 +237,7 @@ impl PhaseStats {
                 mine.ok += theirs.ok;
                 mine.not_found += theirs.not_found;
                 mine.errors += theirs.errors;
+                mine.rows += theirs.rows;
             }
         }
         for (k, v) in &other.errors_by {
@@ -229,7 +285,7 @@ mod tests {
     use super::*;
 
     fn c(kind: OpKind, latency_ns: u64, outcome: Outcome) -> Completion {
-        Completion { kind, latency_ns, outcome }
+        Completion { kind, latency_ns, outcome, rows: 0 }
     }
 
     /// Outcomes land in the right counters, errors are named by status, and merging adds everything up.
@@ -252,6 +308,26 @@ mod tests {
         assert_eq!(b.errors_by.get("timeout"), Some(&1));
         assert_eq!(b.retries, 4, "retries add up apart from errors");
         assert_eq!(Outcome::of_status(1, false), Outcome::Status(1));
+    }
+
+    /// Query errors are counted by their code (named when it is a known one) and HTTP failures by status; result
+    /// rows add up per operation type.
+    #[test]
+    fn query_outcomes_are_named_by_code_and_rows_add_up() {
+        let mut a = PhaseStats::new();
+        a.record(&Completion { kind: OpKind::Scan, latency_ns: 9_000, outcome: Outcome::Ok, rows: 40 });
+        a.record(&Completion { kind: OpKind::Scan, latency_ns: 9_000, outcome: Outcome::Ok, rows: 2 });
+        a.record(&c(OpKind::Scan, 1_000, Outcome::Query(4120)));
+        a.record(&c(OpKind::Lookup, 1_000, Outcome::Query(4999)));
+        a.record(&c(OpKind::Lookup, 1_000, Outcome::Http(503)));
+        let mut total = PhaseStats::new();
+        total.merge_totals(&a);
+        let scan = total.ops[OpKind::Scan as usize].as_ref().unwrap();
+        assert_eq!((scan.ok, scan.errors, scan.rows), (2, 1, 42));
+        assert_eq!(total.errors_by.get("query 4120 (no index)"), Some(&1));
+        assert_eq!(total.errors_by.get("query 4999"), Some(&1));
+        assert_eq!(total.errors_by.get("HTTP 503"), Some(&1));
+        assert!(OP_KINDS.iter().enumerate().all(|(i, k)| *k as usize == i), "OP_KINDS is indexed by kind");
     }
 
     /// Draining the interval moves its counts out and leaves it empty; totals are untouched.

@@ -1,5 +1,6 @@
-//! What operations a connection issues: the pillowfight mix (`--set-pct`), YCSB's core workloads A, B, C, D and F,
-//! and the load phase that populates the records first.
+//! What operations a connection issues: the pillowfight mix (`--set-pct`), YCSB's core workloads A to F (E's scans
+//! go through the query service), the query workloads of `--query`, and the load phase that populates the records
+//! first.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -7,7 +8,7 @@ use crate::distribution::{KeyChooser, RequestDistribution};
 use crate::rng::Rng;
 use crate::stats::OpKind;
 
-/// YCSB core workloads (E, scans, has no KV equivalent).
+/// YCSB core workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
@@ -19,6 +20,9 @@ pub enum Workload {
     C,
     /// 95% read, 5% insert, latest ("read latest", status updates).
     D,
+    /// 95% scan, 5% insert, zipfian ("short ranges", threaded conversations): the scans are SQL++ range scans
+    /// through the query service, the inserts KV inserts.
+    E,
     /// 50% read, 50% read-modify-write, zipfian (user database).
     F,
 }
@@ -29,18 +33,21 @@ pub(crate) struct Mix {
     pub read: u32,
     pub update: u32,
     pub insert: u32,
+    /// Short range scans (through the query service).
+    pub scan: u32,
     pub rmw: u32,
 }
 
 impl Workload {
     pub(crate) fn mix(self) -> Mix {
-        let m = |read, update, insert, rmw| Mix { read, update, insert, rmw };
+        let m = |read, update, insert, scan, rmw| Mix { read, update, insert, scan, rmw };
         match self {
-            Workload::A => m(50, 50, 0, 0),
-            Workload::B => m(95, 5, 0, 0),
-            Workload::C => m(100, 0, 0, 0),
-            Workload::D => m(95, 0, 5, 0),
-            Workload::F => m(50, 0, 0, 50),
+            Workload::A => m(50, 50, 0, 0, 0),
+            Workload::B => m(95, 5, 0, 0, 0),
+            Workload::C => m(100, 0, 0, 0, 0),
+            Workload::D => m(95, 0, 5, 0, 0),
+            Workload::E => m(0, 0, 5, 95, 0),
+            Workload::F => m(50, 0, 0, 0, 50),
         }
     }
     pub(crate) fn default_distribution(self) -> RequestDistribution {
@@ -55,8 +62,14 @@ impl Workload {
             Workload::B => "ycsb-b",
             Workload::C => "ycsb-c",
             Workload::D => "ycsb-d",
+            Workload::E => "ycsb-e",
             Workload::F => "ycsb-f",
         }
+    }
+
+    /// Whether the workload sends queries (and so needs the query service and a primary index).
+    pub(crate) fn uses_query(self) -> bool {
+        self.mix().scan > 0
     }
 }
 
@@ -94,6 +107,9 @@ pub(crate) enum OpSource {
     Mix { set_pct: u32, chooser: KeyChooser, records: u64, sequential: Option<Cursor> },
     /// A YCSB workload.
     Ycsb { mix: Mix, chooser: KeyChooser },
+    /// One kind of query (`--query`), each about a record the chooser picks (the key of a lookup, the offset of a
+    /// page).
+    Query { kind: OpKind, chooser: KeyChooser },
 }
 
 /// A position walking a range of records in order, wrapping around.
@@ -146,6 +162,8 @@ impl OpSource {
                     OpKind::Set
                 } else if roll < mix.read + mix.update + mix.insert {
                     OpKind::Insert
+                } else if roll < mix.read + mix.update + mix.insert + mix.scan {
+                    OpKind::Scan
                 } else {
                     OpKind::Rmw
                 };
@@ -154,6 +172,10 @@ impl OpSource {
                     _ => chooser.next(rng, existing),
                 };
                 Some(Op { kind, record })
+            }
+            OpSource::Query { kind, chooser } => {
+                let existing = records.acknowledged.load(Ordering::Relaxed);
+                Some(Op { kind: *kind, record: chooser.next(rng, existing) })
             }
         }
     }
@@ -215,5 +237,24 @@ mod tests {
         let mut c =
             OpSource::Ycsb { mix: Workload::C.mix(), chooser: KeyChooser::new(RequestDistribution::Zipfian, 0) };
         assert!((0..1000).all(|_| c.next(&mut rng, &recs).unwrap().kind == OpKind::Get));
+    }
+
+    /// Workload E scans 95% of the time and inserts the rest, new records past the loaded ones; a query source
+    /// issues its one kind about existing records.
+    #[test]
+    fn workload_e_scans_and_inserts() {
+        let (mut rng, recs) = (Rng::new(4), Records::new(1000));
+        let mut e =
+            OpSource::Ycsb { mix: Workload::E.mix(), chooser: KeyChooser::new(RequestDistribution::Zipfian, 1000) };
+        let ops: Vec<Op> = (0..10_000).map(|_| e.next(&mut rng, &recs).unwrap()).collect();
+        let scans = ops.iter().filter(|o| o.kind == OpKind::Scan).count();
+        assert!((9_300..9_700).contains(&scans), "{scans}");
+        assert!(ops.iter().all(|o| matches!(o.kind, OpKind::Scan | OpKind::Insert)));
+        assert!(ops.iter().filter(|o| o.kind == OpKind::Insert).all(|o| o.record >= 1000));
+        assert!(Workload::E.uses_query() && !Workload::D.uses_query());
+        let mut q =
+            OpSource::Query { kind: OpKind::Lookup, chooser: KeyChooser::new(RequestDistribution::Uniform, 50) };
+        let recs = Records::new(50);
+        assert!((0..1000).map(|_| q.next(&mut rng, &recs).unwrap()).all(|o| o.kind == OpKind::Lookup && o.record < 50));
     }
 }

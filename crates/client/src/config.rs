@@ -1,6 +1,6 @@
 //! The cluster map a smart client routes by: the terse bucket config from GET_CLUSTER_CONFIG (or the body of a
 //! NOT_MY_VBUCKET reply), reduced to what routing needs: the KV endpoint of every node and the active node of
-//! every vBucket.
+//! every vBucket; and the query endpoints (`nodesExt[].services.n1ql`), which the SDKs spread query requests over.
 
 use serde_json::Value;
 
@@ -17,6 +17,8 @@ pub struct ClusterConfig {
     /// The index into `kv_nodes` of each vBucket's active copy; -1 when it has none.
     pub vbucket_map: Vec<i32>,
     pub num_replicas: u32,
+    /// Query service endpoints (`host:port`) of the nodes whose `nodesExt` entry lists `n1ql`, in `nodesExt` order.
+    pub query_nodes: Vec<String>,
 }
 
 impl ClusterConfig {
@@ -46,6 +48,7 @@ impl ClusterConfig {
             kv_nodes,
             vbucket_map,
             num_replicas: map["numReplicas"].as_u64().unwrap_or(0) as u32,
+            query_nodes: service_endpoints(&v, "n1ql", seed_host),
         })
     }
 
@@ -76,22 +79,23 @@ pub fn vbucket_of(key: &[u8], num_vbuckets: u16) -> u16 {
     (((crc >> 16) & 0x7fff) % u32::from(num_vbuckets.max(1))) as u16
 }
 
+/// The endpoints of `service` (a `nodesExt[].services` key such as `n1ql`) in `nodesExt` order.
+fn service_endpoints(v: &Value, service: &str, seed_host: &str) -> Vec<String> {
+    let Some(nodes) = v["nodesExt"].as_array() else { return Vec::new() };
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let port = n["services"][service].as_u64()?;
+            let host = n["hostname"].as_str().unwrap_or("$HOST");
+            Some(host_port(&substitute(host, seed_host), port))
+        })
+        .collect()
+}
+
 /// The KV endpoints in `serverList` order (the order `vBucketMap` indexes), each confirmed against `nodesExt` when
 /// the config has it; with no `serverList`, the KV services of `nodesExt` in order.
 fn kv_endpoints(v: &Value, seed_host: &str) -> Result<Vec<String>, ClientError> {
-    let ext: Vec<String> = v["nodesExt"]
-        .as_array()
-        .map(|nodes| {
-            nodes
-                .iter()
-                .filter_map(|n| {
-                    let port = n["services"]["kv"].as_u64()?;
-                    let host = n["hostname"].as_str().unwrap_or("$HOST");
-                    Some(host_port(&substitute(host, seed_host), port))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let ext = service_endpoints(v, "kv", seed_host);
     let Some(list) = v["vBucketServerMap"]["serverList"].as_array() else {
         return if ext.is_empty() { Err(ClientError::Config("no KV nodes".into())) } else { Ok(ext) };
     };
@@ -163,8 +167,19 @@ mod tests {
         let body = config(r#"["$HOST:11210"]"#, r#"[{"services":{"kv":11210,"mgmt":8091}}]"#, "[[0]]");
         let c = ClusterConfig::parse(&body, "127.0.0.1").unwrap();
         assert_eq!(c.kv_nodes, ["127.0.0.1:11210"]);
+        assert!(c.query_nodes.is_empty(), "no node lists n1ql");
         let c = ClusterConfig::parse(&body, "::1").unwrap();
         assert_eq!(c.kv_nodes, ["[::1]:11210"]);
+    }
+
+    /// The query endpoints are the nodes whose nodesExt entry lists n1ql, in nodesExt order, with `$HOST`
+    /// substituted; a node without the service is left out.
+    #[test]
+    fn query_endpoints_come_from_nodes_ext() {
+        let ext = r#"[{"hostname":"b","services":{"kv":2,"n1ql":8093}},{"hostname":"a","services":{"kv":1}},
+                      {"services":{"kv":3,"n1ql":9000}}]"#;
+        let c = ClusterConfig::parse(&config(r#"["a:1","b:2","seed:3"]"#, ext, "[[0]]"), "seed").unwrap();
+        assert_eq!(c.query_nodes, ["b:8093", "seed:9000"]);
     }
 
     /// A map that names a node the config does not list, or a serverList nodesExt does not confirm, is refused.

@@ -11,11 +11,21 @@
 //!   [`transport::rpc`], for whoever writes another transport.
 //! - [`transport`]: how stores reach each other: the [`RaftTransport`] trait, [`HttpTransport`] (JSON over
 //!   HTTP/1.1 with Basic auth) and [`raft_router`], the axum router that receives it under `/settee/raft/`.
+//! - [`control`]: the control plane as sans-IO state machines (rebalance and its moves, graceful failover,
+//!   auto-failover, delta/full recovery), peer health and takeover holds: events in, commands out.
+//! - [`peer`]: the typed messages of the node-to-node calls outside Raft (seqno reports, takeover holds, joining,
+//!   health probes), shared by the caller and the handler.
 //!
 //! This crate sits below the server: it must not depend on `settee-server` (nor on sockets other than through
-//! its transport). The vbmap and metadata modules are sans-IO, with no clock and no randomness.
+//! its transport). The vbmap, metadata and control modules are sans-IO, with no clock and no randomness: time is
+//! passed in.
 
+// Time from a `Clock`, randomness from a seeded `Rng` (see clippy.toml): a violation fails `cargo clippy`.
+#![deny(clippy::disallowed_methods)]
+
+pub mod control;
 pub mod metadata;
+pub mod peer;
 mod store;
 pub mod transport;
 pub mod vbmap;

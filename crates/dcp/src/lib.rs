@@ -16,6 +16,9 @@
 //! Time is passed in as a `Duration` since any fixed epoch: this crate never reads a clock. It depends only on
 //! `settee-types`, `settee-mcbp`, `bytes` and `thiserror`: no tokio, no sockets, no engine.
 
+// Time from a `Clock`, randomness from a seeded `Rng` (see clippy.toml): a violation fails `cargo clippy`.
+#![deny(clippy::disallowed_methods)]
+
 mod consumer_stream;
 mod error;
 mod flow_control;

@@ -146,6 +146,11 @@ impl Bucket {
         self.clock.now_secs()
     }
 
+    /// The bucket's clock's monotonic time (what the drivers of its DCP connections measure timeouts with).
+    pub fn monotonic(&self) -> std::time::Duration {
+        self.clock.monotonic()
+    }
+
     /// Couchbase buckets persist; ephemeral buckets live in memory only.
     pub fn is_persistent(&self) -> bool {
         self.config.read().kind == BucketKind::Couchbase

@@ -9,6 +9,9 @@
 //! Key types: [`Bucket`] (one per bucket, owns 1024 [`VBucket`]s and the collections [`Manifest`]),
 //! [`EngineError`] (every failure, with its wire status).
 
+// Time from a `Clock`, randomness from a seeded `Rng` (see clippy.toml): a violation fails `cargo clippy`.
+#![deny(clippy::disallowed_methods)]
+
 mod bucket;
 mod change_log;
 mod checkpoint;

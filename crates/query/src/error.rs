@@ -87,6 +87,9 @@ pub enum QueryError {
     NotGroupKeyOrAgg(String),
     #[error("Index scan timed out")]
     IndexScanTimeout,
+    /// The node's index memory quota is used up: no index is created or built until memory is freed.
+    #[error("GSI {op}() - cause: the index memory quota is exhausted ({used_mb} MiB used of {quota_mb} MiB); drop indexes or raise the quota (--index-memory-quota-mb)")]
+    IndexMemoryQuota { op: String, used_mb: u64, quota_mb: u64 },
     #[error("DML Error, possible causes include {}. Failed to perform {op} on key {key}", dml_cause(.reason))]
     Dml { op: &'static str, key: String, reason: DmlReason },
     #[error("{0}")]
@@ -134,7 +137,7 @@ impl QueryError {
             QueryError::NoPrimaryIndex(_) => 4000,
             QueryError::NotGroupKeyOrAgg(_) => 4210,
             QueryError::IndexAlreadyExists(_) => 4300,
-            QueryError::Internal(_) => 5000,
+            QueryError::Internal(_) | QueryError::IndexMemoryQuota { .. } => 5000,
             QueryError::Evaluation(_) => 5010,
             QueryError::ExecutionValue(_) => 5030,
             QueryError::MemoryQuota { .. } => 5500,

@@ -74,6 +74,14 @@ pub struct ServerConfig {
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]
     pub kv_threads: usize,
+    /// Seconds between snapshots of a couchbase bucket's indexes to disk (also written when an index comes online
+    /// and at shutdown): after a crash, an index catches up from its last snapshot instead of being rebuilt.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub index_snapshot_secs: u64,
+    /// MiB of memory the node's indexes may hold (Couchbase's `indexMemoryQuota`, 512 by default): once they hold
+    /// it, CREATE INDEX and BUILD INDEX fail with a clear error; the existing indexes keep being maintained.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub index_memory_quota_mb: u64,
 }
 
 impl ServerConfig {

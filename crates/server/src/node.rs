@@ -73,8 +73,9 @@ pub struct Node {
     /// The config revision clients were last told about: KV connections that agreed to cluster-map notifications
     /// push a notification when it changes.
     config_published: tokio::sync::watch::Sender<u64>,
-    /// The cluster this node belongs to; unset only for nodes built without services (unit tests).
-    cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// What this node holds of its cluster (the driver that changes the node holds the node, not the other way
+    /// round); unset only for nodes built without services (unit tests).
+    cluster: std::sync::OnceLock<Arc<crate::cluster::ClusterHandle>>,
     /// The query service: prepared statements, indexes, the request log.
     pub query: Arc<crate::query::QueryService>,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
@@ -109,14 +110,15 @@ impl Node {
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
         });
+        node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)
     }
 
-    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterHandle>> {
         self.cluster.get()
     }
 
-    pub(crate) fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+    pub(crate) fn set_cluster(&self, cluster: Arc<crate::cluster::ClusterHandle>) {
         let _ = self.cluster.set(cluster);
     }
 

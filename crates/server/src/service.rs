@@ -5,10 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::ClusterDriver;
 use crate::config::ServerConfig;
 use crate::node::Node;
 
@@ -53,14 +56,15 @@ impl RunningNode {
         config.mgmt_port = mgmt_addr.port();
         config.query_port = query_addr.port();
         let node = Node::new(config)?;
-        let cluster = crate::cluster::Cluster::open(&node).await?;
-        node.set_cluster(cluster.clone());
+        // The cluster's seeded generator (node ids, vBucket uuids); a simulation seeds its own.
+        let cluster = ClusterDriver::open(&node, StdRng::from_entropy()).await?;
 
         let (stop, stopped) = watch::channel(false);
         let on_stop = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.changed().await;
         };
-        let mut tasks = Vec::new();
+        // The driver answers the cluster requests of REST handlers from the start (a join waits for the start).
+        let mut tasks = vec![tokio::spawn(cluster.clone().serve(stopped.clone()))];
         // The management port first: peers reach this node's Raft endpoints there while it joins.
         let (n, rx) = (node.clone(), stopped.clone());
         tasks.push(tokio::spawn(async move {
@@ -69,12 +73,12 @@ impl RunningNode {
             }
         }));
         let join = node.config.join.clone();
-        if let Err(e) = cluster.start(&node, join.as_deref()).await {
+        if let Err(e) = cluster.start(join.as_deref()).await {
             let _ = stop.send(true);
             for t in tasks {
                 let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
             }
-            cluster.store().shutdown().await;
+            cluster.handle().store().shutdown().await;
             return Err(e);
         }
         tasks.push(tokio::spawn(crate::kv::listener::serve_kv(node.clone(), kv, stopped.clone())));
@@ -84,8 +88,8 @@ impl RunningNode {
                 tracing::error!(error = %e, "query service failed");
             }
         }));
-        tasks.push(tokio::spawn(cluster.clone().follow(node.clone(), stopped.clone())));
-        tasks.push(tokio::spawn(crate::cluster::monitor(cluster.clone(), node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(cluster.clone().follow(stopped.clone())));
+        tasks.push(tokio::spawn(cluster.monitor(stopped.clone())));
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
@@ -103,7 +107,12 @@ impl RunningNode {
             c.store().shutdown().await;
         }
         let node = self.node.clone();
-        let _ = tokio::task::spawn_blocking(move || node.stop_buckets()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            // The index snapshots first: the buckets' final flush then covers every seqno they reflect.
+            node.query.indexes.shutdown();
+            node.stop_buckets()
+        })
+        .await;
     }
 }
 

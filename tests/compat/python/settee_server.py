@@ -97,6 +97,8 @@ class SetteeServer:
     ip: str = "127.0.0.1"
     # "host:mgmtport" of a cluster member to join on first start (`--join`).
     join: Optional[str] = None
+    # More `settee server` flags.
+    extra: List[str] = field(default_factory=list)
     process: Optional[subprocess.Popen] = field(default=None, repr=False)
     _log_file: Optional[object] = field(default=None, repr=False)
 
@@ -133,7 +135,7 @@ class SetteeServer:
             "--bucket-type", self.bucket_type,
             "--bucket-ram-mb", str(self.ram_mb),
             "--replicas", str(self.replicas),
-        ] + (["--join", self.join] if self.join else [])
+        ] + (["--join", self.join] if self.join else []) + self.extra
 
     def start(self) -> "SetteeServer":
         binary = settee_binary()

@@ -4,4 +4,5 @@
 mod cluster;
 mod memcached;
 mod node;
+mod query;
 mod support;

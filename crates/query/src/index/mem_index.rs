@@ -31,6 +31,62 @@ struct Inner {
     by_doc: HashMap<Arc<str>, Vec<Vec<Value>>>,
     /// Highest seqno applied, per vBucket.
     applied: Vec<u64>,
+    /// Estimated heap bytes of `entries` and `by_doc` (see [`entry_bytes`]).
+    bytes: usize,
+    /// Entries per vBucket (a document's entries are all in its vBucket), so a node can count the part of an
+    /// index that lies in the vBuckets it answers for.
+    counts: Vec<u64>,
+}
+
+impl Inner {
+    /// Adds an entry of a document in vBucket `vb`.
+    fn insert(&mut self, primary: bool, vb: u16, e: IndexEntry) {
+        let bytes = entry_bytes(primary, &e);
+        if self.entries.insert(e) {
+            self.bytes += bytes;
+            if let Some(c) = self.counts.get_mut(usize::from(vb)) {
+                *c += 1;
+            }
+        }
+    }
+
+    /// Removes an entry of a document in vBucket `vb`.
+    fn remove(&mut self, primary: bool, vb: u16, e: &IndexEntry) {
+        if self.entries.remove(e) {
+            self.bytes = self.bytes.saturating_sub(entry_bytes(primary, e));
+            if let Some(c) = self.counts.get_mut(usize::from(vb)) {
+                *c = c.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// The memory an entry costs, estimated: its share of the ordered set's nodes, the document id, the key values
+/// (their slots and the strings, arrays and objects they hold) and, for a secondary index, the copy of the key kept
+/// per document so a change can find the entries it replaces.
+fn entry_bytes(primary: bool, e: &IndexEntry) -> usize {
+    const SET_SLOT: usize = 64;
+    const BY_DOC_SLOT: usize = 56;
+    let slots = std::mem::size_of::<Value>() * e.key.len();
+    let heap: usize = e.key.iter().map(value_heap_bytes).sum();
+    if primary {
+        // The key is the document id itself, sharing its allocation.
+        SET_SLOT + slots + 16 + e.doc_id.len()
+    } else {
+        SET_SLOT + BY_DOC_SLOT + 2 * slots + heap + 16 + e.doc_id.len()
+    }
+}
+
+fn value_heap_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => 16 + s.len(),
+        Value::Binary(b) => 16 + b.len(),
+        Value::Array(a) => 16 + a.iter().map(|x| std::mem::size_of::<Value>() + value_heap_bytes(x)).sum::<usize>(),
+        Value::Object(o) => {
+            16 + o.iter().map(|(k, x)| 48 + k.len() + std::mem::size_of::<Value>() + value_heap_bytes(x)).sum::<usize>()
+        }
+        _ => 0,
+    }
 }
 
 /// An in-memory index.
@@ -48,6 +104,8 @@ impl MemIndex {
                 entries: BTreeSet::new(),
                 by_doc: HashMap::new(),
                 applied: vec![0; num_vbuckets],
+                bytes: 0,
+                counts: vec![0; num_vbuckets],
             }),
             caught_up: Condvar::new(),
         }
@@ -65,22 +123,22 @@ impl MemIndex {
             match change {
                 Change::Set { doc_id, keys } if self.primary => {
                     if !keys.is_empty() {
-                        inner.entries.insert(IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id });
+                        inner.insert(true, vb, IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id });
                     } else {
-                        remove_primary(&mut inner, doc_id);
+                        remove_primary(&mut inner, vb, doc_id);
                     }
                 }
-                Change::Delete { doc_id } if self.primary => remove_primary(&mut inner, doc_id),
+                Change::Delete { doc_id } if self.primary => remove_primary(&mut inner, vb, doc_id),
                 Change::Set { doc_id, keys } => {
-                    remove_secondary(&mut inner, &doc_id);
+                    remove_secondary(&mut inner, vb, &doc_id);
                     for key in &keys {
-                        inner.entries.insert(IndexEntry { key: key.clone(), doc_id: doc_id.clone() });
+                        inner.insert(false, vb, IndexEntry { key: key.clone(), doc_id: doc_id.clone() });
                     }
                     if !keys.is_empty() {
                         inner.by_doc.insert(doc_id, keys);
                     }
                 }
-                Change::Delete { doc_id } => remove_secondary(&mut inner, &doc_id),
+                Change::Delete { doc_id } => remove_secondary(&mut inner, vb, &doc_id),
             }
         }
         if let Some(applied) = inner.applied.get_mut(vb as usize) {
@@ -93,14 +151,26 @@ impl MemIndex {
     /// Forgets everything of vBucket `vb` that `belongs` says is in it, and its applied seqno (the vBucket left
     /// this node, or its history was rolled back and will be fed again).
     pub fn reset_vbucket(&self, vb: u16, belongs: impl Fn(&str) -> bool) {
+        self.reset_vbuckets(&[vb], belongs)
+    }
+
+    /// [`MemIndex::reset_vbucket`] for several vBuckets in one pass over the entries (a rebalance moves hundreds
+    /// at once); `belongs` says whether a document is in one of them.
+    pub fn reset_vbuckets(&self, vbs: &[u16], belongs: impl Fn(&str) -> bool) {
         let mut inner = self.lock();
         let gone: Vec<IndexEntry> = inner.entries.iter().filter(|e| belongs(&e.doc_id)).cloned().collect();
         for e in &gone {
-            inner.entries.remove(e);
+            // Counted per vBucket below: every entry `belongs` picks is in one of `vbs`.
+            inner.remove(self.primary, u16::MAX, e);
             inner.by_doc.remove(&e.doc_id);
         }
-        if let Some(applied) = inner.applied.get_mut(vb as usize) {
-            *applied = 0;
+        for &vb in vbs {
+            if let Some(applied) = inner.applied.get_mut(vb as usize) {
+                *applied = 0;
+            }
+            if let Some(c) = inner.counts.get_mut(usize::from(vb)) {
+                *c = 0;
+            }
         }
     }
 
@@ -120,6 +190,48 @@ impl MemIndex {
         let (inner, _) =
             self.caught_up.wait_timeout_while(inner, timeout, |inner| !done(inner)).unwrap_or_else(|p| p.into_inner());
         done(&inner)
+    }
+
+    /// Every vBucket's applied seqno, in vBucket order.
+    pub fn applied_all(&self) -> Vec<u64> {
+        self.lock().applied.clone()
+    }
+
+    /// Adds an entry (of a document in vBucket `vb`) read back from a snapshot to an index that is still being
+    /// loaded (not yet fed or scanned).
+    pub fn load(&self, vb: u16, entry: IndexEntry) {
+        let mut inner = self.lock();
+        if !self.primary {
+            inner.by_doc.entry(entry.doc_id.clone()).or_default().push(entry.key.clone());
+        }
+        inner.insert(self.primary, vb, entry);
+    }
+
+    /// Sets the applied seqno of each vBucket of an index that is still being loaded.
+    pub fn set_applied(&self, applied: &[u64]) {
+        let mut inner = self.lock();
+        for (slot, &s) in inner.applied.iter_mut().zip(applied) {
+            *slot = s;
+        }
+    }
+
+    /// Takes over everything `loaded` holds (its entries and applied seqnos), dropping what this index held.
+    pub fn replace_with(&self, loaded: MemIndex) {
+        let other = loaded.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+        let old = std::mem::replace(&mut *self.lock(), other);
+        drop(old);
+        self.caught_up.notify_all();
+    }
+
+    /// The estimated memory the index holds, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// The number of entries of documents in the vBuckets `vbs`.
+    pub fn len_in(&self, vbs: &[u16]) -> u64 {
+        let inner = self.lock();
+        vbs.iter().map(|&vb| inner.counts.get(usize::from(vb)).copied().unwrap_or(0)).sum()
     }
 
     /// The number of entries.
@@ -168,15 +280,15 @@ impl MemIndex {
     }
 }
 
-fn remove_primary(inner: &mut Inner, doc_id: Arc<str>) {
+fn remove_primary(inner: &mut Inner, vb: u16, doc_id: Arc<str>) {
     let probe = IndexEntry { key: vec![Value::String(doc_id.clone())], doc_id };
-    inner.entries.remove(&probe);
+    inner.remove(true, vb, &probe);
 }
 
-fn remove_secondary(inner: &mut Inner, doc_id: &Arc<str>) {
+fn remove_secondary(inner: &mut Inner, vb: u16, doc_id: &Arc<str>) {
     if let Some(old) = inner.by_doc.remove(doc_id) {
         for key in old {
-            inner.entries.remove(&IndexEntry { key, doc_id: doc_id.clone() });
+            inner.remove(false, vb, &IndexEntry { key, doc_id: doc_id.clone() });
         }
     }
 }
@@ -268,6 +380,43 @@ mod tests {
         assert_eq!(ids(&ix.scan(&above_one, None, 10)), ["d2", "d3", "d4"]);
         let first = ix.scan(&above_one, None, 1);
         assert_eq!(ids(&ix.scan(&above_one, first.last(), 10)), ["d3", "d4"]);
+    }
+
+    #[test]
+    fn entries_are_counted_per_vbucket() {
+        // Proves a node can count just the vBuckets it answers for: counts follow sets, moves and deletes, and a
+        // vBucket reset empties only its own count.
+        let ix = MemIndex::new(true, 3);
+        let set = |d: &str| Change::Set { doc_id: id(d), keys: vec![vec![]] };
+        ix.apply(0, 2, [set("a"), set("b")]);
+        ix.apply(1, 1, [set("c")]);
+        ix.apply(0, 3, [set("a"), Change::Delete { doc_id: id("b") }]);
+        assert_eq!((ix.len_in(&[0]), ix.len_in(&[1]), ix.len_in(&[0, 1, 2])), (1, 1, 2));
+        ix.reset_vbuckets(&[1], |d| d == "c");
+        assert_eq!((ix.len_in(&[0]), ix.len_in(&[1])), (1, 0));
+    }
+
+    #[test]
+    fn memory_estimate_follows_entries_in_and_out() {
+        // Proves the estimate grows with entries, does not count a re-applied entry twice, and returns to zero when
+        // the documents go, through changes, a vBucket reset and a snapshot load alike.
+        let ix = MemIndex::new(false, 2);
+        let set = |d: &str, k: &str| Change::Set { doc_id: id(d), keys: vec![vec![Value::string(k)]] };
+        ix.apply(0, 1, [set("a", "long key value"), set("b", "x")]);
+        let two = ix.bytes();
+        assert!(two > 0);
+        ix.apply(0, 2, [set("a", "long key value")]);
+        assert_eq!(ix.bytes(), two, "replacing an entry by itself costs nothing more");
+        ix.apply(0, 3, [Change::Delete { doc_id: id("b") }]);
+        assert!(ix.bytes() < two);
+        ix.reset_vbucket(0, |_| true);
+        assert_eq!(ix.bytes(), 0);
+        let loaded = MemIndex::new(false, 2);
+        loaded.load(1, IndexEntry { key: vec![Value::string("long key value")], doc_id: id("a") });
+        ix.replace_with(loaded);
+        assert!(ix.bytes() > 0);
+        ix.apply(1, 1, [Change::Delete { doc_id: id("a") }]);
+        assert_eq!(ix.bytes(), 0, "a loaded entry is removed like any other");
     }
 
     #[test]

@@ -1,93 +1,86 @@
-//! The active vBuckets a node holds for a takeover (a rebalance step, or a graceful failover of the node): pending
-//! there, so clients are refused while the copies that take over catch up with a history that no longer moves.
-//!
-//! A hold ends when the map that moves the vBucket is applied here (`Holds::end_moved`), when the orchestrator
-//! releases it, or when its lease runs out: an orchestrator that died, or a release that was lost, must not leave
-//! a vBucket refusing clients forever.
+//! The driver's side of takeover holds (`settee_cluster::control::holds`): holding or releasing this node's
+//! active vBuckets when an orchestrator asks (`/settee/node/drain`), ending holds whose map moved on, and expiring
+//! holds whose lease ran out.
 
-use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How long a hold lasts unless the takeover that asked for it commits or releases it first. It outlasts every
-/// bound of the orchestrators, counted from the hold: the hold's own reply (at most 20 s), then a rebalance's
-/// takeover gives up after 20 s, a graceful failover's catch-up after 60 s followed by at most two proposals of
-/// 10 s each; so no orchestrator commits a takeover whose hold has already run out.
-pub(crate) const HOLD_LEASE: Duration = Duration::from_secs(120);
+use settee_cluster::control::HOLD_LEASE;
+use settee_cluster::peer::{HoldRequest, HoldScope};
+use settee_types::VbId;
 
-/// Held vBuckets by bucket, each with the time it was (last) held.
-#[derive(Default)]
-pub(crate) struct Holds {
-    by_bucket: HashMap<String, HashMap<u16, Instant>>,
-}
+use super::ClusterDriver;
 
-impl Holds {
-    /// The vBuckets of `bucket` held now.
-    pub(crate) fn of(&self, bucket: &str) -> HashSet<u16> {
-        self.by_bucket.get(bucket).map(|vbs| vbs.keys().copied().collect()).unwrap_or_default()
-    }
+/// How long a vBucket held for a takeover may take to finish the durable writes it had prepared.
+const TAKEOVER_SETTLE: Duration = Duration::from_secs(10);
 
-    /// Every held (bucket, vBucket).
-    pub(crate) fn all(&self) -> Vec<(String, u16)> {
-        self.by_bucket.iter().flat_map(|(b, vbs)| vbs.keys().map(move |vb| (b.clone(), *vb))).collect()
-    }
-
-    /// Holds `vb` of `bucket` from `now` (a second hold renews the lease).
-    pub(crate) fn hold(&mut self, bucket: &str, vb: u16, now: Instant) {
-        self.by_bucket.entry(bucket.to_owned()).or_default().insert(vb, now);
-    }
-
-    pub(crate) fn release(&mut self, bucket: &str, vb: u16) {
-        if let Some(vbs) = self.by_bucket.get_mut(bucket) {
-            vbs.remove(&vb);
-        }
-    }
-
-    /// Ends the holds of `bucket` that `still_active` says the applied map no longer makes active here.
-    pub(crate) fn end_moved(&mut self, bucket: &str, still_active: impl Fn(u16) -> bool) {
-        if let Some(vbs) = self.by_bucket.get_mut(bucket) {
-            vbs.retain(|vb, _| still_active(*vb));
-        }
-    }
-
-    /// Ends and returns the holds whose lease ran out by `now`.
-    pub(crate) fn expire(&mut self, now: Instant) -> Vec<(String, u16)> {
-        let mut expired = Vec::new();
-        for (bucket, vbs) in &mut self.by_bucket {
-            vbs.retain(|vb, since| {
-                let live = now.saturating_duration_since(*since) < HOLD_LEASE;
-                if !live {
-                    expired.push((bucket.clone(), *vb));
+impl ClusterDriver {
+    /// Holds or releases what `request` covers: listed vBuckets of one bucket, or (scope `All`) every vBucket the
+    /// map makes active here (hold; graceful failover) or every one held (release); and applies it at once. A hold
+    /// returns once the held vBuckets finished their durable writes in flight (or after [`TAKEOVER_SETTLE`]).
+    /// Returns the (bucket, vBucket) pairs it covered.
+    pub(super) async fn hold_actives(&self, request: &HoldRequest) -> Vec<(String, u16)> {
+        let meta = self.metadata();
+        let me = self.me();
+        let covered: Vec<(String, u16)> = match &request.scope {
+            HoldScope::Some { bucket, vbs } => vbs.iter().map(|vb| (bucket.clone(), *vb)).collect(),
+            // Releasing everything covers whatever is held, even vBuckets the map no longer makes active here.
+            HoldScope::All if !request.hold => self.held.lock().all(),
+            HoldScope::All => meta
+                .buckets
+                .iter()
+                .flat_map(|(name, b)| b.map.actives_of(me).into_iter().map(move |vb| (name.clone(), vb)))
+                .collect(),
+        };
+        {
+            let mut held = self.held.lock();
+            let now = self.now();
+            for (b, vb) in &covered {
+                if request.hold {
+                    held.hold(b, *vb, now);
+                } else {
+                    held.release(b, *vb);
                 }
-                live
-            });
+            }
         }
-        expired
+        self.reconcile(&meta).await;
+        if request.hold {
+            // Durable writes already prepared finish here (a pending vBucket still commits them), so the copy that
+            // takes over receives their outcome instead of their writers hearing "ambiguous".
+            let deadline = tokio::time::Instant::now() + TAKEOVER_SETTLE;
+            while tokio::time::Instant::now() < deadline
+                && covered.iter().any(|(b, vb)| self.node.bucket(b).is_some_and(|h| h.sync_writes_in_flight(VbId(*vb))))
+            {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        covered
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// Ends the holds of `bucket`'s vBuckets that `still_active` says the applied map no longer makes active here:
+    /// a takeover (or graceful failover) that committed needs no release, so the held copy goes from pending
+    /// straight to replica or dead and never serves again after the map moved on (a release that arrived before
+    /// this node applied the new map would have made it active for a moment).
+    pub(super) fn end_moved_holds(&self, bucket: &str, still_active: impl Fn(u16) -> bool) {
+        self.held.lock().end_moved(bucket, still_active);
+    }
 
-    /// A hold nobody commits or releases ends by itself once its lease runs out, so a vBucket whose takeover
-    /// orchestrator died serves again; holding again renews the lease, and releases and committed moves end holds
-    /// at once.
-    #[test]
-    fn a_hold_nobody_ends_expires_after_its_lease() {
-        let start = Instant::now();
-        let mut holds = Holds::default();
-        holds.hold("b", 1, start);
-        holds.hold("b", 2, start);
-        holds.hold("c", 3, start);
-        holds.hold("b", 2, start + HOLD_LEASE / 2);
-        assert!(holds.expire(start + HOLD_LEASE / 2).is_empty());
-        let mut expired = holds.expire(start + HOLD_LEASE);
-        expired.sort();
-        assert_eq!(expired, vec![("b".to_owned(), 1), ("c".to_owned(), 3)]);
-        assert_eq!(holds.of("b"), HashSet::from([2]), "the renewed hold lasts");
-        holds.hold("b", 4, start);
-        holds.end_moved("b", |vb| vb != 4);
-        holds.release("b", 2);
-        assert!(holds.all().is_empty());
+    /// The vBuckets of `bucket` held for a takeover.
+    pub(super) fn held_vbuckets(&self, bucket: &str) -> std::collections::BTreeSet<u16> {
+        self.held.lock().of(bucket)
+    }
+
+    /// Ends the holds whose lease ran out (their orchestrator is gone or its release was lost), so those vBuckets
+    /// serve again; called once a second.
+    pub(super) async fn expire_holds(&self) {
+        let expired = self.held.lock().expire(self.now());
+        if !expired.is_empty() {
+            let lease_secs = HOLD_LEASE.as_secs();
+            tracing::warn!(
+                ?expired,
+                lease_secs,
+                "takeover holds expired without a commit or release; the vBuckets serve again"
+            );
+            self.reconcile(&self.metadata()).await;
+        }
     }
 }

@@ -47,7 +47,7 @@ impl Node {
         if config.uuid.is_empty() {
             config.uuid = random_hex32(self.clock.now_nanos());
         }
-        cluster.propose(self, MetaCommand::CreateBucket(spec_of(&config))).await.map_err(bucket_error)?;
+        cluster.propose(MetaCommand::CreateBucket(spec_of(&config))).await.map_err(bucket_error)?;
         match self.bucket(&config.name) {
             Some(_) => Ok(()),
             None => Err(ClusterOpError::Unavailable("the bucket was created but could not be opened here".into())),
@@ -57,7 +57,7 @@ impl Node {
     /// Deletes a bucket on every node.
     pub async fn propose_delete_bucket(&self, name: &str) -> Result<(), ClusterOpError> {
         let Some(cluster) = self.cluster() else { return self.delete_bucket(name).map_err(Into::into) };
-        cluster.propose(self, MetaCommand::DeleteBucket(name.to_owned())).await.map(drop).map_err(bucket_error)
+        cluster.propose(MetaCommand::DeleteBucket(name.to_owned())).await.map(drop).map_err(bucket_error)
     }
 
     /// Changes a bucket's settings on every node (name, uuid and type never change).
@@ -75,7 +75,7 @@ impl Node {
             self.bump_rev();
             return Ok(());
         };
-        cluster.propose(self, MetaCommand::UpdateBucket(spec_of(&config))).await.map(drop).map_err(bucket_error)
+        cluster.propose(MetaCommand::UpdateBucket(spec_of(&config))).await.map(drop).map_err(bucket_error)
     }
 
     /// Applies one collections change on every node; returns the new manifest uid.
@@ -94,7 +94,7 @@ impl Node {
         let mut manifest = current.unwrap_or_else(|| (*bucket.manifest()).clone());
         change(&mut manifest)?;
         let uid = manifest.uid;
-        match cluster.propose(self, MetaCommand::SetManifest { bucket: name, manifest }).await {
+        match cluster.propose(MetaCommand::SetManifest { bucket: name, manifest }).await {
             Ok(_) => Ok(uid),
             Err(ProposeError::Rejected(MetaError::UnknownBucket(_))) => Err(BucketError::NotFound.into()),
             // Another node changed the manifest at the same moment: the caller may retry on the new one.
@@ -142,7 +142,7 @@ impl Node {
                 let _ = self.users.restore(list.iter().map(|u| (**u).clone()).collect());
             }
             Some(cluster) => {
-                cluster.propose(self, MetaCommand::SetUsers(users_value(self, &list))).await.map_err(unavailable)?;
+                cluster.propose(MetaCommand::SetUsers(users_value(self, &list))).await.map_err(unavailable)?;
             }
         }
         Ok(result)

@@ -1,28 +1,60 @@
-//! Asking other nodes, over their management port with the administrator's credentials, how far their copies of
-//! vBuckets are (`/settee/node/seqnos`) and to hold or release active vBuckets for a takeover
-//! (`/settee/node/drain`). Graceful failover and rebalance both move actives this way: hold them on the old node,
-//! wait until the new copies reach the seqnos they stopped at, then change the map.
+//! The client side of the node-to-node calls (`settee_cluster::peer`): each call sends its typed request to a
+//! node's management port with the administrator's credentials and decodes its typed reply. Graceful failover and
+//! rebalance ask other nodes how far their copies are (`/settee/node/seqnos`) and to hold or release active
+//! vBuckets for a takeover (`/settee/node/drain`); the health monitor probes; `addNode` asks the newcomer to join.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::Context;
-use serde_json::Value;
+use settee_cluster::peer::{HoldReply, HoldRequest, PeerCall, SeqnoReport, SeqnosRequest};
 use settee_cluster::{ClusterMetadata, NodeId};
-use tokio::time::Instant;
 
 use super::rest_client;
-use crate::node::Node;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// A hold answers once the held vBuckets finished their durable writes in flight (up to 10 s, `TAKEOVER_SETTLE`)
 /// and their bucket its warmup (up to 5 s): its caller waits longer than that, so a slow but successful hold is not
 /// taken for a failed one.
 const HOLD_CALL_TIMEOUT: Duration = Duration::from_secs(20);
-const POLL: Duration = Duration::from_millis(100);
 
-/// One copy of a vBucket: (bucket, vBucket, node).
-pub type Copy = (String, u16, NodeId);
+/// Why a call to another node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("node {0} is not in the cluster metadata")]
+    UnknownNode(NodeId),
+    /// No answer (refused connection, timeout, a broken exchange).
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("{addr} answered {status} to {path}: {body}")]
+    Refused { addr: String, path: &'static str, status: u16, body: String },
+    #[error("{addr} answered {path} with a body that is not its reply: {error}")]
+    BadReply { addr: String, path: &'static str, error: serde_json::Error },
+}
+
+/// Sends `request` to `addr` ("host:port") and decodes its reply.
+pub async fn call<C: PeerCall>(
+    addr: &str,
+    credentials: Option<(&str, &str)>,
+    request: &C,
+    timeout: Duration,
+) -> Result<C::Reply, PeerError> {
+    let reply = rest_client::call(addr, C::METHOD, C::PATH, credentials, &request.body(), timeout)
+        .await
+        .map_err(|e| PeerError::Unreachable(format!("{e:#}")))?;
+    if reply.status != 200 {
+        return Err(PeerError::Refused {
+            addr: addr.to_owned(),
+            path: C::PATH,
+            status: reply.status,
+            body: reply.body,
+        });
+    }
+    C::decode_reply(reply.body.as_bytes()).map_err(|error| PeerError::BadReply {
+        addr: addr.to_owned(),
+        path: C::PATH,
+        error,
+    })
+}
 
 /// The administrator's view of the other nodes, through one metadata state.
 pub struct Peers<'a> {
@@ -31,93 +63,28 @@ pub struct Peers<'a> {
 }
 
 impl<'a> Peers<'a> {
-    pub fn new(node: &'a Node, meta: &'a ClusterMetadata) -> Self {
-        Peers { meta, creds: (node.config.username.as_str(), node.config.password.as_str()) }
+    pub fn new(credentials: (&'a str, &'a str), meta: &'a ClusterMetadata) -> Self {
+        Peers { meta, creds: credentials }
     }
 
-    /// `{"buckets": {name: {vb: high_seqno}}}` of every active or replica vBucket on `node`.
-    pub async fn seqnos(&self, node: NodeId) -> anyhow::Result<Value> {
-        self.call(node, "GET", "/settee/node/seqnos", "", CALL_TIMEOUT).await
+    /// The high seqno of every active or replica vBucket on `node`, and the dead ones it keeps data for.
+    pub async fn seqnos(&self, node: NodeId) -> Result<SeqnoReport, PeerError> {
+        self.call(node, &SeqnosRequest, CALL_TIMEOUT).await
     }
 
-    /// Holds (`on`) or releases `vbs` of `bucket` on `node`, or all its actives when `bucket` is None; answers the
-    /// seqnos they stopped at, in the shape of [`Peers::seqnos`].
-    pub async fn hold(&self, node: NodeId, bucket: Option<&str>, vbs: &[u16], on: bool) -> anyhow::Result<Value> {
-        let mut form = format!("on={on}");
-        if let Some(bucket) = bucket {
-            let list: Vec<String> = vbs.iter().map(u16::to_string).collect();
-            form.push_str(&format!("&bucket={bucket}&vbs={}", list.join(",")));
-        }
-        self.call(node, "POST", "/settee/node/drain", &form, HOLD_CALL_TIMEOUT).await
+    /// Sends a hold or release to `node`; answers the seqnos the covered vBuckets stopped at.
+    pub async fn hold(&self, node: NodeId, request: &HoldRequest) -> Result<HoldReply, PeerError> {
+        self.call(node, request, HOLD_CALL_TIMEOUT).await
     }
 
-    /// Polls until every copy reports at least its wanted seqno, or fails after `timeout`.
-    pub async fn wait_until_reached(&self, wanted: &BTreeMap<Copy, u64>, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let mut reports = Reports::new(self);
-            let mut behind = 0;
-            for ((bucket, vb, node), seqno) in wanted {
-                reports.load_or_skip(*node).await;
-                behind += usize::from(reports.seqno(*node, bucket, *vb).is_none_or(|have| have < *seqno));
-            }
-            if behind == 0 {
-                return Ok(());
-            }
-            anyhow::ensure!(Instant::now() < deadline, "{behind} copies did not catch up within {timeout:?}");
-            tokio::time::sleep(POLL).await;
-        }
+    /// Asks each of `nodes` for its seqno report, all at once; a node that does not answer gets why.
+    pub async fn poll(&self, nodes: &[NodeId]) -> BTreeMap<NodeId, Result<SeqnoReport, String>> {
+        let asked = nodes.iter().map(|n| async move { (*n, self.seqnos(*n).await.map_err(|e| e.to_string())) });
+        futures_util::future::join_all(asked).await.into_iter().collect()
     }
 
-    async fn call(
-        &self,
-        node: NodeId,
-        method: &str,
-        path: &str,
-        form: &str,
-        timeout: Duration,
-    ) -> anyhow::Result<Value> {
-        let addr = self.meta.nodes.get(&node).map(|n| n.mgmt_addr()).context("unknown node")?;
-        let reply = rest_client::call(&addr, method, path, Some(self.creds), form, timeout).await?;
-        anyhow::ensure!(reply.status == 200, "{addr} answered {} to {path}: {}", reply.status, reply.body);
-        Ok(serde_json::from_str(&reply.body)?)
+    async fn call<C: PeerCall>(&self, node: NodeId, request: &C, timeout: Duration) -> Result<C::Reply, PeerError> {
+        let addr = self.meta.nodes.get(&node).map(|n| n.mgmt_addr()).ok_or(PeerError::UnknownNode(node))?;
+        call(&addr, Some(self.creds), request, timeout).await
     }
-}
-
-/// The [`Peers::seqnos`] reports of one polling round: each node is asked at most once per round.
-pub struct Reports<'p, 'a> {
-    peers: &'p Peers<'a>,
-    got: BTreeMap<NodeId, Value>,
-}
-
-impl<'p, 'a> Reports<'p, 'a> {
-    pub fn new(peers: &'p Peers<'a>) -> Self {
-        Reports { peers, got: BTreeMap::new() }
-    }
-
-    /// Asks `node` unless this round already has its report; an error is returned and nothing kept.
-    pub async fn load(&mut self, node: NodeId) -> anyhow::Result<()> {
-        if !self.got.contains_key(&node) {
-            let report = self.peers.seqnos(node).await?;
-            self.got.insert(node, report);
-        }
-        Ok(())
-    }
-
-    /// As [`Reports::load`], but a node that does not answer counts as reporting nothing this round.
-    pub async fn load_or_skip(&mut self, node: NodeId) {
-        if self.load(node).await.is_err() {
-            self.got.insert(node, Value::Null);
-        }
-    }
-
-    /// The seqno `node` reported for `vb` of `bucket`, if loaded and present.
-    pub fn seqno(&self, node: NodeId, bucket: &str, vb: u16) -> Option<u64> {
-        self.got.get(&node).and_then(|r| seqno_in(r, bucket, vb))
-    }
-}
-
-/// The seqno a [`Peers::seqnos`] report gives `vb` of `bucket`.
-pub fn seqno_in(report: &Value, bucket: &str, vb: u16) -> Option<u64> {
-    report["buckets"][bucket][vb.to_string()].as_u64()
 }

@@ -12,7 +12,7 @@ use settee_types::limits::NUM_VBUCKETS;
 use settee_types::VbId;
 use tokio::sync::watch;
 
-use super::{config_of, spec_of, Cluster};
+use super::{config_of, spec_of, ClusterDriver};
 use crate::auth::User;
 use crate::dcp::consumer::{self, FeedSpec};
 use crate::node::{BucketHandle, Node};
@@ -48,7 +48,8 @@ pub(super) struct Reconciler {
 impl Reconciler {
     /// Applies `meta`; a state already applied is applied again only when `again` (something local changed, such
     /// as the node becoming current or holding vBuckets for a takeover) or when the last apply deferred work.
-    pub(super) async fn apply(&mut self, node: &Node, cluster: &Cluster, meta: &ClusterMetadata, again: bool) {
+    pub(super) async fn apply(&mut self, driver: &ClusterDriver, meta: &ClusterMetadata, again: bool) {
+        let node: &Node = &driver.node;
         if meta.rev < self.applied_rev || (meta.rev == self.applied_rev && !again && !self.deferred) {
             return;
         }
@@ -77,11 +78,16 @@ impl Reconciler {
                 },
             };
             apply_settings(&handle, b);
-            cluster.end_moved_holds(name, |vb| b.map.active(vb) == Some(cluster.me));
-            let here =
-                Here { me: cluster.me, current: cluster.is_current(), keep_data: keeps_unowned_data(meta, cluster.me) };
-            self.deferred |= apply_vbucket_states(&handle, b, &here, &cluster.held_vbuckets(name));
-            for (source, vbuckets) in replica_sources(b, cluster.me) {
+            let me = driver.me();
+            driver.end_moved_holds(name, |vb| b.map.active(vb) == Some(me));
+            let here = Here {
+                me,
+                current: driver.handle.is_current(),
+                keep_data: keeps_unowned_data(meta, me),
+                new_uuid: &|| driver.random(),
+            };
+            self.deferred |= apply_vbucket_states(&handle, b, &here, &driver.held_vbuckets(name));
+            for (source, vbuckets) in replica_sources(b, me) {
                 let Some(info) = meta.nodes.get(&source) else { continue };
                 let Some(addr) = kv_addr(info) else {
                     tracing::warn!(node = source, host = %info.hostname, "cannot resolve a replication source");
@@ -93,7 +99,7 @@ impl Reconciler {
                     vbuckets,
                     username: node.config.username.clone(),
                     password: node.config.password.clone(),
-                    name: crate::dcp::replication_connection_name(cluster.me, name),
+                    name: crate::dcp::replication_connection_name(me, name),
                 };
                 wanted.insert(key, (handle.clone(), spec));
             }
@@ -210,12 +216,14 @@ fn wanted_state(b: &BucketMeta, vb: u16, me: NodeId, current: bool) -> VbState {
 }
 
 /// What the reconciler needs to know about this node.
-struct Here {
+struct Here<'a> {
     me: NodeId,
     /// Whether the node's metadata is confirmed current (until then nothing is active here).
     current: bool,
     /// Whether copies the map does not place here keep their data (see [`keeps_unowned_data`]).
     keep_data: bool,
+    /// A new vBucket uuid (the failover-log branch a state change starts), from the driver's seeded generator.
+    new_uuid: &'a dyn Fn() -> u64,
 }
 
 /// A failed-over node keeps the data of its (dead) vBuckets, and so does one in delta recovery until its
@@ -233,8 +241,8 @@ fn keeps_unowned_data(meta: &ClusterMetadata, me: NodeId) -> bool {
 fn apply_vbucket_states(
     handle: &BucketHandle,
     b: &BucketMeta,
-    here: &Here,
-    held: &std::collections::HashSet<u16>,
+    here: &Here<'_>,
+    held: &std::collections::BTreeSet<u16>,
 ) -> bool {
     let mut changed = 0;
     let mut dropped = 0;
@@ -257,7 +265,7 @@ fn apply_vbucket_states(
                 // Demoted: the new active's history decides what this copy keeps (the feed rolls it back if needed).
                 tracing::info!(bucket = %b.spec.name, vb, "active vBucket becomes a replica");
             }
-            handle.set_vbucket_state(VbId(vb), wanted, rand::random());
+            handle.set_vbucket_state(VbId(vb), wanted, (here.new_uuid)());
             changed += 1;
         }
         // Not while warmup loads the bucket: a vBucket not loaded yet looks empty, and one emptied now would get

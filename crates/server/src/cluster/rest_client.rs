@@ -1,9 +1,10 @@
-//! The few REST calls one node makes to another (health probes, asking a newcomer to join): HTTP/1.1 over a fresh
-//! connection, closed after one exchange. Not a hot path; Raft has its own pooled transport.
+//! The HTTP exchange under the node-to-node calls (`peers`): HTTP/1.1 over a fresh connection, closed after one
+//! exchange. Not a hot path; Raft has its own pooled transport.
 
 use std::time::Duration;
 
 use base64::Engine;
+use settee_cluster::peer::Body;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -17,16 +18,16 @@ pub struct Reply {
     pub body: String,
 }
 
-/// Sends `method path` to `addr` ("host:port") with Basic credentials and a form body, within `timeout`.
+/// Sends `method path` to `addr` ("host:port") with Basic credentials and `body`, within `timeout`.
 pub async fn call(
     addr: &str,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
-    form: &str,
+    body: &Body,
     timeout: Duration,
 ) -> anyhow::Result<Reply> {
-    match tokio::time::timeout(timeout, exchange(addr, method, path, credentials, form)).await {
+    match tokio::time::timeout(timeout, exchange(addr, method, path, credentials, body)).await {
         Ok(r) => r,
         Err(_) => anyhow::bail!("{addr} did not answer {method} {path} within {timeout:?}"),
     }
@@ -37,7 +38,7 @@ async fn exchange(
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
-    form: &str,
+    body: &Body,
 ) -> anyhow::Result<Reply> {
     let mut stream = TcpStream::connect(addr).await?;
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -45,12 +46,17 @@ async fn exchange(
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         request.push_str(&format!("Authorization: Basic {token}\r\n"));
     }
-    if !form.is_empty() || method == "POST" {
-        request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
-        request.push_str(&format!("Content-Length: {}\r\n", form.len()));
+    let (content_type, content) = match body {
+        Body::Empty => ("application/x-www-form-urlencoded", ""),
+        Body::Json(json) => ("application/json", json.as_str()),
+        Body::Form(form) => ("application/x-www-form-urlencoded", form.as_str()),
+    };
+    if !content.is_empty() || method == "POST" {
+        request.push_str(&format!("Content-Type: {content_type}\r\n"));
+        request.push_str(&format!("Content-Length: {}\r\n", content.len()));
     }
     request.push_str("\r\n");
-    request.push_str(form);
+    request.push_str(content);
     stream.write_all(request.as_bytes()).await?;
     let mut raw = Vec::new();
     stream.take(REPLY_BYTES_MAX).read_to_end(&mut raw).await?;

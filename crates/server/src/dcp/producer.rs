@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use settee_dcp::{DcpItem, ProducerConnection, Snapshot, StreamRequestError};
@@ -51,7 +51,8 @@ struct Producer {
     ready: BTreeSet<VbId>,
     include_xattrs: bool,
     collections: bool,
-    epoch: Instant,
+    /// The bucket clock's monotonic time when the connection opened: the connection's time starts there.
+    epoch: Duration,
     peer: String,
     /// The node this connection replicates to, from its name (`replication:<node>:<bucket>`): its seqno
     /// acknowledgements commit sync writes. None for other consumers, whose acknowledgements count for nothing.
@@ -86,6 +87,7 @@ pub(crate) async fn serve(
     let mut users_generation = users.generation();
     let waker = bucket.dcp_hub.subscribe();
     let replica_node = std::str::from_utf8(conn.name()).ok().and_then(super::replica_node_of);
+    let epoch = bucket.monotonic();
     let mut p = Producer {
         bucket,
         conn,
@@ -94,7 +96,7 @@ pub(crate) async fn serve(
         ready: BTreeSet::new(),
         include_xattrs,
         collections,
-        epoch: Instant::now(),
+        epoch,
         peer,
         replica_node,
         queued_reported: 0,
@@ -114,7 +116,7 @@ pub(crate) async fn serve(
         }
         p.fill_streams();
         p.report_queued();
-        let now = p.epoch.elapsed();
+        let now = p.elapsed();
         while out.len() < WRITE_BATCH_BYTES && p.conn.poll_into(now, &mut out).is_some() {}
         p.close_finished_cursors();
         p.report_queued();
@@ -134,14 +136,14 @@ pub(crate) async fn serve(
                 continue;
             }
         }
-        if p.conn.is_dead(p.epoch.elapsed()) {
+        if p.conn.is_dead(p.elapsed()) {
             tracing::warn!(peer = %p.peer, "closing dcp connection: the consumer stopped answering");
             break;
         }
         tokio::select! {
             r = rd.read_buf(&mut rbuf) => match r {
                 Ok(0) | Err(_) => break,
-                Ok(_) => p.conn.received(p.epoch.elapsed()),
+                Ok(_) => p.conn.received(p.elapsed()),
             },
             _ = p.waker.notify.notified() => {}
             _ = tokio::time::sleep(TICK) => {}
@@ -157,6 +159,11 @@ pub(crate) async fn serve(
 }
 
 impl Producer {
+    /// The connection's time: since it opened, by the bucket's clock.
+    fn elapsed(&self) -> Duration {
+        self.bucket.monotonic().saturating_sub(self.epoch)
+    }
+
     fn ready_streams_want_data(&self) -> bool {
         self.ready.iter().any(|vb| self.conn.stream(*vb).is_some_and(|s| s.wants_from().is_some()))
     }

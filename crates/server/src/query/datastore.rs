@@ -71,8 +71,7 @@ impl NodeDatastore {
         let Some(cluster) = self.node.cluster().cloned() else {
             return Err(ProposeError::Rejected(MetaError::UnknownBucket("no cluster".into())));
         };
-        let node = self.node.clone();
-        self.runtime.block_on(async move { cluster.propose(&node, cmd).await.map(drop) })
+        self.runtime.block_on(async move { cluster.propose(cmd).await.map(drop) })
     }
 
     fn index_specs(&self, bucket: &str) -> Vec<IndexSpec> {
@@ -138,6 +137,10 @@ impl Datastore for NodeDatastore {
     }
 
     fn create_index(&self, request: CreateIndexRequest) -> Result<(), QueryError> {
+        if !request.defer_build {
+            // A deferred index holds nothing until BUILD INDEX, which checks the quota then.
+            self.registry.check_memory("CreateIndex")?;
+        }
         let def = request.def;
         let spec = IndexSpec {
             id: def.id.clone(),
@@ -206,6 +209,7 @@ impl Datastore for NodeDatastore {
         if ids.is_empty() {
             return Ok(());
         }
+        self.registry.check_memory("BuildIndexes")?;
         self.propose(MetaCommand::BuildIndexes { bucket: keyspace.bucket.clone(), ids }).map_err(propose_error)
     }
 
@@ -302,7 +306,9 @@ impl BucketKeyspace {
         let inst = self.instance(index)?;
         let unavailable: Vec<u16> =
             vbs.iter().copied().filter(|&vb| !inst.is_ready(vb) || !self.holds_vb(vb)).collect();
-        Ok((inst.mem.len() as u64, unavailable))
+        // Only the vBuckets asked for: a vBucket that just left this node may still have entries here until the
+        // feeder notices, and its new node counts it.
+        Ok((inst.mem.len_in(vbs), unavailable))
     }
 
     /// Waits for this node's part of an index.
@@ -342,19 +348,23 @@ impl BucketKeyspace {
         let vb = vbucket_for_key(key.as_bytes(), NUM_VBUCKETS);
         let dk = DocKey::new(self.cid, key.as_bytes());
         for _ in 0..=FETCH_RETRIES_MAX {
+            // The body is copied out and parsed after the vBucket lock is released: parsing under it held up
+            // every KV operation on the vBucket (a quarter of a scan's CPU went to parsing).
             let r = self.handle.get(vb, &dk, |view| {
                 let (body, datatype) = view.body();
                 let meta =
                     DocMeta { cas: view.cas, expiration: view.expiry, flags: view.flags, is_json: datatype.is_json() };
-                let value = if meta.is_json {
-                    Value::from_json(body).unwrap_or_else(|_| Value::Binary(Arc::from(body)))
-                } else {
-                    Value::Binary(Arc::from(body))
-                };
-                Document { key: key.clone(), value, meta }
+                (body.to_vec(), meta)
             });
             match r {
-                Ok(doc) => return Ok(Some(doc)),
+                Ok((body, meta)) => {
+                    let value = if meta.is_json {
+                        Value::from_json(&body).unwrap_or_else(|_| Value::Binary(Arc::from(body)))
+                    } else {
+                        Value::Binary(Arc::from(body))
+                    };
+                    return Ok(Some(Document { key: key.clone(), value, meta }));
+                }
                 Err(EngineError::NotFound) | Err(EngineError::NotMyVbucket) => return Ok(None),
                 Err(EngineError::NeedFetch) => self.fetch_from_disk(vb, &dk)?,
                 Err(EngineError::Locked) => return Ok(None),
@@ -397,7 +407,7 @@ impl BucketKeyspace {
         loop {
             let r = match m.kind {
                 MutationKind::Delete { cas } => {
-                    let opts = WriteOptions { cas: cas, durability, preserve_ttl: false };
+                    let opts = WriteOptions { cas, durability, preserve_ttl: false };
                     self.handle.delete(vb, &dk, opts)
                 }
                 _ => {
@@ -407,7 +417,7 @@ impl BucketKeyspace {
                         MutationKind::Replace { cas } => (StoreMode::Replace, cas),
                         MutationKind::Delete { .. } => unreachable!("handled above"),
                     };
-                    let opts = WriteOptions { cas: cas, durability, preserve_ttl: m.preserve_expiry };
+                    let opts = WriteOptions { cas, durability, preserve_ttl: m.preserve_expiry };
                     let req = StoreRequest {
                         mode,
                         value: &body,

@@ -7,9 +7,14 @@
 //! Each index records the seqno it has applied per vBucket: `request_plus` waits on those. A new index makes the
 //! feeder reopen its cursors from zero; indexes that already applied a change skip it. A vBucket that stops being
 //! active here has its entries removed.
+//!
+//! The indexes of a couchbase bucket are also written to disk as snapshots (`index_snapshots`): periodically, when
+//! an index comes online, and at shutdown. After a restart the feeder waits for the bucket's warmup, loads each
+//! index's snapshot and resumes from the seqnos it saved.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +26,9 @@ use settee_query::datastore::KeyspaceName;
 use settee_query::index::{Change, IndexDef, IndexKeyDef, IndexState, MemIndex};
 use settee_query::value::Value;
 use settee_types::limits::NUM_VBUCKETS;
-use settee_types::{vbucket_for_key, VbId};
+use settee_types::{vbucket_for_key, Clock, VbId};
 
+use super::index_snapshots;
 use crate::dcp::StreamWaker;
 use crate::node::{BucketHandle, Node};
 
@@ -49,6 +55,16 @@ pub struct IndexInstance {
     build_targets: Mutex<Vec<(u16, u64)>>,
     /// Per vBucket: the index holds that vBucket's entries (the feeder read it since it became active here).
     ready: Vec<AtomicBool>,
+    /// The snapshot (if any) was loaded: until then the index is neither fed nor written to disk.
+    loaded: AtomicBool,
+    /// Changes (document updates and deletions) applied since the node started.
+    pub docs_indexed: AtomicU64,
+    /// Size of the last snapshot written or loaded, in bytes.
+    pub snapshot_bytes: AtomicU64,
+    /// What the last snapshot reflected (a digest of the applied seqnos and ready flags): unchanged, none is written.
+    snapshot_digest: AtomicU64,
+    /// When (clock nanoseconds) the index last reflected every change its vBuckets had: the bound on its staleness.
+    pub caught_up_nanos: AtomicU64,
 }
 
 impl IndexInstance {
@@ -70,6 +86,69 @@ impl IndexInstance {
             _ => IndexState::Online,
         }
     }
+
+    /// The index's statistics now (`now_nanos` on the node's clock).
+    pub fn stats(&self, bucket: &BucketHandle, now_nanos: u64) -> IndexStats {
+        let applied = self.mem.applied_all();
+        let mut pending = 0u64;
+        for (vb, &a) in applied.iter().enumerate() {
+            if let Ok(info) = bucket.stream_info(VbId(vb as u16)) {
+                if info.state == VbState::Active {
+                    pending += info.high_seqno.saturating_sub(a);
+                }
+            }
+        }
+        let state = self.state();
+        let build_progress = match state {
+            IndexState::Online => 100,
+            IndexState::Deferred => 0,
+            IndexState::Building => {
+                let targets = self.build_targets.lock();
+                let total: u64 = targets.iter().map(|&(_, t)| t).sum();
+                let done: u64 =
+                    targets.iter().map(|&(vb, t)| applied.get(usize::from(vb)).map_or(0, |&a| a.min(t))).sum();
+                (done * 100).checked_div(total).map_or(0, |p| p.min(99) as u8)
+            }
+        };
+        let caught_up = self.caught_up_nanos.load(Ordering::Acquire);
+        IndexStats {
+            state,
+            items: self.mem.len() as u64,
+            docs_indexed: self.docs_indexed.load(Ordering::Relaxed),
+            docs_pending: pending,
+            build_progress,
+            memory_bytes: self.mem.bytes() as u64,
+            disk_bytes: self.snapshot_bytes.load(Ordering::Acquire),
+            lag_ms: (state == IndexState::Online && caught_up > 0)
+                .then(|| now_nanos.saturating_sub(caught_up) / 1_000_000),
+        }
+    }
+
+    /// A digest of what a snapshot would reflect now.
+    fn digest(&self) -> u64 {
+        let applied = self.mem.applied_all();
+        applied.iter().enumerate().fold(0xcbf2_9ce4_8422_2325u64, |h, (vb, &a)| {
+            let ready = u64::from(self.is_ready(vb as u16));
+            (h ^ a.wrapping_mul(2).wrapping_add(ready)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+}
+
+/// What `/api/v1/stats` reports of one index.
+#[derive(Clone, Debug)]
+pub struct IndexStats {
+    pub state: IndexState,
+    pub items: u64,
+    /// Changes applied since the node started.
+    pub docs_indexed: u64,
+    /// Mutations the index has not applied yet, summed over the active vBuckets (its lag in seqnos).
+    pub docs_pending: u64,
+    /// Percent of the build done (100 once online).
+    pub build_progress: u8,
+    pub memory_bytes: u64,
+    pub disk_bytes: u64,
+    /// How long ago the index last reflected every change its vBuckets had (its lag in time); `None` until online.
+    pub lag_ms: Option<u64>,
 }
 
 /// The indexes of one bucket and its feeder.
@@ -80,17 +159,65 @@ pub struct BucketIndexes {
     generation: std::sync::atomic::AtomicU64,
     stop: AtomicBool,
     wake: tokio::sync::Notify,
+    /// Where the bucket's index snapshots live (couchbase buckets only).
+    pub(super) snapshot_dir: Option<PathBuf>,
+    snapshot_interval: Duration,
+    snapshot_wake: tokio::sync::Notify,
+    /// Held while snapshots are written, so the periodic writer and the shutdown never write one file at once.
+    snapshot_lock: Mutex<()>,
+    clock: Arc<dyn Clock>,
 }
 
 impl BucketIndexes {
-    fn new(bucket: Arc<BucketHandle>) -> Arc<BucketIndexes> {
+    fn new(bucket: Arc<BucketHandle>, node: &Node) -> Arc<BucketIndexes> {
         Arc::new(BucketIndexes {
+            snapshot_dir: index_snapshots::dir_of(&bucket),
             bucket,
             instances: RwLock::new(Vec::new()),
             generation: Default::default(),
             stop: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
+            snapshot_interval: Duration::from_secs(node.config.index_snapshot_secs),
+            snapshot_wake: tokio::sync::Notify::new(),
+            snapshot_lock: Mutex::new(()),
+            clock: node.clock.clone(),
         })
+    }
+
+    /// Stops the feeder and the snapshot writer.
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake.notify_one();
+        self.snapshot_wake.notify_one();
+    }
+
+    /// Writes a snapshot of every loaded index whose state changed since its last one (blocking). Nothing is
+    /// written while the bucket warms up: its indexes are not loaded yet.
+    pub(super) fn write_snapshots(&self) {
+        let Some(dir) = &self.snapshot_dir else { return };
+        let _writing = self.snapshot_lock.lock();
+        let instances = self.instances.read().clone();
+        let ids: Vec<String> = instances.iter().map(|i| i.def.id.clone()).collect();
+        index_snapshots::remove_orphans(dir, &ids);
+        for inst in instances {
+            if !inst.loaded.load(Ordering::Acquire) || inst.state.load(Ordering::Acquire) == DEFERRED {
+                continue;
+            }
+            let digest = inst.digest();
+            if digest == inst.snapshot_digest.load(Ordering::Acquire) {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            match index_snapshots::write(self, &inst) {
+                Ok(bytes) => {
+                    inst.snapshot_digest.store(digest, Ordering::Release);
+                    tracing::debug!(index = %inst.def.name, bytes, seconds = started.elapsed().as_secs_f64(), "index snapshot written");
+                }
+                Err(e) => {
+                    tracing::warn!(bucket = %self.bucket.name(), index = %inst.def.name, error = %e, "cannot write the index snapshot")
+                }
+            }
+        }
     }
 
     /// The instance of index `name` on collection `cid`.
@@ -108,9 +235,48 @@ impl BucketIndexes {
 #[derive(Default)]
 pub struct IndexRegistry {
     buckets: RwLock<HashMap<String, Arc<BucketIndexes>>>,
+    /// The node's index memory quota in bytes (0: not set, no limit).
+    memory_quota: AtomicU64,
 }
 
 impl IndexRegistry {
+    pub fn set_memory_quota(&self, bytes: u64) {
+        self.memory_quota.store(bytes, Ordering::Release);
+    }
+
+    pub fn memory_quota(&self) -> u64 {
+        self.memory_quota.load(Ordering::Acquire)
+    }
+
+    /// The estimated memory every index on this node holds, in bytes.
+    pub fn memory_used(&self) -> u64 {
+        self.buckets.read().values().flat_map(|b| b.instances.read().clone()).map(|i| i.mem.bytes() as u64).sum()
+    }
+
+    /// Fails once the indexes hold the whole memory quota: a new index (or a deferred one's build) would only add.
+    pub fn check_memory(&self, op: &str) -> Result<(), settee_query::QueryError> {
+        let (used, quota) = (self.memory_used(), self.memory_quota());
+        if quota > 0 && used >= quota {
+            tracing::warn!(used, quota, "index memory quota exhausted: {op} refused");
+            return Err(settee_query::QueryError::IndexMemoryQuota {
+                op: op.to_string(),
+                used_mb: used >> 20,
+                quota_mb: quota >> 20,
+            });
+        }
+        Ok(())
+    }
+
+    /// Every bucket's indexes.
+    pub fn buckets(&self) -> Vec<Arc<BucketIndexes>> {
+        self.buckets.read().values().cloned().collect()
+    }
+
+    /// Whether every index is loaded (false while a bucket warms up and its snapshots wait).
+    pub fn all_loaded(&self) -> bool {
+        self.buckets().iter().all(|b| b.instances.read().iter().all(|i| i.loaded.load(Ordering::Acquire)))
+    }
+
     pub fn bucket(&self, name: &str) -> Option<Arc<BucketIndexes>> {
         self.buckets.read().get(name).cloned()
     }
@@ -135,8 +301,11 @@ impl IndexRegistry {
             let keep = meta.buckets.get(name).is_some_and(|m| !m.indexes.is_empty())
                 && node.bucket(name).is_some_and(|h| Arc::ptr_eq(&h, &b.bucket));
             if !keep {
-                b.stop.store(true, Ordering::Release);
-                b.wake.notify_one();
+                b.stop();
+                if let Some(dir) = &b.snapshot_dir {
+                    // The bucket's last index went: so do the snapshots (a deleted bucket's directory is gone).
+                    index_snapshots::remove_orphans(dir, &[]);
+                }
             }
             keep
         });
@@ -146,11 +315,40 @@ impl IndexRegistry {
             }
             let Some(handle) = node.bucket(name) else { continue };
             let b = buckets.entry(name.clone()).or_insert_with(|| {
-                let b = BucketIndexes::new(handle.clone());
+                let b = BucketIndexes::new(handle.clone(), node);
                 tokio::spawn(feed(b.clone()));
+                if b.snapshot_dir.is_some() {
+                    tokio::spawn(write_snapshots_periodically(b.clone()));
+                }
                 b
             });
             sync_instances(b, name, &m.indexes, &m.manifest);
+        }
+    }
+
+    /// At shutdown: stops every feeder and writes the indexes' snapshots (blocking).
+    pub fn shutdown(&self) {
+        let buckets: Vec<Arc<BucketIndexes>> = self.buckets.read().values().cloned().collect();
+        for b in buckets {
+            b.stop();
+            b.write_snapshots();
+        }
+    }
+}
+
+/// Writes a bucket's snapshots every `snapshot_interval`, and when the feeder asks (an index came online).
+async fn write_snapshots_periodically(b: Arc<BucketIndexes>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(b.snapshot_interval) => {}
+            _ = b.snapshot_wake.notified() => {}
+        }
+        if b.stop.load(Ordering::Acquire) {
+            break;
+        }
+        let b2 = b.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || b2.write_snapshots()).await {
+            tracing::error!(bucket = %b.bucket.name(), error = %e, "index snapshot writer failed");
         }
     }
 }
@@ -165,6 +363,11 @@ fn sync_instances(
     let mut instances = b.instances.write();
     instances.retain(|i| {
         let keep = specs.contains_key(&i.def.id);
+        if !keep {
+            if let Some(dir) = &b.snapshot_dir {
+                index_snapshots::remove(dir, &i.def.id);
+            }
+        }
         changed |= !keep;
         keep
     });
@@ -223,6 +426,11 @@ fn sync_instances(
             mem: MemIndex::new(spec.is_primary, usize::from(NUM_VBUCKETS)),
             build_targets: Mutex::new(Vec::new()),
             ready: (0..NUM_VBUCKETS).map(|_| AtomicBool::new(false)).collect(),
+            loaded: AtomicBool::new(false),
+            docs_indexed: AtomicU64::new(0),
+            snapshot_bytes: AtomicU64::new(0),
+            snapshot_digest: AtomicU64::new(0),
+            caught_up_nanos: AtomicU64::new(0),
         });
         if !spec.deferred {
             start_build(&inst, &b.bucket);
@@ -259,7 +467,8 @@ async fn feed(b: Arc<BucketIndexes>) {
     for vb in 0..NUM_VBUCKETS {
         waker.interested.insert(VbId(vb));
     }
-    let mut state = FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX };
+    let mut state =
+        FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX, lost: Vec::new() };
     let mut tick = tokio::time::interval(FEED_TICK);
     loop {
         let all = tokio::select! {
@@ -276,7 +485,11 @@ async fn feed(b: Arc<BucketIndexes>) {
             Ok(s) => state = s,
             Err(e) => {
                 tracing::error!(bucket = %b.bucket.name(), error = %e, "index feeder round failed");
-                state = FeedState { cursors: vec![None; usize::from(NUM_VBUCKETS)], generation: u64::MAX };
+                state = FeedState {
+                    cursors: vec![None; usize::from(NUM_VBUCKETS)],
+                    generation: u64::MAX,
+                    lost: Vec::new(),
+                };
             }
         }
     }
@@ -288,6 +501,8 @@ struct FeedState {
     /// Per vBucket: the cursor and the seqno read up to.
     cursors: Vec<Option<(CursorId, u64)>>,
     generation: u64,
+    /// vBuckets found no longer active in this round, whose entries the round removes at its end.
+    lost: Vec<u16>,
 }
 
 fn close_all(b: &BucketIndexes, state: &mut FeedState) {
@@ -301,9 +516,18 @@ fn close_all(b: &BucketIndexes, state: &mut FeedState) {
 /// One pass: (re)open cursors, read changed vBuckets (every vBucket when `all`), apply, and promote indexes that
 /// caught up. Blocking: runs on the blocking pool.
 fn round(b: &BucketIndexes, waker: &StreamWaker, mut state: FeedState, all: bool) -> FeedState {
+    if !load_new_instances(b) {
+        return state;
+    }
+    let started = b.clock.now_nanos();
     let generation = b.generation.load(Ordering::Acquire);
-    let fed: Vec<Arc<IndexInstance>> =
-        b.instances.read().iter().filter(|i| i.state.load(Ordering::Acquire) != DEFERRED).cloned().collect();
+    let fed: Vec<Arc<IndexInstance>> = b
+        .instances
+        .read()
+        .iter()
+        .filter(|i| i.state.load(Ordering::Acquire) != DEFERRED && i.loaded.load(Ordering::Acquire))
+        .cloned()
+        .collect();
     if generation != state.generation {
         close_all(b, &mut state);
         state.generation = generation;
@@ -314,34 +538,86 @@ fn round(b: &BucketIndexes, waker: &StreamWaker, mut state: FeedState, all: bool
     } else {
         woken.into_iter().map(|v| v.0).collect()
     };
+    let mut caught_up = true;
     if !fed.is_empty() {
         for vb in vbs {
-            read_vbucket(b, &fed, &mut state, vb);
+            caught_up &= read_vbucket(b, &fed, &mut state, vb);
         }
     }
+    forget_lost_vbuckets(&fed, &mut state.lost);
     for inst in &fed {
         if inst.state.load(Ordering::Acquire) == BUILDING {
             let targets = inst.build_targets.lock();
             if targets.iter().all(|&(vb, s)| inst.mem.applied(vb) >= s) {
                 inst.state.store(ONLINE, Ordering::Release);
                 tracing::info!(bucket = %b.bucket.name(), index = %inst.def.name, "index online");
+                b.snapshot_wake.notify_one();
             }
+        }
+        if caught_up && inst.state.load(Ordering::Acquire) == ONLINE {
+            // Everything the vBuckets held when this round began is applied.
+            inst.caught_up_nanos.store(started, Ordering::Release);
         }
     }
     state
 }
 
-fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedState, vb: u16) {
+/// Removes the entries of the vBuckets that stopped being active here this round, one pass over each index for
+/// all of them.
+fn forget_lost_vbuckets(fed: &[Arc<IndexInstance>], lost: &mut Vec<u16>) {
+    if lost.is_empty() {
+        return;
+    }
+    let mut gone = vec![false; usize::from(NUM_VBUCKETS)];
+    for &vb in lost.iter() {
+        gone[usize::from(vb)] = true;
+    }
+    for inst in fed {
+        inst.mem.reset_vbuckets(lost, |key| gone[usize::from(vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0)]);
+    }
+    lost.clear();
+}
+
+/// Loads the snapshots of indexes not loaded yet, once the bucket's warmup is over (before it, the vBuckets'
+/// seqnos a snapshot is checked against are not known). Returns false while the bucket still warms up.
+fn load_new_instances(b: &BucketIndexes) -> bool {
+    let unloaded: Vec<Arc<IndexInstance>> =
+        b.instances.read().iter().filter(|i| !i.loaded.load(Ordering::Acquire)).cloned().collect();
+    if unloaded.is_empty() {
+        return true;
+    }
+    if b.bucket.is_warming_up() {
+        return false;
+    }
+    for inst in unloaded {
+        if inst.state.load(Ordering::Acquire) != DEFERRED {
+            let loaded = index_snapshots::load(b, &inst);
+            if loaded.vbuckets > 0 {
+                inst.snapshot_digest.store(inst.digest(), Ordering::Release);
+            }
+            // The seqnos to reach are the ones after warmup (before it, the vBuckets were not restored yet).
+            start_build(&inst, &b.bucket);
+        }
+        inst.loaded.store(true, Ordering::Release);
+    }
+    // The cursors reopen from the seqnos the snapshots restored.
+    b.generation.fetch_add(1, Ordering::AcqRel);
+    true
+}
+
+/// Reads what is new in vBucket `vb` and applies it; returns whether the reads reached the vBucket's high seqno
+/// (false when a read failed or the round's byte budget stopped them early).
+fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedState, vb: u16) -> bool {
     let id = VbId(vb);
     let slot = &mut state.cursors[usize::from(vb)];
     if slot.is_none() {
         let from = fed.iter().map(|i| i.mem.applied(vb)).min().unwrap_or(0);
         match b.bucket.open_cursor(id, from) {
             Ok(cursor) => *slot = Some((cursor, from)),
-            Err(_) => return,
+            Err(_) => return true,
         }
     }
-    let Some((cursor, mut position)) = *slot else { return };
+    let Some((cursor, mut position)) = *slot else { return true };
     // The vBucket's entries are all in once the reads reach the high seqno it had when this pass began.
     let target = b.bucket.stream_info(id).map(|i| i.high_seqno).unwrap_or(0);
     let mut read_bytes = 0usize;
@@ -380,14 +656,14 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
                 position = up_to;
             }
             Err(EngineError::NotMyVbucket) => {
-                // No longer active here: forget the cursor and the vBucket's entries.
+                // No longer active here: forget the cursor; the round forgets the vBucket's entries.
                 b.bucket.close_cursor(id, cursor);
                 *slot = None;
                 for inst in fed {
                     inst.set_ready(vb, false);
-                    inst.mem.reset_vbucket(vb, |key| vbucket_for_key(key.as_bytes(), NUM_VBUCKETS).0 == vb);
                 }
-                return;
+                state.lost.push(vb);
+                return true;
             }
             Err(e) => {
                 tracing::debug!(vb, error = %e, "index feeder: vBucket not readable");
@@ -402,6 +678,7 @@ fn read_vbucket(b: &BucketIndexes, fed: &[Arc<IndexInstance>], state: &mut FeedS
         }
     }
     *slot = Some((cursor, position));
+    position >= target
 }
 
 /// Applies one vBucket's changes (up to `end`) to every fed index of their collections: a primary index gets the
@@ -453,6 +730,7 @@ fn apply_changes(b: &BucketIndexes, fed: &[Arc<IndexInstance>], vb: u16, end: u6
         }
     }
     for (inst, changes) in fed.iter().zip(per_index) {
+        inst.docs_indexed.fetch_add(changes.len() as u64, Ordering::Relaxed);
         inst.mem.apply(vb, end, changes);
     }
 }

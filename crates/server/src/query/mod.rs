@@ -1,10 +1,12 @@
 //! The query service (SQL++ on the query port): the HTTP front (`http`, `request`, `response`), the node as a
-//! datastore (`datastore`), the node's indexes and their feeders (`indexes`), query privileges (`auth`) and the
+//! datastore (`datastore`), the node's indexes, their feeders (`indexes`) and snapshots (`index_snapshots`), query privileges (`auth`) and the
 //! request log (`requests`). The language itself is the `settee-query` crate.
 
 pub mod auth;
 pub mod datastore;
 pub mod http;
+mod index_snapshots;
+pub mod index_stats;
 pub mod indexes;
 pub mod peer;
 pub mod request;

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
+use settee_cluster::peer::{self, HoldReply, HoldRequest, JoinRequest, SeqnoReport, VbSeqnos};
 use settee_cluster::{
     vbmap, AutoFailoverSettings, ClusterMetadata, Membership, MetaCommand, NodeId, NodeInfo, ProposeError,
     RebalanceSettings, Recovery,
@@ -21,7 +22,8 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
-use crate::cluster::{rest_client, Cluster};
+use crate::cluster::peers::{self, PeerError};
+use crate::cluster::ClusterHandle;
 
 /// How long a member waits for a newcomer to finish joining.
 const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -30,7 +32,7 @@ fn require_admin(caller: &Caller) -> Result<(), RestError> {
     caller.require(caller.user.is_admin(), || "cluster.admin!write".to_owned())
 }
 
-fn cluster(state: &RestState) -> Result<&std::sync::Arc<Cluster>, RestError> {
+fn cluster(state: &RestState) -> Result<&std::sync::Arc<ClusterHandle>, RestError> {
     state.node.cluster().ok_or_else(|| RestError::global(StatusCode::SERVICE_UNAVAILABLE, "This node has no cluster"))
 }
 
@@ -39,7 +41,7 @@ fn admin_form<'s>(
     state: &'s RestState,
     caller: &Caller,
     body: &[u8],
-) -> Result<(&'s std::sync::Arc<Cluster>, Form), RestError> {
+) -> Result<(&'s std::sync::Arc<ClusterHandle>, Form), RestError> {
     require_admin(caller)?;
     Ok((cluster(state)?, Form::parse(body)))
 }
@@ -100,30 +102,21 @@ pub(crate) async fn add_node(
     let target = with_default_port(hostname.trim_start_matches("http://"));
     let user = form.get("user").unwrap_or(&state.node.config.username).to_owned();
     let password = form.get("password").unwrap_or(&state.node.config.password).to_owned();
-    let (my_host, my_port) = cluster.addr.rsplit_once(':').unwrap_or((cluster.addr.as_str(), "8091"));
-    let join = format!(
-        "clusterMemberHostIp={}&clusterMemberPort={}&user={}&password={}",
-        urlencode(my_host.trim_start_matches('[').trim_end_matches(']')),
-        my_port,
-        urlencode(&user),
-        urlencode(&password)
-    );
-    let reply = rest_client::call(
-        &target,
-        "POST",
-        "/node/controller/doJoinCluster",
-        Some((&user, &password)),
-        &join,
-        JOIN_TIMEOUT,
-    )
-    .await
-    .map_err(|e| bad_request(format!("Failed to reach {target}: {e}")))?;
-    if reply.status != 200 {
-        let reason = if reply.status == 401 { "Authentication failed. Verify username and password." } else { "" };
-        return Err(RestError::global(
-            StatusCode::BAD_REQUEST,
-            format!("Prepare join failed. {reason}{}", reply.body.trim()),
-        ));
+    let (my_host, my_port) = cluster.addr.rsplit_once(':').unwrap_or((cluster.addr.as_str(), ""));
+    let join = JoinRequest {
+        host: my_host.to_owned(),
+        port: my_port.parse().unwrap_or(JoinRequest::DEFAULT_PORT),
+        user: user.clone(),
+        password: password.clone(),
+    };
+    match peers::call(&target, Some((&user, &password)), &join, JOIN_TIMEOUT).await {
+        Ok(()) => {}
+        Err(PeerError::Refused { status, body, .. }) => {
+            let reason = if status == 401 { "Authentication failed. Verify username and password." } else { "" };
+            let message = format!("Prepare join failed. {reason}{}", body.trim());
+            return Err(RestError::global(StatusCode::BAD_REQUEST, message));
+        }
+        Err(e) => return Err(bad_request(format!("Failed to reach {target}: {e}"))),
     }
     let meta = cluster.metadata();
     let added = meta.nodes.values().find(|n| n.mgmt_addr() == target);
@@ -140,23 +133,19 @@ pub(crate) async fn do_join_cluster(
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
     let (cluster, form) = admin_form(&state, &caller, &body)?;
-    let host = form
-        .get("clusterMemberHostIp")
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| bad_request("clusterMemberHostIp is required"))?;
-    let port = form.get("clusterMemberPort").unwrap_or("8091");
-    let seed = with_default_port(&format!("{}:{port}", bracket(host)));
+    let join = JoinRequest::from_form(|k| form.get(k)).map_err(|e| bad_request(e.to_string()))?;
+    let seed = format!("{}:{}", bracket(&join.host), join.port);
     if seed == cluster.addr {
         return Err(bad_request("A node cannot join itself."));
     }
-    cluster.rejoin(&state.node, &seed).await.map_err(|e| bad_request(e.to_string()))?;
+    cluster.rejoin(seed).await.map_err(|e| bad_request(e.to_string()))?;
     Ok(StatusCode::OK)
 }
 
 /// What both failover controllers start from: the administrator's request, its form, and the node its `otpNode`
 /// names in the metadata.
 struct FailoverTarget<'s> {
-    cluster: &'s std::sync::Arc<Cluster>,
+    cluster: &'s std::sync::Arc<ClusterHandle>,
     form: Form,
     meta: std::sync::Arc<ClusterMetadata>,
     id: NodeId,
@@ -188,7 +177,7 @@ pub(crate) async fn fail_over(
             format!("Failover would lose data: {at_risk} vBuckets have no other copy. Use allowUnsafe=true to fail over anyway."),
         ));
     }
-    match cluster.failover(&state.node, id).await {
+    match cluster.failover(id).await {
         Ok(_) => {
             tracing::warn!(node = id, "hard failover");
             Ok(StatusCode::OK)
@@ -223,44 +212,49 @@ pub(crate) async fn graceful_fail_over(
             "Failover cannot be graceful: {unreplicated} vBuckets of the node have no replica."
         )));
     }
-    match cluster.graceful_failover(&state.node, id).await {
+    match cluster.graceful_failover(id).await {
         Ok(()) => {
             tracing::warn!(node = id, "graceful failover");
             Ok(StatusCode::OK)
         }
-        Err(e) => Err(unavailable(format!("{e:#}"))),
+        Err(e) => Err(unavailable(e)),
     }
 }
 
-/// `POST /settee/node/drain` (`on=true|false`, optionally `bucket` and `vbs`), internal to graceful failover and
-/// rebalance: this node stops (or resumes) serving its active vBuckets, or only the listed ones; answers the high
-/// seqno each of them stopped at.
+/// `POST /settee/node/drain` (a JSON `HoldRequest`), internal to graceful failover and rebalance: this node stops
+/// (or resumes) serving its active vBuckets, or only the listed ones; answers a `HoldReply` with the high seqno
+/// each of them stopped at.
 pub(crate) async fn drain(
     State(state): State<RestState>,
     caller: Caller,
     body: Bytes,
-) -> Result<Json<Value>, RestError> {
-    let (cluster, form) = admin_form(&state, &caller, &body)?;
-    let on = form.get("on") == Some("true");
-    let vbs: Vec<u16> = form.get("vbs").unwrap_or_default().split(',').filter_map(|v| v.trim().parse().ok()).collect();
-    let covered: std::collections::HashSet<(String, u16)> =
-        cluster.hold_actives(&state.node, form.get("bucket"), &vbs, on).await.into_iter().collect();
+) -> Result<Json<HoldReply>, RestError> {
+    require_admin(&caller)?;
+    let cluster = cluster(&state)?;
+    let request: HoldRequest =
+        peer::decode_request(&body).map_err(|e| bad_request(format!("Not a hold request: {e}")))?;
+    let covered: std::collections::HashSet<(String, u16)> = cluster.hold(request).await.into_iter().collect();
     wait_for_warmup(&state).await;
-    Ok(Json(seqnos(&state, |b, vb, _, _| covered.contains(&(b.to_owned(), vb)).then_some("buckets"))))
+    let (stopped, _) = seqnos(&state, |b, vb, _, _| covered.contains(&(b.to_owned(), vb)).then_some(Section::Copies));
+    Ok(Json(HoldReply { stopped }))
 }
 
-/// `GET /settee/node/seqnos`, internal to graceful failover and rebalance: the high seqno of every active or
-/// replica vBucket here, and under `kept` the dead vBuckets that still hold data (a failed-over node's copies,
-/// which delta recovery resumes from).
-pub(crate) async fn replica_seqnos(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
+/// `GET /settee/node/seqnos`, internal to graceful failover and rebalance: a `SeqnoReport` with the high seqno of
+/// every active or replica vBucket here, and under `kept` the dead vBuckets that still hold data (a failed-over
+/// node's copies, which delta recovery resumes from).
+pub(crate) async fn replica_seqnos(
+    State(state): State<RestState>,
+    caller: Caller,
+) -> Result<Json<SeqnoReport>, RestError> {
     require_admin(&caller)?;
     wait_for_warmup(&state).await;
     use settee_engine::VbState;
-    Ok(Json(seqnos(&state, |_, _, st, high| match st {
-        VbState::Active | VbState::Replica => Some("buckets"),
-        VbState::Dead if high > 0 => Some("kept"),
+    let (buckets, kept) = seqnos(&state, |_, _, st, high| match st {
+        VbState::Active | VbState::Replica => Some(Section::Copies),
+        VbState::Dead if high > 0 => Some(Section::Kept),
         _ => None,
-    })))
+    });
+    Ok(Json(SeqnoReport { buckets, kept }))
 }
 
 /// How long a seqno report waits for the node's buckets to finish their warmup (callers give up after 10 s).
@@ -274,32 +268,41 @@ async fn wait_for_warmup(state: &RestState) {
     }
 }
 
-/// `{section: {bucket: {vb: high_seqno}}}` in one pass over every vBucket: `section` names where a vBucket goes
-/// (by bucket, id, state and high seqno), if anywhere. A section is always present for every bucket. A bucket still
-/// warming up reports no vBucket: seqnos warmup has not loaded yet would understate what the node holds (a
-/// takeover would then stop waiting too early).
+/// Which part of a seqno report a vBucket goes in.
+enum Section {
+    /// Its copies (active, replica, held).
+    Copies,
+    /// Data kept in a dead vBucket.
+    Kept,
+}
+
+/// (copies, kept) in one pass over every vBucket: `section` says where a vBucket goes (by bucket, id, state and
+/// high seqno), if anywhere. Every bucket is listed in both, even without vBuckets. A bucket still warming up
+/// reports no vBucket: seqnos warmup has not loaded yet would understate what the node holds (a takeover would
+/// then stop waiting too early).
 fn seqnos(
     state: &RestState,
-    section: impl Fn(&str, u16, settee_engine::VbState, u64) -> Option<&'static str>,
-) -> Value {
-    let mut report = json!({ "buckets": {}, "kept": {} });
+    section: impl Fn(&str, u16, settee_engine::VbState, u64) -> Option<Section>,
+) -> (VbSeqnos, VbSeqnos) {
+    let (mut copies, mut kept) = (VbSeqnos::default(), VbSeqnos::default());
     for b in state.node.buckets() {
         let name = b.name();
-        for part in ["buckets", "kept"] {
-            report[part][name.as_str()] = json!({});
-        }
+        copies.add_bucket(&name);
+        kept.add_bucket(&name);
         if b.is_warming_up() {
             continue;
         }
         for vb in 0..settee_types::limits::NUM_VBUCKETS {
             let Some(vbucket) = b.vbucket(settee_types::VbId(vb)) else { continue };
             let high = vbucket.high_seqno();
-            if let Some(part) = section(&name, vb, vbucket.state(), high) {
-                report[part][name.as_str()][vb.to_string()] = json!(high);
+            match section(&name, vb, vbucket.state(), high) {
+                Some(Section::Copies) => copies.insert(&name, vb, high),
+                Some(Section::Kept) => kept.insert(&name, vb, high),
+                None => {}
             }
         }
     }
-    report
+    (copies, kept)
 }
 
 /// `POST /controller/rebalance` (`knownNodes`, `ejectedNodes`): starts moving vBuckets to a balanced map over the
@@ -326,7 +329,7 @@ pub(crate) async fn rebalance(
     if ejected.contains(&cluster.me) {
         return Err(bad_request("This node cannot eject itself: ask another node to rebalance it out."));
     }
-    crate::cluster::start_rebalance(cluster, &state.node, ejected).map_err(|e| bad_request(e.to_string()))?;
+    cluster.start_rebalance(ejected).await.map_err(|e| bad_request(e.to_string()))?;
     Ok(StatusCode::OK)
 }
 
@@ -357,7 +360,7 @@ pub(crate) async fn set_recovery_type(
     let not_failed = "invalid node name or node can't be used for delta recovery";
     let id = find_node(&meta, form.get("otpNode").unwrap_or_default()).ok_or_else(|| invalid("otpNode", not_failed))?;
     let cmd = MetaCommand::SetRecovery { node: id, recovery: Some(recovery) };
-    propose_or(cluster, &state, cmd, |_| invalid("otpNode", not_failed)).await?;
+    propose_or(cluster, cmd, |_| invalid("otpNode", not_failed)).await?;
     tracing::info!(node = id, recovery = recovery.as_str(), "node marked for recovery");
     Ok(Json(json!([])))
 }
@@ -388,7 +391,7 @@ pub(crate) async fn set_rebalance_settings(
         .ok_or_else(|| {
             RestError::field("rebalanceMovesPerNode", format!("The value must be in range from 1 to {max}"))
         })?;
-    propose(cluster, &state, MetaCommand::SetRebalanceSettings(RebalanceSettings { moves_per_node: moves })).await?;
+    propose(cluster, MetaCommand::SetRebalanceSettings(RebalanceSettings { moves_per_node: moves })).await?;
     Ok(Json(json!({ "rebalanceMovesPerNode": moves })))
 }
 
@@ -420,18 +423,17 @@ pub(crate) async fn rebalance_progress(State(state): State<RestState>, _caller: 
     }
 }
 
-async fn propose(cluster: &Cluster, state: &RestState, cmd: MetaCommand) -> Result<(), RestError> {
-    propose_or(cluster, state, cmd, |e| bad_request(e.to_string())).await
+async fn propose(cluster: &ClusterHandle, cmd: MetaCommand) -> Result<(), RestError> {
+    propose_or(cluster, cmd, |e| bad_request(e.to_string())).await
 }
 
 /// Proposes `cmd`; a refusal by the metadata becomes `rejected`'s error, no quorum a 503.
 async fn propose_or(
-    cluster: &Cluster,
-    state: &RestState,
+    cluster: &ClusterHandle,
     cmd: MetaCommand,
     rejected: impl FnOnce(settee_cluster::MetaError) -> RestError,
 ) -> Result<(), RestError> {
-    match cluster.propose(&state.node, cmd).await {
+    match cluster.propose(cmd).await {
         Ok(_) => Ok(()),
         Err(ProposeError::Rejected(e)) => Err(rejected(e)),
         Err(e) => Err(unavailable(e)),
@@ -475,7 +477,7 @@ pub(crate) async fn set_auto_failover(
                 RestError::field("maxCount", format!("The value must be an integer between 1 and {max}"))
             })?;
     }
-    propose(cluster, &state, MetaCommand::SetAutoFailover(s)).await?;
+    propose(cluster, MetaCommand::SetAutoFailover(s)).await?;
     Ok(StatusCode::OK)
 }
 
@@ -487,7 +489,7 @@ pub(crate) async fn reset_auto_failover_count(
     require_admin(&caller)?;
     let cluster = cluster(&state)?;
     let s = AutoFailoverSettings { count: 0, ..cluster.metadata().auto_failover.clone() };
-    propose(cluster, &state, MetaCommand::SetAutoFailover(s)).await?;
+    propose(cluster, MetaCommand::SetAutoFailover(s)).await?;
     Ok(StatusCode::OK)
 }
 
@@ -511,26 +513,16 @@ fn bracket(host: &str) -> String {
     }
 }
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn addresses_get_the_default_port_and_names_are_encoded() {
+    fn addresses_get_the_default_port() {
         // Proves ns_server's hostname forms (bare host, host:port, IPv6) all resolve to host:port.
         assert_eq!(with_default_port("10.0.0.2"), "10.0.0.2:8091");
         assert_eq!(with_default_port("10.0.0.2:9000"), "10.0.0.2:9000");
         assert_eq!(with_default_port("::1"), "[::1]:8091");
         assert_eq!(with_default_port("[::1]:9000"), "[::1]:9000");
-        assert_eq!(urlencode("a b&c=d"), "a%20b%26c%3Dd");
     }
 }

@@ -18,6 +18,7 @@ mod cluster;
 mod collections;
 pub(crate) mod error;
 pub(crate) mod form;
+mod index_status;
 mod pools;
 mod roles;
 mod users;
@@ -58,7 +59,21 @@ pub async fn serve_mgmt(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    axum::serve(no_delay(listener), mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+}
+
+/// The listener with TCP_NODELAY on every accepted connection. An answer goes out in several writes (the headers,
+/// then the chunks a query streams); with Nagle's algorithm each small write after the first waits for the client's
+/// ACK, which a client delays by up to 40 ms: a kept-alive SDK connection then saw most short queries take ~40 ms.
+fn no_delay(
+    listener: TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+        }
+    })
 }
 
 /// Serves the query port (`/admin/ping` and a `/query/service` that answers "not implemented") until `shutdown`.
@@ -67,7 +82,9 @@ pub async fn serve_query(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    axum::serve(no_delay(listener), crate::query::http::router(RestState::new(node)))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
@@ -80,6 +97,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/pools/default", get(pools::pool_default))
         .route("/pools/nodes", get(pools::pool_nodes))
         .route("/pools/default/nodeServices", get(pools::node_services))
+        .route("/indexStatus", get(index_status::index_status))
         .route("/pools/default/buckets", get(buckets::list).post(bucket_settings::create))
         .route(BUCKET, get(buckets::get).post(bucket_settings::edit).delete(bucket_settings::delete))
         .route(&format!("{BUCKET}/controller/doFlush"), post(bucket_settings::flush))
@@ -146,6 +164,21 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    /// Regression (issue 15, `settee bench --query`): accepted connections had Nagle's algorithm on, so a streamed
+    /// answer's later chunks waited for the client's delayed ACK and short queries took ~40 ms. Every connection
+    /// the REST and query listeners accept now has TCP_NODELAY.
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        use axum::serve::Listener as _;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = no_delay(listener);
+        let client = tokio::spawn(async move { tokio::net::TcpStream::connect(addr).await.unwrap() });
+        let (accepted, _) = listener.accept().await;
+        assert!(accepted.nodelay().unwrap(), "the accepted socket has TCP_NODELAY");
+        drop(client.await.unwrap());
+    }
 
     /// Sends one HTTP/1.1 request that closes the connection and returns the raw answer.
     async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {

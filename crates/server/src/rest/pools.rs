@@ -121,7 +121,7 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
             "terseStreamingBucketsBase": "/pools/default/bs/",
         },
         "memoryQuota": quota_total / MIB,
-        "indexMemoryQuota": 512,
+        "indexMemoryQuota": node.config.index_memory_quota_mb,
         "ftsMemoryQuota": 512,
         "cbasMemoryQuota": 1024,
         "eventingMemoryQuota": 256,
@@ -175,7 +175,7 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
             j["otpNode"] = json!(super::cluster::otp_node(&meta, n));
             j["clusterMembership"] = json!(n.membership.as_str());
             j["recoveryType"] = json!(meta.recovery.get(&n.id).map_or("none", |r| r.as_str()));
-            j["status"] = json!(cluster.health.status(n.id, cluster.me));
+            j["status"] = json!(cluster.health.status(n.id, cluster.me).as_str());
             j["nodeUUID"] = json!(format!("{:016x}", n.id));
             j
         })

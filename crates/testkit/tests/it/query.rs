@@ -11,7 +11,10 @@ use tokio::net::TcpStream;
 
 /// Sends one query over a new connection and returns the connection (unread).
 async fn send_query(node: &TestNode, body: &str) -> TcpStream {
-    let addr = node.running.query_addr;
+    send_query_to(node.running.query_addr, body).await
+}
+
+async fn send_query_to(addr: std::net::SocketAddr, body: &str) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.expect("connect to the query port");
     let auth = "QWRtaW5pc3RyYXRvcjpwYXNzd29yZA=="; // Administrator:password
     let req = format!(
@@ -25,7 +28,12 @@ async fn send_query(node: &TestNode, body: &str) -> TcpStream {
 /// Runs a query and returns (HTTP status, JSON answer). The answer is read until the connection closes or the
 /// JSON is complete.
 async fn query(node: &TestNode, body: &str) -> (u16, Value) {
-    let mut s = send_query(node, body).await;
+    query_at(node.running.query_addr, body).await
+}
+
+/// [`query`] against the query port at `addr`.
+pub(crate) async fn query_at(addr: std::net::SocketAddr, body: &str) -> (u16, Value) {
+    let mut s = send_query_to(addr, body).await;
     let mut raw = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -42,6 +50,23 @@ async fn query(node: &TestNode, body: &str) -> (u16, Value) {
         }
     }
     parse_http(&raw).expect("a complete HTTP answer")
+}
+
+/// `GET path` on `addr` as the administrator; returns (HTTP status, JSON answer or Null).
+pub(crate) async fn get_at(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let auth = "QWRtaW5pc3RyYXRvcjpwYXNzd29yZA=="; // Administrator:password
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("send");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
+        .await
+        .expect("answer in time")
+        .expect("read");
+    let text = String::from_utf8_lossy(&raw);
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, parse_http(&raw).map(|(_, v)| v).unwrap_or(Value::Null))
 }
 
 fn parse_http(raw: &[u8]) -> Option<(u16, Value)> {

@@ -164,6 +164,8 @@ impl<'p> IndexScan<'p> {
 impl Op for IndexScan<'_> {
     fn next(&mut self, cx: &Cx<'_>) -> Result<Option<Row>, QueryError> {
         loop {
+            // Checked per row, not per chunk: a timed-out request must not hand out thousands of buffered rows.
+            cx.check()?;
             if let Some(row) = self.ready.pop_front() {
                 return Ok(Some(row));
             }

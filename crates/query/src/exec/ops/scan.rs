@@ -180,10 +180,11 @@ impl PrimaryScan<'_> {
 impl Op for PrimaryScan<'_> {
     fn next(&mut self, cx: &Cx<'_>) -> Result<Option<Row>, QueryError> {
         loop {
+            // Checked per row, not per chunk: a timed-out request must not hand out thousands of buffered rows.
+            cx.check()?;
             if let Some(row) = self.ready.pop_front() {
                 return Ok(Some(row));
             }
-            cx.check()?;
             match &mut self.state {
                 ScanState::Start => {
                     wait_consistent(self.ks, self.index, cx)?;

@@ -1,0 +1,287 @@
+//! Graceful failover as a state machine: a live node's actives are held (clients get NOT_MY_VBUCKET and retry),
+//! the first replica of each (the copy failover promotes) catches up to the seqno it stopped at, then the node is
+//! failed over as a hard failover would (it ends its holds itself when it applies the new map). Nothing
+//! acknowledged is lost. If the node does not say where a vBucket stopped, the replicas do not catch up within
+//! [`GRACEFUL_CATCH_UP`], or the failover does not commit, the node is released and serves again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::metadata::ClusterMetadata;
+use crate::peer::{HoldReply, HoldRequest, HoldScope, SeqnoReport};
+use crate::vbmap::NodeId;
+
+/// How long the replicas of a gracefully failed-over node get to catch up.
+pub const GRACEFUL_CATCH_UP: Duration = Duration::from_secs(60);
+/// Pause between two rounds of seqno reports while the replicas catch up.
+pub const POLL_PAUSE: Duration = Duration::from_millis(100);
+
+/// One copy of a vBucket: (bucket, vBucket, node).
+pub type Copy = (String, u16, NodeId);
+
+/// What the failover asks its driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Send `request` to `node`. Answer: [`Event::Held`].
+    Hold { node: NodeId, request: HoldRequest },
+    /// After `pause`, ask each of `nodes` for its seqno report. Answer: [`Event::Polled`].
+    Poll { nodes: Vec<NodeId>, pause: Duration },
+    /// Fail `node` over (hard failover, then the lost replicas rebuilt). Answer: [`Event::FailedOver`].
+    FailOver { node: NodeId },
+    /// Release everything held on `node`. No answer (a failure is only logged: the hold's lease ends it).
+    Release { node: NodeId },
+    /// The failover ended. Nothing follows.
+    Finish(Result<(), GracefulFailoverError>),
+}
+
+/// The answers to the commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Held(Result<HoldReply, String>),
+    Polled(BTreeMap<NodeId, Result<SeqnoReport, String>>),
+    FailedOver(Result<(), String>),
+}
+
+/// Why a graceful failover was abandoned (the node serves again) or failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GracefulFailoverError {
+    #[error("the node refused to drain: {0}")]
+    Refused(String),
+    #[error("graceful failover abandoned, the node serves again: it did not report where vBuckets {0:?} stopped")]
+    Unreported(Vec<u16>),
+    #[error("graceful failover abandoned, the node serves again: {behind} copies did not catch up within {within:?}")]
+    NotCaughtUp { behind: usize, within: Duration },
+    #[error("{0}")]
+    FailoverFailed(String),
+    #[error("graceful failover driver error: {0}")]
+    Protocol(String),
+}
+
+#[derive(Debug)]
+enum Phase {
+    Holding,
+    /// Waiting for reports until every copy in `wanted` reaches its seqno, or `deadline`.
+    CatchingUp {
+        wanted: BTreeMap<Copy, u64>,
+        deadline: Duration,
+    },
+    FailingOver,
+    Done,
+}
+
+/// One graceful failover of one node.
+#[derive(Debug)]
+pub struct GracefulFailover {
+    node: NodeId,
+    /// The node's actives that have a replica, and that replica (the copy failover promotes).
+    promoted: Vec<Copy>,
+    phase: Phase,
+}
+
+impl GracefulFailover {
+    /// A graceful failover of `node`, whose actives and replicas `meta` gives.
+    pub fn new(node: NodeId, meta: &ClusterMetadata) -> GracefulFailover {
+        let mut promoted = Vec::new();
+        for (bucket, b) in &meta.buckets {
+            for vb in b.map.actives_of(node) {
+                if let Some(Some(replica)) = b.map.chains.get(usize::from(vb)).and_then(|c| c.get(1)) {
+                    promoted.push((bucket.clone(), vb, *replica));
+                }
+            }
+        }
+        GracefulFailover { node, promoted, phase: Phase::Holding }
+    }
+
+    /// The first command: hold every active of the node.
+    pub fn start(&mut self) -> Vec<Command> {
+        self.phase = Phase::Holding;
+        vec![Command::Hold { node: self.node, request: HoldRequest { hold: true, scope: HoldScope::All } }]
+    }
+
+    pub fn handle(&mut self, event: Event, now: Duration) -> Vec<Command> {
+        match (std::mem::replace(&mut self.phase, Phase::Done), event) {
+            (Phase::Holding, Event::Held(Err(e))) => self.abandon(GracefulFailoverError::Refused(e)),
+            (Phase::Holding, Event::Held(Ok(reply))) => self.held(&reply, now),
+            (Phase::CatchingUp { wanted, deadline }, Event::Polled(reports)) => {
+                let behind = wanted
+                    .iter()
+                    .filter(|((bucket, vb, node), seqno)| {
+                        let have = match reports.get(node) {
+                            Some(Ok(report)) => report.buckets.get(bucket, *vb),
+                            _ => None,
+                        };
+                        have.is_none_or(|have| have < **seqno)
+                    })
+                    .count();
+                if behind == 0 {
+                    return self.fail_over();
+                }
+                if now >= deadline {
+                    return self.abandon(GracefulFailoverError::NotCaughtUp { behind, within: GRACEFUL_CATCH_UP });
+                }
+                let nodes = nodes_of(&wanted);
+                self.phase = Phase::CatchingUp { wanted, deadline };
+                vec![Command::Poll { nodes, pause: POLL_PAUSE }]
+            }
+            (Phase::FailingOver, Event::FailedOver(Ok(()))) => vec![Command::Finish(Ok(()))],
+            // Failed over, the node ends its holds itself once it applies the new map (a release could reach it
+            // first and make its vBuckets active again for a moment); otherwise it serves again.
+            (Phase::FailingOver, Event::FailedOver(Err(e))) => self.abandon(GracefulFailoverError::FailoverFailed(e)),
+            (Phase::Done, _) => Vec::new(),
+            (phase, event) => {
+                let why = format!("unexpected {event:?} while in {phase:?}");
+                self.abandon(GracefulFailoverError::Protocol(why))
+            }
+        }
+    }
+
+    /// The node stopped its actives at the seqnos in `reply`: each promoted replica must reach its vBucket's.
+    fn held(&mut self, reply: &HoldReply, now: Duration) -> Vec<Command> {
+        let mut wanted = BTreeMap::new();
+        let mut unreported = Vec::new();
+        for (bucket, vb, replica) in &self.promoted {
+            // A vBucket the node did not report (its map differs, its bucket is warming up) has no seqno the replica
+            // could be known to have reached: the failover must not go ahead as if it were zero.
+            match reply.stopped.get(bucket, *vb) {
+                Some(seqno) => {
+                    wanted.insert((bucket.clone(), *vb, *replica), seqno);
+                }
+                None => unreported.push(*vb),
+            }
+        }
+        if !unreported.is_empty() {
+            return self.abandon(GracefulFailoverError::Unreported(unreported));
+        }
+        if wanted.is_empty() {
+            return self.fail_over();
+        }
+        let nodes = nodes_of(&wanted);
+        self.phase = Phase::CatchingUp { wanted, deadline: now + GRACEFUL_CATCH_UP };
+        vec![Command::Poll { nodes, pause: Duration::ZERO }]
+    }
+
+    fn fail_over(&mut self) -> Vec<Command> {
+        self.phase = Phase::FailingOver;
+        vec![Command::FailOver { node: self.node }]
+    }
+
+    /// The node serves again.
+    fn abandon(&mut self, why: GracefulFailoverError) -> Vec<Command> {
+        self.phase = Phase::Done;
+        vec![Command::Release { node: self.node }, Command::Finish(Err(why))]
+    }
+}
+
+/// The nodes holding the copies of `wanted`.
+fn nodes_of(wanted: &BTreeMap<Copy, u64>) -> Vec<NodeId> {
+    let mut nodes: Vec<NodeId> = wanted.keys().map(|(_, _, n)| *n).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::testing::{bucket_meta, meta_with_nodes};
+    use crate::metadata::Membership;
+    use crate::peer::VbSeqnos;
+    use crate::vbmap::VbMap;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// Node 1 holds the actives of vBuckets 0 and 2 (replicas on 2 and 3); node 2 the active of vBucket 1.
+    fn meta() -> ClusterMetadata {
+        let mut meta = meta_with_nodes(&[(1, Membership::Active), (2, Membership::Active), (3, Membership::Active)]);
+        let map = VbMap {
+            chains: vec![vec![Some(1), Some(2)], vec![Some(2), Some(1)], vec![Some(1), Some(3)], vec![Some(1), None]],
+        };
+        meta.buckets.insert("b".into(), bucket_meta("b", map, 1));
+        meta
+    }
+
+    fn stopped(pairs: &[(u16, u64)]) -> HoldReply {
+        let mut stopped = VbSeqnos::default();
+        for (vb, seqno) in pairs {
+            stopped.insert("b", *vb, *seqno);
+        }
+        HoldReply { stopped }
+    }
+
+    fn report(pairs: &[(u16, u64)]) -> Result<SeqnoReport, String> {
+        Ok(SeqnoReport { buckets: stopped(pairs).stopped, kept: VbSeqnos::default() })
+    }
+
+    /// Holding the node, then waiting for its promoted replicas to reach the seqnos it stopped at, then failing it
+    /// over: each step asks for exactly the next command, and success releases nothing (the node ends its holds as
+    /// it applies the failover).
+    #[test]
+    fn a_graceful_failover_waits_for_the_replicas_then_fails_over() {
+        let mut g = GracefulFailover::new(1, &meta());
+        let hold = HoldRequest { hold: true, scope: HoldScope::All };
+        assert_eq!(g.start(), vec![Command::Hold { node: 1, request: hold }]);
+        let polls = g.handle(Event::Held(Ok(stopped(&[(0, 10), (2, 5), (3, 9)]))), secs(0));
+        assert_eq!(polls, vec![Command::Poll { nodes: vec![2, 3], pause: Duration::ZERO }]);
+        let behind = BTreeMap::from([(2, report(&[(0, 9)])), (3, report(&[(2, 5)]))]);
+        assert_eq!(
+            g.handle(Event::Polled(behind), secs(1)),
+            vec![Command::Poll { nodes: vec![2, 3], pause: POLL_PAUSE }]
+        );
+        let caught_up = BTreeMap::from([(2, report(&[(0, 10)])), (3, report(&[(2, 6)]))]);
+        assert_eq!(g.handle(Event::Polled(caught_up), secs(2)), vec![Command::FailOver { node: 1 }]);
+        assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(2)), vec![Command::Finish(Ok(()))]);
+    }
+
+    /// Replicas that do not catch up within GRACEFUL_CATCH_UP of the hold abandon the failover: the node is released
+    /// and serves again, and the error counts the copies behind. A copy whose node did not answer is behind.
+    #[test]
+    fn replicas_that_do_not_catch_up_in_time_abandon_the_failover() {
+        let mut g = GracefulFailover::new(1, &meta());
+        g.start();
+        g.handle(Event::Held(Ok(stopped(&[(0, 10), (2, 5)]))), secs(100));
+        let behind = BTreeMap::from([(2, report(&[(0, 9)])), (3, Err("refused".to_owned()))]);
+        assert!(matches!(g.handle(Event::Polled(behind.clone()), secs(159))[..], [Command::Poll { .. }]));
+        let out = g.handle(Event::Polled(behind), secs(160));
+        let why = GracefulFailoverError::NotCaughtUp { behind: 2, within: GRACEFUL_CATCH_UP };
+        assert_eq!(out, vec![Command::Release { node: 1 }, Command::Finish(Err(why.clone()))]);
+        assert!(why.to_string().starts_with("graceful failover abandoned, the node serves again: 2 copies"), "{why}");
+        assert!(g.handle(Event::FailedOver(Ok(())), secs(161)).is_empty(), "an ended failover ignores events");
+    }
+
+    /// A vBucket the held node did not report a seqno for (its bucket warming up) abandons the failover instead of
+    /// treating the vBucket as empty; a refused hold and a failover that does not commit release the node too.
+    #[test]
+    fn an_unreported_vbucket_a_refused_hold_or_a_failed_commit_release_the_node() {
+        let mut g = GracefulFailover::new(1, &meta());
+        g.start();
+        let out = g.handle(Event::Held(Ok(stopped(&[(0, 10)]))), secs(0));
+        assert_eq!(
+            out,
+            vec![Command::Release { node: 1 }, Command::Finish(Err(GracefulFailoverError::Unreported(vec![2])))]
+        );
+
+        let mut g = GracefulFailover::new(1, &meta());
+        g.start();
+        let out = g.handle(Event::Held(Err("timed out".into())), secs(0));
+        let refused = GracefulFailoverError::Refused("timed out".into());
+        assert_eq!(out, vec![Command::Release { node: 1 }, Command::Finish(Err(refused))]);
+
+        let mut g = GracefulFailover::new(1, &meta());
+        g.start();
+        g.handle(Event::Held(Ok(stopped(&[(0, 1), (2, 1)]))), secs(0));
+        g.handle(Event::Polled(BTreeMap::from([(2, report(&[(0, 1)])), (3, report(&[(2, 1)]))])), secs(0));
+        let out = g.handle(Event::FailedOver(Err("no quorum".into())), secs(1));
+        let failed = GracefulFailoverError::FailoverFailed("no quorum".into());
+        assert_eq!(out, vec![Command::Release { node: 1 }, Command::Finish(Err(failed))]);
+    }
+
+    /// A node whose actives have no replica to wait for (here: it holds none) fails over right after the hold.
+    #[test]
+    fn a_node_with_nothing_to_wait_for_fails_over_at_once() {
+        let mut g = GracefulFailover::new(3, &meta());
+        g.start();
+        assert_eq!(g.handle(Event::Held(Ok(HoldReply::default())), secs(0)), vec![Command::FailOver { node: 3 }]);
+    }
+}

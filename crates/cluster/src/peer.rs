@@ -1,0 +1,274 @@
+//! The calls one node makes to another outside Raft, as typed messages shared by both ends: the caller builds a
+//! request and decodes the reply as its [`PeerCall::Reply`]; the handler decodes the same request type and answers
+//! the same reply type. One request and one reply type per call:
+//!
+//! | request | endpoint | reply |
+//! |---|---|---|
+//! | [`SeqnosRequest`] | `GET /settee/node/seqnos` | [`SeqnoReport`] |
+//! | [`HoldRequest`] | `POST /settee/node/drain` | [`HoldReply`] |
+//! | [`JoinRequest`] | `POST /node/controller/doJoinCluster` | none (200) |
+//! | [`ProbeRequest`] | `GET /pools` | ignored (200 means alive) |
+//!
+//! The settee-only calls carry JSON; `doJoinCluster` is Couchbase's endpoint and keeps its form fields. Every call
+//! goes to the management port with the administrator's credentials (the probe with none).
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// How a request travels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// No body (a GET).
+    Empty,
+    /// `application/json`.
+    Json(String),
+    /// `application/x-www-form-urlencoded`.
+    Form(String),
+}
+
+/// One node-to-node call: where it goes, how its request is encoded and what it answers.
+pub trait PeerCall {
+    /// "GET" or "POST".
+    const METHOD: &'static str;
+    const PATH: &'static str;
+    type Reply;
+    fn body(&self) -> Body;
+    /// Decodes a 200 answer's body.
+    fn decode_reply(body: &[u8]) -> Result<Self::Reply, serde_json::Error>;
+}
+
+/// High seqnos by bucket and vBucket. On the wire `{bucket: {"vb": seqno}}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct VbSeqnos(pub BTreeMap<String, BTreeMap<u16, u64>>);
+
+impl VbSeqnos {
+    /// The seqno of `vb` of `bucket`, if reported.
+    pub fn get(&self, bucket: &str, vb: u16) -> Option<u64> {
+        self.0.get(bucket).and_then(|vbs| vbs.get(&vb)).copied()
+    }
+
+    /// Lists `bucket` (with no vBucket yet): a bucket is always present, even when it reports none.
+    pub fn add_bucket(&mut self, bucket: &str) {
+        self.0.entry(bucket.to_owned()).or_default();
+    }
+
+    pub fn insert(&mut self, bucket: &str, vb: u16, seqno: u64) {
+        self.0.entry(bucket.to_owned()).or_default().insert(vb, seqno);
+    }
+
+    /// The vBuckets reported for each bucket.
+    pub fn vbuckets(&self) -> impl Iterator<Item = (&str, Vec<u16>)> {
+        self.0.iter().map(|(bucket, vbs)| (bucket.as_str(), vbs.keys().copied().collect()))
+    }
+}
+
+/// `GET /settee/node/seqnos`: how far each copy on the node is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeqnosRequest;
+
+/// The answer to [`SeqnosRequest`]. A bucket still warming up reports no vBucket: seqnos its warmup has not loaded
+/// yet would understate what the node holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqnoReport {
+    /// Every active or replica vBucket.
+    pub buckets: VbSeqnos,
+    /// Dead vBuckets that still hold data: a failed-over node's copies, which delta recovery resumes from.
+    #[serde(default)]
+    pub kept: VbSeqnos,
+}
+
+impl PeerCall for SeqnosRequest {
+    const METHOD: &'static str = "GET";
+    const PATH: &'static str = "/settee/node/seqnos";
+    type Reply = SeqnoReport;
+    fn body(&self) -> Body {
+        Body::Empty
+    }
+    fn decode_reply(body: &[u8]) -> Result<SeqnoReport, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
+/// Which active vBuckets a [`HoldRequest`] covers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HoldScope {
+    /// Holding: every vBucket the map makes active on the node (graceful failover). Releasing: every vBucket held.
+    All,
+    /// These vBuckets of one bucket (a rebalance's takeovers).
+    Some { bucket: String, vbs: Vec<u16> },
+}
+
+/// `POST /settee/node/drain`: hold active vBuckets for a takeover (pending: clients are refused while DCP still
+/// streams them to the copies that take over), or release them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldRequest {
+    /// True to hold, false to release.
+    pub hold: bool,
+    pub scope: HoldScope,
+}
+
+/// The answer to [`HoldRequest`]: the high seqno each covered vBucket stopped at (a bucket warming up lists none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldReply {
+    pub stopped: VbSeqnos,
+}
+
+impl PeerCall for HoldRequest {
+    const METHOD: &'static str = "POST";
+    const PATH: &'static str = "/settee/node/drain";
+    type Reply = HoldReply;
+    fn body(&self) -> Body {
+        // A struct of strings, numbers and lists always serialises.
+        Body::Json(serde_json::to_string(self).expect("a hold request serialises"))
+    }
+    fn decode_reply(body: &[u8]) -> Result<HoldReply, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
+/// `POST /node/controller/doJoinCluster`, sent by `/controller/addNode` to the newcomer: leave your own cluster and
+/// join the one at `host:port` with these credentials. Couchbase's form fields, since tools call it directly too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinRequest {
+    /// `clusterMemberHostIp`: the member to join (no brackets around an IPv6 address).
+    pub host: String,
+    /// `clusterMemberPort`: its management port (ns_server's default 8091 when absent).
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+}
+
+/// Why a [`JoinRequest`] form is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JoinRequestError {
+    #[error("clusterMemberHostIp is required")]
+    MissingHost,
+    #[error("clusterMemberPort must be a port number")]
+    BadPort,
+}
+
+impl JoinRequest {
+    pub const DEFAULT_PORT: u16 = 8091;
+
+    /// Reads the form's fields through `field` (a missing user or password stays empty).
+    pub fn from_form<'a>(field: impl Fn(&str) -> Option<&'a str>) -> Result<JoinRequest, JoinRequestError> {
+        let host = field("clusterMemberHostIp").filter(|h| !h.is_empty()).ok_or(JoinRequestError::MissingHost)?;
+        let port = match field("clusterMemberPort") {
+            None => Self::DEFAULT_PORT,
+            Some(p) => p.trim().parse().map_err(|_| JoinRequestError::BadPort)?,
+        };
+        Ok(JoinRequest {
+            host: host.to_owned(),
+            port,
+            user: field("user").unwrap_or_default().to_owned(),
+            password: field("password").unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+impl PeerCall for JoinRequest {
+    const METHOD: &'static str = "POST";
+    const PATH: &'static str = "/node/controller/doJoinCluster";
+    type Reply = ();
+    fn body(&self) -> Body {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        Body::Form(format!(
+            "clusterMemberHostIp={}&clusterMemberPort={}&user={}&password={}",
+            urlencode(host),
+            self.port,
+            urlencode(&self.user),
+            urlencode(&self.password)
+        ))
+    }
+    fn decode_reply(_: &[u8]) -> Result<(), serde_json::Error> {
+        Ok(())
+    }
+}
+
+/// The health probe: `GET /pools` without credentials. Any 200 means the node is up and has started (a node still
+/// forming, joining or restoring its cluster answers 503).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeRequest;
+
+impl PeerCall for ProbeRequest {
+    const METHOD: &'static str = "GET";
+    const PATH: &'static str = "/pools";
+    type Reply = ();
+    fn body(&self) -> Body {
+        Body::Empty
+    }
+    fn decode_reply(_: &[u8]) -> Result<(), serde_json::Error> {
+        Ok(())
+    }
+}
+
+/// Decodes a JSON request body of type `T` (what a handler receives).
+pub fn decode_request<T: DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
+    serde_json::from_slice(body)
+}
+
+/// Percent-encodes one form component (RFC 3986 unreserved characters pass).
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seqno report and a hold reply cross the wire unchanged (vBucket ids as JSON object keys), a report from a
+    /// node without kept copies may omit `kept`, and lookups find exactly what was reported.
+    #[test]
+    fn seqno_messages_round_trip_through_json() {
+        let mut report = SeqnoReport::default();
+        report.buckets.insert("b", 7, 40);
+        report.buckets.add_bucket("warming");
+        report.kept.insert("b", 9, 3);
+        let wire = serde_json::to_string(&report).unwrap();
+        assert_eq!(wire, r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}}}"#);
+        assert_eq!(SeqnosRequest::decode_reply(wire.as_bytes()).unwrap(), report);
+        assert_eq!(report.buckets.get("b", 7), Some(40));
+        assert_eq!(report.buckets.get("b", 8), None);
+        assert_eq!(report.buckets.get("warming", 7), None);
+        let old: SeqnoReport = serde_json::from_str(r#"{"buckets":{"b":{"1":2}}}"#).unwrap();
+        assert_eq!(old.kept, VbSeqnos::default());
+        assert!(SeqnosRequest::decode_reply(br#"{"buckets":{"b":{"x":1}}}"#).is_err(), "a vBucket id is a number");
+
+        let hold = HoldRequest { hold: true, scope: HoldScope::Some { bucket: "a%b&c".into(), vbs: vec![1, 2] } };
+        let Body::Json(body) = hold.body() else { panic!("a hold is JSON") };
+        assert_eq!(decode_request::<HoldRequest>(body.as_bytes()).unwrap(), hold, "any bucket name survives");
+        let all = HoldRequest { hold: false, scope: HoldScope::All };
+        let Body::Json(body) = all.body() else { panic!("a hold is JSON") };
+        assert_eq!(decode_request::<HoldRequest>(body.as_bytes()).unwrap(), all);
+    }
+
+    /// The join request is Couchbase's form: encoded so any credential survives, read back with ns_server's
+    /// default port, and refused without a host or with a port that is not a number.
+    #[test]
+    fn a_join_request_is_couchbases_form() {
+        let join = JoinRequest { host: "[::1]".into(), port: 9000, user: "a b".into(), password: "p&q=r".into() };
+        assert_eq!(
+            join.body(),
+            Body::Form("clusterMemberHostIp=%3A%3A1&clusterMemberPort=9000&user=a%20b&password=p%26q%3Dr".into())
+        );
+        let fields = [("clusterMemberHostIp", "10.0.0.1"), ("user", "u")];
+        let get = |k: &str| fields.iter().find(|(f, _)| *f == k).map(|(_, v)| *v);
+        let read = JoinRequest::from_form(get).unwrap();
+        assert_eq!(
+            (read.host.as_str(), read.port, read.user.as_str(), read.password.as_str()),
+            ("10.0.0.1", 8091, "u", "")
+        );
+        assert_eq!(JoinRequest::from_form(|_| None), Err(JoinRequestError::MissingHost));
+        let bad = |k: &str| if k == "clusterMemberPort" { Some("x") } else { Some("h") };
+        assert_eq!(JoinRequest::from_form(bad), Err(JoinRequestError::BadPort));
+    }
+}

@@ -1,0 +1,315 @@
+//! [`ClusterDriver`]: the thin async runtime around the control plane. It owns the node and its
+//! [`ClusterHandle`], opens the metadata store, forms, joins or restores the cluster, applies every metadata change
+//! locally (the reconcile), answers the handle's requests, and runs the control-plane state machines
+//! (`settee_cluster::control`) by carrying out their commands and feeding the answers back.
+//!
+//! Time comes from the node's `Clock` (its monotonic reading), randomness from the driver's seeded `Rng`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rand::rngs::StdRng;
+use rand::RngCore;
+use settee_cluster::control::Holds;
+use settee_cluster::{
+    ClusterMetadata, HttpTransport, Membership, MetaCommand, MetadataStore, NodeId, NodeInfo, ProposeError,
+};
+use settee_types::Clock;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::handle::{ClusterHandle, Proposal, Request};
+use super::reconcile::Reconciler;
+use super::spec_of;
+use crate::node::Node;
+
+/// How long a restarted node waits for its own committed metadata to be applied again.
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause between attempts to confirm a restarted member's view with the cluster.
+const CATCH_UP_RETRY: Duration = Duration::from_millis(500);
+
+pub struct ClusterDriver {
+    pub(super) node: Arc<Node>,
+    pub(super) handle: Arc<ClusterHandle>,
+    dir: PathBuf,
+    transport: Arc<HttpTransport>,
+    /// Told when the handle's store is replaced (the node joined another cluster).
+    swapped: Notify,
+    reconciler: tokio::sync::Mutex<Reconciler>,
+    /// Active vBuckets held here for a takeover (a rebalance step, or a graceful failover of this node), by bucket:
+    /// pending here, so clients are refused while the copies that take over catch up with a history that no
+    /// longer moves.
+    pub(super) held: parking_lot::Mutex<Holds>,
+    rng: parking_lot::Mutex<StdRng>,
+    pub(super) clock: Arc<dyn Clock>,
+    /// The handle's requests, until `serve` takes them.
+    inbox: parking_lot::Mutex<Option<mpsc::Receiver<Request>>>,
+}
+
+impl ClusterDriver {
+    /// Opens this node's metadata store (creating its identity on first start, from `rng`) and gives the node its
+    /// handle. Nothing is proposed yet.
+    pub async fn open(node: &Arc<Node>, mut rng: StdRng) -> anyhow::Result<Arc<ClusterDriver>> {
+        let dir = node.config.data_dir.join("raft");
+        let me = match MetadataStore::stored_node_id(&dir)? {
+            Some(id) => id,
+            None => new_node_id(&mut rng),
+        };
+        let addr = my_info(node, me).mgmt_addr();
+        let transport = Arc::new(HttpTransport::new(&node.config.username, &node.config.password));
+        let store = MetadataStore::open(&dir, me, addr.clone(), transport.clone())
+            .await
+            .with_context(|| format!("cannot open the cluster metadata in {}", dir.display()))?;
+        let (handle, inbox) = ClusterHandle::new(me, addr, store, node.clock.clone());
+        let handle = Arc::new(handle);
+        node.set_cluster(handle.clone());
+        Ok(Arc::new(ClusterDriver {
+            node: node.clone(),
+            handle,
+            dir,
+            transport,
+            swapped: Notify::new(),
+            reconciler: tokio::sync::Mutex::new(Reconciler::default()),
+            held: Default::default(),
+            rng: parking_lot::Mutex::new(rng),
+            clock: node.clock.clone(),
+            inbox: parking_lot::Mutex::new(Some(inbox)),
+        }))
+    }
+
+    pub fn handle(&self) -> &Arc<ClusterHandle> {
+        &self.handle
+    }
+
+    pub(super) fn me(&self) -> NodeId {
+        self.handle.me
+    }
+
+    pub(super) fn metadata(&self) -> Arc<ClusterMetadata> {
+        self.handle.metadata()
+    }
+
+    pub(super) fn now(&self) -> Duration {
+        self.clock.monotonic()
+    }
+
+    /// A random u64 from the driver's seeded generator.
+    pub(super) fn random(&self) -> u64 {
+        self.rng.lock().next_u64()
+    }
+
+    /// The administrator's credentials, which node-to-node calls carry.
+    pub(super) fn credentials(&self) -> (&str, &str) {
+        (self.node.config.username.as_str(), self.node.config.password.as_str())
+    }
+
+    /// Answers the handle's requests until `stopped`, each in its own task (a graceful failover waits up to a
+    /// minute; the others must not wait behind it).
+    pub async fn serve(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
+        let Some(mut inbox) = self.inbox.lock().take() else { return };
+        loop {
+            tokio::select! {
+                request = inbox.recv() => match request {
+                    Some(request) => {
+                        tokio::spawn(self.clone().answer(request));
+                    }
+                    None => return,
+                },
+                _ = stopped.changed() => return,
+            }
+        }
+    }
+
+    async fn answer(self: Arc<Self>, request: Request) {
+        // A requester that gave up (its connection closed) no longer waits for the answer: dropping it is fine.
+        match request {
+            Request::Propose { cmd, reply } => drop(reply.send(self.propose(cmd).await)),
+            Request::Failover { node, reply } => drop(reply.send(self.failover(node).await)),
+            Request::GracefulFailover { node, reply } => drop(reply.send(self.graceful_failover(node).await)),
+            Request::Hold { request, reply } => drop(reply.send(self.hold_actives(&request).await)),
+            Request::Rejoin { seed, reply } => drop(reply.send(self.rejoin(&seed).await)),
+            Request::StartRebalance { ejected, reply } => drop(reply.send(self.clone().start_rebalance(ejected))),
+        }
+    }
+
+    /// Brings the node into a cluster and its local state in line: forms a one-node cluster (first start without
+    /// `join`), joins `join`'s cluster (first start with it), or restores what it had (restart).
+    pub async fn start(self: &Arc<Self>, join: Option<&str>) -> anyhow::Result<()> {
+        let started = self.start_inner(join).await;
+        self.handle.set_started();
+        started
+    }
+
+    async fn start_inner(self: &Arc<Self>, join: Option<&str>) -> anyhow::Result<()> {
+        let store = self.handle.store();
+        if store.is_initialized().await {
+            let meta = store.wait_restored(RESTORE_TIMEOUT).await.context("restoring the cluster metadata")?;
+            let alone = meta.nodes.len() <= 1;
+            self.handle.set_current(alone);
+            self.reconcile(&meta).await;
+            if alone {
+                // In the background: a restarted one-node cluster elects itself first (up to 2 s).
+                let me = self.clone();
+                tokio::spawn(async move { me.refresh_my_info().await });
+            } else {
+                tokio::spawn(self.clone().catch_up());
+            }
+            return Ok(());
+        }
+        match join {
+            Some(seed) => self.join_via(seed).await?,
+            None => {
+                store.initialize_single().await.context("forming a one-node cluster")?;
+                let me = my_info(&self.node, self.me());
+                store.propose(MetaCommand::AddNode(me)).await.context("registering this node")?;
+                self.handle.set_current(true);
+                if let Some(config) = self.node.default_bucket_config() {
+                    let meta = store.propose(MetaCommand::CreateBucket(spec_of(&config))).await;
+                    meta.context("creating the default bucket")?;
+                }
+            }
+        }
+        self.reconcile(&self.metadata()).await;
+        Ok(())
+    }
+
+    /// Joins the cluster `seed` ("host:mgmtport") belongs to: Raft membership first, then this node's entry.
+    async fn join_via(&self, seed: &str) -> anyhow::Result<()> {
+        let store = self.handle.store();
+        store.join(seed).await.with_context(|| format!("joining the cluster of {seed}"))?;
+        match store.propose(MetaCommand::AddNode(my_info(&self.node, self.me()))).await {
+            Ok(_) | Err(ProposeError::Rejected(settee_cluster::MetaError::NodeExists(_))) => {}
+            Err(e) => return Err(e).context("registering this node with the cluster"),
+        }
+        self.handle.set_current(true);
+        tracing::info!(%seed, me = self.me(), "joined the cluster");
+        Ok(())
+    }
+
+    /// Leaves the cluster this node forms or belongs to and joins `seed`'s instead (Couchbase's
+    /// doJoinCluster): the node's own buckets are dropped with its old metadata.
+    pub(super) async fn rejoin(&self, seed: &str) -> anyhow::Result<()> {
+        let mut started = self.handle.started();
+        tokio::time::timeout(RESTORE_TIMEOUT, started.wait_for(|s| *s))
+            .await
+            .context("this node is still starting")?
+            .context("this node is stopping")?;
+        let old = self.handle.store();
+        if old.current().nodes.len() > 1 {
+            anyhow::bail!("Node is already part of a cluster.");
+        }
+        old.shutdown().await;
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await?.context("removing old metadata")?;
+        let fresh = MetadataStore::open(&self.dir, self.me(), self.handle.addr.clone(), self.transport.clone()).await?;
+        self.handle.replace_store(fresh);
+        self.reconciler.lock().await.forget_applied();
+        self.swapped.notify_waiters();
+        self.join_via(seed).await?;
+        self.reconcile(&self.metadata()).await;
+        Ok(())
+    }
+
+    /// A restarted member confirms its metadata with the cluster (a linearizable read through the leader) before
+    /// it lets any vBucket be active.
+    async fn catch_up(self: Arc<Self>) {
+        loop {
+            match self.handle.store().read_linearizable().await {
+                Ok(meta) => {
+                    self.handle.set_current(true);
+                    tracing::info!(rev = meta.rev, "cluster metadata confirmed current");
+                    self.reconcile(&meta).await;
+                    self.refresh_my_info().await;
+                    return;
+                }
+                Err(e) => tracing::info!(error = %e, "waiting for the cluster to confirm this node's metadata"),
+            }
+            tokio::time::sleep(CATCH_UP_RETRY).await;
+        }
+    }
+
+    /// Records this node's current ports when they changed since it registered (a restart on other ports).
+    async fn refresh_my_info(&self) {
+        let meta = self.metadata();
+        let Some(known) = meta.nodes.get(&self.me()) else { return };
+        let mine = NodeInfo { membership: known.membership, ..my_info(&self.node, self.me()) };
+        if *known != mine {
+            if let Err(e) = self.handle.store().propose(MetaCommand::UpdateNode(mine)).await {
+                tracing::warn!(error = %e, "cannot record this node's new address");
+            }
+        }
+    }
+
+    /// Applies every metadata change locally, in the background, until `stopped`; and, when a bucket finishes
+    /// its warmup, whatever an apply deferred until then (the reconciler remembers; a warmup that ended before
+    /// this subscribed is covered by the first pass).
+    pub async fn follow(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
+        let mut warmups = self.node.warmups();
+        loop {
+            let mut changes = self.handle.store().subscribe();
+            let meta = changes.borrow_and_update().clone();
+            self.reconcile_with(&meta, false).await;
+            tokio::select! {
+                r = changes.changed() => {
+                    if r.is_err() {
+                        tokio::time::sleep(CATCH_UP_RETRY).await;
+                    }
+                }
+                _ = warmups.changed() => {}
+                _ = self.swapped.notified() => {}
+                _ = stopped.changed() => {
+                    self.reconciler.lock().await.stop_feeds();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Makes the local node match `meta` (idempotent; serialised), even if it was applied before.
+    pub(super) async fn reconcile(&self, meta: &ClusterMetadata) {
+        self.reconcile_with(meta, true).await;
+    }
+
+    async fn reconcile_with(&self, meta: &ClusterMetadata, again: bool) {
+        let mut reconciler = self.reconciler.lock().await;
+        reconciler.apply(self, meta, again).await;
+        self.node.publish_config();
+    }
+
+    /// Proposes `cmd` and applies the result locally before returning, so the caller sees its change here.
+    pub(super) async fn propose(&self, cmd: MetaCommand) -> Proposal {
+        let meta = self.handle.store().propose(cmd).await?;
+        let local = self.metadata();
+        let newest = if local.rev >= meta.rev { local } else { meta };
+        self.reconcile_with(&newest, false).await;
+        Ok(newest)
+    }
+}
+
+/// A fresh node id: random, never 0, small enough for every JSON reader (53 bits).
+fn new_node_id(rng: &mut StdRng) -> NodeId {
+    (rng.next_u64() >> 11).max(1)
+}
+
+/// The address peers and clients reach this node at: the bound host, or loopback when it binds every interface.
+fn peer_host(node: &Node) -> String {
+    match node.config.host.as_str() {
+        "0.0.0.0" | "" => "127.0.0.1".into(),
+        "::" | "[::]" => "::1".into(),
+        h => h.trim_start_matches('[').trim_end_matches(']').to_owned(),
+    }
+}
+
+/// This node as the metadata records it.
+fn my_info(node: &Node, me: NodeId) -> NodeInfo {
+    NodeInfo {
+        id: me,
+        hostname: peer_host(node),
+        kv_port: node.config.kv_port,
+        mgmt_port: node.config.mgmt_port,
+        query_port: node.config.query_port,
+        membership: Membership::Active,
+        services: vec!["kv".into(), "n1ql".into()],
+    }
+}
