@@ -103,15 +103,26 @@ impl Control {
         self.meta.nodes.get(&node).map(|n| n.membership)
     }
 
-    /// Every member active, nothing being built, every member heard from lately.
+    /// Every member active, nothing being built, every member heard from lately, and every copy the map names
+    /// reported by its node, replicas close behind their actives (not rebuilding after a reset): only then may the
+    /// nemesis strike again, so that faults stay within what `majority` promises to survive (one at a time).
     pub fn is_healthy(&self, now: Duration) -> bool {
-        self.recovering.is_none()
-            && self
-                .meta
-                .nodes
-                .values()
-                .all(|n| n.membership == Membership::Active && self.health.unseen_for(n.id, now) < ANSWERED_WITHIN)
-            && self.map().chains[..usize::from(VBUCKETS)].iter().all(|c| c.iter().all(Option::is_some))
+        let reported = |n: NodeId, vb: u16, active: bool| {
+            self.seqnos.get(&n).and_then(|s| s.iter().find(|(v, a, _)| *v == vb && *a == active)).map(|(_, _, h)| *h)
+        };
+        let copies_in_step = (0..VBUCKETS).all(|vb| match self.map().chains[usize::from(vb)].as_slice() {
+            [Some(a), Some(r)] => match (reported(*a, vb, true), reported(*r, vb, false)) {
+                (Some(ah), Some(rh)) => rh + 20 >= ah,
+                _ => false,
+            },
+            _ => false,
+        });
+        let members_up = self
+            .meta
+            .nodes
+            .values()
+            .all(|n| n.membership == Membership::Active && self.health.unseen_for(n.id, now) < ANSWERED_WITHIN);
+        self.recovering.is_none() && members_up && copies_in_step
     }
 
     fn apply(&mut self, cmd: MetaCommand) -> Result<(), String> {
@@ -161,7 +172,9 @@ impl Control {
         self.recover(now);
     }
 
-    /// Full recovery of one failed-over node that answers again, once no other node is down.
+    /// Full recovery of a failed-over node that answers again, once no other node is down; and, with every
+    /// member answering, the building of replicas the map lacks (after a failover or a reprovision), as the
+    /// rebalance an operator runs would do.
     fn recover(&mut self, now: Duration) {
         if let Some((node, target)) = self.recovering.clone() {
             return self.finish_recovery(node, target, now);
@@ -169,18 +182,25 @@ impl Control {
         let answering = |c: &Control, id: NodeId| c.health.unseen_for(id, now) < ANSWERED_WITHIN;
         let failed: Vec<NodeId> =
             self.meta.nodes.values().filter(|n| n.membership == Membership::InactiveFailed).map(|n| n.id).collect();
-        let Some(&node) = failed.iter().find(|id| answering(self, **id)) else { return };
-        let others_up = self.meta.nodes.values().filter(|n| n.id != node).all(|n| answering(self, n.id));
-        if !others_up {
-            return;
-        }
-        if self.apply(MetaCommand::SetRecovery { node, recovery: Some(Recovery::Full) }).is_err()
-            || self.apply(MetaCommand::SetMembership { node, membership: Membership::Active }).is_err()
-        {
-            return;
+        if let Some(&node) = failed.iter().find(|id| answering(self, **id)) {
+            let others_up = self.meta.nodes.values().filter(|n| n.id != node).all(|n| answering(self, n.id));
+            if !others_up
+                || self.apply(MetaCommand::SetRecovery { node, recovery: Some(Recovery::Full) }).is_err()
+                || self.apply(MetaCommand::SetMembership { node, membership: Membership::Active }).is_err()
+            {
+                return;
+            }
+            self.count("full recoveries started");
+            self.log.push((now, format!("full recovery of node index {} started", node - 1)));
         }
         let nodes = self.meta.active_nodes();
+        if nodes.len() != self.meta.nodes.len() || !nodes.iter().all(|n| answering(self, *n)) {
+            return;
+        }
         let target = vbmap::repair_replicas(self.map(), &nodes);
+        if target == *self.map() {
+            return;
+        }
         let building: BTreeMap<u16, Vec<NodeId>> = vbmap::moves(self.map(), &target)
             .into_iter()
             .map(|m| {
@@ -189,9 +209,24 @@ impl Control {
             })
             .collect();
         if self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building }).is_ok() {
-            self.count("full recoveries started");
-            self.log.push((now, format!("full recovery of node index {} started", node - 1)));
+            self.log.push((now, "building missing replicas".into()));
+            let node = self.meta.recovery.keys().next().copied().unwrap_or(0);
             self.recovering = Some((node, target));
+        }
+    }
+
+    /// A node asks for a change (auto-reprovision of its memory-only bucket).
+    pub fn propose(&mut self, cmd: MetaCommand, now: Duration) {
+        if let MetaCommand::Reprovision { node, .. } = &cmd {
+            let node = *node;
+            if self.apply(cmd).is_ok() {
+                self.count("auto-reprovisions");
+                self.log.push((now, format!("node index {} reprovisioned", node - 1)));
+                if self.recovering.is_some() {
+                    let _ = self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building: BTreeMap::new() });
+                    self.recovering = None;
+                }
+            }
         }
     }
 
@@ -218,9 +253,11 @@ impl Control {
         }
         if self.apply(MetaCommand::SetMap { bucket: BUCKET.into(), map: target }).is_ok() {
             let _ = self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building: BTreeMap::new() });
-            let _ = self.apply(MetaCommand::SetRecovery { node, recovery: None });
-            self.count("full recoveries finished");
-            self.log.push((now, format!("full recovery of node index {} finished", node - 1)));
+            if node != 0 {
+                let _ = self.apply(MetaCommand::SetRecovery { node, recovery: None });
+            }
+            self.count("missing replicas built");
+            self.log.push((now, "missing replicas built, map committed".into()));
         }
         self.recovering = None;
     }

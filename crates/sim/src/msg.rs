@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use settee_cluster::ClusterMetadata;
+use settee_cluster::{ClusterMetadata, MetaCommand};
 use settee_engine::EngineError;
 
 /// A client's request to a node: one key of the simulated bucket.
@@ -57,4 +57,6 @@ pub enum Msg {
     },
     /// The control plane's metadata, pushed to a node.
     Meta(Arc<ClusterMetadata>),
+    /// A node asks the leader to apply a metadata command.
+    Propose(MetaCommand),
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use settee_cluster::metadata::{BucketMeta, Membership, Recovery};
-use settee_cluster::{ClusterMetadata, NodeId};
+use settee_cluster::{ClusterMetadata, MetaCommand, NodeId};
 use settee_engine::{
     Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, StoreMode, StoreRequest, VbState,
     WriteOptions,
@@ -69,6 +69,12 @@ pub struct SimNode {
     /// Whether the node has confirmed its metadata current with the leader since it started (the server's
     /// `catch_up`, a linearizable read): until then nothing is active here.
     current: bool,
+    /// Started again after a crash: its memory-only bucket came back empty, so before anything is active here
+    /// it has the cluster reprovision it (the server's `ClusterDriver::reprovision`).
+    restarted: bool,
+    /// Model the build before auto-reprovision existed (a restarted node serves its empty copies).
+    pub reprovision: bool,
+    starts: u32,
     consumers: BTreeMap<usize, Consumer>,
     producers: BTreeMap<u64, Producer>,
     outcomes: Outcomes,
@@ -105,6 +111,9 @@ impl SimNode {
             bucket: None,
             meta: None,
             current: false,
+            restarted: false,
+            reprovision: true,
+            starts: 0,
             consumers: BTreeMap::new(),
             producers: BTreeMap::new(),
             outcomes: Arc::default(),
@@ -144,6 +153,8 @@ impl SimNode {
         }
         self.bucket = Some(bucket);
         self.seen.clear();
+        self.starts += 1;
+        self.restarted = self.starts > 1 && self.reprovision;
     }
 
     /// kill -9: memory, connections and waiting writers are gone.
@@ -180,6 +191,16 @@ impl SimNode {
         if self.bucket.is_none() {
             return;
         }
+        if current && !self.current && self.restarted {
+            let me = node_id(self.idx);
+            if let Some(b) = meta.buckets.get(BUCKET) {
+                if settee_cluster::vbmap::reprovision(&b.map, me) != b.map {
+                    let cmd = MetaCommand::Reprovision { bucket: BUCKET.into(), node: me };
+                    ctx.send(self.me(), Endpoint::Control, None, Msg::Propose(cmd));
+                    return;
+                }
+            }
+        }
         let became_current = current && !self.current;
         self.current |= current;
         if became_current || self.meta.as_ref().is_none_or(|m| m.rev < meta.rev) {
@@ -205,7 +226,7 @@ impl SimNode {
                     ctx.send(self.me(), from, None, Msg::Reply { id, reply });
                 }
             }
-            Msg::Reply { .. } | Msg::Heartbeat { .. } => {}
+            Msg::Reply { .. } | Msg::Heartbeat { .. } | Msg::Propose(_) => {}
         }
     }
 

@@ -37,6 +37,9 @@ pub struct SimConfig {
     /// Restart a killed node after its pause even if the cluster has not failed it over yet (a memory-only
     /// bucket then comes back empty while the map still names it active).
     pub restart_before_failover: bool,
+    /// Whether a restarted node has the cluster reprovision its memory-only bucket (false: the behaviour before
+    /// auto-reprovision, which loses acknowledged writes).
+    pub reprovision: bool,
 }
 
 impl SimConfig {
@@ -49,6 +52,7 @@ impl SimConfig {
             recovery_phase: Duration::from_secs(40),
             faults: true,
             restart_before_failover: false,
+            reprovision: true,
         }
     }
 }
@@ -148,6 +152,7 @@ impl Sim {
         let clock = Arc::new(SimClock::new());
         let mut nodes: Vec<SimNode> = (0..cfg.nodes).map(SimNode::new).collect();
         for n in &mut nodes {
+            n.reprovision = cfg.reprovision;
             n.start(clock.clone());
         }
         Sim {
@@ -234,6 +239,12 @@ impl Sim {
     fn deliver(&mut self, now: Duration) {
         for env in self.net.due(now) {
             match (env.to, env.msg) {
+                (Endpoint::Control, Msg::Propose(cmd)) => {
+                    let Endpoint::Node(n) = env.from else { continue };
+                    if self.nodes[n].is_up() && self.with_majority(n) {
+                        self.control.propose(cmd, now);
+                    }
+                }
                 (Endpoint::Control, Msg::Heartbeat { seqnos }) => {
                     let Endpoint::Node(n) = env.from else { continue };
                     if self.nodes[n].is_up() && self.with_majority(n) {

@@ -1,6 +1,7 @@
 //! Runs simulated clusters seed after seed: `settee-sim [first seed] [count] [fault seconds]`. Prints each run's
 //! summary (in full for a run with anomalies: its seed repeats it) and the totals; exits 1 if any run found an
-//! anomaly. `--restart-before-failover` restarts killed nodes before the cluster fails them over.
+//! anomaly. `--restart-before-failover` restarts killed nodes before the cluster fails them over;
+//! `--no-reprovision` models the build before auto-reprovision (restarted memory-only nodes serve empty copies).
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,7 @@ use settee_sim::{Sim, SimConfig};
 
 fn main() {
     let early_restarts = std::env::args().any(|a| a == "--restart-before-failover");
+    let no_reprovision = std::env::args().any(|a| a == "--no-reprovision");
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let first = args.first().copied().unwrap_or(0);
     let count = args.get(1).copied().unwrap_or(100);
@@ -18,6 +20,7 @@ fn main() {
         let mut cfg = SimConfig::new(seed);
         cfg.fault_phase = Duration::from_secs(secs);
         cfg.restart_before_failover = early_restarts;
+        cfg.reprovision = !no_reprovision;
         let report = Sim::new(cfg).run();
         simulated += report.simulated;
         ops += report.ops.values().sum::<u64>();
