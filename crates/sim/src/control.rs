@@ -13,7 +13,13 @@ use settee_cluster::control::HealthTable;
 use settee_cluster::metadata::{AutoFailoverSettings, BucketSpec, Membership, NodeInfo, Recovery};
 use settee_cluster::{vbmap, ClusterMetadata, MetaCommand, NodeId, VbMap};
 
+use settee_cluster::control::rebalance::Rebalance;
+use settee_cluster::control::HealthSnapshot;
+use settee_cluster::peer::{HoldReply, SeqnoReport};
+
+use crate::msg::Msg;
 use crate::node::{node_id, BUCKET, VBUCKETS};
+use crate::rebalance::{Leader, RebalanceRun};
 
 const TICK: Duration = Duration::from_millis(100);
 /// How recently a node must have answered to count as back.
@@ -33,6 +39,26 @@ pub struct Control {
     pub counters: BTreeMap<&'static str, u64>,
     /// Decisions taken, with their time.
     pub log: Vec<(Duration, String)>,
+    /// A rebalance in progress.
+    rebalance: Option<RebalanceRun>,
+    /// Messages to nodes (by id), sent by the simulation.
+    pub outbox: Vec<(NodeId, Msg)>,
+}
+
+/// The control plane as the rebalance driver's leader (`now` for the health snapshot).
+impl Leader for Control {
+    fn propose(&mut self, cmd: MetaCommand) -> Result<(), String> {
+        self.apply(cmd)
+    }
+    fn meta(&self) -> Arc<ClusterMetadata> {
+        self.shared.clone()
+    }
+    fn health(&self, now: Duration) -> HealthSnapshot {
+        self.health.snapshot(0, now)
+    }
+    fn send(&mut self, node: NodeId, msg: Msg) {
+        self.outbox.push((node, msg));
+    }
 }
 
 impl Control {
@@ -42,16 +68,7 @@ impl Control {
         let must = |meta: &mut ClusterMetadata, cmd: MetaCommand| meta.apply(&cmd).expect("initial metadata");
         for idx in 0..nodes {
             let id = node_id(idx);
-            let info = NodeInfo {
-                id,
-                hostname: format!("127.0.0.{}", id),
-                kv_port: 11210,
-                mgmt_port: 8091,
-                query_port: 8093,
-                membership: Membership::Active,
-                services: vec!["kv".into()],
-            };
-            must(&mut meta, MetaCommand::AddNode(info));
+            must(&mut meta, MetaCommand::AddNode(node_info(id)));
             if idx > 0 {
                 must(&mut meta, MetaCommand::SetMembership { node: id, membership: Membership::Active });
             }
@@ -82,6 +99,8 @@ impl Control {
             recovering: None,
             counters: BTreeMap::new(),
             log: Vec::new(),
+            rebalance: None,
+            outbox: Vec::new(),
         }
     }
 
@@ -176,6 +195,9 @@ impl Control {
     /// member answering, the building of replicas the map lacks (after a failover or a reprovision), as the
     /// rebalance an operator runs would do.
     fn recover(&mut self, now: Duration) {
+        if self.rebalance.is_some() {
+            return;
+        }
         if let Some((node, target)) = self.recovering.clone() {
             return self.finish_recovery(node, target, now);
         }
@@ -212,6 +234,69 @@ impl Control {
             self.log.push((now, "building missing replicas".into()));
             let node = self.meta.recovery.keys().next().copied().unwrap_or(0);
             self.recovering = Some((node, target));
+        }
+    }
+
+    pub fn rebalancing(&self) -> bool {
+        self.rebalance.is_some()
+    }
+
+    /// Starts a rebalance that adds `add` (a node outside the cluster) and ejects `eject`, as an operator's
+    /// `/controller/rebalance` would; false when the real state machine refuses to start.
+    pub fn start_rebalance(&mut self, add: Option<NodeId>, eject: Vec<NodeId>, now: Duration) -> bool {
+        if self.rebalance.is_some() || self.recovering.is_some() {
+            return false;
+        }
+        if let Some(id) = add {
+            if self.apply(MetaCommand::AddNode(node_info(id))).is_err() {
+                return false;
+            }
+        }
+        let health = self.health.snapshot(0, now);
+        match Rebalance::new(&self.meta, &eject, 0, &health) {
+            Ok(sm) => {
+                self.log.push((now, format!("rebalance started: in {add:?}, out {eject:?} (node ids)")));
+                self.rebalance = Some(RebalanceRun::start(sm));
+                self.step_rebalance(now);
+                true
+            }
+            Err(e) => {
+                self.log.push((now, format!("rebalance refused: {e}")));
+                if let Some(id) = add {
+                    let _ = self.apply(MetaCommand::RemoveNode(id));
+                }
+                false
+            }
+        }
+    }
+
+    /// Runs the rebalance's commands due now; records how it ended.
+    pub fn step_rebalance(&mut self, now: Duration) {
+        let Some(mut run) = self.rebalance.take() else { return };
+        run.step(self, now);
+        match run.outcome.take() {
+            None => self.rebalance = Some(run),
+            Some(r) => {
+                let what = match &r {
+                    Ok(()) => "rebalances finished",
+                    Err(_) => "rebalances ended with an error",
+                };
+                self.count(what);
+                self.log.push((now, format!("rebalance ended after {} moves: {r:?}", run.moves_done)));
+            }
+        }
+    }
+
+    pub fn seqnos_answer(&mut self, node: NodeId, id: u64, report: SeqnoReport, now: Duration) {
+        if let Some(mut run) = self.rebalance.take() {
+            run.reported(node, id, report, self, now);
+            self.rebalance = Some(run);
+        }
+    }
+
+    pub fn hold_answer(&mut self, node: NodeId, id: u64, reply: HoldReply, now: Duration) {
+        if let Some(run) = self.rebalance.as_mut() {
+            run.held(node, id, reply, now);
         }
     }
 
@@ -260,5 +345,18 @@ impl Control {
             self.log.push((now, "missing replicas built, map committed".into()));
         }
         self.recovering = None;
+    }
+}
+
+/// A simulated node's entry in the metadata.
+fn node_info(id: NodeId) -> NodeInfo {
+    NodeInfo {
+        id,
+        hostname: format!("127.0.0.{id}"),
+        kv_port: 11210,
+        mgmt_port: 8091,
+        query_port: 8093,
+        membership: Membership::Active,
+        services: vec!["kv".into()],
     }
 }
