@@ -163,7 +163,7 @@ impl Sim {
             clock,
             net: Net::new(NetConfig::default()),
             nodes,
-            control: Control::new(cfg.members),
+            control: Control::new(cfg.members, cfg.seed),
             clients: (0..cfg.clients).map(|_| Client::default()).collect(),
             history: Vec::new(),
             next_value: 1,
