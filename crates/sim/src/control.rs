@@ -17,10 +17,12 @@ use settee_cluster::control::rebalance::Rebalance;
 use settee_cluster::control::HealthSnapshot;
 use settee_cluster::peer::{HoldReply, SeqnoReport};
 
+use crate::graceful::GracefulRun;
 use crate::msg::Msg;
 use crate::node::{node_id, BUCKET, VBUCKETS};
 use crate::rebalance::{Leader, RebalanceRun};
 use crate::rng::SimRng;
+use settee_cluster::control::graceful_failover::GracefulFailover;
 
 const TICK: Duration = Duration::from_millis(100);
 /// How recently a node must have answered to count as back.
@@ -42,6 +44,8 @@ pub struct Control {
     pub log: Vec<(Duration, String)>,
     /// A rebalance in progress.
     rebalance: Option<RebalanceRun>,
+    /// A graceful failover in progress.
+    graceful: Option<GracefulRun>,
     /// Messages to nodes (by id), sent by the simulation.
     pub outbox: Vec<(NodeId, Msg)>,
 }
@@ -101,6 +105,7 @@ impl Control {
             counters: BTreeMap::new(),
             log: Vec::new(),
             rebalance: None,
+            graceful: None,
             outbox: Vec::new(),
         }
     }
@@ -193,7 +198,7 @@ impl Control {
     /// recovery (drawn from the seed) and rebalances, which also rebuilds the replicas a failover or a reprovision
     /// left missing.
     fn recover(&mut self, now: Duration) {
-        if self.rebalance.is_some() {
+        if self.rebalancing() {
             return;
         }
         let answering = |c: &Control, id: NodeId| c.health.unseen_for(id, now) < ANSWERED_WITHIN;
@@ -223,14 +228,26 @@ impl Control {
         self.start_rebalance(None, Vec::new(), now);
     }
 
+    /// A rebalance or a graceful failover runs.
     pub fn rebalancing(&self) -> bool {
-        self.rebalance.is_some()
+        self.rebalance.is_some() || self.graceful.is_some()
+    }
+
+    /// Starts a graceful failover of `node`, as `/controller/startGracefulFailover` would.
+    pub fn start_graceful(&mut self, node: NodeId, now: Duration) -> bool {
+        if self.rebalancing() || self.membership(node) != Some(Membership::Active) {
+            return false;
+        }
+        self.log.push((now, format!("graceful failover of node index {} started", node - 1)));
+        self.graceful = Some(GracefulRun::start(node, GracefulFailover::new(node, &self.meta)));
+        self.step_rebalance(now);
+        true
     }
 
     /// Starts a rebalance that adds `add` (a node outside the cluster) and ejects `eject`, as an operator's
     /// `/controller/rebalance` would; false when the real state machine refuses to start.
     pub fn start_rebalance(&mut self, add: Option<NodeId>, eject: Vec<NodeId>, now: Duration) -> bool {
-        if self.rebalance.is_some() {
+        if self.rebalancing() {
             return false;
         }
         if let Some(id) = add {
@@ -256,8 +273,18 @@ impl Control {
         }
     }
 
-    /// Runs the rebalance's commands due now; records how it ended.
+    /// Runs the rebalance's (or graceful failover's) commands due now; records how it ended.
     pub fn step_rebalance(&mut self, now: Duration) {
+        if let Some(mut run) = self.graceful.take() {
+            run.step(self, now);
+            match run.outcome.take() {
+                None => self.graceful = Some(run),
+                Some(r) => {
+                    self.count(if r.is_ok() { "graceful failovers" } else { "graceful failovers abandoned" });
+                    self.log.push((now, format!("graceful failover of node index {} ended: {r:?}", run.node - 1)));
+                }
+            }
+        }
         let Some(mut run) = self.rebalance.take() else { return };
         run.step(self, now);
         match run.outcome.take() {
@@ -274,6 +301,11 @@ impl Control {
     }
 
     pub fn seqnos_answer(&mut self, node: NodeId, id: u64, report: SeqnoReport, now: Duration) {
+        if let Some(run) = self.graceful.as_mut() {
+            if run.reported(node, id, report.clone(), now) {
+                return;
+            }
+        }
         if let Some(mut run) = self.rebalance.take() {
             run.reported(node, id, report, self, now);
             self.rebalance = Some(run);
@@ -281,6 +313,11 @@ impl Control {
     }
 
     pub fn hold_answer(&mut self, node: NodeId, id: u64, reply: HoldReply, now: Duration) {
+        if let Some(run) = self.graceful.as_mut() {
+            if run.node == node && run.held(id, reply.clone(), now) {
+                return;
+            }
+        }
         if let Some(run) = self.rebalance.as_mut() {
             run.held(node, id, reply, now);
         }

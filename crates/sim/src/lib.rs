@@ -5,7 +5,7 @@
 //! `ProducerConnection` and `ConsumerStream`, exchanging real encoded frames); the control plane runs the real
 //! `ClusterMetadata` state machine, `HealthTable` and `AutoFailover` decisions, and rebalances through the real
 //! `Rebalance` state machine ([`rebalance`]: seqno reports and takeover holds over the network, the nodes holding
-//! with the real `Holds`). Around them, a thin driver per
+//! with the real `Holds`) and graceful failovers through the real `GracefulFailover` ([`graceful`]). Around them, a thin driver per
 //! node follows the server's async drivers step for step over a simulated network ([`net`]: seeded delays,
 //! reordering across connections, partitions that cut TCP connections) and a simulated clock ([`clock`]: one
 //! millisecond per step, wall-clock jumps). Clients do reads, `majority` durable writes and CAS on a few keys,
@@ -16,6 +16,7 @@
 
 pub mod clock;
 pub mod control;
+pub mod graceful;
 pub mod history;
 pub mod msg;
 pub mod net;

@@ -68,11 +68,13 @@ pub enum Msg {
         id: u64,
         report: SeqnoReport,
     },
-    /// The leader asks a node to hold (or release) active vBuckets for a takeover (`/settee/node/drain`).
+    /// The leader asks a node to hold (or release) active vBuckets for a takeover (`/settee/node/drain`); `all`:
+    /// every active the node's map gives it (hold), or everything held (release).
     HoldAsk {
         id: u64,
         hold: bool,
         vbs: Vec<u16>,
+        all: bool,
     },
     Held {
         id: u64,

@@ -242,7 +242,12 @@ impl SimNode {
                 let report = self.seqno_report();
                 ctx.send(self.me(), from, None, Msg::Seqnos { id, report });
             }
-            Msg::HoldAsk { id, hold, vbs } => {
+            Msg::HoldAsk { id, hold, vbs, all } => {
+                let vbs = match (all, hold, self.meta.as_ref().and_then(|m| m.buckets.get(BUCKET))) {
+                    (true, true, Some(b)) => b.map.actives_of(node_id(self.idx)),
+                    (true, false, _) => self.holds.of(BUCKET).into_iter().collect(),
+                    _ => vbs,
+                };
                 for vb in &vbs {
                     if hold {
                         self.holds.hold(BUCKET, *vb, ctx.now);

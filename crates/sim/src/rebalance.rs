@@ -115,12 +115,12 @@ impl RebalanceRun {
             }
             Command::Hold { node, bucket: _, vbs } => {
                 let id = self.id();
-                leader.send(node, Msg::HoldAsk { id, hold: true, vbs });
+                leader.send(node, Msg::HoldAsk { id, hold: true, vbs, all: false });
                 self.waiting = Some(Waiting::Hold { node, id, until: now + HOLD_TIMEOUT });
             }
             Command::Release { node, bucket: _, vbs } => {
                 let id = self.id();
-                leader.send(node, Msg::HoldAsk { id, hold: false, vbs });
+                leader.send(node, Msg::HoldAsk { id, hold: false, vbs, all: false });
             }
             Command::SetChains { bucket, chains } => {
                 let meta = leader.meta();

@@ -368,8 +368,14 @@ impl Sim {
         let n = self.nodes.len();
         let members: Vec<usize> = self.control.meta.nodes.keys().map(|id| (*id - 1) as usize).collect();
         let victim = members[self.rng.below(members.len() as u64) as usize];
-        match self.rng.below(7) {
+        match self.rng.below(8) {
             6 => self.rebalance(now, &members),
+            7 => {
+                if self.control.start_graceful(node_id(victim), now) {
+                    self.fault("graceful failover");
+                }
+                self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
+            }
             0 | 1 => {
                 self.nodes[victim].crash();
                 self.fault_log.push((now, format!("node {victim} killed")));
