@@ -310,6 +310,8 @@ impl Bucket {
     pub(crate) fn reset_locked(&self, inner: &mut VbInner) -> (usize, Vec<PersistWaiter>) {
         let waiters = self.drop_sync_writes(inner);
         let freed = inner.purge_all();
+        self.charge(inner.aborts.clear());
+        inner.restart_uuid = None;
         inner.high_seqno = 0;
         inner.persisted_seqno = 0;
         inner.purge_seqno = 0;

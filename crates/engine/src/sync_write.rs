@@ -21,6 +21,7 @@
 
 use settee_types::{DurabilityLevel, Seqno, VbId};
 
+use crate::abort_log::Abort;
 use crate::bucket::Bucket;
 use crate::change_log::LogKind;
 use crate::durability_monitor::{Outcome, Prepare};
@@ -29,6 +30,7 @@ use crate::item::{DocKey, StoredItem};
 use crate::ops::MutationResult;
 use crate::persistence::stored_of;
 use crate::replication::{ChangeKind, DcpChange, ReplicaApply};
+use crate::sync_record::{abort_entry, prepare_header};
 use crate::vbucket::{complete, PersistWaiter, VbInner};
 
 impl Bucket {
@@ -194,12 +196,15 @@ impl Bucket {
         item.seqno = seqno;
         self.charge(item.footprint(key.len()) as isize);
         inner.advance(seqno, key, LogKind::Prepare);
-        self.flush_seqno(inner);
         let copies = self.configured_copies();
         if inner.monitor.is_empty() && inner.monitor.is_satisfied(seqno, level, copies, inner.durable_seqno()) {
+            // Nothing to wait for: only the commit needs to reach the disk, but the prepare's seqno still needs a
+            // flusher round to count as persisted.
+            self.flush_seqno(inner);
             self.commit_prepare(inner, key, item, seqno);
             return (seqno, false);
         }
+        self.persist_sync_step(inner, key, &item, &prepare_header(level));
         inner.monitor.track(seqno, Prepare { key: key.into(), item: item.into_owned(), level, waiter: None });
         (seqno, true)
     }
@@ -242,9 +247,33 @@ impl Bucket {
     /// Records the abort of a prepare already taken out of the monitor; returns its waiter.
     fn abort_tracked(&self, inner: &mut VbInner, prepared: Seqno, p: Prepare) -> Option<PersistWaiter> {
         self.charge(-p.footprint());
-        inner.advance(inner.next_seqno(), &p.key, LogKind::Abort { prepared });
-        self.flush_seqno(inner);
+        let seqno = inner.next_seqno();
+        inner.advance(seqno, &p.key, LogKind::Abort { prepared });
+        let abort = Abort { seqno, key: p.key, prepared, time: self.now_secs() };
+        self.record_abort(inner, abort);
         p.waiter
+    }
+
+    /// Keeps an abort (its seqno taken and logged): in the vBucket's abort log for DCP backfills, and for the disk.
+    pub(crate) fn record_abort(&self, inner: &mut VbInner, abort: Abort) {
+        let (item, header) = abort_entry(&abort);
+        self.persist_sync_step(inner, &abort.key, &item, &header);
+        let dropped = inner.aborts.push(abort);
+        self.charge(dropped.charge);
+        if let Some(seqno) = dropped.purged_to {
+            inner.purge_seqno = inner.purge_seqno.max(seqno);
+        }
+    }
+
+    /// A sync write's step (a prepare, or an abort) goes to a persistent vBucket's checkpoint as a record of its
+    /// own (see `sync_record.rs`), so a restart finds the prepares still pending and knows what was aborted.
+    fn persist_sync_step(&self, inner: &mut VbInner, key: &[u8], item: &StoredItem<'_>, header: &[u8]) {
+        if !inner.persistent {
+            return;
+        }
+        let charged = inner.dirty.push_sync(key, item, header);
+        self.charge(charged as isize);
+        self.notify_dirty(inner);
     }
 
     /// Settles the prepares `doomed` selects because they can no longer complete (the store failed) or their
@@ -348,7 +377,7 @@ impl Bucket {
                 stored.resident = true;
                 delta += stored.footprint(key.len()) as isize;
                 inner.advance(seqno, &key, LogKind::Prepare);
-                self.flush_seqno(inner);
+                self.persist_sync_step(inner, &key, &stored, &prepare_header(level));
                 inner.monitor.track(seqno, Prepare { key: key.into(), item: stored, level, waiter: None });
             }
             ChangeKind::Commit { prepared_seqno } => {
@@ -367,7 +396,8 @@ impl Bucket {
                     delta += self.drop_replica_prepare(inner, &key);
                 }
                 inner.advance(seqno, &key, LogKind::Abort { prepared: prepared_seqno });
-                self.flush_seqno(inner);
+                let abort = Abort { seqno, key: key.into(), prepared: prepared_seqno, time: self.now_secs() };
+                self.record_abort(inner, abort);
             }
         }
         (delta, ReplicaApply::Applied)

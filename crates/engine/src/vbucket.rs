@@ -3,6 +3,7 @@
 use parking_lot::Mutex;
 use settee_types::{Cas, FailoverLog, OnDisk, Seqno, VbId, VbUuid};
 
+use crate::abort_log::AbortLog;
 use crate::change_log::{ChangeLog, LogKind};
 use crate::checkpoint::Checkpoint;
 use crate::durability_monitor::DurabilityMonitor;
@@ -70,6 +71,11 @@ pub(crate) struct VbInner {
     pub persist_waiters: Vec<(Seqno, PersistWaiter)>,
     /// Sync writes in flight (prepares): a second write to such a key gets SYNC_WRITE_IN_PROGRESS.
     pub monitor: DurabilityMonitor,
+    /// The aborts of sync writes, for DCP backfills (see `abort_log.rs`).
+    pub aborts: AbortLog,
+    /// Warmup restored this vBucket's history from disk and has not yet decided whether the restart starts a new
+    /// branch of it: the vbuuid such a branch takes ([`crate::Bucket::finish_warmup`]).
+    pub restart_uuid: Option<VbUuid>,
     pub table: ItemTable,
     pub high_seqno: Seqno,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
@@ -125,6 +131,8 @@ impl VBucket {
                 drained_seqno: 0,
                 persist_waiters: Vec::new(),
                 monitor: DurabilityMonitor::default(),
+                aborts: AbortLog::default(),
+                restart_uuid: None,
                 table: ItemTable::default(),
                 high_seqno: 0,
                 failover: FailoverLog::new(uuid, 0),

@@ -66,7 +66,7 @@ impl Flusher {
     /// [`ROUND_BYTES_TARGET`] bytes are taken; one commit and one fsync. Returns where the next round must resume
     /// when this one stopped early. An error is one the whole store suffers (a failed write or fsync); a vBucket
     /// the store refuses alone is dealt with here (see [`Flusher::refused`]) and the rest of the round goes on.
-    fn round(&self, vbuckets: &[VbId], first: usize) -> Result<Option<usize>, StoreError> {
+    pub(super) fn round(&self, vbuckets: &[VbId], first: usize) -> Result<Option<usize>, StoreError> {
         let mut parts = Vec::new();
         let mut bytes = 0;
         let mut resume = None;
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(flusher.round(&vbuckets, 0).expect("a refused vBucket is not the store's failure"), None);
         assert_eq!(*outcome.lock(), Some(Ok(())), "the other vBuckets of the round were made durable");
         assert!(!bucket.store_failed());
-        assert_eq!(stored_seqnos(store.as_ref(), active), vec![2]);
+        assert_eq!(stored_seqnos(store.as_ref(), active), vec![1, 2], "the prepare's record and the commit's");
         assert_eq!(bucket.stream_info(replica).expect("info").high_seqno, 0, "the replica starts over");
         flusher.round(&vbuckets, 0).expect("the clearing round");
         assert_eq!((stored_seqnos(store.as_ref(), replica), store.high_seqno(replica).expect("high")), (vec![], 0));
