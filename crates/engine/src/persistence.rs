@@ -45,6 +45,8 @@ pub struct DirtyBatch {
     pub max_cas: Cas,
     /// The vBucket's failover log, newest first: (vbuuid, seqno the branch starts at).
     pub failover: Vec<(VbUuid, Seqno)>,
+    /// Every prepare at or below this seqno is completed (`VbStateRecord::prepares_completed_to`).
+    pub prepares_completed_to: Seqno,
     /// The vBucket's generation when drained; hand it back to [`Bucket::mark_persisted`].
     pub generation: u64,
     /// The vBucket was emptied since the last round: the store must drop its old copy before this batch is
@@ -86,10 +88,22 @@ impl Bucket {
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
         let (up_to, vbuuid, max_cas) = (inner.high_seqno, inner.uuid(), inner.hlc.last());
         let (generation, clear_first) = (inner.generation, std::mem::take(&mut inner.clear_on_disk));
+        let prepares_completed_to = inner.prepares_completed_to;
         drop(inner);
         self.charge(-(checkpoint.charged_bytes() as isize));
         let (items, on_disk) = checkpoint.into_batch();
-        let batch = DirtyBatch { vb, items, on_disk, up_to, vbuuid, max_cas, failover, generation, clear_first };
+        let batch = DirtyBatch {
+            vb,
+            items,
+            on_disk,
+            up_to,
+            vbuuid,
+            max_cas,
+            failover,
+            prepares_completed_to,
+            generation,
+            clear_first,
+        };
         // Writes without a persist level that were queued behind a committed prepare.
         complete(ready, Ok(()));
         Some(batch)
@@ -177,9 +191,13 @@ impl Bucket {
         let mut prepares: Vec<_> = warm.pending.into_values().collect();
         prepares.sort_unstable_by_key(|(_, item)| item.seqno);
         let mut inner = vbucket.inner.lock();
+        inner.prepares_completed_to = inner.prepares_completed_to.max(warm.completed_to);
         for (level, item) in prepares {
             let (key, seqno) = (item.key.clone(), item.seqno);
-            if inner.monitor.pending_for(&key).is_some() || inner.monitor.prepares_after(seqno).next().is_some() {
+            if seqno <= warm.completed_to
+                || inner.monitor.pending_for(&key).is_some()
+                || inner.monitor.prepares_after(seqno).next().is_some()
+            {
                 continue;
             }
             inner.hlc.observe(item.cas);

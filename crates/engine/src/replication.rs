@@ -312,6 +312,7 @@ impl Bucket {
         let freed = inner.purge_all();
         self.charge(inner.aborts.clear());
         inner.restart_uuid = None;
+        inner.prepares_completed_to = 0;
         inner.high_seqno = 0;
         inner.persisted_seqno = 0;
         inner.purge_seqno = 0;

@@ -12,7 +12,9 @@
 //!   abort (so compaction purges it after the tombstone purge age, as Couchbase purges aborts), CAS 0.
 //!
 //! Warmup reads a vBucket in seqno order: a prepare is still pending unless a committed version of its key with a
-//! higher seqno follows it (its commit, or a later write after it completed), or an abort replaced it.
+//! higher seqno follows it (its commit, or a later write after it completed), or an abort replaced it, or its
+//! seqno is at or below the vBucket state's `prepares_completed_to` (a commit's record can be gone: a later delete
+//! of the key replaced it and the tombstone purge removed the tombstone, while the prepare's record stays).
 
 use hashbrown::HashMap;
 use settee_types::{Datatype, DurabilityLevel, Seqno};
@@ -99,6 +101,8 @@ pub struct SyncWarmup {
     pub(crate) aborts: Vec<Abort>,
     /// Records that did not decode.
     pub damaged: u64,
+    /// The vBucket state's `prepares_completed_to`: no prepare at or below it is pending.
+    pub completed_to: Seqno,
 }
 
 impl SyncWarmup {

@@ -213,6 +213,7 @@ impl Bucket {
     /// prepare's CAS. Returns the commit seqno.
     fn commit_prepare(&self, inner: &mut VbInner, key: &[u8], item: StoredItem<'_>, prepared: Seqno) -> Seqno {
         self.charge(-(item.footprint(key.len()) as isize));
+        completed(inner, prepared);
         self.install_committed(inner, key, item, LogKind::Commit { prepared })
     }
 
@@ -247,6 +248,7 @@ impl Bucket {
     /// Records the abort of a prepare already taken out of the monitor; returns its waiter.
     fn abort_tracked(&self, inner: &mut VbInner, prepared: Seqno, p: Prepare) -> Option<PersistWaiter> {
         self.charge(-p.footprint());
+        completed(inner, prepared);
         let seqno = inner.next_seqno();
         inner.advance(seqno, &p.key, LogKind::Abort { prepared });
         let abort = Abort { seqno, key: p.key, prepared, time: self.now_secs() };
@@ -386,6 +388,7 @@ impl Bucket {
                 }
                 let Some(p) = inner.monitor.remove(prepared_seqno) else { return (0, ReplicaApply::MissingPrepare) };
                 delta -= p.footprint();
+                completed(inner, prepared_seqno);
                 let mut committed = p.item;
                 committed.seqno = seqno;
                 delta += inner.place(&key, committed, LogKind::Commit { prepared: prepared_seqno });
@@ -406,8 +409,21 @@ impl Bucket {
     /// Forgets the replica's prepare of `key`, if any; returns the bytes released (negative).
     fn drop_replica_prepare(&self, inner: &mut VbInner, key: &[u8]) -> isize {
         match inner.monitor.remove_key(key) {
-            Some((_, p)) => -p.footprint(),
+            Some((seqno, p)) => {
+                completed(inner, seqno);
+                -p.footprint()
+            }
             None => 0,
         }
+    }
+}
+
+/// The prepare at `seqno` left the monitor completed (committed, aborted, or replaced on a replica by the active's
+/// later change of its key): when no prepare below it is still pending, every prepare up to it is completed, and
+/// the vBucket's `prepares_completed_to` (persisted with its state, read by warmup) moves up to it.
+fn completed(inner: &mut VbInner, seqno: Seqno) {
+    let lowest_pending = inner.monitor.prepares_after(0).next().map(|(s, _)| *s);
+    if lowest_pending.is_none_or(|lowest| lowest > seqno) {
+        inner.prepares_completed_to = inner.prepares_completed_to.max(seqno);
     }
 }

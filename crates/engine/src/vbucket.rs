@@ -76,6 +76,10 @@ pub(crate) struct VbInner {
     /// Warmup restored this vBucket's history from disk and has not yet decided whether the restart starts a new
     /// branch of it: the vbuuid such a branch takes ([`crate::Bucket::finish_warmup`]).
     pub restart_uuid: Option<VbUuid>,
+    /// Every prepare at or below this seqno is completed (prepares commit in seqno order; an abort replaces its
+    /// prepare's record on disk): persisted with the vBucket's state so that warmup does not revive a prepare
+    /// whose commit's record is gone (see `sync_record.rs`).
+    pub prepares_completed_to: Seqno,
     pub table: ItemTable,
     pub high_seqno: Seqno,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
@@ -133,6 +137,7 @@ impl VBucket {
                 monitor: DurabilityMonitor::default(),
                 aborts: AbortLog::default(),
                 restart_uuid: None,
+                prepares_completed_to: 0,
                 table: ItemTable::default(),
                 high_seqno: 0,
                 failover: FailoverLog::new(uuid, 0),

@@ -10,6 +10,10 @@ pub struct VbStateRecord {
     pub max_cas: Cas,
     /// Failover log, newest first: (vbuuid, seqno at which that uuid took over).
     pub failover: Vec<(VbUuid, Seqno)>,
+    /// Every prepare at or below this seqno was completed (committed, or aborted): the engine commits prepares in
+    /// seqno order, so warmup restores as pending only the prepare records above it (a prepare's record outlives
+    /// its commit's once a later tombstone of the key is purged). 0 in states written before it existed.
+    pub prepares_completed_to: Seqno,
 }
 
 impl VbStateRecord {

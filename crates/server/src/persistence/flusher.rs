@@ -169,6 +169,7 @@ impl Part {
             high_seqno: batch.up_to,
             max_cas: batch.max_cas,
             failover: batch.failover,
+            prepares_completed_to: batch.prepares_completed_to,
         };
         Part {
             vb: batch.vb,

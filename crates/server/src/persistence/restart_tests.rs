@@ -178,3 +178,28 @@ fn an_aborted_prepare_stays_aborted_after_a_restart() {
     assert_eq!(active.stream_info(VB).expect("info").high_seqno, seqno + 1);
     assert_eq!(active_value(&active, "k"), Err(EngineError::NotFound));
 }
+
+/// A committed prepare stays committed across a restart even when its commit's record is gone: a later delete of
+/// the key replaced the commit's record and the tombstone purge removed the tombstone, while the prepare's own
+/// record stayed. Warmup used to find that lone prepare record and revive the write as pending (its key busy, a
+/// ghost commit when a replica next acknowledged it); the vBucket state's `prepares_completed_to` now covers it.
+#[test]
+fn a_committed_prepare_does_not_come_back_after_its_tombstone_is_purged() {
+    let store: Arc<dyn VbStore> = Arc::new(MemoryStore::default());
+    let active = bucket(1);
+    active.set_replication_chain(VB, &[Some(2)]);
+    let seqno = durable_set(&active, "k", b"\"v\"", DurabilityLevel::Majority);
+    flush(&active, &store);
+    active.seqno_acknowledged(VB, 2, seqno);
+    assert_eq!(active_value(&active, "k").as_deref(), Ok(&b"\"v\""[..]), "committed");
+    active.delete(VB, &DocKey::new(0, b"k"), WriteOptions::default()).expect("delete");
+    flush(&active, &store);
+    assert_eq!(store.purge_tombstones(VB, u32::MAX).expect("purge"), 1, "the tombstone went");
+
+    let active = restart(&store, 1, VbState::Active);
+    assert!(active.held_prepares(VB).is_empty(), "the committed prepare did not come back");
+    assert_eq!(active_value(&active, "k"), Err(EngineError::NotFound));
+    let opts = WriteOptions::default();
+    let req = StoreRequest { mode: StoreMode::Set, value: b"new", flags: 0, expiry: 0, opts };
+    assert!(active.store(VB, &DocKey::new(0, b"k"), req).is_ok(), "the key is not busy");
+}

@@ -74,9 +74,10 @@ pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
         if sync.damaged > 0 {
             tracing::error!(bucket = %config.name, vb = v, records = sync.damaged, "warmup skipped prepare or abort records it cannot read");
         }
+        let state = store.vb_state(vb).ok().flatten();
+        sync.completed_to = state.as_ref().map_or(0, |s| s.prepares_completed_to);
         report.prepares += sync.pending() as u64;
         bucket.restore_sync_writes(vb, sync);
-        let state = store.vb_state(vb).ok().flatten();
         let high = store.high_seqno(vb).unwrap_or(0).max(state.as_ref().map_or(0, |s| s.high_seqno));
         let max_cas = max_cas.max(state.as_ref().map_or(0, |s| s.max_cas));
         let failover = state.as_ref().map_or(&[][..], |s| &s.failover[..]);
