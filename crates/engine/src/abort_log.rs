@@ -99,6 +99,7 @@ impl AbortLog {
         self.entries.back().map(|a| a.seqno)
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

@@ -279,3 +279,33 @@ fn replica_stream_before_warmup_is_refused() {
     replica.replica_snapshot(VB, 1, 1).unwrap();
     assert_eq!(replica.replica_apply(VB, item), Ok(crate::ReplicaApply::Applied));
 }
+
+/// The regression of issue 21 item 5.3: a replica that held a prepare and missed its abort (its stream was down
+/// when the active aborted it) used to keep the prepare when its new stream was served by a backfill, which reads
+/// the hash table and knew nothing of aborts; promoted, it would have committed a write its active had aborted.
+/// The backfill now carries the abort, and the replica drops the prepare.
+#[test]
+fn a_backfill_carries_the_abort_of_a_prepare_the_replica_holds() {
+    let (active, replica) = (bucket(), replica());
+    active.set_replication_chain(VB, &[Some(2)]);
+    let opts = WriteOptions { durability: Some(settee_types::DurabilityLevel::Majority), ..Default::default() };
+    let req = StoreRequest { mode: StoreMode::Set, value: b"\"v\"", flags: 0, expiry: 0, opts };
+    let m = active.store(VB, &DocKey::new(0, b"k"), req).unwrap();
+    assert!(m.sync_write);
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    pump(&active, cursor, &mut position, &replica);
+    assert_eq!(replica.held_prepares(VB).len(), 1, "the replica holds the prepare");
+    active.close_cursor(VB, cursor);
+
+    assert!(active.abort_prepare(VB, m.seqno), "aborted while the replica's stream is down");
+    set(&active, "other", "1");
+    let cursor = active.open_cursor(VB, position).unwrap();
+    let snapshots = pump(&active, cursor, &mut position, &replica);
+    assert!(snapshots.iter().all(|(from_memory, _)| !from_memory), "served by a backfill: {snapshots:?}");
+    assert!(replica.held_prepares(VB).is_empty(), "the backfill carried the abort");
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, active.stream_info(VB).unwrap().high_seqno);
+    active.set_vbucket_state(VB, VbState::Replica, 0);
+    replica.set_vbucket_state(VB, VbState::Active, 9);
+    assert_eq!(replica.get(VB, &DocKey::new(0, b"k"), |_| ()), Err(EngineError::NotFound), "nothing to commit");
+}
