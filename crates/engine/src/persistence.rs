@@ -69,20 +69,17 @@ pub enum Refused {
 
 impl Bucket {
     /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty. A batch may have no items:
-    /// the seqnos of prepares and aborts (memory only) still count as persisted once a round passed them, which
-    /// is what a replica's acknowledgement of a persist-level prepare reports.
+    /// a seqno that put nothing in the checkpoint (a prepare committed at once, DCP_SEQNO_ADVANCED) still counts as
+    /// persisted once a round passed it.
     ///
-    /// Persist-level prepares that wait only for the active's disk commit here, so that this round writes their
-    /// commits (see `sync_write.rs`).
+    /// Persist-level prepares do not commit here: they commit once their own record is fsynced
+    /// ([`Bucket::mark_persisted`]), so their value is never visible before it would survive a crash.
     pub fn drain_dirty(&self, vb: VbId) -> Option<DirtyBatch> {
         let vbucket = self.vbucket(vb)?;
-        let mut ready = Vec::new();
         let mut inner = vbucket.inner.lock();
         if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno && !inner.clear_on_disk {
             return None;
         }
-        let high = inner.high_seqno;
-        self.commit_ready_at(&mut inner, &mut ready, high);
         inner.drained_seqno = inner.high_seqno;
         let checkpoint = std::mem::take(&mut inner.dirty);
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
@@ -92,7 +89,7 @@ impl Bucket {
         drop(inner);
         self.charge(-(checkpoint.charged_bytes() as isize));
         let (items, on_disk) = checkpoint.into_batch();
-        let batch = DirtyBatch {
+        Some(DirtyBatch {
             vb,
             items,
             on_disk,
@@ -103,10 +100,7 @@ impl Bucket {
             prepares_completed_to,
             generation,
             clear_first,
-        };
-        // Writes without a persist level that were queued behind a committed prepare.
-        complete(ready, Ok(()));
-        Some(batch)
+        })
     }
 
     /// Called by the flusher once a batch of `generation` is fsynced: advances the persisted seqno, completes the

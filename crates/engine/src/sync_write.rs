@@ -8,16 +8,14 @@
 //! The requirement (see `durability_monitor.rs`) counts the replicas' DCP_SEQNO_ACKNOWLEDGED, which the server
 //! feeds to [`Bucket::seqno_acknowledged`], for the chain the cluster gives [`Bucket::set_replication_chain`].
 //!
-//! Prepares live in memory only, on the active and on the replicas: they are not written to the store. A crash of
-//! the active loses its outstanding prepares; their writers were never told success, so no acknowledged write is
-//! lost (a deliberate deviation from Couchbase, which persists prepares; see docs/compat.md).
+//! Prepares and aborts are persisted like mutations, on the active and on the replicas (`sync_record.rs`), and
+//! warmup restores the prepares still pending, as Couchbase does.
 //!
-//! Persist levels: the writer is told success only once the *committed* document is on the active's disk. A
-//! prepare whose other requirements are met (the replicas' acknowledgements) commits when the flusher takes the
-//! vBucket's checkpoint for a round, so the commit goes to disk in that same round and its writer is answered
-//! after one fsync, as Couchbase answers after the fsync of the prepare. The value is visible from the start of
-//! that round; a crash before its fsync loses it, and its writer was never told success (Couchbase shows the
-//! value only once the prepare is on disk; see docs/compat.md).
+//! Persist levels: "persisted" means the prepare's own record is fsynced (the active's persisted seqno reaches it;
+//! a replica acknowledges a persist-level prepare only after its own flush). Only then does the prepare commit, so
+//! the value becomes visible (KV reads, DCP, query) only once it survives a crash: a crash after that finds the
+//! prepare on disk and commits it again. The writer is told success once the commit itself is on the active's
+//! disk too: two flusher rounds, as Couchbase's fsync of the prepare and then of the commit.
 
 use settee_types::{DurabilityLevel, Seqno, VbId};
 
@@ -222,17 +220,10 @@ impl Bucket {
     /// moves to the persist waiters of its commit seqno instead: the writer hears of success only once the
     /// committed document is on disk.
     pub(crate) fn commit_ready(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>) {
-        let persisted = inner.durable_seqno();
-        self.commit_ready_at(inner, ready, persisted);
-    }
-
-    /// [`Bucket::commit_ready`] with the active's disk taken to hold everything up to `active_persisted`. The
-    /// flusher's drain passes the high seqno: the round it starts writes and fsyncs everything up to there, the
-    /// commits it makes here included, and no writer hears of success before that round is on disk.
-    pub(crate) fn commit_ready_at(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>, active_persisted: Seqno) {
         if inner.monitor.is_empty() || !inner.state.leads_sync_writes() {
             return;
         }
+        let active_persisted = inner.durable_seqno();
         for (seqno, p) in inner.monitor.take_ready(self.configured_copies(), active_persisted) {
             let commit = self.commit_prepare(inner, &p.key, p.item, seqno);
             let wait_for_disk = inner.persistent && p.level.needs_persistence();
