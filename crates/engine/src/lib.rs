@@ -26,6 +26,7 @@ mod manifest;
 mod ops;
 mod persistence;
 mod replication;
+mod rollback;
 mod stats;
 mod sync_record;
 mod sync_write;

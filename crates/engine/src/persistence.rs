@@ -47,6 +47,9 @@ pub struct DirtyBatch {
     pub failover: Vec<(VbUuid, Seqno)>,
     /// Every prepare at or below this seqno is completed (`VbStateRecord::prepares_completed_to`).
     pub prepares_completed_to: Seqno,
+    /// The vBucket was rolled back: the store must drop its records above this seqno before this batch is written
+    /// (unless `clear_first` drops everything).
+    pub rollback_to: Option<Seqno>,
     /// The vBucket's generation when drained; hand it back to [`Bucket::mark_persisted`].
     pub generation: u64,
     /// The vBucket was emptied since the last round: the store must drop its old copy before this batch is
@@ -77,7 +80,8 @@ impl Bucket {
     pub fn drain_dirty(&self, vb: VbId) -> Option<DirtyBatch> {
         let vbucket = self.vbucket(vb)?;
         let mut inner = vbucket.inner.lock();
-        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno && !inner.clear_on_disk {
+        let rewrite = inner.clear_on_disk || inner.rollback_on_disk.is_some();
+        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno && !rewrite {
             return None;
         }
         inner.drained_seqno = inner.high_seqno;
@@ -86,6 +90,7 @@ impl Bucket {
         let (up_to, vbuuid, max_cas) = (inner.high_seqno, inner.uuid(), inner.hlc.last());
         let (generation, clear_first) = (inner.generation, std::mem::take(&mut inner.clear_on_disk));
         let prepares_completed_to = inner.prepares_completed_to;
+        let rollback_to = inner.rollback_on_disk.take();
         drop(inner);
         self.charge(-(checkpoint.charged_bytes() as isize));
         let (items, on_disk) = checkpoint.into_batch();
@@ -98,6 +103,7 @@ impl Bucket {
             max_cas,
             failover,
             prepares_completed_to,
+            rollback_to,
             generation,
             clear_first,
         })
@@ -232,6 +238,8 @@ impl Bucket {
         inner.high_seqno = inner.high_seqno.max(high_seqno);
         inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
         inner.drained_seqno = inner.high_seqno;
+        let high = inner.high_seqno;
+        inner.overwrites.forget_before(high);
         let (uuid, high) = (inner.uuid(), inner.high_seqno);
         match settee_types::FailoverLog::from_entries(failover.iter().copied()) {
             Some(log) => {

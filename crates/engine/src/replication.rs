@@ -315,6 +315,8 @@ impl Bucket {
         self.charge(inner.aborts.clear());
         inner.restart_uuid = None;
         inner.prepares_completed_to = 0;
+        inner.overwrites.clear();
+        inner.rollback_on_disk = None;
         inner.high_seqno = 0;
         inner.persisted_seqno = 0;
         inner.purge_seqno = 0;

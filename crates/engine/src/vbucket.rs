@@ -9,6 +9,7 @@ use crate::checkpoint::Checkpoint;
 use crate::durability_monitor::DurabilityMonitor;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
+use crate::rollback::OverwriteLog;
 use crate::table::{Item, ItemTable};
 
 /// The role this node plays for a vBucket.
@@ -80,6 +81,8 @@ pub(crate) struct VbInner {
     /// prepare's record on disk): persisted with the vBucket's state so that warmup does not revive a prepare
     /// whose commit's record is gone (see `sync_record.rs`).
     pub prepares_completed_to: Seqno,
+    /// The versions this vBucket's writes replaced, for a rollback (see `rollback.rs`).
+    pub overwrites: OverwriteLog,
     pub table: ItemTable,
     pub high_seqno: Seqno,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
@@ -108,6 +111,9 @@ pub(crate) struct VbInner {
     /// before it writes anything of the new generation (it is the only writer of the vBucket's data, so a round
     /// already in flight lands first and is cleared with the rest).
     pub clear_on_disk: bool,
+    /// The vBucket was rolled back to this seqno in memory: the flusher removes the store's records above it before
+    /// it writes anything of the new generation (as for `clear_on_disk`).
+    pub rollback_on_disk: Option<Seqno>,
 }
 
 /// Calls every waiter with `outcome` (no vBucket lock may be held).
@@ -138,6 +144,7 @@ impl VBucket {
                 aborts: AbortLog::default(),
                 restart_uuid: None,
                 prepares_completed_to: 0,
+                overwrites: OverwriteLog::default(),
                 table: ItemTable::default(),
                 high_seqno: 0,
                 failover: FailoverLog::new(uuid, 0),
@@ -151,6 +158,7 @@ impl VBucket {
                 purge_seqno: 0,
                 generation: 0,
                 clear_on_disk: false,
+                rollback_on_disk: None,
             }),
         }
     }
@@ -208,6 +216,9 @@ impl VbInner {
             self.known_absent.remove(key);
         }
         let (delta, replaced) = self.put(Item::new(key, &item));
+        if let Some(old) = replaced {
+            self.overwrites.record(item.seqno, old);
+        }
         if !self.persistent {
             return delta;
         }
@@ -289,6 +300,22 @@ impl VbInner {
         self.purge_seqno = tombstones.fold(self.purge_seqno, Seqno::max);
         self.live_items = 0;
         checkpoint + table.iter().map(|i| i.footprint()).sum::<usize>()
+    }
+
+    /// Drops every item above `seqno` without a trace (a rollback); returns the bytes released.
+    pub(crate) fn remove_above(&mut self, seqno: Seqno) -> usize {
+        self.keys_dropped = true;
+        let doomed = self.table.keys_where(|i| i.seqno() > seqno);
+        let mut freed = 0;
+        for key in doomed {
+            if let Some(old) = self.table.remove(&key) {
+                if !old.deleted() {
+                    self.live_items -= 1;
+                }
+                freed += old.footprint();
+            }
+        }
+        freed
     }
 
     /// Drops an item without a new seqno (tombstone purge, collection drop); returns the bytes released.

@@ -21,6 +21,17 @@ impl VbStateRecord {
     pub const FAILOVER_ENTRIES_MAX: usize = 1000;
 }
 
+/// A state as it stands after its vBucket rolled back to `to`: nothing above `to` (an emptied failover log starts
+/// again with one branch at 0, which no active knows, so the replica's next stream starts from zero).
+pub(crate) fn roll_back(state: &mut VbStateRecord, to: Seqno) {
+    state.high_seqno = state.high_seqno.min(to);
+    state.prepares_completed_to = state.prepares_completed_to.min(to);
+    state.failover.retain(|(_, seqno)| *seqno <= to);
+    if state.failover.is_empty() {
+        state.failover.push((state.vbuuid, 0));
+    }
+}
+
 /// The precondition both stores apply before storing a state: a failover log the on-disk format can hold.
 pub(crate) fn check_state(vb: settee_types::VbId, s: &VbStateRecord) -> Result<(), crate::StoreError> {
     if s.failover.len() > VbStateRecord::FAILOVER_ENTRIES_MAX {

@@ -327,9 +327,10 @@ fn stream_response(
     match stream.on_stream_response(status, body)? {
         ConsumerEvent::Accepted { failover_log } => bucket.set_failover_log(vb, failover_log),
         ConsumerEvent::RollbackTo(seqno) => {
-            // The engine cannot undo individual mutations: a replica that must roll back starts over from zero.
-            tracing::info!(bucket = %bucket.name(), vb = vb.0, seqno, "replica rolls back to zero and streams again");
-            reset_replica(bucket, vb);
+            // Back to `seqno` or below it, keeping what lies there (zero when the engine cannot tell what its
+            // writes above `seqno` replaced; see `settee_engine::rollback`), then stream from there.
+            let to = bucket.rollback_replica(vb, seqno);
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, asked = seqno, to, "replica rolled back; streams again from there");
             let (fresh, generation) = open_stream(bucket, vb)?;
             fresh.request().encode(out);
             streams.open.insert(vb, fresh);
@@ -365,7 +366,7 @@ fn message(bucket: &BucketHandle, streams: &mut Streams, req: &Request<'_>, out:
         ConsumerAction::SnapshotMarker { start, end, .. } => bucket.replica_snapshot(vb, start, end)?,
         ConsumerAction::Apply(item) => {
             if bucket.replica_apply(vb, change_of(item))? == ReplicaApply::MissingPrepare {
-                // The replica lost its in-memory prepares (a restart) and cannot know what was committed: it
+                // The replica lost the prepare (its disk did not keep it) and cannot know what was committed: it
                 // starts the vBucket over, from zero, on the next connection.
                 reset_replica(bucket, vb);
                 anyhow::bail!("vBucket {} got a commit for a prepare it lost; streaming it again from zero", vb.0);

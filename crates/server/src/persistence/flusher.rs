@@ -83,11 +83,17 @@ impl Flusher {
         if parts.is_empty() {
             return Ok(None);
         }
-        // A vBucket emptied since its last round loses its old copy on disk first (this thread is the only writer
-        // of its data, so a round drained before the reset has already landed and goes with the rest).
+        // A vBucket emptied since its last round loses its old copy on disk first, and one rolled back its records
+        // above the seqno it rolled back to (this thread is the only writer of its data, so a round drained before
+        // the reset or the rollback has already landed and goes with the rest).
         let mut kept = Vec::with_capacity(parts.len());
         for part in parts {
-            match part.clear_first.then(|| self.store.clear_vbucket(part.vb)) {
+            let rewrite = if part.clear_first {
+                Some(self.store.clear_vbucket(part.vb))
+            } else {
+                part.rollback_to.map(|to| self.store.rollback_vbucket(part.vb, to))
+            };
+            match rewrite {
                 Some(Err(e)) if Self::is_local(&e) => self.refused(&part, &e),
                 Some(Err(e)) => return Err(e),
                 _ => kept.push(part),
@@ -160,6 +166,7 @@ struct Part {
     state: VbStateRecord,
     generation: u64,
     clear_first: bool,
+    rollback_to: Option<settee_types::Seqno>,
 }
 
 impl Part {
@@ -178,6 +185,7 @@ impl Part {
             state,
             generation: batch.generation,
             clear_first: batch.clear_first,
+            rollback_to: batch.rollback_to,
         }
     }
 }

@@ -203,3 +203,39 @@ fn a_committed_prepare_does_not_come_back_after_its_tombstone_is_purged() {
     let req = StoreRequest { mode: StoreMode::Set, value: b"new", flags: 0, expiry: 0, opts };
     assert!(active.store(VB, &DocKey::new(0, b"k"), req).is_ok(), "the key is not busy");
 }
+
+/// A persistent replica rolled back (issue 21 item 5.4) removes from the store the records above the seqno it
+/// rolled back to, before it writes anything new, and a restart then finds exactly what it kept, with a history
+/// it can resume from.
+#[test]
+fn a_rolled_back_replica_keeps_on_disk_what_lies_below_and_nothing_above() {
+    let store: Arc<dyn VbStore> = Arc::new(MemoryStore::default());
+    let replica = bucket(1);
+    replica.set_vbucket_state(VB, VbState::Replica, 0);
+    let log = FailoverLog::new(0xA, 0);
+    replica.set_failover_log(VB, log.clone());
+    replica.replica_snapshot(VB, 1, 4).expect("snapshot");
+    for (k, seqno) in [("x", 1), ("y", 2), ("a", 3), ("b", 4)] {
+        replica.replica_apply(VB, item(k, b"1", seqno)).expect("mutation");
+    }
+    flush(&replica, &store);
+    replica.replica_snapshot(VB, 5, 6).expect("snapshot");
+    replica.replica_apply(VB, item("a", b"2", 5)).expect("mutation");
+    replica.replica_apply(VB, item("d", b"1", 6)).expect("mutation");
+    flush(&replica, &store);
+
+    assert_eq!(replica.rollback_replica(VB, 4), 2, "below a's replaced version at 3");
+    flush(&replica, &store);
+    let mut seqnos = Vec::new();
+    store.scan_seqnos(VB, 0, u64::MAX, &mut |r| seqnos.push(r.meta.seqno)).expect("scan");
+    assert_eq!((seqnos, store.high_seqno(VB).expect("high")), (vec![1, 2], 2));
+    assert_eq!(replica.persisted_seqno(VB), Some(2));
+
+    let replica = restart(&store, 1, VbState::Replica);
+    let info = replica.stream_info(VB).expect("info");
+    assert_eq!((info.high_seqno, &info.failover), (2, &log));
+    assert_eq!(replica_value(&replica, "y").as_deref(), Ok(&b"1"[..]));
+    for gone in ["a", "b", "d"] {
+        assert_eq!(replica_value(&replica, gone), Err(EngineError::NotFound), "{gone}");
+    }
+}
