@@ -15,6 +15,9 @@ use settee_types::{OnDisk, VbId};
 use super::records::record_of;
 use super::FlushSignal;
 
+/// A round's fsync that takes this long is logged as a slow disk.
+const SLOW_FSYNC_WARN: Duration = Duration::from_secs(1);
+
 /// Longest a dirty item waits when no notification comes (expiry tombstones are not notified).
 const FLUSH_IDLE_WAIT: Duration = Duration::from_millis(50);
 /// A round stops taking vBuckets once it holds this many bytes of keys and values. Every value is copied out of
@@ -100,7 +103,13 @@ impl Flusher {
             }
         }
         self.write(&mut kept)?;
+        let fsync_started = std::time::Instant::now();
         self.store.sync()?;
+        let fsync = fsync_started.elapsed();
+        if fsync >= SLOW_FSYNC_WARN {
+            // A slow disk: durable writes wait (and time out as ambiguous), the checkpoints grow up to the quota.
+            tracing::warn!(bucket = %self.bucket.name(), fsync_ms = fsync.as_millis() as u64, vbuckets = kept.len(), "slow disk: a flusher round's fsync took over a second");
+        }
         for part in kept {
             self.bucket.mark_persisted(part.vb, part.generation, part.state.high_seqno);
         }
