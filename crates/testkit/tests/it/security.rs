@@ -346,3 +346,25 @@ async fn a_dcp_backfill_is_read_in_pieces_not_a_whole_vbucket_at_once() {
     assert!(peak > 0 && peak <= 5 << 20, "the producer held at most 5 MiB queued at once, not the vBucket: {peak}");
     node.stop().await;
 }
+
+/// Proves a client that sends requests and never reads the replies is closed once it has taken nothing for the
+/// write timeout (1 s here), instead of holding the connection (its buffers, its place) forever: the replies to 64
+/// GETs of a 1 MiB document cannot all fit in the socket buffers, the client reads nothing for 4 s, then finds the
+/// connection closed after what was buffered. Before the write timeout the server waited forever, resumed when the
+/// client read, and left the connection open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_replies_is_closed_after_the_write_timeout() {
+    let node = TestNode::start_with(|c| c.kv_write_timeout_secs = 1).await;
+    let mut c = node.connect().await;
+    assert_eq!(crate::helpers::set(&mut c, b"big", &vec![b'x'; 1 << 20], 0, 0).await.status, 0);
+    let k = c.key(0, b"big");
+    for _ in 0..64 {
+        c.queue(&Request { vbucket: crate::helpers::vb(b"big"), ..req(0x00, &k, &[], &[]) });
+    }
+    c.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(closed_within(&mut c, Duration::from_secs(20)).await, "closed after the write timeout");
+    let mut other = node.connect().await;
+    assert_eq!(crate::helpers::get(&mut other, b"big").await.status, 0, "other clients are served");
+    node.stop().await;
+}
