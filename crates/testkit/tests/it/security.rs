@@ -368,3 +368,25 @@ async fn a_client_that_never_reads_its_replies_is_closed_after_the_write_timeout
     assert_eq!(crate::helpers::get(&mut other, b"big").await.status, 0, "other clients are served");
     node.stop().await;
 }
+
+/// Proves a management-port client that pipelines requests and never reads the answers is closed once the server
+/// could write nothing for the write timeout (1 s here): the answers to 1,000 bucket listings cannot all fit in the
+/// socket buffers; the client reads nothing for 4 s, then finds the connection closed after what was buffered.
+/// Before the guard the server waited forever, resumed when the client read, and kept the connection open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_client_that_never_reads_is_closed_after_the_write_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let node = TestNode::start_with(|c| c.rest_write_timeout_secs = 1).await;
+    let addr = node.running.mgmt_addr;
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = "QWRtaW5pc3RyYXRvcjpwYXNzd29yZA=="; // Administrator:password
+    let one = format!("GET /pools/default/buckets HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\n\r\n");
+    s.write_all(one.repeat(1000).as_bytes()).await.expect("send");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut sink = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut sink)).await;
+    assert!(read.is_ok(), "the connection was closed after the write timeout ({} bytes read)", sink.len());
+    let (status, _) = crate::query::get_at(addr, "/pools/default/buckets").await;
+    assert_eq!(status, 200, "other clients are served");
+    node.stop().await;
+}
