@@ -291,7 +291,7 @@ impl Bucket {
         waiters
     }
 
-    /// A seqno that puts nothing in the checkpoint (a prepare, an abort) still needs a flusher round before it
+    /// A seqno that puts nothing in the checkpoint (a prepare committed at once) still needs a flusher round before it
     /// counts as persisted: wake the flusher unless the checkpoint already did.
     fn flush_seqno(&self, inner: &VbInner) {
         if inner.persistent && inner.dirty.is_empty() {

@@ -66,7 +66,7 @@ pub(crate) struct VbInner {
     /// Every mutation up to this seqno is on disk and fsynced.
     pub persisted_seqno: Seqno,
     /// The high seqno when the flusher last drained the checkpoint: a seqno above it with nothing dirty (a prepare
-    /// or an abort, which live in memory only) still needs a flusher round to count as persisted.
+    /// committed at once, DCP_SEQNO_ADVANCED) still needs a flusher round to count as persisted.
     pub drained_seqno: Seqno,
     /// Durable writes waiting for `persisted_seqno` to reach their seqno.
     pub persist_waiters: Vec<(Seqno, PersistWaiter)>,
