@@ -70,6 +70,14 @@ pub struct ServerConfig {
     /// it; a slower one is closed so it cannot keep the budget.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub kv_frame_timeout_secs: u64,
+    /// Seconds a KV connection may take to accept a write of replies; a client that stops reading is closed after
+    /// this, so it cannot hold the connection's buffers and its durable-write waiters forever.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_write_timeout_secs: u64,
+    /// Seconds a management-port connection may take none of an answer before it is closed (a client that
+    /// stopped reading).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rest_write_timeout_secs: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]

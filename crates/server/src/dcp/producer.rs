@@ -399,6 +399,10 @@ impl Producer {
                     end = r.meta.seqno - 1;
                     return false;
                 }
+                // Prepares and aborts are on disk for warmup; streams take them from memory, with `prepares`.
+                if settee_engine::is_sync_write_key(&r.key) {
+                    return true;
+                }
                 bytes = bytes.saturating_add(r.key.len() + r.value.len());
                 changes.push(crate::persistence::snapshot_of(r, true).into());
                 true

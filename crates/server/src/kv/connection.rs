@@ -102,6 +102,28 @@ fn small_copy(rbuf: &BytesMut) -> BytesMut {
     small
 }
 
+/// Writes `bytes` to the client; false when the connection is to be closed: the write failed, or the client took
+/// nothing of it for `limit` (it stopped reading), which is logged. A slow reader that keeps taking bytes is fine.
+async fn send(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    bytes: &[u8],
+    limit: Duration,
+    peer: &std::net::SocketAddr,
+) -> bool {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        match tokio::time::timeout(limit, wr.write(&bytes[sent..])).await {
+            Ok(Ok(0) | Err(_)) => return false,
+            Ok(Ok(n)) => sent += n,
+            Err(_) => {
+                tracing::warn!(%peer, unsent_bytes = bytes.len() - sent, "closing kv connection: the client took none of its replies for the write timeout");
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
 /// `main`, the node's multi-threaded runtime, because a producer reads the store.
 pub async fn serve_connection(
@@ -137,6 +159,7 @@ pub async fn serve_connection(
     // The node-wide read-buffer budget this connection holds for a large frame, and when that frame must be in by.
     let mut claim = Claim::new(node.read_budget.clone());
     let frame_timeout = Duration::from_secs(node.config.kv_frame_timeout_secs);
+    let write_timeout = Duration::from_secs(node.config.kv_write_timeout_secs);
     let mut frame_deadline = None;
     'conn: loop {
         if session.user.is_some() {
@@ -171,7 +194,7 @@ pub async fn serve_connection(
             Ok(()) = configs.changed(), if session.wants_config_pushes() => {
                 configs.borrow_and_update();
                 push_config(&node, &session, &mut wbuf);
-                if wr.write_all(&wbuf).await.is_err() {
+                if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                     break;
                 }
                 wbuf.clear();
@@ -184,7 +207,7 @@ pub async fn serve_connection(
                 while let Some(Ok(reply)) = inflight.try_join_next() {
                     wbuf.extend_from_slice(&reply);
                 }
-                if wr.write_all(&wbuf).await.is_err() {
+                if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                     break;
                 }
                 wbuf.clear();
@@ -258,14 +281,14 @@ pub async fn serve_connection(
                             // Requests run in order: send what is ready, then wait for this reply before the next.
                             let reply = pending.resolve().await;
                             wbuf.extend_from_slice(&reply);
-                            if wr.write_all(&wbuf).await.is_err() {
+                            if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                                 fatal = true;
                                 break;
                             }
                             wbuf.clear();
                         }
                     } else if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
-                        if wr.write_all(&wbuf).await.is_err() {
+                        if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                             fatal = true;
                             break;
                         }
@@ -289,7 +312,7 @@ pub async fn serve_connection(
             rbuf = small_copy(&rbuf);
         }
         if !wbuf.is_empty() {
-            if wr.write_all(&wbuf).await.is_err() {
+            if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                 break 'conn;
             }
             wbuf.clear();
@@ -300,7 +323,7 @@ pub async fn serve_connection(
         if let Some(upgrade) = session.dcp.take() {
             while let Some(done) = inflight.join_next().await {
                 if let Ok(reply) = done {
-                    if wr.write_all(&reply).await.is_err() {
+                    if !send(&mut wr, &reply, write_timeout, &peer).await {
                         break 'conn;
                     }
                 }

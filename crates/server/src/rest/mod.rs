@@ -22,6 +22,7 @@ mod index_status;
 mod pools;
 mod roles;
 mod users;
+mod write_stall;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -59,7 +60,9 @@ pub async fn serve_mgmt(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(no_delay(listener), mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    let write_timeout = std::time::Duration::from_secs(node.config.rest_write_timeout_secs);
+    let listener = write_stall::GuardedListener { listener, write_timeout };
+    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
 /// The listener with TCP_NODELAY on every accepted connection. An answer goes out in several writes (the headers,

@@ -1,6 +1,7 @@
 //! Integration tests against a node running in the test process on real sockets.
 
 mod helpers;
+mod hostile_peers;
 mod index_persistence;
 mod kv_ops;
 mod metadata;
