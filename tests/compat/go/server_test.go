@@ -135,6 +135,10 @@ func (s *setteeServer) start() error {
 		"--kv-port", strconv.Itoa(s.kvPort),
 		"--mgmt-port", strconv.Itoa(s.mgmtPort),
 		"--query-port", strconv.Itoa(s.queryPort),
+		// The TLS ports stay off: parallel suites must not fight over 11207/18091/18093.
+		"--kv-tls-port", "0",
+		"--mgmt-tls-port", "0",
+		"--query-tls-port", "0",
 		"--username", adminUser,
 		"--password", adminPassword,
 		"--bucket", s.bucket,

@@ -16,6 +16,7 @@ fn node(id: NodeId) -> NodeInfo {
         query_port: 8093,
         membership: Membership::Active,
         services: vec!["kv".into()],
+        tls_ports: Default::default(),
     }
 }
 

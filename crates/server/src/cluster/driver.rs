@@ -311,5 +311,10 @@ fn my_info(node: &Node, me: NodeId) -> NodeInfo {
         query_port: node.config.query_port,
         membership: Membership::Active,
         services: vec!["kv".into(), "n1ql".into()],
+        tls_ports: settee_cluster::TlsPorts {
+            kv: node.config.kv_tls_port,
+            mgmt: node.config.mgmt_tls_port,
+            query: node.config.query_tls_port,
+        },
     }
 }
