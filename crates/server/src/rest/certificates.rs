@@ -12,10 +12,11 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::RestState;
 use crate::tls::CaSource;
+use settee_cluster::peer::ClusterCaReply;
 
 /// `GET /pools/default/certificate`: the cluster CA, PEM.
 pub(crate) async fn certificate(State(state): State<RestState>, _caller: Caller) -> Response {
-    let pem = state.node.tls.ca_pem().to_owned();
+    let pem = state.node.tls.ca_pem();
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], pem).into_response()
 }
 
@@ -27,6 +28,16 @@ pub(crate) async fn trusted_cas(State(state): State<RestState>, _caller: Caller)
         CaSource::Supplied => "uploaded",
     };
     Json(json!([{ "id": 0, "type": kind, "pem": tls.ca_pem() }]))
+}
+
+/// `GET /settee/tls/ca`, settee-only: the cluster's CA with its key, for a node joining the cluster
+/// (`settee_cluster::peer::ClusterCaRequest`). Administrator only.
+pub(crate) async fn cluster_ca(
+    State(state): State<RestState>,
+    caller: Caller,
+) -> Result<Json<ClusterCaReply>, RestError> {
+    caller.require(caller.user.is_admin(), || "cluster.admin.security!write".into())?;
+    Ok(Json(ClusterCaReply { ca: state.node.tls.cluster_ca() }))
 }
 
 /// `POST /node/controller/reloadCertificate`: installs `<data-dir>/inbox/chain.pem` and `pkey.pem`; the next TLS

@@ -1,10 +1,10 @@
-//! The node's certificate files: reading PEM, and `<data-dir>/certs/`, where a node keeps the CA it generated
-//! and its current certificate across restarts.
+//! The node's certificate files: reading PEM, and `<data-dir>/certs/`, where a node keeps its CA and its current
+//! certificate across restarts.
 //!
-//! Layout of `<data-dir>/certs/`: `ca.pem` (the CA clients trust), `ca-key.pem` (its key, kept to sign node
-//! certificates), `chain.pem` (the node's certificate, then any intermediates) and `pkey.pem` (its key). Key files
-//! are created with mode 0600. Every file is written to a temporary name and renamed, and `ca.pem` is written
-//! last: a set without it is incomplete and generated again.
+//! Layout of `<data-dir>/certs/`: `ca.pem` (the CA clients trust), `ca-key.pem` and `ca-name` (its key and common
+//! name, kept to sign node certificates), `chain.pem` (the node's certificate, then any intermediates) and
+//! `pkey.pem` (its key). Key files are created with mode 0600. Every file is written to a temporary name and
+//! renamed, and `ca.pem` is written last: a set without it is incomplete and generated again.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,26 +12,49 @@ use std::path::{Path, PathBuf};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::generate::generate;
+use super::generate::{generate_ca, sign_node_cert, CaKey};
 use super::TlsError;
 
-/// The CA PEM, the node's chain and its key from `dir`, generating (and writing) a new set when it holds none.
-pub(super) fn open_or_generate(
-    dir: &Path,
-    host: Option<&str>,
-) -> Result<(String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+/// What `<data-dir>/certs` holds.
+pub(super) struct Stored {
+    /// The CA with its key (None for a set whose CA key is not kept).
+    pub(super) ca: Option<CaKey>,
+    pub(super) ca_pem: String,
+    pub(super) chain: Vec<CertificateDer<'static>>,
+    pub(super) key: PrivateKeyDer<'static>,
+}
+
+/// The certificates in `dir`, generating (and writing) a new CA and node certificate when it holds none.
+pub(super) fn open_or_generate(dir: &Path, host: Option<&str>) -> Result<Stored, TlsError> {
     let ca_path = dir.join("ca.pem");
     if ca_path.exists() {
         let ca_pem = read_text(&ca_path)?;
-        return Ok((ca_pem, read_chain(&dir.join("chain.pem"))?, read_key(&dir.join("pkey.pem"))?));
+        let ca = match (read_text(&dir.join("ca-key.pem")), read_text(&dir.join("ca-name"))) {
+            (Ok(key_pem), Ok(name)) => {
+                Some(CaKey { cert_pem: ca_pem.clone(), key_pem, common_name: name.trim().to_owned() })
+            }
+            _ => None,
+        };
+        let (chain, key) = (read_chain(&dir.join("chain.pem"))?, read_key(&dir.join("pkey.pem"))?);
+        return Ok(Stored { ca, ca_pem, chain, key });
     }
-    let set = generate(host)?;
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write { path: dir.to_owned(), source })?;
-    write_file(&dir.join("ca-key.pem"), &set.ca_key_pem, true)?;
-    install_node_cert(dir, &set.node_pem, &set.node_key_pem)?;
-    write_file(&ca_path, &set.ca_pem, false)?;
+    let ca = generate_ca()?;
+    let node = install_ca(dir, &ca, host)?;
     tracing::info!(dir = %dir.display(), "generated a CA and a node certificate for the TLS ports");
-    Ok((set.ca_pem, vec![set.node_der], set.node_key_der))
+    Ok(Stored { ca_pem: ca.cert_pem.clone(), ca: Some(ca), chain: vec![node.der], key: node.key_der })
+}
+
+/// Signs a new node certificate with `ca` and writes both into `dir`, replacing what was there (`ca.pem` last).
+pub(super) fn install_ca(dir: &Path, ca: &CaKey, host: Option<&str>) -> Result<super::generate::NodeCert, TlsError> {
+    let node = sign_node_cert(ca, host)?;
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write { path: dir.to_owned(), source })?;
+    // A half-written set must not look complete at the next start.
+    let _ = std::fs::remove_file(dir.join("ca.pem"));
+    write_file(&dir.join("ca-key.pem"), &ca.key_pem, true)?;
+    write_file(&dir.join("ca-name"), &ca.common_name, false)?;
+    install_node_cert(dir, &node.pem, &node.key_pem)?;
+    write_file(&dir.join("ca.pem"), &ca.cert_pem, false)?;
+    Ok(node)
 }
 
 /// Writes the node's certificate chain and key into `dir`, replacing the ones there.

@@ -2,7 +2,9 @@
 //! ones: rustls with the `ring` provider, TLS 1.2 and 1.3 only.
 //!
 //! Certificates: at first start a node generates a CA and a node certificate signed by it (`generate`), kept in
-//! `<data-dir>/certs/` (`files`); `--tls-cert`/`--tls-key`/`--tls-ca` use supplied ones instead. The CA is what
+//! `<data-dir>/certs/` (`files`); `--tls-cert`/`--tls-key`/`--tls-ca` use supplied ones instead. A node that joins
+//! a cluster adopts the cluster's CA from its seed and signs itself a new certificate with it (`adopt_cluster_ca`),
+//! so one CA covers the cluster, as Couchbase's does. The CA is what
 //! clients trust (`GET /pools/default/certificate`). `POST /node/controller/reloadCertificate` installs
 //! `<data-dir>/inbox/chain.pem` and `pkey.pem` without a restart: the handshakes after it present the new
 //! certificate (`resolver::CertResolver`), connections already open keep theirs.
@@ -18,11 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::RwLock;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::sign::CertifiedKey;
+use settee_cluster::peer::ClusterCa;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ServerConfig;
+use generate::CaKey;
 pub(crate) use resolver::CertResolver;
 
 /// Why a certificate could not be generated, read or installed.
@@ -57,14 +62,22 @@ pub enum CaSource {
     Supplied,
 }
 
+/// The CA the node trusts and hands clients.
+struct CaState {
+    /// PEM, as read or generated.
+    pem: String,
+    certs: Vec<CertificateDer<'static>>,
+    source: CaSource,
+    /// The CA's key, when this node holds it (a generated or adopted CA): it can sign a joining node's certificate.
+    key: Option<CaKey>,
+}
+
 /// The node's certificates and the acceptor every TLS port shares.
 pub struct NodeTls {
     resolver: Arc<CertResolver>,
     acceptor: TlsAcceptor,
-    /// The CA certificates clients should trust, PEM, as read or generated.
-    ca_pem: String,
-    ca: Vec<CertificateDer<'static>>,
-    ca_source: CaSource,
+    /// A leaf lock: held to read or replace the CA, never while the resolver's lock or a file is taken.
+    ca: RwLock<CaState>,
     /// `<data-dir>/certs`: where the node's current certificate is kept across restarts.
     certs_dir: PathBuf,
     /// `<data-dir>/inbox`: where an operator puts a certificate for `reloadCertificate`.
@@ -76,7 +89,7 @@ pub struct NodeTls {
 
 impl std::fmt::Debug for NodeTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeTls").field("ca_source", &self.ca_source).field("certs_dir", &self.certs_dir).finish()
+        f.debug_struct("NodeTls").field("ca_source", &self.ca_source()).field("certs_dir", &self.certs_dir).finish()
     }
 }
 
@@ -86,27 +99,22 @@ impl NodeTls {
     pub fn open(config: &ServerConfig) -> Result<NodeTls, TlsError> {
         let certs_dir = config.data_dir.join("certs");
         let host = specific_host(&config.host);
-        let (ca_pem, chain, key, ca_source) = match (&config.tls_cert, &config.tls_key, &config.tls_ca) {
+        let (stored, source) = match (&config.tls_cert, &config.tls_key, &config.tls_ca) {
             (Some(cert), Some(key), Some(ca)) => {
                 let (chain, key) = (files::read_chain(cert)?, files::read_key(key)?);
-                (files::read_text(ca)?, chain, key, CaSource::Supplied)
+                (files::Stored { ca: None, ca_pem: files::read_text(ca)?, chain, key }, CaSource::Supplied)
             }
-            _ => {
-                let (ca_pem, chain, key) = files::open_or_generate(&certs_dir, host.as_deref())?;
-                (ca_pem, chain, key, CaSource::Generated)
-            }
+            _ => (files::open_or_generate(&certs_dir, host.as_deref())?, CaSource::Generated),
         };
-        let ca = files::parse_certs(ca_pem.as_bytes(), &certs_dir.join("ca.pem"))?;
-        let certified = certified_key(chain, key)?;
-        verify_chain(&certified, &ca, host.as_deref())?;
+        let certs = files::parse_certs(stored.ca_pem.as_bytes(), &certs_dir.join("ca.pem"))?;
+        let certified = certified_key(stored.chain, stored.key)?;
+        verify_chain(&certified, &certs, host.as_deref())?;
         let resolver = Arc::new(CertResolver::new(Arc::new(certified)));
         let acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone())));
         Ok(NodeTls {
             resolver,
             acceptor,
-            ca_pem,
-            ca,
-            ca_source,
+            ca: RwLock::new(CaState { pem: stored.ca_pem, certs, source, key: stored.ca }),
             inbox_dir: config.data_dir.join("inbox"),
             certs_dir,
             host,
@@ -120,12 +128,44 @@ impl NodeTls {
     }
 
     /// The CA certificate(s) clients should trust, PEM.
-    pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+    pub fn ca_pem(&self) -> String {
+        self.ca.read().pem.clone()
     }
 
     pub fn ca_source(&self) -> CaSource {
-        self.ca_source
+        self.ca.read().source
+    }
+
+    /// The CA with its key, for a joining node (None when this node does not hold the key: supplied certificates).
+    pub fn cluster_ca(&self) -> Option<ClusterCa> {
+        let ca = self.ca.read();
+        ca.key.as_ref().map(|k| ClusterCa {
+            cert_pem: k.cert_pem.clone(),
+            key_pem: k.key_pem.clone(),
+            common_name: k.common_name.clone(),
+        })
+    }
+
+    /// Makes the cluster's CA this node's: signs a new node certificate with it, keeps both in `<data-dir>/certs`
+    /// and presents the new certificate from the next handshake on. A node with supplied certificates keeps them
+    /// (false); so does one that already has this CA.
+    pub fn adopt_cluster_ca(&self, ca: &ClusterCa) -> Result<bool, TlsError> {
+        {
+            let current = self.ca.read();
+            if current.source == CaSource::Supplied || current.pem == ca.cert_pem {
+                return Ok(false);
+            }
+        }
+        let certs = files::parse_certs(ca.cert_pem.as_bytes(), Path::new("the cluster CA"))?;
+        let key =
+            CaKey { cert_pem: ca.cert_pem.clone(), key_pem: ca.key_pem.clone(), common_name: ca.common_name.clone() };
+        let node = files::install_ca(&self.certs_dir, &key, self.host.as_deref())?;
+        let certified = certified_key(vec![node.der], node.key_der)?;
+        verify_chain(&certified, &certs, self.host.as_deref())?;
+        *self.ca.write() = CaState { pem: ca.cert_pem.clone(), certs, source: CaSource::Generated, key: Some(key) };
+        self.resolver.replace(Arc::new(certified));
+        tracing::info!(ca = %ca.common_name, "adopted the cluster's CA and a node certificate signed by it");
+        Ok(true)
     }
 
     /// The certificate chain handshakes present now (the node's certificate first), DER.
@@ -144,8 +184,9 @@ impl NodeTls {
         let chain = files::parse_certs(chain_pem.as_bytes(), &chain_path)?;
         let key = files::parse_key(key_pem.as_bytes(), &key_path)?;
         let certified = certified_key(chain, key)?;
-        verify_chain(&certified, &self.ca, self.host.as_deref())?;
-        if self.ca_source == CaSource::Generated {
+        let trusted = self.ca.read().certs.clone();
+        verify_chain(&certified, &trusted, self.host.as_deref())?;
+        if self.ca_source() == CaSource::Generated {
             // A supplied certificate set is read from its own paths at every start; only a node that keeps its
             // certificates in its data directory keeps the reloaded one there.
             files::install_node_cert(&self.certs_dir, &chain_pem, &key_pem)?;
@@ -242,5 +283,47 @@ fn specific_host(host: &str) -> Option<String> {
     match host {
         "" | "0.0.0.0" | "::" | "[::]" => None,
         h => Some(h.trim_start_matches('[').trim_end_matches(']').to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves a node that adopts another node's CA presents a certificate chaining to it, serves that CA, can sign
+    /// with it, and finds all of it again when it restarts on the same data directory.
+    #[test]
+    fn adopted_cluster_ca_is_used_and_survives_a_restart() {
+        let (seed_config, joiner_config) = (ServerConfig::for_tests(), ServerConfig::for_tests());
+        let seed = NodeTls::open(&seed_config).expect("seed certificates");
+        let joiner = NodeTls::open(&joiner_config).expect("joiner certificates");
+        assert_ne!(seed.ca_pem(), joiner.ca_pem(), "each node generates its own CA");
+        let cluster_ca = seed.cluster_ca().expect("a generated CA has its key");
+        assert!(joiner.adopt_cluster_ca(&cluster_ca).expect("adopted"));
+        assert!(!joiner.adopt_cluster_ca(&cluster_ca).expect("nothing to do"), "adopting twice changes nothing");
+        let seed_certs = files::parse_certs(seed.ca_pem().as_bytes(), Path::new("seed")).expect("CA");
+        let presented = joiner.resolver.current();
+        verify_chain(&presented, &seed_certs, Some("127.0.0.1")).expect("the new certificate chains to the seed's CA");
+
+        let restarted = NodeTls::open(&joiner_config).expect("reopened");
+        assert_eq!(restarted.ca_pem(), seed.ca_pem());
+        assert_eq!(restarted.current_chain(), joiner.current_chain());
+        assert_eq!(restarted.cluster_ca(), Some(cluster_ca));
+        for c in [seed_config, joiner_config] {
+            let _ = std::fs::remove_dir_all(c.data_dir);
+        }
+    }
+
+    /// Proves key files are created readable by the owner only.
+    #[test]
+    fn generated_key_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let config = ServerConfig::for_tests();
+        NodeTls::open(&config).expect("certificates");
+        for (name, mode) in [("ca-key.pem", 0o600), ("pkey.pem", 0o600), ("ca.pem", 0o644), ("chain.pem", 0o644)] {
+            let meta = std::fs::metadata(config.data_dir.join("certs").join(name)).expect(name);
+            assert_eq!(meta.permissions().mode() & 0o777, mode, "{name}");
+        }
+        let _ = std::fs::remove_dir_all(config.data_dir);
     }
 }

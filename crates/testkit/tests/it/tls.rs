@@ -140,7 +140,7 @@ async fn handshake_fails_for_a_client_trusting_another_ca() {
     let r = &node.running;
     let (foreign, _, _) = foreign_ca_and_cert();
     for addr in [r.kv_tls_addr.unwrap(), r.mgmt_tls_addr.unwrap(), r.query_tls_addr.unwrap()] {
-        let err = tls_connect(addr, &foreign).await.err().expect("the handshake fails");
+        let err = tls_connect(addr, &foreign).await.expect_err("the handshake fails");
         assert!(err.to_string().contains("invalid peer certificate"), "{addr}: {err}");
     }
     let ca = node.running.node.tls.ca_pem().to_owned();
@@ -232,4 +232,24 @@ async fn rest_post(addr: SocketAddr, path: &str) -> String {
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer).await;
     answer
+}
+
+/// Proves a node that joins a cluster takes the cluster's CA from its seed: it serves the seed's CA and its KV TLS
+/// port passes a handshake for a client that trusts only that CA, so one CA covers the cluster.
+#[tokio::test]
+async fn joining_node_adopts_the_cluster_ca() {
+    let first = TestNode::start_with(tls_on).await;
+    let seed = first.running.mgmt_addr.to_string();
+    let second = TestNode::start_with(|c| {
+        tls_on(c);
+        c.join = Some(seed);
+        c.bucket = String::new();
+    })
+    .await;
+    let ca = first.running.node.tls.ca_pem();
+    assert_eq!(second.running.node.tls.ca_pem(), ca);
+    let mut s = tls_connect(second.running.kv_tls_addr.unwrap(), &ca).await.expect("handshake with the cluster CA");
+    assert_eq!(kv_call(&mut s, &req(0x1f, b"joined", &[], &[])).await.0, 0, "HELLO");
+    second.stop().await;
+    first.stop().await;
 }
