@@ -97,3 +97,73 @@ def test_curl_over_the_management_tls_port(tls_server, ca_file):
     refused = subprocess.run(["curl", "-sS", "--cacert", str(SYSTEM_CAS), "-o", "/dev/null", url],
                              capture_output=True, text=True, timeout=30)
     assert refused.returncode == 60, (refused.returncode, refused.stderr)  # 60: peer certificate cannot be verified
+
+
+def _admin(node: SetteeServer, method: str, path: str, form: dict | None = None):
+    """One management call as the administrator: (status, body text)."""
+    import urllib.error
+    import urllib.parse
+    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    data = urllib.parse.urlencode(form).encode() if form is not None else None
+    request = urllib.request.Request(node.mgmt_url + path, data=data, method=method,
+                                     headers={"Authorization": f"Basic {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_two_node_cluster_shares_one_ca(tmp_path_factory):
+    """Proves one CA covers a cluster: a node that joins serves its seed's CA, and after a rebalance spreads the
+    bucket over both nodes, the SDK, trusting only that CA, writes and reads keys living on either node through
+    their kvSSL ports."""
+    import json
+    import time
+    from cluster_load import wait_for
+
+    base = Path(tmp_path_factory.mktemp("settee-tls-cluster"))
+    ports = free_ports(12)
+    nodes = []
+    for i, ip in enumerate(["127.0.0.61", "127.0.0.62"]):
+        kv, mgmt, query, kv_tls, mgmt_tls, query_tls = ports[6 * i:6 * i + 6]
+        nodes.append(SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, kv_tls_port=kv_tls,
+                                  mgmt_tls_port=mgmt_tls, query_tls_port=query_tls, data_dir=base / f"n{i}",
+                                  log_path=base / f"n{i}.log", bucket_type="ephemeral", ip=ip,
+                                  bucket=BUCKET if i == 0 else ""))
+    nodes[1].join = nodes[0].mgmt_addr
+    try:
+        for n in nodes:
+            n.start()
+        ca = [_admin(n, "GET", "/pools/default/certificate") for n in nodes]
+        assert ca[0][0] == 200 and ca[0] == ca[1], "the joined node serves the seed's CA"
+        status, body = _admin(nodes[0], "POST", "/controller/rebalance",
+                              {"knownNodes": ",".join(f"ns_1@{n.ip}" for n in nodes), "ejectedNodes": ""})
+        assert status == 200, body
+
+        def rebalanced():
+            _, tasks = _admin(nodes[0], "GET", "/pools/default/tasks")
+            task = json.loads(tasks)[0]
+            return task if task["status"] != "running" else None
+        task = wait_for(rebalanced, "the rebalance to end", timeout=300)
+        assert "errorMessage" not in task, task
+        _, terse = _admin(nodes[0], "GET", f"/pools/default/b/{BUCKET}")
+        config = json.loads(terse)
+        actives = {row[0] for row in config["vBucketServerMap"]["vBucketMap"]}
+        assert actives == {0, 1}, "both nodes hold active vBuckets"
+        assert all("kvSSL" in n["services"] for n in config["nodesExt"]), config["nodesExt"]
+
+        ca_file = base / "ca.pem"
+        ca_file.write_text(ca[0][1])
+        cluster = tls_cluster(nodes[0], str(ca_file))
+        try:
+            cluster.wait_until_ready(timedelta(seconds=30))
+            collection = cluster.bucket(BUCKET).default_collection()
+            for k in range(64):
+                collection.upsert(f"tls-{k}", {"k": k})
+            assert all(collection.get(f"tls-{k}").content_as[dict] == {"k": k} for k in range(64))
+        finally:
+            cluster.close()
+    finally:
+        for n in nodes:
+            n.stop()
