@@ -180,7 +180,7 @@ async fn serve_tls(
     let evicted = pre_auth.evicted.clone();
     let tls = node.tls.clone();
     let stream = tokio::select! {
-        s = tls.accept(stream, peer, "kv") => s,
+        s = tls.accept(stream, peer, crate::tls::TlsPort::Kv) => s,
         _ = evicted.notified() => {
             tracing::info!(%peer, "closing kv tls connection: the connection limit is reached and it is the oldest one not authenticated");
             None

@@ -71,7 +71,7 @@ pub async fn serve_mgmt_tls(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = TlsListener::new(listener, node.tls.clone(), "mgmt")?;
+    let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Mgmt)?;
     axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
@@ -106,7 +106,7 @@ pub async fn serve_query_tls(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = TlsListener::new(listener, node.tls.clone(), "query")?;
+    let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Query)?;
     axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 

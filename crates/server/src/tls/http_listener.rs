@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
 
-use super::NodeTls;
+use super::{NodeTls, TlsPort};
 
 /// Handshakes in progress at once on one port.
 const HANDSHAKES_MAX: usize = 512;
@@ -26,11 +26,11 @@ pub(crate) struct TlsListener {
 }
 
 impl TlsListener {
-    /// Starts accepting on `listener`; `service` names the port in log lines.
-    pub(crate) fn new(listener: TcpListener, tls: Arc<NodeTls>, service: &'static str) -> std::io::Result<TlsListener> {
+    /// Starts accepting on `listener` for `port` (the management or the query port).
+    pub(crate) fn new(listener: TcpListener, tls: Arc<NodeTls>, port: TlsPort) -> std::io::Result<TlsListener> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(READY_MAX);
-        let acceptor_task = tokio::spawn(accept_loop(listener, tls, tx, service));
+        let acceptor_task = tokio::spawn(accept_loop(listener, tls, tx, port));
         Ok(TlsListener { local, ready, acceptor_task })
     }
 }
@@ -45,7 +45,7 @@ async fn accept_loop(
     listener: TcpListener,
     tls: Arc<NodeTls>,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-    service: &'static str,
+    port: TlsPort,
 ) {
     let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
     loop {
@@ -53,13 +53,13 @@ async fn accept_loop(
             Ok(a) => a,
             Err(e) => {
                 // EMFILE and friends: back off briefly and keep serving.
-                tracing::warn!(service, error = %e, "tls accept failed");
+                tracing::warn!(?port, error = %e, "tls accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
         };
         let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, service, limit = HANDSHAKES_MAX, "closing tls connection: too many handshakes in progress");
+            tracing::warn!(%peer, ?port, limit = HANDSHAKES_MAX, "closing tls connection: too many handshakes in progress");
             continue;
         };
         if let Err(e) = stream.set_nodelay(true) {
@@ -67,7 +67,7 @@ async fn accept_loop(
         }
         let (tls, ready) = (tls.clone(), ready.clone());
         tokio::spawn(async move {
-            let done = tls.accept(stream, peer, service).await;
+            let done = tls.accept(stream, peer, port).await;
             drop(permit);
             if let Some(stream) = done {
                 let _ = ready.send((stream, peer)).await;

@@ -72,10 +72,30 @@ struct CaState {
     key: Option<CaKey>,
 }
 
-/// The node's certificates and the acceptor every TLS port shares.
+/// Which TLS port a connection came to: the HTTP ports offer ALPN `http/1.1`, the KV port no ALPN at all (a
+/// client that offers protocols the server does not list would otherwise fail its handshake).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsPort {
+    Kv,
+    Mgmt,
+    Query,
+}
+
+impl TlsPort {
+    fn name(self) -> &'static str {
+        match self {
+            TlsPort::Kv => "kv",
+            TlsPort::Mgmt => "mgmt",
+            TlsPort::Query => "query",
+        }
+    }
+}
+
+/// The node's certificates and the acceptors of its TLS ports.
 pub struct NodeTls {
     resolver: Arc<CertResolver>,
-    acceptor: TlsAcceptor,
+    kv_acceptor: TlsAcceptor,
+    http_acceptor: TlsAcceptor,
     /// A leaf lock: held to read or replace the CA, never while the resolver's lock or a file is taken.
     ca: RwLock<CaState>,
     /// `<data-dir>/certs`: where the node's current certificate is kept across restarts.
@@ -110,21 +130,18 @@ impl NodeTls {
         let certified = certified_key(stored.chain, stored.key)?;
         verify_chain(&certified, &certs, host.as_deref())?;
         let resolver = Arc::new(CertResolver::new(Arc::new(certified)));
-        let acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone())));
+        let kv_acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone(), Vec::new())));
+        let http_acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone(), vec![b"http/1.1".to_vec()])));
         Ok(NodeTls {
             resolver,
-            acceptor,
+            kv_acceptor,
+            http_acceptor,
             ca: RwLock::new(CaState { pem: stored.ca_pem, certs, source, key: stored.ca }),
             inbox_dir: config.data_dir.join("inbox"),
             certs_dir,
             host,
             handshake_timeout: Duration::from_secs(config.tls_handshake_timeout_secs),
         })
-    }
-
-    /// The acceptor every TLS port hands its connections to.
-    pub fn acceptor(&self) -> &TlsAcceptor {
-        &self.acceptor
     }
 
     /// The CA certificate(s) clients should trust, PEM.
@@ -202,9 +219,11 @@ impl NodeTls {
         &self,
         stream: tokio::net::TcpStream,
         peer: std::net::SocketAddr,
-        service: &'static str,
+        port: TlsPort,
     ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-        match tokio::time::timeout(self.handshake_timeout, self.acceptor.accept(stream)).await {
+        let acceptor = if port == TlsPort::Kv { &self.kv_acceptor } else { &self.http_acceptor };
+        let service = port.name();
+        match tokio::time::timeout(self.handshake_timeout, acceptor.accept(stream)).await {
             Ok(Ok(tls)) => Some(tls),
             Ok(Err(e)) => {
                 tracing::info!(%peer, service, error = %e, "closing tls connection: handshake failed");
@@ -223,9 +242,9 @@ impl NodeTls {
     }
 }
 
-/// The TLS settings every port uses: TLS 1.2 and 1.3 with the ring provider, the node's certificate from the
-/// resolver, no client certificates.
-fn server_config(resolver: Arc<CertResolver>) -> rustls::ServerConfig {
+/// The TLS settings of a port: TLS 1.2 and 1.3 with the ring provider, the node's certificate from the resolver,
+/// no client certificates, and the ALPN protocols `alpn` (none for KV: the SDKs offer none there).
+fn server_config(resolver: Arc<CertResolver>, alpn: Vec<Vec<u8>>) -> rustls::ServerConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -233,8 +252,7 @@ fn server_config(resolver: Arc<CertResolver>) -> rustls::ServerConfig {
         .expect("the ring provider supports TLS 1.2 and 1.3")
         .with_no_client_auth()
         .with_cert_resolver(resolver);
-    // HTTP/1.1 only on the REST ports; the KV port ignores ALPN (the SDKs send none there).
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn;
     config
 }
 

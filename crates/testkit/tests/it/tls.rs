@@ -23,6 +23,11 @@ fn tls_on(c: &mut ServerConfig) {
 
 /// A client that trusts only the certificates of `ca_pem`.
 fn connector(ca_pem: &str) -> TlsConnector {
+    connector_with_alpn(ca_pem, Vec::new())
+}
+
+/// As `connector`, offering the ALPN protocols `alpn`.
+fn connector_with_alpn(ca_pem: &str, alpn: Vec<Vec<u8>>) -> TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     for cert in pem_certs(ca_pem) {
         roots.add(cert).expect("a CA certificate");
@@ -33,6 +38,8 @@ fn connector(ca_pem: &str) -> TlsConnector {
         .expect("ring supports the default versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
+    let mut config = config;
+    config.alpn_protocols = alpn;
     TlsConnector::from(Arc::new(config))
 }
 
@@ -252,4 +259,26 @@ async fn joining_node_adopts_the_cluster_ca() {
     assert_eq!(kv_call(&mut s, &req(0x1f, b"joined", &[], &[])).await.0, 0, "HELLO");
     second.stop().await;
     first.stop().await;
+}
+
+/// Regression (found in review): every TLS port shared one rustls config that listed ALPN `http/1.1`, and rustls
+/// refuses a client whose offered ALPN protocols do not include one the server lists. Proves the KV port lists none
+/// (a client offering another protocol is served) while the management port still agrees on `http/1.1`.
+#[tokio::test]
+async fn kv_tls_port_accepts_clients_offering_other_alpn_protocols() {
+    let node = TestNode::start_with(tls_on).await;
+    let ca = node.running.node.tls.ca_pem();
+    let connect = |addr: SocketAddr, alpn: &[u8]| {
+        let connector = connector_with_alpn(&ca, vec![alpn.to_vec()]);
+        async move {
+            let tcp = TcpStream::connect(addr).await?;
+            connector.connect(ServerName::IpAddress(addr.ip().into()), tcp).await
+        }
+    };
+    let mut kv = connect(node.running.kv_tls_addr.unwrap(), b"memcached").await.expect("kv handshake");
+    assert_eq!(kv.get_ref().1.alpn_protocol(), None);
+    assert_eq!(kv_call(&mut kv, &req(0x1f, b"alpn", &[], &[])).await.0, 0, "HELLO");
+    let mgmt = connect(node.running.mgmt_tls_addr.unwrap(), b"http/1.1").await.expect("mgmt handshake");
+    assert_eq!(mgmt.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    node.stop().await;
 }
