@@ -128,7 +128,21 @@ impl NodeTls {
         };
         let certs = files::parse_certs(stored.ca_pem.as_bytes(), &certs_dir.join("ca.pem"))?;
         let certified = certified_key(stored.chain, stored.key)?;
-        verify_chain(&certified, &certs, host.as_deref())?;
+        let certified = match verify_chain(&certified, &certs, host.as_deref()) {
+            Ok(()) => certified,
+            // The node now binds another address than its certificate names: a node holding its CA's key signs
+            // itself a certificate for it, as it did at its first start.
+            Err(TlsError::WrongName { host: name, .. }) if source == CaSource::Generated && stored.ca.is_some() => {
+                tracing::info!(host = %name, "the node certificate does not name the node's address; signing a new one");
+                let ca = stored.ca.as_ref().expect("checked by the guard");
+                let node = generate::sign_node_cert(ca, host.as_deref())?;
+                files::install_node_cert(&certs_dir, &node.pem, &node.key_pem)?;
+                let renewed = certified_key(vec![node.der], node.key_der)?;
+                verify_chain(&renewed, &certs, host.as_deref())?;
+                renewed
+            }
+            Err(e) => return Err(e),
+        };
         let resolver = Arc::new(CertResolver::new(Arc::new(certified)));
         let kv_acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone(), Vec::new())));
         let http_acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone(), vec![b"http/1.1".to_vec()])));
@@ -330,6 +344,21 @@ mod tests {
         for c in [seed_config, joiner_config] {
             let _ = std::fs::remove_dir_all(c.data_dir);
         }
+    }
+
+    /// Proves a node restarted on another address with its generated CA signs itself a certificate naming the new
+    /// address (instead of refusing to start), keeping its CA so clients keep trusting it.
+    #[test]
+    fn restart_on_another_address_renews_the_node_certificate() {
+        let mut config = ServerConfig::for_tests();
+        let first = NodeTls::open(&config).expect("certificates");
+        config.host = "127.0.0.9".into();
+        let moved = NodeTls::open(&config).expect("a new certificate for the new address");
+        assert_eq!(moved.ca_pem(), first.ca_pem(), "the CA stays");
+        assert_ne!(moved.current_chain(), first.current_chain());
+        let ca = files::parse_certs(first.ca_pem().as_bytes(), Path::new("ca")).expect("CA");
+        verify_chain(&moved.resolver.current(), &ca, Some("127.0.0.9")).expect("names the new address");
+        let _ = std::fs::remove_dir_all(config.data_dir);
     }
 
     /// Proves key files are created readable by the owner only.
