@@ -1,6 +1,6 @@
 //! The node's TLS certificates over REST, as ns_server serves them: the CA clients trust
-//! (`/pools/default/certificate`, `/pools/default/trustedCAs`) and `reloadCertificate`, which installs the
-//! certificate an operator put in `<data-dir>/inbox/`.
+//! (`/pools/default/certificate`, `/pools/default/trustedCAs`), `loadTrustedCAs`, which adds the CAs an operator put
+//! in `<data-dir>/inbox/CA/`, and `reloadCertificate`, which installs the certificate put in `<data-dir>/inbox/`.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 use super::auth::Caller;
 use super::error::RestError;
 use super::RestState;
-use crate::tls::CaSource;
 use settee_cluster::peer::ClusterCaReply;
 
 /// `GET /pools/default/certificate`: the cluster CA, PEM.
@@ -22,12 +21,25 @@ pub(crate) async fn certificate(State(state): State<RestState>, _caller: Caller)
 
 /// `GET /pools/default/trustedCAs`: every CA the node trusts, one object each.
 pub(crate) async fn trusted_cas(State(state): State<RestState>, _caller: Caller) -> Json<Value> {
-    let tls = &state.node.tls;
-    let kind = match tls.ca_source() {
-        CaSource::Generated => "generated",
-        CaSource::Supplied => "uploaded",
-    };
-    Json(json!([{ "id": 0, "type": kind, "pem": tls.ca_pem() }]))
+    let cas = state.node.tls.trusted_cas();
+    let list: Vec<Value> = cas
+        .into_iter()
+        .enumerate()
+        .map(|(id, (pem, generated))| json!({ "id": id, "type": if generated { "generated" } else { "uploaded" }, "pem": pem }))
+        .collect();
+    Json(Value::Array(list))
+}
+
+/// `POST /node/controller/loadTrustedCAs`: adds the certificates in `<data-dir>/inbox/CA/` to the trusted CAs;
+/// answers those newly added. 400 with the reason when the directory is missing, empty or holds a bad file.
+pub(crate) async fn load_trusted_cas(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
+    caller.require(caller.can_write_security(), || "cluster.admin.security!write".into())?;
+    let tls = state.node.tls.clone();
+    match tokio::task::spawn_blocking(move || tls.load_trusted_cas()).await {
+        Ok(Ok(added)) => Ok(Json(Value::Array(added.into_iter().map(|pem| json!({ "pem": pem })).collect()))),
+        Ok(Err(e)) => Err(RestError::text(StatusCode::BAD_REQUEST, &e.to_string())),
+        Err(e) => Err(RestError::text(StatusCode::INTERNAL_SERVER_ERROR, &format!("loading trusted CAs failed: {e}"))),
+    }
 }
 
 /// `GET /settee/tls/ca`, settee-only: the cluster's CA with its key, for a node joining the cluster
@@ -77,9 +89,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reload_certificate_refuses_missing_files_and_non_admins() {
-        // Proves reloadCertificate needs the security-write privilege (403 otherwise) and answers 400 naming the
-        // missing file when the inbox is empty, leaving the current certificate in place.
+    async fn reload_and_load_trusted_cas_refuse_missing_files_and_non_admins() {
+        // Proves reloadCertificate and loadTrustedCAs need the security-write privilege (403 otherwise) and answer
+        // 400 naming the missing file or directory when the inbox is empty, leaving the current certificate in place.
         let app = TestApp::new();
         app.add_user("reader", "reader-pw", "data_reader[default]");
         let before = app.state.node.tls.current_chain();
@@ -89,5 +101,10 @@ mod tests {
         assert_eq!(missing.status, StatusCode::BAD_REQUEST);
         assert!(missing.text.contains("chain.pem"), "{}", missing.text);
         assert_eq!(app.state.node.tls.current_chain(), before);
+        let no_inbox = app.call("POST", "/node/controller/loadTrustedCAs", Some(ADMIN), None).await;
+        assert_eq!(no_inbox.status, StatusCode::BAD_REQUEST);
+        assert!(no_inbox.text.contains("CA"), "{}", no_inbox.text);
+        let denied = app.call("POST", "/node/controller/loadTrustedCAs", Some(("reader", "reader-pw")), None).await;
+        assert_eq!(denied.status, StatusCode::FORBIDDEN);
     }
 }

@@ -139,6 +139,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/pools/default/certificate", get(certificates::certificate))
         .route("/pools/default/trustedCAs", get(certificates::trusted_cas))
         .route("/node/controller/reloadCertificate", post(certificates::reload_certificate))
+        .route("/node/controller/loadTrustedCAs", post(certificates::load_trusted_cas))
         .route("/settee/tls/ca", get(certificates::cluster_ca))
         .route("/settings/rbac/users", get(users::list))
         .route("/settings/rbac/users/local", get(users::list))

@@ -95,7 +95,7 @@ pub(super) fn parse_key(pem: &[u8], path: &Path) -> Result<PrivateKeyDer<'static
 }
 
 /// Writes `text` to `path` through a temporary file and a rename; `private` files get mode 0600 from the start.
-fn write_file(path: &Path, text: &str, private: bool) -> Result<(), TlsError> {
+pub(super) fn write_file(path: &Path, text: &str, private: bool) -> Result<(), TlsError> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     let err = |source| TlsError::Write { path: path.to_owned(), source };

@@ -15,6 +15,7 @@ mod files;
 mod generate;
 pub(crate) mod http_listener;
 mod resolver;
+mod trusted;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,14 +63,23 @@ pub enum CaSource {
     Supplied,
 }
 
-/// The CA the node trusts and hands clients.
+/// The CAs the node trusts and hands clients.
 struct CaState {
-    /// PEM, as read or generated.
+    /// The node's own CA (generated, adopted or `--tls-ca`), PEM as read or generated.
     pem: String,
     certs: Vec<CertificateDer<'static>>,
     source: CaSource,
     /// The CA's key, when this node holds it (a generated or adopted CA): it can sign a joining node's certificate.
     key: Option<CaKey>,
+    /// CAs added with `loadTrustedCAs`.
+    loaded: Vec<trusted::TrustedCert>,
+}
+
+impl CaState {
+    /// Every trusted CA certificate: the node's own, then the loaded ones.
+    fn all_certs(&self) -> Vec<CertificateDer<'static>> {
+        self.certs.iter().cloned().chain(self.loaded.iter().map(|c| c.der.clone())).collect()
+    }
 }
 
 /// Which TLS port a connection came to: the HTTP ports offer ALPN `http/1.1`, the KV port no ALPN at all (a
@@ -127,8 +137,10 @@ impl NodeTls {
             _ => (files::open_or_generate(&certs_dir, host.as_deref())?, CaSource::Generated),
         };
         let certs = files::parse_certs(stored.ca_pem.as_bytes(), &certs_dir.join("ca.pem"))?;
+        let loaded = trusted::read_loaded(&certs_dir)?;
+        let all: Vec<_> = certs.iter().cloned().chain(loaded.iter().map(|c| c.der.clone())).collect();
         let certified = certified_key(stored.chain, stored.key)?;
-        let certified = match verify_chain(&certified, &certs, host.as_deref()) {
+        let certified = match verify_chain(&certified, &all, host.as_deref()) {
             Ok(()) => certified,
             // The node now binds another address than its certificate names: a node holding its CA's key signs
             // itself a certificate for it, as it did at its first start.
@@ -138,7 +150,7 @@ impl NodeTls {
                 let node = generate::sign_node_cert(ca, host.as_deref())?;
                 files::install_node_cert(&certs_dir, &node.pem, &node.key_pem)?;
                 let renewed = certified_key(vec![node.der], node.key_der)?;
-                verify_chain(&renewed, &certs, host.as_deref())?;
+                verify_chain(&renewed, &all, host.as_deref())?;
                 renewed
             }
             Err(e) => return Err(e),
@@ -150,7 +162,7 @@ impl NodeTls {
             resolver,
             kv_acceptor,
             http_acceptor,
-            ca: RwLock::new(CaState { pem: stored.ca_pem, certs, source, key: stored.ca }),
+            ca: RwLock::new(CaState { pem: stored.ca_pem, certs, source, key: stored.ca, loaded }),
             inbox_dir: config.data_dir.join("inbox"),
             certs_dir,
             host,
@@ -158,9 +170,53 @@ impl NodeTls {
         })
     }
 
-    /// The CA certificate(s) clients should trust, PEM.
+    /// The CA certificate(s) clients should trust, PEM: the node's own CA, then any loaded with `loadTrustedCAs`.
     pub fn ca_pem(&self) -> String {
-        self.ca.read().pem.clone()
+        let ca = self.ca.read();
+        let mut pem = ca.pem.clone();
+        for c in &ca.loaded {
+            if !pem.ends_with('\n') {
+                pem.push('\n');
+            }
+            pem.push_str(&c.pem);
+        }
+        pem
+    }
+
+    /// Each trusted CA certificate as PEM, with whether it is the node's own generated CA.
+    pub fn trusted_cas(&self) -> Vec<(String, bool)> {
+        let ca = self.ca.read();
+        let own = trusted::split(&ca.pem, Path::new("ca.pem")).map(|c| c.into_iter().map(|c| c.pem).collect());
+        let own: Vec<String> = own.unwrap_or_else(|_| vec![ca.pem.clone()]);
+        let generated = ca.source == CaSource::Generated;
+        own.into_iter().map(|p| (p, generated)).chain(ca.loaded.iter().map(|c| (c.pem.clone(), false))).collect()
+    }
+
+    /// Couchbase's `loadTrustedCAs`: adds every certificate in the files of `<data-dir>/inbox/CA/` to the CAs the
+    /// node trusts (kept in `<data-dir>/certs/trusted-cas.pem`), so that `reloadCertificate` accepts certificates
+    /// they sign and clients are served them. Answers the PEM of each certificate newly added.
+    pub fn load_trusted_cas(&self) -> Result<Vec<String>, TlsError> {
+        let inbox = self.inbox_dir.join("CA");
+        let candidates = trusted::read_inbox(&inbox)?;
+        let (added, loaded) = {
+            let ca = self.ca.read();
+            let known = ca.all_certs();
+            let mut loaded = ca.loaded.clone();
+            let mut added = Vec::new();
+            for c in candidates {
+                if !known.contains(&c.der) && !loaded.iter().any(|l| l.der == c.der) {
+                    added.push(c.pem.clone());
+                    loaded.push(c);
+                }
+            }
+            (added, loaded)
+        };
+        if !added.is_empty() {
+            trusted::write_loaded(&self.certs_dir, &loaded)?;
+            self.ca.write().loaded = loaded;
+            tracing::info!(added = added.len(), inbox = %inbox.display(), "loaded trusted CAs");
+        }
+        Ok(added)
     }
 
     pub fn ca_source(&self) -> CaSource {
@@ -193,7 +249,11 @@ impl NodeTls {
         let node = files::install_ca(&self.certs_dir, &key, self.host.as_deref())?;
         let certified = certified_key(vec![node.der], node.key_der)?;
         verify_chain(&certified, &certs, self.host.as_deref())?;
-        *self.ca.write() = CaState { pem: ca.cert_pem.clone(), certs, source: CaSource::Generated, key: Some(key) };
+        // The cluster's CA replaces whatever this node trusted on its own.
+        let _ = std::fs::remove_file(self.certs_dir.join(trusted::LOADED_FILE));
+        let state =
+            CaState { pem: ca.cert_pem.clone(), certs, source: CaSource::Generated, key: Some(key), loaded: vec![] };
+        *self.ca.write() = state;
         self.resolver.replace(Arc::new(certified));
         tracing::info!(ca = %ca.common_name, "adopted the cluster's CA and a node certificate signed by it");
         Ok(true)
@@ -215,7 +275,7 @@ impl NodeTls {
         let chain = files::parse_certs(chain_pem.as_bytes(), &chain_path)?;
         let key = files::parse_key(key_pem.as_bytes(), &key_path)?;
         let certified = certified_key(chain, key)?;
-        let trusted = self.ca.read().certs.clone();
+        let trusted = self.ca.read().all_certs();
         verify_chain(&certified, &trusted, self.host.as_deref())?;
         if self.ca_source() == CaSource::Generated {
             // A supplied certificate set is read from its own paths at every start; only a node that keeps its
@@ -358,6 +418,36 @@ mod tests {
         assert_ne!(moved.current_chain(), first.current_chain());
         let ca = files::parse_certs(first.ca_pem().as_bytes(), Path::new("ca")).expect("CA");
         verify_chain(&moved.resolver.current(), &ca, Some("127.0.0.9")).expect("names the new address");
+        let _ = std::fs::remove_dir_all(config.data_dir);
+    }
+
+    /// Proves loadTrustedCAs lets an operator move a node to a new CA without a restart: a certificate from an
+    /// unknown CA is refused by reloadCertificate until its CA is loaded from `inbox/CA/` (hidden files skipped,
+    /// loading twice adds nothing), then installed; both the CA and the certificate survive a restart.
+    #[test]
+    fn loaded_ca_lets_its_certificate_be_installed_and_survives_a_restart() {
+        let config = ServerConfig::for_tests();
+        let tls = NodeTls::open(&config).expect("certificates");
+        let other = generate::generate_ca().expect("another CA");
+        let node = generate::sign_node_cert(&other, Some("127.0.0.1")).expect("a certificate from it");
+        let inbox = tls.inbox_dir().to_owned();
+        std::fs::create_dir_all(inbox.join("CA")).expect("inbox");
+        std::fs::write(inbox.join("chain.pem"), &node.pem).expect("write");
+        std::fs::write(inbox.join("pkey.pem"), &node.key_pem).expect("write");
+        assert!(matches!(tls.reload_from_inbox(), Err(TlsError::Untrusted(_))), "unknown CA refused");
+
+        std::fs::write(inbox.join("CA").join("new-ca.pem"), &other.cert_pem).expect("write");
+        std::fs::write(inbox.join("CA").join(".notes"), "not a certificate").expect("write");
+        assert_eq!(tls.load_trusted_cas().expect("loaded").len(), 1);
+        assert!(tls.load_trusted_cas().expect("loaded again").is_empty(), "loading twice adds nothing");
+        tls.reload_from_inbox().expect("the new CA's certificate installs");
+        assert_eq!(tls.current_chain()[0], node.der);
+        assert!(tls.ca_pem().contains(other.cert_pem.trim()), "clients are served the new CA too");
+        assert_eq!(tls.trusted_cas().len(), 2);
+
+        let reopened = NodeTls::open(&config).expect("reopened");
+        assert_eq!(reopened.current_chain()[0], node.der);
+        assert_eq!(reopened.trusted_cas(), tls.trusted_cas());
         let _ = std::fs::remove_dir_all(config.data_dir);
     }
 
