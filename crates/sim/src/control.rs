@@ -345,5 +345,6 @@ fn node_info(id: NodeId) -> NodeInfo {
         query_port: 8093,
         membership: Membership::Active,
         services: vec!["kv".into()],
+        tls_ports: Default::default(),
     }
 }

@@ -18,8 +18,7 @@ use settee_mcbp::dcp::{
 };
 use settee_mcbp::{decode_request, decode_response, encode_response, Opcode, Request};
 use settee_types::{Datatype, Status, VbId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::hub::StreamWaker;
 use crate::node::BucketHandle;
@@ -76,10 +75,11 @@ pub(crate) struct ProducerSetup {
     pub users: crate::auth::UserStore,
 }
 
-pub(crate) async fn serve(
+/// Runs the producer over the connection's halves (plain TCP or TLS) until the consumer goes or the node stops.
+pub(crate) async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     setup: ProducerSetup,
-    mut rd: OwnedReadHalf,
-    mut wr: OwnedWriteHalf,
+    mut rd: R,
+    mut wr: W,
     mut rbuf: BytesMut,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {

@@ -158,7 +158,10 @@ impl Consumer {
                 let kept = bucket.rollback_replica(vb, to);
                 ctx.count(if kept > 0 { "replica partial rollbacks" } else { "replica rollbacks to zero" });
                 if std::env::var_os("SIM_DEBUG").is_some() {
-                    eprintln!("{:?} conn {} from node {}: vb {} asked to roll back to {to}, kept {kept}", ctx.now, self.conn, self.source, vb.0);
+                    eprintln!(
+                        "{:?} conn {} from node {}: vb {} asked to roll back to {to}, kept {kept}",
+                        ctx.now, self.conn, self.source, vb.0
+                    );
                 }
                 self.open(bucket, vb, ctx.now);
             }

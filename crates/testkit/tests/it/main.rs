@@ -11,4 +11,5 @@ mod query;
 mod replication;
 mod security;
 mod session;
+mod tls;
 mod wire;
