@@ -295,7 +295,7 @@ fn cluster_families(f: &mut Families, node: &Node) {
         rebalance.done as f64,
     );
     f.gauge(
-        "settee_rebalance_moves_total",
+        "settee_rebalance_moves_planned",
         "vBucket moves the running or last rebalance planned",
         vec![],
         rebalance.total as f64,
