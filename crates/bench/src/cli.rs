@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
@@ -133,6 +134,14 @@ pub struct RunArgs {
     /// The query service's port on every KV node (default: each node's `nodesExt[].services.n1ql`).
     #[arg(long)]
     pub query_port: Option<u16>,
+    /// Fields per YCSB record (YCSB's `fieldcount`).
+    #[arg(long, default_value_t = crate::values::YCSB_FIELD_COUNT,
+          value_parser = clap::value_parser!(u64).range(1..=crate::values::YCSB_FIELD_COUNT_MAX as u64).map(|n| n as usize))]
+    pub field_count: usize,
+    /// Characters per YCSB field (YCSB's `fieldlength`).
+    #[arg(long, default_value_t = crate::values::YCSB_FIELD_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..=crate::values::YCSB_FIELD_BYTES_MAX as u64).map(|n| n as usize))]
+    pub field_length: usize,
     /// Longest YCSB E scan (lengths are uniform in 1..=N), and the LIMIT of a page.
     #[arg(long, default_value_t = 100)]
     pub scan_length: u64,

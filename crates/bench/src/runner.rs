@@ -84,7 +84,7 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
         None => None,
     };
     let values = match (ycsb, args.json_docs) {
-        (true, _) => ValuePool::ycsb(args.seed),
+        (true, _) => ValuePool::ycsb(args.field_count, args.field_length),
         (false, true) => {
             ValuePool::json(args.seed, args.min_size.max(JSON_BYTES_MIN), args.max_size.max(JSON_BYTES_MIN))
         }
