@@ -127,7 +127,8 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub workload: Option<Workload>,
     /// One kind of query through the query service over YCSB records, instead of KV operations: point lookups
-    /// (use-keys, meta-id), YCSB E's range scans alone (scan), LIMIT/OFFSET pages of the primary index (page),
+    /// (use-keys, meta-id), lookups by field0's value through a secondary index (field-eq; field-eq-covered answers
+    /// from the index alone), YCSB E's range scans alone (scan), LIMIT/OFFSET pages of the primary index (page),
     /// COUNT(*) (count).
     #[arg(long, value_enum, conflicts_with = "workload")]
     pub query: Option<QueryMode>,

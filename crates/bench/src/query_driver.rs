@@ -20,6 +20,7 @@ use crate::link::{Link, QueueError};
 use crate::query_answer;
 use crate::query_request::{Args, RequestWriter};
 use crate::stats::{Completion, OpKind, Outcome, PhaseStats};
+use crate::values::ycsb_field;
 
 /// Completions kept before they go to the thread's recorder (the reporter reads it once a second).
 const RECORD_BATCH: usize = 64;
@@ -35,6 +36,8 @@ pub(crate) struct QueryWork {
     pub requests: RequestWriter,
     /// YCSB E scans read 1..=this many records (uniform); a page reads exactly this many.
     pub scan_length: u64,
+    /// Lookups ask for the value of `field0` (this many characters) of the chosen record instead of its key.
+    pub lookup_field: Option<usize>,
 }
 
 /// One query connection: the HTTP socket, and a KV link when the workload inserts.
@@ -101,7 +104,10 @@ impl Loop<'_> {
             let Some(op) = self.plan.source.next(&mut self.plan.rng, &self.shared.records) else { return Ok(()) };
             self.issued += 1;
             self.key.clear();
-            self.shared.keys.write(op.record, &mut self.key);
+            match self.work.lookup_field {
+                Some(length) if op.kind == OpKind::Lookup => ycsb_field(op.record, 0, length, &mut self.key),
+                _ => self.shared.keys.write(op.record, &mut self.key),
+            }
             let started = Instant::now();
             let (outcome, rows) = match op.kind {
                 OpKind::Insert => (self.insert(conn.kv.as_mut(), op.record, started).await?, 0),
