@@ -98,7 +98,7 @@ pub struct ServerConfig {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub kv_write_timeout_secs: u64,
     /// Seconds a management-port connection may take none of an answer before it is closed (a client that
-    /// stopped reading).
+    /// stopped reading), and may stay open without sending anything after it was accepted.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub rest_write_timeout_secs: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
