@@ -15,7 +15,7 @@ trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$
 
 start() { # BIN PORT
     SETTEE_LOG=warn "$1" server --data-dir "$WORK/data-$2" --host 127.0.0.1 --kv-port "$2" --mgmt-port $(($2 + 1)) \
-        --query-port $(($2 + 2)) --bucket-type ephemeral --bucket-ram-mb 2000 >"$WORK/log-$2" 2>&1 &
+        --query-port $(($2 + 2)) --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 --bucket-type ephemeral --bucket-ram-mb 2000 >"$WORK/log-$2" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$(($2 + 1))") 2>/dev/null && return 0; sleep 0.1; done
     echo "node on $2 did not start" >&2

@@ -36,7 +36,7 @@ rm -f "$WORK/dd.bin"
 
 PID=""
 start() {
-    "$BIN" server --data-dir "$WORK/data" --kv-port $KV --mgmt-port $MGMT --query-port $QUERY \
+    "$BIN" server --data-dir "$WORK/data" --kv-port $KV --mgmt-port $MGMT --query-port $QUERY --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 \
         --bucket-type couchbase --bucket-ram-mb "$RAM_MB" >>"$WORK/settee.log" 2>&1 &
     PID=$!
     for _ in $(seq 1 600); do

@@ -131,7 +131,7 @@ done
 log "starting settee (ephemeral bucket, ${RAM_MB} MiB)"
 rm -rf "$OUT/data"
 SETTEE_LOG=warn "$SETTEE_BIN" server --data-dir "$OUT/data" --host 127.0.0.1 --kv-port "$KV" --mgmt-port "$MGMT" \
-    --query-port "$QUERY" --bucket-type ephemeral --bucket-ram-mb "$RAM_MB" >"$OUT/server.log" 2>&1 &
+    --query-port "$QUERY" --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 --bucket-type ephemeral --bucket-ram-mb "$RAM_MB" >"$OUT/server.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$MGMT") 2>/dev/null && break; sleep 0.2; done
 SPEC="couchbase://127.0.0.1:$KV/default"

@@ -160,7 +160,7 @@ start_settee() {
     local workers=()
     [ -n "${SETTEE_WORKERS:-}" ] && workers=(TOKIO_WORKER_THREADS="$SETTEE_WORKERS")
     env "${workers[@]}" SETTEE_LOG=warn "${SERVER_PIN[@]}" "$SETTEE_BIN" server --data-dir "$OUT/data-$1" --host 127.0.0.1 --kv-port "$kv" \
-        --mgmt-port $((kv + 1)) --query-port $((kv + 2)) --bucket-type "$3" --bucket-ram-mb "$RAM_MB" &
+        --mgmt-port $((kv + 1)) --query-port $((kv + 2)) --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 --bucket-type "$3" --bucket-ram-mb "$RAM_MB" &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")
     wait_port "$kv"

@@ -32,7 +32,7 @@ pub mod vbmap;
 
 pub use metadata::{
     AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, IndexKeySpec, IndexSpec, Membership, MetaCommand,
-    MetaError, NodeInfo, RebalanceSettings, Recovery,
+    MetaError, NodeInfo, RebalanceSettings, Recovery, TlsPorts,
 };
 pub use store::{ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
 pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};

@@ -8,6 +8,7 @@
 //! | [`HoldRequest`] | `POST /settee/node/drain` | [`HoldReply`] |
 //! | [`JoinRequest`] | `POST /node/controller/doJoinCluster` | none (200) |
 //! | [`ProbeRequest`] | `GET /pools` | ignored (200 means alive) |
+//! | [`ClusterCaRequest`] | `GET /settee/tls/ca` | [`ClusterCaReply`] |
 //!
 //! The settee-only calls carry JSON; `doJoinCluster` is Couchbase's endpoint and keeps its form fields. Every call
 //! goes to the management port with the administrator's credentials (the probe with none).
@@ -88,6 +89,38 @@ impl PeerCall for SeqnosRequest {
         Body::Empty
     }
     fn decode_reply(body: &[u8]) -> Result<SeqnoReport, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
+/// A joining node asks its seed for the cluster's CA, so that every node presents a certificate from one CA and a
+/// client trusts the whole cluster with one certificate (Couchbase's cluster CA).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterCaRequest;
+
+/// The cluster's generated CA: its certificate, its key and its common name (the issuer name of the node
+/// certificates it signs). `ca` is None when the seed uses certificates an operator supplied, whose CA key it does
+/// not hold: then each node keeps its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterCaReply {
+    pub ca: Option<ClusterCa>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterCa {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub common_name: String,
+}
+
+impl PeerCall for ClusterCaRequest {
+    const METHOD: &'static str = "GET";
+    const PATH: &'static str = "/settee/tls/ca";
+    type Reply = ClusterCaReply;
+    fn body(&self) -> Body {
+        Body::Empty
+    }
+    fn decode_reply(body: &[u8]) -> Result<ClusterCaReply, serde_json::Error> {
         serde_json::from_slice(body)
     }
 }

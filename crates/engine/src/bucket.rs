@@ -448,6 +448,12 @@ impl Bucket {
             }
             let freed: usize = to_purge.iter().map(|k| inner.purge(k)).sum();
             self.charge(-(freed as isize));
+            // Aborts are purged with the tombstones (see `abort_log.rs`).
+            let dropped = inner.aborts.purge_older_than(now.saturating_sub(purge_age_secs));
+            self.charge(dropped.charge);
+            if let Some(seqno) = dropped.purged_to {
+                inner.purge_seqno = inner.purge_seqno.max(seqno);
+            }
         }
         self.stats.expired.fetch_add(expired, Ordering::Relaxed);
         expired

@@ -70,6 +70,33 @@ impl Checkpoint {
         ENTRY_BYTES + key.len() + item.value.len()
     }
 
+    /// Appends a sync write's step (a prepare, or an abort: see `sync_record.rs`) as a record of its own: its key in
+    /// the sync-write namespace, `header` (the record's tag) before its value. Returns the bytes charged for it.
+    pub(crate) fn push_sync(&mut self, key: &[u8], item: &StoredItem<'_>, header: &[u8]) -> usize {
+        let start = self.bytes.len();
+        self.bytes.push(crate::sync_record::SYNC_NAMESPACE);
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(header);
+        self.bytes.extend_from_slice(&item.value);
+        let (key_len, value_len) = (key.len() + 1, header.len() + item.value.len());
+        self.entries.push(Entry {
+            start,
+            // As in `push`: keys are short, values under 4 GiB.
+            key_len: key_len as u32,
+            value_len: value_len as u32,
+            cas: item.cas,
+            seqno: item.seqno,
+            rev: item.rev,
+            flags: item.flags,
+            expiry: item.expiry,
+            datatype: item.datatype.0,
+            deleted: item.deleted,
+            // The store looks up the previous record of the key (a prepare or an abort of an earlier sync write).
+            on_disk: OnDisk::Unknown,
+        });
+        ENTRY_BYTES + key_len + value_len
+    }
+
     /// Mutations waiting (a key written twice counts twice).
     pub(crate) fn len(&self) -> usize {
         self.entries.len()

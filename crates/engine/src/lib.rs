@@ -12,6 +12,7 @@
 // Time from a `Clock`, randomness from a seeded `Rng` (see clippy.toml): a violation fails `cargo clippy`.
 #![deny(clippy::disallowed_methods)]
 
+mod abort_log;
 mod bucket;
 mod change_log;
 mod checkpoint;
@@ -25,7 +26,9 @@ mod manifest;
 mod ops;
 mod persistence;
 mod replication;
+mod rollback;
 mod stats;
+mod sync_record;
 mod sync_write;
 mod table;
 mod vbucket;
@@ -44,6 +47,7 @@ pub use ops::{
 pub use persistence::{DirtyBatch, ItemSnapshot, Refused};
 pub use replication::{ChangeKind, DcpChange, DcpRead, DcpSnapshot, ReplicaApply, VbStreamInfo};
 pub use stats::BucketStats;
+pub use sync_record::{is_sync_write_key, SyncRecord, SyncWarmup};
 pub use vbucket::{ChangeNotifier, ObservedSeqnos, PersistWaiter, VBucket, VbState};
 
 #[cfg(test)]

@@ -7,8 +7,10 @@
 use settee_types::{Cas, Datatype, OnDisk, Seqno, VbId, VbUuid};
 
 use crate::bucket::Bucket;
+use crate::durability_monitor::Prepare;
 use crate::error::EngineError;
 use crate::item::StoredItem;
+use crate::sync_record::SyncWarmup;
 use crate::table::Item;
 use crate::vbucket::{complete, PersistWaiter};
 
@@ -43,6 +45,11 @@ pub struct DirtyBatch {
     pub max_cas: Cas,
     /// The vBucket's failover log, newest first: (vbuuid, seqno the branch starts at).
     pub failover: Vec<(VbUuid, Seqno)>,
+    /// Every prepare at or below this seqno is completed (`VbStateRecord::prepares_completed_to`).
+    pub prepares_completed_to: Seqno,
+    /// The vBucket was rolled back: the store must drop its records above this seqno before this batch is written
+    /// (unless `clear_first` drops everything).
+    pub rollback_to: Option<Seqno>,
     /// The vBucket's generation when drained; hand it back to [`Bucket::mark_persisted`].
     pub generation: u64,
     /// The vBucket was emptied since the last round: the store must drop its old copy before this batch is
@@ -65,32 +72,41 @@ pub enum Refused {
 
 impl Bucket {
     /// Takes the vBucket's checkpoint for the flusher; None when nothing is dirty. A batch may have no items:
-    /// the seqnos of prepares and aborts (memory only) still count as persisted once a round passed them, which
-    /// is what a replica's acknowledgement of a persist-level prepare reports.
+    /// a seqno that put nothing in the checkpoint (a prepare committed at once, DCP_SEQNO_ADVANCED) still counts as
+    /// persisted once a round passed it.
     ///
-    /// Persist-level prepares that wait only for the active's disk commit here, so that this round writes their
-    /// commits (see `sync_write.rs`).
+    /// Persist-level prepares do not commit here: they commit once their own record is fsynced
+    /// ([`Bucket::mark_persisted`]), so their value is never visible before it would survive a crash.
     pub fn drain_dirty(&self, vb: VbId) -> Option<DirtyBatch> {
         let vbucket = self.vbucket(vb)?;
-        let mut ready = Vec::new();
         let mut inner = vbucket.inner.lock();
-        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno && !inner.clear_on_disk {
+        let rewrite = inner.clear_on_disk || inner.rollback_on_disk.is_some();
+        if inner.dirty.is_empty() && inner.drained_seqno >= inner.high_seqno && !rewrite {
             return None;
         }
-        let high = inner.high_seqno;
-        self.commit_ready_at(&mut inner, &mut ready, high);
         inner.drained_seqno = inner.high_seqno;
         let checkpoint = std::mem::take(&mut inner.dirty);
         let failover = inner.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
         let (up_to, vbuuid, max_cas) = (inner.high_seqno, inner.uuid(), inner.hlc.last());
         let (generation, clear_first) = (inner.generation, std::mem::take(&mut inner.clear_on_disk));
+        let prepares_completed_to = inner.prepares_completed_to;
+        let rollback_to = inner.rollback_on_disk.take();
         drop(inner);
         self.charge(-(checkpoint.charged_bytes() as isize));
         let (items, on_disk) = checkpoint.into_batch();
-        let batch = DirtyBatch { vb, items, on_disk, up_to, vbuuid, max_cas, failover, generation, clear_first };
-        // Writes without a persist level that were queued behind a committed prepare.
-        complete(ready, Ok(()));
-        Some(batch)
+        Some(DirtyBatch {
+            vb,
+            items,
+            on_disk,
+            up_to,
+            vbuuid,
+            max_cas,
+            failover,
+            prepares_completed_to,
+            rollback_to,
+            generation,
+            clear_first,
+        })
     }
 
     /// Called by the flusher once a batch of `generation` is fsynced: advances the persisted seqno, completes the
@@ -166,11 +182,49 @@ impl Bucket {
         outcome
     }
 
+    /// Warmup: the vBucket's sync writes found on disk ([`SyncWarmup`], gathered while its records were read): the
+    /// prepares still pending go back into the durability monitor (no writer waits for them any more: they
+    /// commit when their level is met again, or are aborted or replaced by the active), and the aborts into the
+    /// abort log, for DCP backfills.
+    pub fn restore_sync_writes(&self, vb: VbId, warm: SyncWarmup) {
+        let Some(vbucket) = self.vbucket(vb) else { return };
+        let mut prepares: Vec<_> = warm.pending.into_values().collect();
+        prepares.sort_unstable_by_key(|(_, item)| item.seqno);
+        let mut inner = vbucket.inner.lock();
+        inner.prepares_completed_to = inner.prepares_completed_to.max(warm.completed_to);
+        for (level, item) in prepares {
+            let (key, seqno) = (item.key.clone(), item.seqno);
+            if seqno <= warm.completed_to
+                || inner.monitor.pending_for(&key).is_some()
+                || inner.monitor.prepares_after(seqno).next().is_some()
+            {
+                continue;
+            }
+            inner.hlc.observe(item.cas);
+            inner.high_seqno = inner.high_seqno.max(seqno);
+            let mut stored = stored_of(item);
+            stored.resident = true;
+            self.charge(stored.footprint(key.len()) as isize);
+            inner.monitor.track(seqno, Prepare { key: key.into(), item: stored, level, waiter: None });
+        }
+        for abort in warm.aborts {
+            if inner.aborts.last_seqno().is_some_and(|last| last >= abort.seqno) {
+                continue;
+            }
+            inner.high_seqno = inner.high_seqno.max(abort.seqno);
+            let dropped = inner.aborts.push(abort);
+            self.charge(dropped.charge);
+            if let Some(seqno) = dropped.purged_to {
+                inner.purge_seqno = inner.purge_seqno.max(seqno);
+            }
+        }
+        inner.drained_seqno = inner.high_seqno;
+    }
+
     /// Warmup: after a vBucket's items are loaded, continues its seqnos and CAS values from what disk holds
     /// (everything on disk is persisted) and records how many items stayed on disk only (full eviction).
-    /// The vBucket keeps the failover log it had on disk and adds a branch for the restart (the fresh vbuuid it
-    /// got at start, at the restored high seqno), as Couchbase does after an unclean shutdown: a stream resuming
-    /// from the old history below that seqno continues without a rollback.
+    /// The vBucket keeps the failover log it had on disk; whether the restart starts a new branch of it is decided
+    /// when warmup ends ([`Bucket::finish_warmup`]), once the vBucket's role is known.
     pub fn restore_vbucket(
         &self,
         vb: VbId,
@@ -184,11 +238,13 @@ impl Bucket {
         inner.high_seqno = inner.high_seqno.max(high_seqno);
         inner.persisted_seqno = inner.persisted_seqno.max(high_seqno);
         inner.drained_seqno = inner.high_seqno;
+        let high = inner.high_seqno;
+        inner.overwrites.forget_before(high);
         let (uuid, high) = (inner.uuid(), inner.high_seqno);
         match settee_types::FailoverLog::from_entries(failover.iter().copied()) {
-            Some(mut log) => {
-                log.push(uuid, high);
+            Some(log) => {
                 inner.failover = log;
+                inner.restart_uuid = Some(uuid);
             }
             None => inner.failover = settee_types::FailoverLog::new(uuid, high),
         }
@@ -196,6 +252,32 @@ impl Bucket {
         // Warmup loaded every key on disk unless some stayed there (full eviction).
         inner.disk_keys_loaded = inner.ejected_items == 0;
         inner.hlc.observe(max_cas);
+    }
+
+    /// Warmup is done: every vBucket is loaded. A copy this node leads now (active, or pending for a takeover)
+    /// starts a new branch of its history at the seqno it came back with, as Couchbase's actives do after an
+    /// unclean shutdown (a stream that followed the old history past that seqno rolls back, since what lay above it
+    /// may be lost); a replica keeps its active's history, so its stream resumes where it stopped instead of
+    /// starting over. (A copy that becomes active later starts its branch then, as every promotion does.) Nothing
+    /// read or wrote the bucket during warmup, so no branch is due earlier. Prepares that are met already (an
+    /// active without replicas) commit, then the bucket serves.
+    pub fn finish_warmup(&self) {
+        for v in 0..self.num_vbuckets() {
+            let Some(vbucket) = self.vbucket(VbId(v)) else { continue };
+            let mut ready = Vec::new();
+            {
+                let mut inner = vbucket.inner.lock();
+                if let Some(uuid) = inner.restart_uuid.take() {
+                    if inner.state.leads_sync_writes() {
+                        let high = inner.high_seqno;
+                        inner.failover.push(uuid, high);
+                    }
+                }
+                self.commit_ready(&mut inner, &mut ready);
+            }
+            complete(ready, Ok(()));
+        }
+        self.set_warming_up(false);
     }
 
     /// Warmup: puts an item read from disk into the hash table without a new seqno and without marking it dirty.

@@ -99,10 +99,12 @@ fn writes_of_a_dropped_collection_are_not_drained() {
 }
 
 /// A persist-level durable write on one node is a prepare: it holds its key (SYNC_WRITE_IN_PROGRESS for the next
-/// writer) and stays invisible until a flusher round takes its vBucket; that round commits it (readers see it, the
-/// key is free) and writes the commit, and its writer hears of success once that one round is on disk.
+/// writer) and stays invisible until the round that writes its record is fsynced; then it commits (readers see
+/// it, the key is free), the next round writes the commit, and its writer hears of success once that one is on
+/// disk. The regression of issue 21 item 5.2: the prepare used to commit, and its value to be readable, as soon as
+/// a round took the vBucket, before any fsync, so a crash could take back a value a reader had seen.
 #[test]
-fn durable_write_waits_for_persistence() {
+fn a_persist_level_value_is_invisible_until_its_prepare_is_on_disk() {
     let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
     write(&b, b"d", b"0", None).unwrap();
     let m = write(&b, b"d", b"1", Some(DurabilityLevel::PersistToMajority)).unwrap();
@@ -120,15 +122,24 @@ fn durable_write_waits_for_persistence() {
     );
     let read = |b: &Bucket| b.get(VbId(0), &DocKey::new(0, b"d"), |i| i.body().0.to_vec()).unwrap();
     assert_eq!(read(&b), b"0", "the prepare is not visible");
-    let batch = b.drain_dirty(VbId(0)).unwrap();
-    assert_eq!(read(&b), b"1", "committed when the round took the vBucket");
-    let committed: Vec<_> = batch.items.iter().filter(|i| i.key.ends_with(b"d")).collect();
-    assert_eq!(committed.len(), 1, "one version of the key per round");
-    assert_eq!(committed[0].value, b"1", "the round writes the commit");
+    let first = b.drain_dirty(VbId(0)).unwrap();
+    assert_eq!(read(&b), b"0", "a round took the prepare, but it is not on disk yet");
+    let records: Vec<_> = first.items.iter().map(|i| (crate::is_sync_write_key(&i.key), i.seqno)).collect();
+    assert_eq!(
+        records,
+        vec![(false, m.seqno - 1), (true, m.seqno)],
+        "the round writes the first value and the prepare's record"
+    );
+    b.mark_persisted(VbId(0), first.generation, first.up_to);
+    assert_eq!(read(&b), b"1", "committed once the prepare is on disk");
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the commit is not on disk yet");
+    let second = b.drain_dirty(VbId(0)).unwrap();
+    let committed: Vec<_> = second.items.iter().filter(|i| !crate::is_sync_write_key(&i.key)).collect();
+    assert_eq!(committed.len(), 1);
+    assert_eq!(committed[0].value, b"1", "the next round writes the commit");
     assert_eq!((committed[0].seqno, committed[0].cas), (m.seqno + 1, m.cas), "the commit keeps the prepare's CAS");
-    assert_eq!(batch.up_to, m.seqno + 1);
-    assert_eq!(done.load(Ordering::SeqCst), 0, "the round is not on disk yet");
-    b.mark_persisted(VbId(0), batch.generation, batch.up_to);
+    assert_eq!(second.prepares_completed_to, m.seqno);
+    b.mark_persisted(VbId(0), second.generation, second.up_to);
     assert_eq!(done.load(Ordering::SeqCst), 1);
     assert!(write(&b, b"d", b"2", None).is_ok());
 }
@@ -267,8 +278,10 @@ fn warmup_loading() {
     b.load_item(VbId(0), snap(b"a", 7, true));
     b.load_item(VbId(0), snap(b"b", 9, false));
     b.restore_vbucket(VbId(0), 9, 5_000_000_000_000_000_000, 0, &[(0xaaa, 4), (0xbbb, 0)]);
+    b.finish_warmup();
     assert!(b.drain_dirty(VbId(0)).is_none());
-    // The history on disk survives, with a branch for the restart at the restored high seqno.
+    // The history on disk survives, with a branch for the restart at the restored high seqno (the vBucket is
+    // active when warmup ends).
     let info = b.stream_info(VbId(0)).unwrap();
     let branches: Vec<(u64, u64)> = info.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
     assert_eq!(&branches[1..], &[(0xaaa, 4), (0xbbb, 0)]);

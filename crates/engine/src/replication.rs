@@ -88,8 +88,9 @@ pub enum DcpRead {
     /// A consistent snapshot: once every item is applied, the reader holds the vBucket as of `end`.
     Snapshot(DcpSnapshot),
     /// Items between the cursor's position and `up_to` exist on disk only (full eviction): read them from the
-    /// store's seqno index as a disk snapshot ending at `up_to`, with `prepares` (pending sync writes in that
-    /// range, which live in memory only) merged in by seqno, then read again from `up_to`.
+    /// store's seqno index as a disk snapshot ending at `up_to`, with `prepares` (the pending sync writes and the
+    /// aborts a reader at the cursor's position may need, in that range, kept in memory) merged in by seqno, then
+    /// read again from `up_to`.
     FromDisk { up_to: Seqno, prepares: Vec<DcpChange> },
 }
 
@@ -181,12 +182,13 @@ impl Bucket {
             let from_memory = inner.log.covers(after);
             if !from_memory && inner.ejected_items > 0 && after < inner.persisted_seqno {
                 let up_to = inner.persisted_seqno;
-                let prepares = inner
+                let mut prepares: Vec<DcpChange> = inner
                     .monitor
                     .prepares_after(after)
                     .take_while(|(s, _)| **s <= up_to)
                     .map(|(_, p)| prepare_change(p))
                     .collect();
+                prepares.extend(aborts_after(inner, after).take_while(|c| c.item.seqno <= up_to));
                 return Ok(DcpRead::FromDisk { up_to, prepares });
             }
             let (items, end) =
@@ -310,6 +312,11 @@ impl Bucket {
     pub(crate) fn reset_locked(&self, inner: &mut VbInner) -> (usize, Vec<PersistWaiter>) {
         let waiters = self.drop_sync_writes(inner);
         let freed = inner.purge_all();
+        self.charge(inner.aborts.clear());
+        inner.restart_uuid = None;
+        inner.prepares_completed_to = 0;
+        inner.overwrites.clear();
+        inner.rollback_on_disk = None;
         inner.high_seqno = 0;
         inner.persisted_seqno = 0;
         inner.purge_seqno = 0;
@@ -430,12 +437,14 @@ fn backfill(inner: &VbInner, after: Seqno, limit_bytes: usize) -> (Vec<DcpChange
     let prepares = || inner.monitor.prepares_after(after);
     let sizes = table()
         .map(|item| (item.seqno(), entry_bytes(item.key().len(), item.value().len())))
-        .chain(prepares().map(|(seqno, p)| (*seqno, entry_bytes(p.key.len(), p.item.value.len()))));
+        .chain(prepares().map(|(seqno, p)| (*seqno, entry_bytes(p.key.len(), p.item.value.len()))))
+        .chain(aborts_after(inner, after).map(|c| (c.item.seqno, change_bytes(&c))));
     let end = prefix_end(sizes, limit_bytes).unwrap_or(inner.high_seqno);
     let mut items: Vec<DcpChange> = table()
         .filter(|item| item.seqno() <= end)
         .map(|item| snapshot(item).into())
         .chain(prepares().take_while(|(seqno, _)| **seqno <= end).map(|(_, p)| prepare_change(p)))
+        .chain(aborts_after(inner, after).take_while(|c| c.item.seqno <= end))
         .collect();
     items.sort_unstable_by_key(|c| c.item.seqno);
     (items, end)
@@ -462,6 +471,18 @@ fn prefix_end(entries: impl Iterator<Item = (Seqno, usize)>, limit_bytes: usize)
         }
     }
     first_left_out.map(|cut| cut - 1)
+}
+
+/// The aborts above `after` that a reader at `after` may need, oldest first: those of prepares at or below `after`,
+/// which the reader may hold (the change log's rule, `log_change`). A backfill reads the hash table, which keeps no
+/// trace of an abort, so without these a replica that held a prepare and missed its abort would keep the prepare
+/// (and commit it if promoted).
+fn aborts_after(inner: &VbInner, after: Seqno) -> impl Iterator<Item = DcpChange> + '_ {
+    inner
+        .aborts
+        .range(after, Seqno::MAX)
+        .filter(move |a| a.prepared <= after)
+        .map(|a| DcpChange::abort(a.key.to_vec(), a.prepared, a.seqno))
 }
 
 /// A pending prepare as DCP carries it (its item holds the prepare's seqno).

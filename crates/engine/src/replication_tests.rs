@@ -279,3 +279,82 @@ fn replica_stream_before_warmup_is_refused() {
     replica.replica_snapshot(VB, 1, 1).unwrap();
     assert_eq!(replica.replica_apply(VB, item), Ok(crate::ReplicaApply::Applied));
 }
+
+/// The regression of issue 21 item 5.3: a replica that held a prepare and missed its abort (its stream was down
+/// when the active aborted it) used to keep the prepare when its new stream was served by a backfill, which reads
+/// the hash table and knew nothing of aborts; promoted, it would have committed a write its active had aborted.
+/// The backfill now carries the abort, and the replica drops the prepare.
+#[test]
+fn a_backfill_carries_the_abort_of_a_prepare_the_replica_holds() {
+    let (active, replica) = (bucket(), replica());
+    active.set_replication_chain(VB, &[Some(2)]);
+    let opts = WriteOptions { durability: Some(settee_types::DurabilityLevel::Majority), ..Default::default() };
+    let req = StoreRequest { mode: StoreMode::Set, value: b"\"v\"", flags: 0, expiry: 0, opts };
+    let m = active.store(VB, &DocKey::new(0, b"k"), req).unwrap();
+    assert!(m.sync_write);
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    pump(&active, cursor, &mut position, &replica);
+    assert_eq!(replica.held_prepares(VB).len(), 1, "the replica holds the prepare");
+    active.close_cursor(VB, cursor);
+
+    assert!(active.abort_prepare(VB, m.seqno), "aborted while the replica's stream is down");
+    set(&active, "other", "1");
+    let cursor = active.open_cursor(VB, position).unwrap();
+    let snapshots = pump(&active, cursor, &mut position, &replica);
+    assert!(snapshots.iter().all(|(from_memory, _)| !from_memory), "served by a backfill: {snapshots:?}");
+    assert!(replica.held_prepares(VB).is_empty(), "the backfill carried the abort");
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, active.stream_info(VB).unwrap().high_seqno);
+    active.set_vbucket_state(VB, VbState::Replica, 0);
+    replica.set_vbucket_state(VB, VbState::Active, 9);
+    assert_eq!(replica.get(VB, &DocKey::new(0, b"k"), |_| ()), Err(EngineError::NotFound), "nothing to commit");
+}
+
+/// The regression of issue 21 item 5.4: a replica told to roll back used to empty its vBucket and copy it again
+/// from zero. Now it rolls back to just below the oldest version that its writes above the named seqno replaced
+/// (here: the producer names 4, `a`'s version at 3 was replaced at 5, so it goes back to 2), keeps what lies
+/// there, and a stream from there leaves it holding exactly what its new active holds.
+#[test]
+fn a_replica_told_to_roll_back_keeps_what_lies_below_and_resumes() {
+    let (old_active, replica, survivor) = (bucket(), replica(), replica());
+    for (key, value) in [("x", "1"), ("y", "1"), ("a", "1"), ("b", "1")] {
+        set(&old_active, key, value);
+    }
+    let cursor = old_active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    pump(&old_active, cursor, &mut position, &replica);
+    let mut survivor_position = 0;
+    let survivor_cursor = old_active.open_cursor(VB, 0).unwrap();
+    pump(&old_active, survivor_cursor, &mut survivor_position, &survivor);
+    // Writes only the replica receives before the old active fails.
+    set(&old_active, "a", "2");
+    set(&old_active, "d", "1");
+    pump(&old_active, cursor, &mut position, &replica);
+    let old_log = old_active.stream_info(VB).unwrap().failover;
+    replica.set_failover_log(VB, old_log.clone());
+    survivor.set_failover_log(VB, old_log.clone());
+    survivor.set_vbucket_state(VB, VbState::Active, 0xcafe);
+    set(&survivor, "e", "1");
+
+    let info = survivor.stream_info(VB).unwrap();
+    let start = settee_types::StreamStart::new(old_log.latest().uuid, 6, 6, 6);
+    let asked = info.failover.rollback_point(start, info.high_seqno, info.purge_seqno).expect("a rollback");
+    assert_eq!(asked, 4, "the histories agree up to the survivor's promotion");
+    assert_eq!(replica.rollback_replica(VB, asked), 2, "below a's replaced version at 3");
+    assert_eq!(replica_value(&replica, "x").unwrap(), b"1", "what lies below stays");
+    assert_eq!(replica_value(&replica, "d"), Err(EngineError::NotFound), "what lies above goes");
+    let rolled = replica.stream_info(VB).unwrap();
+    assert_eq!((rolled.high_seqno, rolled.failover.latest().uuid), (2, old_log.latest().uuid));
+    let resume = settee_types::StreamStart::new(rolled.failover.latest().uuid, 2, 2, 2);
+    assert_eq!(info.failover.rollback_point(resume, info.high_seqno, info.purge_seqno), None, "it may resume");
+
+    let cursor = survivor.open_cursor(VB, 2).unwrap();
+    let mut position = 2;
+    pump(&survivor, cursor, &mut position, &replica);
+    for (key, value) in [("x", "1"), ("y", "1"), ("a", "1"), ("b", "1"), ("e", "1")] {
+        assert_eq!(replica_value(&replica, key).unwrap(), value.as_bytes(), "{key}");
+    }
+    assert_eq!(replica_value(&replica, "d"), Err(EngineError::NotFound));
+    assert_eq!(replica.stream_info(VB).unwrap().high_seqno, survivor.stream_info(VB).unwrap().high_seqno);
+    assert_eq!(replica.curr_items(), survivor.curr_items());
+}

@@ -8,19 +8,18 @@
 //! The requirement (see `durability_monitor.rs`) counts the replicas' DCP_SEQNO_ACKNOWLEDGED, which the server
 //! feeds to [`Bucket::seqno_acknowledged`], for the chain the cluster gives [`Bucket::set_replication_chain`].
 //!
-//! Prepares live in memory only, on the active and on the replicas: they are not written to the store. A crash of
-//! the active loses its outstanding prepares; their writers were never told success, so no acknowledged write is
-//! lost (a deliberate deviation from Couchbase, which persists prepares; see docs/compat.md).
+//! Prepares and aborts are persisted like mutations, on the active and on the replicas (`sync_record.rs`), and
+//! warmup restores the prepares still pending, as Couchbase does.
 //!
-//! Persist levels: the writer is told success only once the *committed* document is on the active's disk. A
-//! prepare whose other requirements are met (the replicas' acknowledgements) commits when the flusher takes the
-//! vBucket's checkpoint for a round, so the commit goes to disk in that same round and its writer is answered
-//! after one fsync, as Couchbase answers after the fsync of the prepare. The value is visible from the start of
-//! that round; a crash before its fsync loses it, and its writer was never told success (Couchbase shows the
-//! value only once the prepare is on disk; see docs/compat.md).
+//! Persist levels: "persisted" means the prepare's own record is fsynced (the active's persisted seqno reaches it;
+//! a replica acknowledges a persist-level prepare only after its own flush). Only then does the prepare commit, so
+//! the value becomes visible (KV reads, DCP, query) only once it survives a crash: a crash after that finds the
+//! prepare on disk and commits it again. The writer is told success once the commit itself is on the active's
+//! disk too: two flusher rounds, as Couchbase's fsync of the prepare and then of the commit.
 
 use settee_types::{DurabilityLevel, Seqno, VbId};
 
+use crate::abort_log::Abort;
 use crate::bucket::Bucket;
 use crate::change_log::LogKind;
 use crate::durability_monitor::{Outcome, Prepare};
@@ -29,6 +28,7 @@ use crate::item::{DocKey, StoredItem};
 use crate::ops::MutationResult;
 use crate::persistence::stored_of;
 use crate::replication::{ChangeKind, DcpChange, ReplicaApply};
+use crate::sync_record::{abort_entry, prepare_header};
 use crate::vbucket::{complete, PersistWaiter, VbInner};
 
 impl Bucket {
@@ -194,12 +194,15 @@ impl Bucket {
         item.seqno = seqno;
         self.charge(item.footprint(key.len()) as isize);
         inner.advance(seqno, key, LogKind::Prepare);
-        self.flush_seqno(inner);
         let copies = self.configured_copies();
         if inner.monitor.is_empty() && inner.monitor.is_satisfied(seqno, level, copies, inner.durable_seqno()) {
+            // Nothing to wait for: only the commit needs to reach the disk, but the prepare's seqno still needs a
+            // flusher round to count as persisted.
+            self.flush_seqno(inner);
             self.commit_prepare(inner, key, item, seqno);
             return (seqno, false);
         }
+        self.persist_sync_step(inner, key, &item, &prepare_header(level));
         inner.monitor.track(seqno, Prepare { key: key.into(), item: item.into_owned(), level, waiter: None });
         (seqno, true)
     }
@@ -208,6 +211,7 @@ impl Bucket {
     /// prepare's CAS. Returns the commit seqno.
     fn commit_prepare(&self, inner: &mut VbInner, key: &[u8], item: StoredItem<'_>, prepared: Seqno) -> Seqno {
         self.charge(-(item.footprint(key.len()) as isize));
+        completed(inner, prepared);
         self.install_committed(inner, key, item, LogKind::Commit { prepared })
     }
 
@@ -216,17 +220,10 @@ impl Bucket {
     /// moves to the persist waiters of its commit seqno instead: the writer hears of success only once the
     /// committed document is on disk.
     pub(crate) fn commit_ready(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>) {
-        let persisted = inner.durable_seqno();
-        self.commit_ready_at(inner, ready, persisted);
-    }
-
-    /// [`Bucket::commit_ready`] with the active's disk taken to hold everything up to `active_persisted`. The
-    /// flusher's drain passes the high seqno: the round it starts writes and fsyncs everything up to there, the
-    /// commits it makes here included, and no writer hears of success before that round is on disk.
-    pub(crate) fn commit_ready_at(&self, inner: &mut VbInner, ready: &mut Vec<PersistWaiter>, active_persisted: Seqno) {
         if inner.monitor.is_empty() || !inner.state.leads_sync_writes() {
             return;
         }
+        let active_persisted = inner.durable_seqno();
         for (seqno, p) in inner.monitor.take_ready(self.configured_copies(), active_persisted) {
             let commit = self.commit_prepare(inner, &p.key, p.item, seqno);
             let wait_for_disk = inner.persistent && p.level.needs_persistence();
@@ -242,9 +239,34 @@ impl Bucket {
     /// Records the abort of a prepare already taken out of the monitor; returns its waiter.
     fn abort_tracked(&self, inner: &mut VbInner, prepared: Seqno, p: Prepare) -> Option<PersistWaiter> {
         self.charge(-p.footprint());
-        inner.advance(inner.next_seqno(), &p.key, LogKind::Abort { prepared });
-        self.flush_seqno(inner);
+        completed(inner, prepared);
+        let seqno = inner.next_seqno();
+        inner.advance(seqno, &p.key, LogKind::Abort { prepared });
+        let abort = Abort { seqno, key: p.key, prepared, time: self.now_secs() };
+        self.record_abort(inner, abort);
         p.waiter
+    }
+
+    /// Keeps an abort (its seqno taken and logged): in the vBucket's abort log for DCP backfills, and for the disk.
+    pub(crate) fn record_abort(&self, inner: &mut VbInner, abort: Abort) {
+        let (item, header) = abort_entry(&abort);
+        self.persist_sync_step(inner, &abort.key, &item, &header);
+        let dropped = inner.aborts.push(abort);
+        self.charge(dropped.charge);
+        if let Some(seqno) = dropped.purged_to {
+            inner.purge_seqno = inner.purge_seqno.max(seqno);
+        }
+    }
+
+    /// A sync write's step (a prepare, or an abort) goes to a persistent vBucket's checkpoint as a record of its
+    /// own (see `sync_record.rs`), so a restart finds the prepares still pending and knows what was aborted.
+    fn persist_sync_step(&self, inner: &mut VbInner, key: &[u8], item: &StoredItem<'_>, header: &[u8]) {
+        if !inner.persistent {
+            return;
+        }
+        let charged = inner.dirty.push_sync(key, item, header);
+        self.charge(charged as isize);
+        self.notify_dirty(inner);
     }
 
     /// Settles the prepares `doomed` selects because they can no longer complete (the store failed) or their
@@ -269,7 +291,7 @@ impl Bucket {
         waiters
     }
 
-    /// A seqno that puts nothing in the checkpoint (a prepare, an abort) still needs a flusher round before it
+    /// A seqno that puts nothing in the checkpoint (a prepare committed at once) still needs a flusher round before it
     /// counts as persisted: wake the flusher unless the checkpoint already did.
     fn flush_seqno(&self, inner: &VbInner) {
         if inner.persistent && inner.dirty.is_empty() {
@@ -348,7 +370,7 @@ impl Bucket {
                 stored.resident = true;
                 delta += stored.footprint(key.len()) as isize;
                 inner.advance(seqno, &key, LogKind::Prepare);
-                self.flush_seqno(inner);
+                self.persist_sync_step(inner, &key, &stored, &prepare_header(level));
                 inner.monitor.track(seqno, Prepare { key: key.into(), item: stored, level, waiter: None });
             }
             ChangeKind::Commit { prepared_seqno } => {
@@ -357,6 +379,7 @@ impl Bucket {
                 }
                 let Some(p) = inner.monitor.remove(prepared_seqno) else { return (0, ReplicaApply::MissingPrepare) };
                 delta -= p.footprint();
+                completed(inner, prepared_seqno);
                 let mut committed = p.item;
                 committed.seqno = seqno;
                 delta += inner.place(&key, committed, LogKind::Commit { prepared: prepared_seqno });
@@ -367,7 +390,8 @@ impl Bucket {
                     delta += self.drop_replica_prepare(inner, &key);
                 }
                 inner.advance(seqno, &key, LogKind::Abort { prepared: prepared_seqno });
-                self.flush_seqno(inner);
+                let abort = Abort { seqno, key: key.into(), prepared: prepared_seqno, time: self.now_secs() };
+                self.record_abort(inner, abort);
             }
         }
         (delta, ReplicaApply::Applied)
@@ -376,8 +400,21 @@ impl Bucket {
     /// Forgets the replica's prepare of `key`, if any; returns the bytes released (negative).
     fn drop_replica_prepare(&self, inner: &mut VbInner, key: &[u8]) -> isize {
         match inner.monitor.remove_key(key) {
-            Some((_, p)) => -p.footprint(),
+            Some((seqno, p)) => {
+                completed(inner, seqno);
+                -p.footprint()
+            }
             None => 0,
         }
+    }
+}
+
+/// The prepare at `seqno` left the monitor completed (committed, aborted, or replaced on a replica by the active's
+/// later change of its key): when no prepare below it is still pending, every prepare up to it is completed, and
+/// the vBucket's `prepares_completed_to` (persisted with its state, read by warmup) moves up to it.
+fn completed(inner: &mut VbInner, seqno: Seqno) {
+    let lowest_pending = inner.monitor.prepares_after(0).next().map(|(s, _)| *s);
+    if lowest_pending.is_none_or(|lowest| lowest > seqno) {
+        inner.prepares_completed_to = inner.prepares_completed_to.max(seqno);
     }
 }

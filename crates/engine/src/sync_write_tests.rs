@@ -181,9 +181,9 @@ fn prepares_commit_in_seqno_order() {
 
 /// The levels' persistence rules with one replica: majorityAndPersistActive needs the replica's acknowledgement
 /// and the active's persistence before it commits, persistToMajority needs both copies persisted (the replica's
-/// acknowledgement stands for its persistence); for both the writer hears of success only once the commit itself
-/// is on the active's disk, which one flusher round achieves: the drain commits the prepare into the round.
-/// Majority ignores the disk.
+/// acknowledgement stands for its persistence); the prepare commits (becomes readable) only once the round that
+/// wrote its record is on disk, and the writer hears of success only once the next round put the commit there
+/// too. Majority ignores the disk.
 #[test]
 fn per_level_persistence_rules() {
     let b = active_with_replica(BucketKind::Couchbase);
@@ -194,11 +194,18 @@ fn per_level_persistence_rules() {
         b.seqno_acknowledged(VB, 7, m.seqno);
         assert_eq!(read(&b, &key), Err(EngineError::NotFound), "{level:?}: no flusher round has started");
         let batch = b.drain_dirty(VB).expect("a round to take");
-        assert_eq!(read(&b, &key).unwrap(), b"v", "{level:?}: committed into the round");
-        let written: Vec<_> = batch.items.iter().map(|i| (i.key.clone(), i.value.clone())).collect();
+        assert_eq!(read(&b, &key), Err(EngineError::NotFound), "{level:?}: the prepare is not on disk yet");
+        b.mark_persisted(VB, batch.generation, batch.up_to);
+        assert_eq!(read(&b, &key).unwrap(), b"v", "{level:?}: committed once the prepare is on disk");
+        let batch = b.drain_dirty(VB).expect("the commit's round");
+        let written: Vec<_> = batch
+            .items
+            .iter()
+            .filter(|i| !crate::is_sync_write_key(&i.key))
+            .map(|i| (i.key.clone(), i.value.clone()))
+            .collect();
         assert_eq!(written, [(DocKey::new(0, key.as_bytes()).encoded().to_vec(), b"v".to_vec())]);
-        assert!(batch.up_to > m.seqno, "{level:?}: the round covers the commit");
-        assert_eq!(*outcome.lock(), None, "{level:?}: the round is not on disk yet");
+        assert_eq!(*outcome.lock(), None, "{level:?}: the commit is not on disk yet");
         b.mark_persisted(VB, batch.generation, batch.up_to);
         assert_eq!(*outcome.lock(), Some(Ok(())));
     }
@@ -215,9 +222,9 @@ fn per_level_persistence_rules() {
     assert_eq!(*outcome.lock(), Some(Ok(())));
 }
 
-/// A round that commits a persist-level prepare and then fails to reach the disk leaves its writer with an
-/// ambiguous outcome, never success, and a write queued behind that prepare without a persist level is answered
-/// when the prepare commits.
+/// A persist-level prepare commits once its round is on disk; when the round that carries its commit then fails,
+/// its writer gets an ambiguous outcome, never success; a write queued behind that prepare without a persist level
+/// is answered when the prepare commits.
 #[test]
 fn a_round_that_fails_after_committing_is_ambiguous() {
     let b = bucket(BucketKind::Couchbase, 0);
@@ -225,8 +232,11 @@ fn a_round_that_fails_after_committing_is_ambiguous() {
     let behind = write(&b, "m", "v", MAJORITY).unwrap();
     let (o1, o2) = (wait(&b, &durable), wait(&b, &behind));
     assert!(o1.lock().is_none() && o2.lock().is_none(), "both wait for the active's disk");
-    assert!(b.drain_dirty(VB).is_some());
+    let batch = b.drain_dirty(VB).expect("the prepare's round");
+    assert!(o2.lock().is_none(), "the prepare before it is not on disk yet");
+    b.mark_persisted(VB, batch.generation, batch.up_to);
     assert_eq!(*o2.lock(), Some(Ok(())), "the majority write no longer waits once the prepare before it committed");
+    assert!(b.drain_dirty(VB).is_some(), "the commit's round");
     assert_eq!(*o1.lock(), None);
     b.fail_persistence();
     assert_eq!(*o1.lock(), Some(Err(EngineError::SyncWriteAmbiguous)));

@@ -3,11 +3,13 @@
 use parking_lot::Mutex;
 use settee_types::{Cas, FailoverLog, OnDisk, Seqno, VbId, VbUuid};
 
+use crate::abort_log::AbortLog;
 use crate::change_log::{ChangeLog, LogKind};
 use crate::checkpoint::Checkpoint;
 use crate::durability_monitor::DurabilityMonitor;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
+use crate::rollback::OverwriteLog;
 use crate::table::{Item, ItemTable};
 
 /// The role this node plays for a vBucket.
@@ -64,12 +66,23 @@ pub(crate) struct VbInner {
     /// Every mutation up to this seqno is on disk and fsynced.
     pub persisted_seqno: Seqno,
     /// The high seqno when the flusher last drained the checkpoint: a seqno above it with nothing dirty (a prepare
-    /// or an abort, which live in memory only) still needs a flusher round to count as persisted.
+    /// committed at once, DCP_SEQNO_ADVANCED) still needs a flusher round to count as persisted.
     pub drained_seqno: Seqno,
     /// Durable writes waiting for `persisted_seqno` to reach their seqno.
     pub persist_waiters: Vec<(Seqno, PersistWaiter)>,
     /// Sync writes in flight (prepares): a second write to such a key gets SYNC_WRITE_IN_PROGRESS.
     pub monitor: DurabilityMonitor,
+    /// The aborts of sync writes, for DCP backfills (see `abort_log.rs`).
+    pub aborts: AbortLog,
+    /// Warmup restored this vBucket's history from disk and has not yet decided whether the restart starts a new
+    /// branch of it: the vbuuid such a branch takes ([`crate::Bucket::finish_warmup`]).
+    pub restart_uuid: Option<VbUuid>,
+    /// Every prepare at or below this seqno is completed (prepares commit in seqno order; an abort replaces its
+    /// prepare's record on disk): persisted with the vBucket's state so that warmup does not revive a prepare
+    /// whose commit's record is gone (see `sync_record.rs`).
+    pub prepares_completed_to: Seqno,
+    /// The versions this vBucket's writes replaced, for a rollback (see `rollback.rs`).
+    pub overwrites: OverwriteLog,
     pub table: ItemTable,
     pub high_seqno: Seqno,
     /// The vBucket's history branches, newest first: a new entry each time it becomes active.
@@ -98,6 +111,9 @@ pub(crate) struct VbInner {
     /// before it writes anything of the new generation (it is the only writer of the vBucket's data, so a round
     /// already in flight lands first and is cleared with the rest).
     pub clear_on_disk: bool,
+    /// The vBucket was rolled back to this seqno in memory: the flusher removes the store's records above it before
+    /// it writes anything of the new generation (as for `clear_on_disk`).
+    pub rollback_on_disk: Option<Seqno>,
 }
 
 /// Calls every waiter with `outcome` (no vBucket lock may be held).
@@ -125,6 +141,10 @@ impl VBucket {
                 drained_seqno: 0,
                 persist_waiters: Vec::new(),
                 monitor: DurabilityMonitor::default(),
+                aborts: AbortLog::default(),
+                restart_uuid: None,
+                prepares_completed_to: 0,
+                overwrites: OverwriteLog::default(),
                 table: ItemTable::default(),
                 high_seqno: 0,
                 failover: FailoverLog::new(uuid, 0),
@@ -138,6 +158,7 @@ impl VBucket {
                 purge_seqno: 0,
                 generation: 0,
                 clear_on_disk: false,
+                rollback_on_disk: None,
             }),
         }
     }
@@ -195,6 +216,9 @@ impl VbInner {
             self.known_absent.remove(key);
         }
         let (delta, replaced) = self.put(Item::new(key, &item));
+        if let Some(old) = replaced {
+            self.overwrites.record(item.seqno, old);
+        }
         if !self.persistent {
             return delta;
         }
@@ -276,6 +300,22 @@ impl VbInner {
         self.purge_seqno = tombstones.fold(self.purge_seqno, Seqno::max);
         self.live_items = 0;
         checkpoint + table.iter().map(|i| i.footprint()).sum::<usize>()
+    }
+
+    /// Drops every item above `seqno` without a trace (a rollback); returns the bytes released.
+    pub(crate) fn remove_above(&mut self, seqno: Seqno) -> usize {
+        self.keys_dropped = true;
+        let doomed = self.table.keys_where(|i| i.seqno() > seqno);
+        let mut freed = 0;
+        for key in doomed {
+            if let Some(old) = self.table.remove(&key) {
+                if !old.deleted() {
+                    self.live_items -= 1;
+                }
+                freed += old.footprint();
+            }
+        }
+        freed
     }
 
     /// Drops an item without a new seqno (tombstone purge, collection drop); returns the bytes released.

@@ -1,5 +1,6 @@
 //! The terse cluster configs clients bootstrap from (GET_CLUSTER_CONFIG, NOT_MY_VBUCKET bodies, `/pools/default/b`),
-//! shaped exactly as PROTOCOL.md §2.6 requires: `nodes` beside `nodesExt`, `kv` and `mgmt` ports, a hex
+//! shaped exactly as PROTOCOL.md §2.6 requires: `nodes` beside `nodesExt`, `kv` and `mgmt` ports (and the TLS ports
+//! `kvSSL`, `mgmtSSL`, `n1qlSSL` when on), a hex
 //! `collectionsManifestUid`, `thisNode`, and a `vBucketMap` whose rows are `numReplicas + 1` long.
 
 use std::sync::Arc;
@@ -46,6 +47,11 @@ impl Node {
             kv: self.config.kv_port,
             mgmt: self.config.mgmt_port,
             query: self.config.query_port,
+            tls: settee_cluster::TlsPorts {
+                kv: self.config.kv_tls_port,
+                mgmt: self.config.mgmt_tls_port,
+                query: self.config.query_tls_port,
+            },
             this: true,
         };
         let Some(cluster) = self.cluster() else { return (vec![me], None) };
@@ -65,6 +71,7 @@ impl Node {
                         kv: n.kv_port,
                         mgmt: n.mgmt_port,
                         query: n.query_port,
+                        tls: n.tls_ports,
                         this: false,
                     }
                 }
@@ -149,15 +156,20 @@ struct Server {
     kv: u16,
     mgmt: u16,
     query: u16,
+    tls: settee_cluster::TlsPorts,
     this: bool,
 }
 
 impl Server {
     fn node_ext(&self) -> Value {
-        let mut ext = json!({
-            "services": {"kv": self.kv, "mgmt": self.mgmt, "n1ql": self.query},
-            "hostname": self.host,
-        });
+        let mut services = json!({"kv": self.kv, "mgmt": self.mgmt, "n1ql": self.query});
+        // The TLS ports under Couchbase's names: `couchbases://` clients connect to these.
+        for (name, port) in [("kvSSL", self.tls.kv), ("mgmtSSL", self.tls.mgmt), ("n1qlSSL", self.tls.query)] {
+            if port != 0 {
+                services[name] = json!(port);
+            }
+        }
+        let mut ext = json!({"services": services, "hostname": self.host});
         if self.this {
             ext["thisNode"] = json!(true);
         }

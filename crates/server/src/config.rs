@@ -28,6 +28,29 @@ pub struct ServerConfig {
     /// Query service port.
     #[arg(long, default_value_t = 8093)]
     pub query_port: u16,
+    /// KV port over TLS (Couchbase's 11207, `couchbases://`); 0 turns it off.
+    #[arg(long, default_value_t = 11207)]
+    pub kv_tls_port: u16,
+    /// REST management port over TLS (Couchbase's 18091); 0 turns it off.
+    #[arg(long, default_value_t = 18091)]
+    pub mgmt_tls_port: u16,
+    /// Query service port over TLS (Couchbase's 18093); 0 turns it off.
+    #[arg(long, default_value_t = 18093)]
+    pub query_tls_port: u16,
+    /// The node's certificate chain (PEM, the node's certificate first) for the TLS ports, instead of the one the
+    /// node generates at first start; needs `--tls-key` and `--tls-ca`.
+    #[arg(long, value_name = "PEM", requires_all = ["tls_key", "tls_ca"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM, PKCS#8, PKCS#1 or SEC1) of `--tls-cert`.
+    #[arg(long, value_name = "PEM", requires_all = ["tls_cert", "tls_ca"])]
+    pub tls_key: Option<PathBuf>,
+    /// The CA certificate(s) (PEM) that sign `--tls-cert`: served at `/pools/default/certificate` for clients to
+    /// trust, and the authority a reloaded certificate must chain to.
+    #[arg(long, value_name = "PEM", requires_all = ["tls_cert", "tls_key"])]
+    pub tls_ca: Option<PathBuf>,
+    /// Seconds a client may take to complete its TLS handshake on a TLS port; a slower one is closed.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tls_handshake_timeout_secs: u64,
     /// Administrator user name.
     #[arg(long, default_value = "Administrator")]
     pub username: String,
@@ -70,6 +93,14 @@ pub struct ServerConfig {
     /// it; a slower one is closed so it cannot keep the budget.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub kv_frame_timeout_secs: u64,
+    /// Seconds a KV connection may take to accept a write of replies; a client that stops reading is closed after
+    /// this, so it cannot hold the connection's buffers and its durable-write waiters forever.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_write_timeout_secs: u64,
+    /// Seconds a management-port connection may take none of an answer before it is closed (a client that
+    /// stopped reading), and may stay open without sending anything after it was accepted.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rest_write_timeout_secs: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]
@@ -91,9 +122,15 @@ impl ServerConfig {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let mut c = ServerConfig::defaults();
         c.bucket_type = BucketTypeArg::Ephemeral;
+        c.tls_off();
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         c.data_dir = std::env::temp_dir().join(format!("settee-unit-{}-{n}", std::process::id()));
         c
+    }
+
+    /// Turns the three TLS ports off: tests that run many nodes at once must not all bind Couchbase's defaults.
+    pub fn tls_off(&mut self) {
+        (self.kv_tls_port, self.mgmt_tls_port, self.query_tls_port) = (0, 0, 0);
     }
 
     /// The configuration a test or an embedding program starts from: the CLI defaults.

@@ -17,5 +17,6 @@ pub mod persistence;
 pub mod query;
 pub mod rest;
 mod service;
+pub mod tls;
 
 pub use service::{run, RunningNode};

@@ -76,6 +76,8 @@ pub struct Node {
     /// What this node holds of its cluster (the driver that changes the node holds the node, not the other way
     /// round); unset only for nodes built without services (unit tests).
     cluster: std::sync::OnceLock<Arc<crate::cluster::ClusterHandle>>,
+    /// The node's TLS certificates and the acceptor of its TLS ports.
+    pub tls: Arc<crate::tls::NodeTls>,
     /// The query service: prepared statements, indexes, the request log.
     pub query: Arc<crate::query::QueryService>,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
@@ -95,7 +97,9 @@ impl Node {
         )?;
         let read_budget_bytes = usize::try_from(config.kv_read_buffer_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let read_budget = Arc::new(crate::kv::read_budget::ReadBudget::new(read_budget_bytes));
+        let tls = Arc::new(crate::tls::NodeTls::open(&config)?);
         let node = Arc::new(Node {
+            tls,
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
             config,
             clock,

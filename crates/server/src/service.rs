@@ -27,6 +27,10 @@ pub struct RunningNode {
     pub kv_addr: SocketAddr,
     pub mgmt_addr: SocketAddr,
     pub query_addr: SocketAddr,
+    /// The TLS ports' addresses; None for a port turned off (0).
+    pub kv_tls_addr: Option<SocketAddr>,
+    pub mgmt_tls_addr: Option<SocketAddr>,
+    pub query_tls_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// Held for the node's lifetime: an exclusive lock on `<data-dir>/LOCK`.
@@ -50,11 +54,29 @@ impl RunningNode {
         let kv = bind(config.kv_port).await?;
         let mgmt = bind(config.mgmt_port).await?;
         let query = bind(config.query_port).await?;
+        // A TLS port of 0 is off (Couchbase's TLS ports cannot be turned off, but settee's tests run many nodes).
+        let bind_tls = |port: u16| {
+            let bound = (port != 0).then(|| bind(port));
+            async move {
+                match bound {
+                    Some(b) => b.await.map(Some),
+                    None => Ok(None),
+                }
+            }
+        };
+        let kv_tls = bind_tls(config.kv_tls_port).await?;
+        let mgmt_tls = bind_tls(config.mgmt_tls_port).await?;
+        let query_tls = bind_tls(config.query_tls_port).await?;
         let (kv_addr, mgmt_addr, query_addr) = (kv.local_addr()?, mgmt.local_addr()?, query.local_addr()?);
+        let addr = |l: &Option<TcpListener>| l.as_ref().map(TcpListener::local_addr).transpose();
+        let (kv_tls_addr, mgmt_tls_addr, query_tls_addr) = (addr(&kv_tls)?, addr(&mgmt_tls)?, addr(&query_tls)?);
         let mut config = config;
         config.kv_port = kv_addr.port();
         config.mgmt_port = mgmt_addr.port();
         config.query_port = query_addr.port();
+        config.kv_tls_port = kv_tls_addr.map_or(0, |a| a.port());
+        config.mgmt_tls_port = mgmt_tls_addr.map_or(0, |a| a.port());
+        config.query_tls_port = query_tls_addr.map_or(0, |a| a.port());
         let node = Node::new(config)?;
         // The cluster's seeded generator (node ids, vBucket uuids); a simulation seeds its own.
         let cluster = ClusterDriver::open(&node, StdRng::from_entropy()).await?;
@@ -72,6 +94,14 @@ impl RunningNode {
                 tracing::error!(error = %e, "management service failed");
             }
         }));
+        if let Some(listener) = mgmt_tls {
+            let (n, rx) = (node.clone(), stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = crate::rest::serve_mgmt_tls(n, listener, on_stop(rx)).await {
+                    tracing::error!(error = %e, "management tls service failed");
+                }
+            }));
+        }
         let join = node.config.join.clone();
         if let Err(e) = cluster.start(join.as_deref()).await {
             let _ = stop.send(true);
@@ -81,20 +111,39 @@ impl RunningNode {
             cluster.handle().store().shutdown().await;
             return Err(e);
         }
-        tasks.push(tokio::spawn(crate::kv::listener::serve_kv(node.clone(), kv, stopped.clone())));
+        tasks.push(tokio::spawn(crate::kv::listener::serve_kv(node.clone(), kv, kv_tls, stopped.clone())));
         let (n, rx) = (node.clone(), stopped.clone());
         tasks.push(tokio::spawn(async move {
             if let Err(e) = crate::rest::serve_query(n, query, on_stop(rx)).await {
                 tracing::error!(error = %e, "query service failed");
             }
         }));
+        if let Some(listener) = query_tls {
+            let (n, rx) = (node.clone(), stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = crate::rest::serve_query_tls(n, listener, on_stop(rx)).await {
+                    tracing::error!(error = %e, "query tls service failed");
+                }
+            }));
+        }
         tasks.push(tokio::spawn(cluster.clone().follow(stopped.clone())));
         tasks.push(tokio::spawn(cluster.monitor(stopped.clone())));
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
-        tracing::info!(%kv_addr, %mgmt_addr, %query_addr, "settee node ready");
-        Ok(RunningNode { node, kv_addr, mgmt_addr, query_addr, stop, tasks, _data_dir_lock: data_dir_lock })
+        tracing::info!(%kv_addr, %mgmt_addr, %query_addr, ?kv_tls_addr, ?mgmt_tls_addr, ?query_tls_addr, "settee node ready");
+        Ok(RunningNode {
+            node,
+            kv_addr,
+            mgmt_addr,
+            query_addr,
+            kv_tls_addr,
+            mgmt_tls_addr,
+            query_tls_addr,
+            stop,
+            tasks,
+            _data_dir_lock: data_dir_lock,
+        })
     }
 
     /// Stops accepting, closes connections and waits for the services to end.

@@ -11,9 +11,18 @@ use std::time::Duration;
 use settee_cluster::control::auto_failover::{AutoFailover, Command, Event};
 use settee_cluster::control::HealthTable;
 use settee_cluster::metadata::{AutoFailoverSettings, BucketSpec, Membership, NodeInfo, Recovery};
-use settee_cluster::{vbmap, ClusterMetadata, MetaCommand, NodeId, VbMap};
+use settee_cluster::{ClusterMetadata, MetaCommand, NodeId, VbMap};
 
+use settee_cluster::control::rebalance::Rebalance;
+use settee_cluster::control::HealthSnapshot;
+use settee_cluster::peer::{HoldReply, SeqnoReport};
+
+use crate::graceful::GracefulRun;
+use crate::msg::Msg;
 use crate::node::{node_id, BUCKET, VBUCKETS};
+use crate::rebalance::{Leader, RebalanceRun};
+use crate::rng::SimRng;
+use settee_cluster::control::graceful_failover::GracefulFailover;
 
 const TICK: Duration = Duration::from_millis(100);
 /// How recently a node must have answered to count as back.
@@ -28,30 +37,43 @@ pub struct Control {
     /// Each node's last heartbeat: (vb, is active, high seqno).
     seqnos: BTreeMap<NodeId, Vec<(u16, bool, u64)>>,
     next_tick: Duration,
-    /// A full recovery in progress: the node and the map it builds towards.
-    recovering: Option<(NodeId, VbMap)>,
+    /// The operator's choices (delta or full recovery).
+    rng: SimRng,
     pub counters: BTreeMap<&'static str, u64>,
     /// Decisions taken, with their time.
     pub log: Vec<(Duration, String)>,
+    /// A rebalance in progress.
+    rebalance: Option<RebalanceRun>,
+    /// A graceful failover in progress.
+    graceful: Option<GracefulRun>,
+    /// Messages to nodes (by id), sent by the simulation.
+    pub outbox: Vec<(NodeId, Msg)>,
+}
+
+/// The control plane as the rebalance driver's leader (`now` for the health snapshot).
+impl Leader for Control {
+    fn propose(&mut self, cmd: MetaCommand) -> Result<(), String> {
+        self.apply(cmd)
+    }
+    fn meta(&self) -> Arc<ClusterMetadata> {
+        self.shared.clone()
+    }
+    fn health(&self, now: Duration) -> HealthSnapshot {
+        self.health.snapshot(0, now)
+    }
+    fn send(&mut self, node: NodeId, msg: Msg) {
+        self.outbox.push((node, msg));
+    }
 }
 
 impl Control {
     /// A cluster of `nodes` active nodes, auto-failover on, and the simulated bucket with one replica.
-    pub fn new(nodes: usize) -> Control {
+    pub fn new(nodes: usize, seed: u64) -> Control {
         let mut meta = ClusterMetadata::default();
         let must = |meta: &mut ClusterMetadata, cmd: MetaCommand| meta.apply(&cmd).expect("initial metadata");
         for idx in 0..nodes {
             let id = node_id(idx);
-            let info = NodeInfo {
-                id,
-                hostname: format!("127.0.0.{}", id),
-                kv_port: 11210,
-                mgmt_port: 8091,
-                query_port: 8093,
-                membership: Membership::Active,
-                services: vec!["kv".into()],
-            };
-            must(&mut meta, MetaCommand::AddNode(info));
+            must(&mut meta, MetaCommand::AddNode(node_info(id)));
             if idx > 0 {
                 must(&mut meta, MetaCommand::SetMembership { node: id, membership: Membership::Active });
             }
@@ -79,9 +101,12 @@ impl Control {
             auto: AutoFailover::default(),
             seqnos: BTreeMap::new(),
             next_tick: Duration::ZERO,
-            recovering: None,
+            rng: SimRng::new(seed ^ 0x00c0_ffee),
             counters: BTreeMap::new(),
             log: Vec::new(),
+            rebalance: None,
+            graceful: None,
+            outbox: Vec::new(),
         }
     }
 
@@ -122,7 +147,7 @@ impl Control {
             .nodes
             .values()
             .all(|n| n.membership == Membership::Active && self.health.unseen_for(n.id, now) < ANSWERED_WITHIN);
-        self.recovering.is_none() && members_up && copies_in_step
+        members_up && copies_in_step
     }
 
     fn apply(&mut self, cmd: MetaCommand) -> Result<(), String> {
@@ -152,9 +177,6 @@ impl Control {
                     if r.is_ok() {
                         self.count("automatic failovers");
                         self.log.push((now, format!("node index {} failed over automatically", node - 1)));
-                        if self.recovering.as_ref().is_some_and(|(n, _)| *n == node) {
-                            self.recovering = None;
-                        }
                     }
                     let event = Event::FailedOver { node, result: r.as_ref().map(|_| ()).map_err(String::as_str) };
                     for follow in self.auto.handle(event, now) {
@@ -172,46 +194,132 @@ impl Control {
         self.recover(now);
     }
 
-    /// Full recovery of a failed-over node that answers again, once no other node is down; and, with every
-    /// member answering, the building of replicas the map lacks (after a failover or a reprovision), as the
-    /// rebalance an operator runs would do.
+    /// What an operator does once every member answers again: marks each failed-over node for delta or full
+    /// recovery (drawn from the seed) and rebalances, which also rebuilds the replicas a failover or a reprovision
+    /// left missing.
     fn recover(&mut self, now: Duration) {
-        if let Some((node, target)) = self.recovering.clone() {
-            return self.finish_recovery(node, target, now);
+        if self.rebalancing() {
+            return;
         }
         let answering = |c: &Control, id: NodeId| c.health.unseen_for(id, now) < ANSWERED_WITHIN;
+        if !self.meta.nodes.values().all(|n| answering(self, n.id)) {
+            return;
+        }
         let failed: Vec<NodeId> =
             self.meta.nodes.values().filter(|n| n.membership == Membership::InactiveFailed).map(|n| n.id).collect();
-        if let Some(&node) = failed.iter().find(|id| answering(self, **id)) {
-            let others_up = self.meta.nodes.values().filter(|n| n.id != node).all(|n| answering(self, n.id));
-            if !others_up
-                || self.apply(MetaCommand::SetRecovery { node, recovery: Some(Recovery::Full) }).is_err()
-                || self.apply(MetaCommand::SetMembership { node, membership: Membership::Active }).is_err()
-            {
+        let gaps = self.map().chains.iter().any(|c| c.first().is_some_and(Option::is_some) && c.contains(&None));
+        if failed.is_empty() && !gaps {
+            return;
+        }
+        for node in failed {
+            if self.meta.recovery.contains_key(&node) {
+                continue;
+            }
+            let (recovery, what) = if self.rng.chance(500) {
+                (Recovery::Delta, "delta recoveries")
+            } else {
+                (Recovery::Full, "full recoveries")
+            };
+            if self.apply(MetaCommand::SetRecovery { node, recovery: Some(recovery) }).is_ok() {
+                self.count(what);
+                self.log.push((now, format!("node index {} marked for {recovery:?} recovery", node - 1)));
+            }
+        }
+        self.start_rebalance(None, Vec::new(), now);
+    }
+
+    /// A rebalance or a graceful failover runs.
+    pub fn rebalancing(&self) -> bool {
+        self.rebalance.is_some() || self.graceful.is_some()
+    }
+
+    /// Starts a graceful failover of `node`, as `/controller/startGracefulFailover` would.
+    pub fn start_graceful(&mut self, node: NodeId, now: Duration) -> bool {
+        if self.rebalancing() || self.membership(node) != Some(Membership::Active) {
+            return false;
+        }
+        self.log.push((now, format!("graceful failover of node index {} started", node - 1)));
+        self.graceful = Some(GracefulRun::start(node, GracefulFailover::new(node, &self.meta)));
+        self.step_rebalance(now);
+        true
+    }
+
+    /// Starts a rebalance that adds `add` (a node outside the cluster) and ejects `eject`, as an operator's
+    /// `/controller/rebalance` would; false when the real state machine refuses to start.
+    pub fn start_rebalance(&mut self, add: Option<NodeId>, eject: Vec<NodeId>, now: Duration) -> bool {
+        if self.rebalancing() {
+            return false;
+        }
+        if let Some(id) = add {
+            if self.apply(MetaCommand::AddNode(node_info(id))).is_err() {
+                return false;
+            }
+        }
+        let health = self.health.snapshot(0, now);
+        match Rebalance::new(&self.meta, &eject, 0, &health) {
+            Ok(sm) => {
+                self.log.push((now, format!("rebalance started: in {add:?}, out {eject:?} (node ids)")));
+                self.rebalance = Some(RebalanceRun::start(sm));
+                self.step_rebalance(now);
+                true
+            }
+            Err(e) => {
+                self.log.push((now, format!("rebalance refused: {e}")));
+                if let Some(id) = add {
+                    let _ = self.apply(MetaCommand::RemoveNode(id));
+                }
+                false
+            }
+        }
+    }
+
+    /// Runs the rebalance's (or graceful failover's) commands due now; records how it ended.
+    pub fn step_rebalance(&mut self, now: Duration) {
+        if let Some(mut run) = self.graceful.take() {
+            run.step(self, now);
+            match run.outcome.take() {
+                None => self.graceful = Some(run),
+                Some(r) => {
+                    self.count(if r.is_ok() { "graceful failovers" } else { "graceful failovers abandoned" });
+                    self.log.push((now, format!("graceful failover of node index {} ended: {r:?}", run.node - 1)));
+                }
+            }
+        }
+        let Some(mut run) = self.rebalance.take() else { return };
+        run.step(self, now);
+        match run.outcome.take() {
+            None => self.rebalance = Some(run),
+            Some(r) => {
+                let what = match &r {
+                    Ok(()) => "rebalances finished",
+                    Err(_) => "rebalances ended with an error",
+                };
+                self.count(what);
+                self.log.push((now, format!("rebalance ended after {} moves: {r:?}", run.moves_done)));
+            }
+        }
+    }
+
+    pub fn seqnos_answer(&mut self, node: NodeId, id: u64, report: SeqnoReport, now: Duration) {
+        if let Some(run) = self.graceful.as_mut() {
+            if run.reported(node, id, report.clone(), now) {
                 return;
             }
-            self.count("full recoveries started");
-            self.log.push((now, format!("full recovery of node index {} started", node - 1)));
         }
-        let nodes = self.meta.active_nodes();
-        if nodes.len() != self.meta.nodes.len() || !nodes.iter().all(|n| answering(self, *n)) {
-            return;
+        if let Some(mut run) = self.rebalance.take() {
+            run.reported(node, id, report, self, now);
+            self.rebalance = Some(run);
         }
-        let target = vbmap::repair_replicas(self.map(), &nodes);
-        if target == *self.map() {
-            return;
+    }
+
+    pub fn hold_answer(&mut self, node: NodeId, id: u64, reply: HoldReply, now: Duration) {
+        if let Some(run) = self.graceful.as_mut() {
+            if run.node == node && run.held(id, reply.clone(), now) {
+                return;
+            }
         }
-        let building: BTreeMap<u16, Vec<NodeId>> = vbmap::moves(self.map(), &target)
-            .into_iter()
-            .map(|m| {
-                let added = m.new_chain.iter().flatten().filter(|n| !m.old_chain.contains(&Some(**n))).copied();
-                (m.vb, added.collect())
-            })
-            .collect();
-        if self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building }).is_ok() {
-            self.log.push((now, "building missing replicas".into()));
-            let node = self.meta.recovery.keys().next().copied().unwrap_or(0);
-            self.recovering = Some((node, target));
+        if let Some(run) = self.rebalance.as_mut() {
+            run.held(node, id, reply, now);
         }
     }
 
@@ -222,43 +330,21 @@ impl Control {
             if self.apply(cmd).is_ok() {
                 self.count("auto-reprovisions");
                 self.log.push((now, format!("node index {} reprovisioned", node - 1)));
-                if self.recovering.is_some() {
-                    let _ = self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building: BTreeMap::new() });
-                    self.recovering = None;
-                }
             }
         }
     }
+}
 
-    /// Commits the map once every copy being built holds what its active held at the last heartbeats.
-    fn finish_recovery(&mut self, node: NodeId, target: VbMap, now: Duration) {
-        let building = self.meta.buckets[BUCKET].building.clone();
-        let high = |n: NodeId, vb: u16, active: bool| {
-            self.seqnos.get(&n).and_then(|s| s.iter().find(|(v, a, _)| *v == vb && *a == active)).map(|(_, _, h)| *h)
-        };
-        let caught_up = building.iter().filter(|(vb, _)| **vb < VBUCKETS).all(|(vb, nodes)| {
-            let Some(Some(active)) = self.map().chains[usize::from(*vb)].first().copied() else { return false };
-            let Some(active_high) = high(active, *vb, true) else { return false };
-            nodes.iter().all(|n| high(*n, *vb, false).is_some_and(|h| h >= active_high))
-        });
-        if !caught_up {
-            return;
-        }
-        // The map moved on meanwhile (a failover): plan again from it.
-        let still = vbmap::repair_replicas(self.map(), &self.meta.active_nodes());
-        if still != target {
-            let _ = self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building: BTreeMap::new() });
-            self.recovering = None;
-            return;
-        }
-        if self.apply(MetaCommand::SetMap { bucket: BUCKET.into(), map: target }).is_ok() {
-            let _ = self.apply(MetaCommand::SetBuilding { bucket: BUCKET.into(), building: BTreeMap::new() });
-            if node != 0 {
-                let _ = self.apply(MetaCommand::SetRecovery { node, recovery: None });
-            }
-            self.count("missing replicas built");
-            self.log.push((now, "missing replicas built, map committed".into()));
-        }
-        self.recovering = None;
+/// A simulated node's entry in the metadata.
+fn node_info(id: NodeId) -> NodeInfo {
+    NodeInfo {
+        id,
+        hostname: format!("127.0.0.{id}"),
+        kv_port: 11210,
+        mgmt_port: 8091,
+        query_port: 8093,
+        membership: Membership::Active,
+        services: vec!["kv".into()],
+        tls_ports: Default::default(),
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use settee_cluster::peer::{HoldReply, SeqnoReport};
 use settee_cluster::{ClusterMetadata, MetaCommand};
 use settee_engine::EngineError;
 
@@ -59,4 +60,24 @@ pub enum Msg {
     Meta(Arc<ClusterMetadata>),
     /// A node asks the leader to apply a metadata command.
     Propose(MetaCommand),
+    /// The leader asks a node for its seqno report (`/settee/node/seqnos`).
+    SeqnosAsk {
+        id: u64,
+    },
+    Seqnos {
+        id: u64,
+        report: SeqnoReport,
+    },
+    /// The leader asks a node to hold (or release) active vBuckets for a takeover (`/settee/node/drain`); `all`:
+    /// every active the node's map gives it (hold), or everything held (release).
+    HoldAsk {
+        id: u64,
+        hold: bool,
+        vbs: Vec<u16>,
+        all: bool,
+    },
+    Held {
+        id: u64,
+        reply: HoldReply,
+    },
 }

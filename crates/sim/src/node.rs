@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use settee_cluster::control::Holds;
 use settee_cluster::metadata::{BucketMeta, Membership, Recovery};
+use settee_cluster::peer::{HoldReply, SeqnoReport, VbSeqnos};
 use settee_cluster::{ClusterMetadata, MetaCommand, NodeId};
 use settee_engine::{
     Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, StoreMode, StoreRequest, VbState,
@@ -33,6 +35,8 @@ pub const BUCKET: &str = "sim";
 const DURABILITY_TIMEOUT: Duration = Duration::from_secs(3);
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(200);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// How long a held vBucket may take to finish the durable writes it had prepared (the server's).
+const TAKEOVER_SETTLE: Duration = Duration::from_secs(10);
 
 /// What a node's step needs from the world.
 pub struct Ctx<'a> {
@@ -83,6 +87,10 @@ pub struct SimNode {
     next_heartbeat: Duration,
     /// When a replication connection to each source may be opened again.
     reconnect_at: BTreeMap<usize, Duration>,
+    /// Active vBuckets held for a takeover (the real `Holds`, with its lease).
+    holds: Holds,
+    /// Holds to answer once their durable writes in flight finished (or at the deadline): (asker, id, vBuckets).
+    hold_replies: Vec<(Endpoint, u64, Vec<u16>, Duration)>,
     /// Per vBucket: (generation, high seqno) last seen, to check that seqnos never go back within a generation.
     seen: BTreeMap<u16, (u64, Seqno)>,
 }
@@ -120,6 +128,8 @@ impl SimNode {
             pending: Vec::new(),
             next_heartbeat: Duration::ZERO,
             reconnect_at: BTreeMap::new(),
+            holds: Holds::default(),
+            hold_replies: Vec::new(),
             seen: BTreeMap::new(),
         }
     }
@@ -167,6 +177,8 @@ impl SimNode {
         self.outcomes.lock().expect("outcomes").clear();
         self.pending.clear();
         self.reconnect_at.clear();
+        self.holds = Holds::default();
+        self.hold_replies.clear();
     }
 
     /// The connections this node holds (replication, either side).
@@ -226,7 +238,29 @@ impl SimNode {
                     ctx.send(self.me(), from, None, Msg::Reply { id, reply });
                 }
             }
-            Msg::Reply { .. } | Msg::Heartbeat { .. } | Msg::Propose(_) => {}
+            Msg::SeqnosAsk { id } => {
+                let report = self.seqno_report();
+                ctx.send(self.me(), from, None, Msg::Seqnos { id, report });
+            }
+            Msg::HoldAsk { id, hold, vbs, all } => {
+                let vbs = match (all, hold, self.meta.as_ref().and_then(|m| m.buckets.get(BUCKET))) {
+                    (true, true, Some(b)) => b.map.actives_of(node_id(self.idx)),
+                    (true, false, _) => self.holds.of(BUCKET).into_iter().collect(),
+                    _ => vbs,
+                };
+                for vb in &vbs {
+                    if hold {
+                        self.holds.hold(BUCKET, *vb, ctx.now);
+                    } else {
+                        self.holds.release(BUCKET, *vb);
+                    }
+                }
+                self.reconcile(ctx);
+                if hold {
+                    self.hold_replies.push((from, id, vbs, ctx.now + TAKEOVER_SETTLE));
+                }
+            }
+            Msg::Reply { .. } | Msg::Heartbeat { .. } | Msg::Propose(_) | Msg::Seqnos { .. } | Msg::Held { .. } => {}
         }
     }
 
@@ -312,6 +346,12 @@ impl SimNode {
             };
             ctx.send(self.me(), client, None, Msg::Reply { id, reply });
         }
+        self.answer_holds(ctx);
+        if !self.holds.expire(now).is_empty() {
+            ctx.count("takeover holds expired");
+            self.reconcile(ctx);
+        }
+        let Some(bucket) = self.bucket.as_ref() else { return };
         for p in self.producers.values_mut() {
             p.tick(bucket, ctx, self.idx);
         }
@@ -370,10 +410,16 @@ impl SimNode {
         let me = node_id(self.idx);
         let keep_data = meta.nodes.get(&me).is_some_and(|n| n.membership == Membership::InactiveFailed)
             || meta.recovery.get(&me) == Some(&Recovery::Delta);
+        self.holds.end_moved(BUCKET, |vb| b.map.active(vb) == Some(me));
+        let held = self.holds.of(BUCKET);
         let mut sources: BTreeMap<usize, BTreeSet<VbId>> = BTreeMap::new();
         for vb in 0..VBUCKETS {
             let owned = wanted_state(b, vb, me);
-            let wanted = if owned == VbState::Active && !self.current { VbState::Dead } else { owned };
+            let wanted = match owned {
+                VbState::Active if !self.current => VbState::Dead,
+                VbState::Active if held.contains(&vb) => VbState::Pending,
+                state => state,
+            };
             let v = VbId(vb);
             let Ok(info) = bucket.stream_info(v) else { continue };
             if info.state != wanted {
@@ -383,7 +429,7 @@ impl SimNode {
                 bucket.reset_vbucket(v);
             }
             let chain = &b.map.chains[usize::from(vb)];
-            if wanted == VbState::Active {
+            if wanted == VbState::Active || wanted == VbState::Pending {
                 bucket.set_replication_chain(v, &chain[1..]);
             }
             if wanted == VbState::Replica {
@@ -436,6 +482,55 @@ impl SimNode {
             c.set_wanted(bucket, vbs, ctx, self.idx);
             self.consumers.insert(source, c);
         }
+    }
+
+    /// Answers the holds whose vBuckets finished their durable writes in flight, or whose time is up, with the
+    /// seqno each stopped at.
+    fn answer_holds(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(bucket) = self.bucket.as_ref() else { return };
+        let now = ctx.now;
+        let (ready, waiting): (Vec<_>, Vec<_>) = self.hold_replies.drain(..).partition(|(_, _, vbs, until)| {
+            *until <= now || vbs.iter().all(|vb| *vb >= VBUCKETS || !bucket.sync_writes_in_flight(VbId(*vb)))
+        });
+        self.hold_replies = waiting;
+        for (to, id, vbs, _) in ready {
+            let mut stopped = VbSeqnos::default();
+            stopped.add_bucket(BUCKET);
+            for vb in vbs {
+                let high = if vb < VBUCKETS { bucket.stream_info(VbId(vb)).map_or(0, |i| i.high_seqno) } else { 0 };
+                stopped.insert(BUCKET, vb, high);
+            }
+            ctx.send(self.me(), to, None, Msg::Held { id, reply: HoldReply { stopped } });
+        }
+    }
+
+    /// What `/settee/node/seqnos` answers: the high seqno of every active or replica copy (a copy held pending for
+    /// a takeover is neither: the rebalance reads its presence as a hold that was lost), and of dead copies that
+    /// still hold data. The vBuckets the simulation does not use are empty copies where the map (or a copy being
+    /// built) places them.
+    fn seqno_report(&self) -> SeqnoReport {
+        let mut report = SeqnoReport::default();
+        report.buckets.add_bucket(BUCKET);
+        let (Some(bucket), Some(meta)) = (self.bucket.as_ref(), self.meta.as_ref()) else { return report };
+        let Some(b) = meta.buckets.get(BUCKET) else { return report };
+        let me = node_id(self.idx);
+        let held = self.holds.of(BUCKET);
+        for (vb, chain) in (0..u16::MAX).zip(&b.map.chains) {
+            if vb < VBUCKETS {
+                let Ok(info) = bucket.stream_info(VbId(vb)) else { continue };
+                match info.state {
+                    VbState::Active | VbState::Replica => report.buckets.insert(BUCKET, vb, info.high_seqno),
+                    VbState::Pending => {}
+                    _ if info.high_seqno > 0 => report.kept.insert(BUCKET, vb, info.high_seqno),
+                    _ => {}
+                }
+            } else if (chain.contains(&Some(me)) && !held.contains(&vb))
+                || b.building.get(&vb).is_some_and(|n| n.contains(&me))
+            {
+                report.buckets.insert(BUCKET, vb, 0);
+            }
+        }
+        report
     }
 
     /// Every live item of `vb` as (key, value, cas): for the final comparison of copies.

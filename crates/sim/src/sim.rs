@@ -27,7 +27,9 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub seed: u64,
+    /// Node processes; the first `members` form the cluster, the others are spares for rebalances.
     pub nodes: usize,
+    pub members: usize,
     pub clients: usize,
     /// How long faults are injected (clients run for this long, then a few seconds more).
     pub fault_phase: Duration,
@@ -46,7 +48,8 @@ impl SimConfig {
     pub fn new(seed: u64) -> SimConfig {
         SimConfig {
             seed,
-            nodes: 3,
+            nodes: 4,
+            members: 3,
             clients: 4,
             fault_phase: Duration::from_secs(20),
             recovery_phase: Duration::from_secs(40),
@@ -160,7 +163,7 @@ impl Sim {
             clock,
             net: Net::new(NetConfig::default()),
             nodes,
-            control: Control::new(cfg.nodes),
+            control: Control::new(cfg.members, cfg.seed),
             clients: (0..cfg.clients).map(|_| Client::default()).collect(),
             history: Vec::new(),
             next_value: 1,
@@ -220,6 +223,16 @@ impl Sim {
             self.nodes[i].tick(&mut ctx);
         }
         self.control.tick(now);
+        self.control.step_rebalance(now);
+        for (node, msg) in std::mem::take(&mut self.control.outbox) {
+            let env = crate::net::Envelope {
+                from: Endpoint::Control,
+                to: Endpoint::Node((node - 1) as usize),
+                conn: None,
+                msg,
+            };
+            self.net.send(&mut self.rng, now, env);
+        }
         if now.as_millis().is_multiple_of(100) {
             self.push_meta(now);
         }
@@ -245,6 +258,18 @@ impl Sim {
                         self.control.propose(cmd, now);
                     }
                 }
+                (Endpoint::Control, Msg::Seqnos { id, report }) => {
+                    let Endpoint::Node(n) = env.from else { continue };
+                    if self.nodes[n].is_up() && self.with_majority(n) {
+                        self.control.seqnos_answer(node_id(n), id, report, now);
+                    }
+                }
+                (Endpoint::Control, Msg::Held { id, reply }) => {
+                    let Endpoint::Node(n) = env.from else { continue };
+                    if self.nodes[n].is_up() && self.with_majority(n) {
+                        self.control.hold_answer(node_id(n), id, reply, now);
+                    }
+                }
                 (Endpoint::Control, Msg::Heartbeat { seqnos }) => {
                     let Endpoint::Node(n) = env.from else { continue };
                     if self.nodes[n].is_up() && self.with_majority(n) {
@@ -252,7 +277,8 @@ impl Sim {
                     }
                 }
                 (Endpoint::Node(n), msg) => {
-                    if matches!(msg, Msg::Meta(_)) && !self.with_majority(n) {
+                    let from_leader = matches!(msg, Msg::Meta(_) | Msg::SeqnosAsk { .. } | Msg::HoldAsk { .. });
+                    if from_leader && !self.with_majority(n) {
                         continue;
                     }
                     let current_rev = self.control.meta.rev;
@@ -340,8 +366,16 @@ impl Sim {
             return;
         }
         let n = self.nodes.len();
-        let victim = self.rng.below(n as u64) as usize;
-        match self.rng.below(6) {
+        let members: Vec<usize> = self.control.meta.nodes.keys().map(|id| (*id - 1) as usize).collect();
+        let victim = members[self.rng.below(members.len() as u64) as usize];
+        match self.rng.below(8) {
+            6 => self.rebalance(now, &members),
+            7 => {
+                if self.control.start_graceful(node_id(victim), now) {
+                    self.fault("graceful failover");
+                }
+                self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
+            }
             0 | 1 => {
                 self.nodes[victim].crash();
                 self.fault_log.push((now, format!("node {victim} killed")));
@@ -395,6 +429,25 @@ impl Sim {
         }
     }
 
+    /// A rebalance an operator would run: a spare in (or swapped for a member), or a member out when there is
+    /// no spare. Faults go on meanwhile.
+    fn rebalance(&mut self, now: Duration, members: &[usize]) {
+        if self.control.rebalancing() {
+            return;
+        }
+        let spare = (0..self.nodes.len()).find(|i| !members.contains(i) && self.nodes[*i].is_up());
+        let pick = members[self.rng.below(members.len() as u64) as usize];
+        let (add, eject, what) = match spare {
+            Some(s) if self.rng.chance(500) => (Some(node_id(s)), vec![node_id(pick)], "rebalance: swap"),
+            Some(s) => (Some(node_id(s)), Vec::new(), "rebalance: in"),
+            None => (None, vec![node_id(pick)], "rebalance: out"),
+        };
+        if self.control.start_rebalance(add, eject, now) {
+            self.fault(what);
+        }
+        self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
+    }
+
     fn fault(&mut self, what: &'static str) {
         *self.faults.entry(what).or_default() += 1;
         let now = self.now();
@@ -417,7 +470,7 @@ impl Sim {
             .filter(|(n, at)| {
                 **at <= now
                     && (self.cfg.restart_before_failover
-                        || self.control.membership(node_id(**n)) == Some(Membership::InactiveFailed))
+                        || matches!(self.control.membership(node_id(**n)), Some(Membership::InactiveFailed) | None))
             })
             .map(|(n, _)| *n)
             .collect();
@@ -517,7 +570,10 @@ impl Sim {
 
     /// Every vBucket has an active and a replica that are up and hold the same items.
     fn converged(&self) -> bool {
-        self.crashed.is_empty() && self.control.is_healthy(self.now()) && self.divergence().is_empty()
+        self.crashed.is_empty()
+            && !self.control.rebalancing()
+            && self.control.is_healthy(self.now())
+            && self.divergence().is_empty()
     }
 
     /// The vBuckets whose active and replica copies differ (or cannot be read).
@@ -586,6 +642,13 @@ impl Sim {
                     }
                 }
             }
+        }
+        if failing_history.is_none() && !anomalies.is_empty() {
+            let mut t = String::from("faults:");
+            for (at, f) in &self.fault_log {
+                let _ = write!(t, "\n  {:>6} {f}", at.as_millis());
+            }
+            failing_history = Some(t);
         }
         let mut counters = std::mem::take(&mut self.counters);
         counters.extend(self.control.counters.iter().map(|(k, v)| (*k, *v)));

@@ -17,21 +17,25 @@ fn env(name: &str, default: u64) -> u64 {
 
 #[test]
 fn seeds_keep_every_acknowledged_write_and_converge() {
-    // Proves that under crashes, partitions, delays and clock jumps (one fault at a time, as `majority` promises
-    // to survive), every key's history stays linearizable (no acknowledged write lost, no stale read), the
+    // Proves that under crashes, partitions, delays, clock jumps and rebalances (in, out, swap: the real
+    // rebalance state machine with takeovers), one fault at a time as `majority` promises to survive, every key's
+    // history stays linearizable (no acknowledged write lost, no stale read), the
     // DESIGN §5 invariants hold at every step, and the cluster recovers to equal active and replica copies.
     let first = env("SIM_FIRST_SEED", 0);
     let count = env("SIM_SEEDS", 60);
     let mut failed = Vec::new();
-    let mut faults = 0;
+    let (mut faults, mut rebalanced, mut failed_over) = (0, 0, 0);
     for seed in first..first + count {
         let report = run(seed, 10);
         faults += report.faults.values().sum::<u64>();
+        rebalanced += report.counters.get("rebalances finished").copied().unwrap_or(0);
+        failed_over += report.counters.get("automatic failovers").copied().unwrap_or(0);
         if !report.ok() {
             failed.push(report.summary());
         }
     }
     assert!(faults > count, "the nemesis injected only {faults} faults in {count} runs");
+    assert!(rebalanced > 0 && failed_over > 0, "{rebalanced} rebalances and {failed_over} failovers in {count} runs");
     assert!(failed.is_empty(), "{} of {count} seeds found anomalies:\n{}", failed.len(), failed.join("\n"));
 }
 
@@ -61,17 +65,27 @@ fn a_memory_only_node_restarted_before_failover_is_reprovisioned_and_loses_nothi
     // Proves auto-reprovision: killed nodes restarted before the cluster fails them over come back empty, have
     // the cluster promote their replicas before anything of theirs is active, get copies again by a rebuild, and
     // no acknowledged write is lost. Without reprovision (the build before it), the same seeds lose writes: the
-    // empty copies come up active and roll their replicas back to zero, which the checker reports.
-    for seed in [1, 5] {
+    // empty copies come up active and roll their replicas back to zero, which the checker reports. The seeds are
+    // the first ones whose schedule restarts a node early and loses writes without reprovision.
+    let mut checked = 0;
+    for seed in 0..60 {
         let mut cfg = SimConfig::new(seed);
         cfg.fault_phase = Duration::from_secs(10);
         cfg.restart_before_failover = true;
-        let report = Sim::new(cfg.clone()).run();
-        assert!(report.ok(), "{}", report.summary());
-        assert!(report.counters.get("auto-reprovisions").copied().unwrap_or(0) > 0, "{}", report.summary());
         cfg.reprovision = false;
-        let report = Sim::new(cfg).run();
-        assert!(report.anomalies.iter().any(|a| a.contains("not linearizable")), "{}", report.summary());
-        assert!(report.failing_history.is_some());
+        let without = Sim::new(cfg.clone()).run();
+        if without.ok() {
+            continue;
+        }
+        assert!(without.anomalies.iter().any(|a| a.contains("not linearizable")), "{}", without.summary());
+        cfg.reprovision = true;
+        let with = Sim::new(cfg).run();
+        assert!(with.ok(), "{}", with.summary());
+        assert!(with.counters.get("auto-reprovisions").copied().unwrap_or(0) > 0, "{}", with.summary());
+        checked += 1;
+        if checked == 2 {
+            return;
+        }
     }
+    panic!("only {checked} of the first 60 seeds restarted a node early and lost writes without reprovision");
 }

@@ -1,5 +1,6 @@
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The file-system seam of [`crate::FjallStore`]: fjall does its own I/O, so faults are injected at the store
 /// boundary instead, consulted before every write (batch, vBucket state, purge, compaction) and every sync. An
@@ -12,6 +13,8 @@ pub struct FaultInjector {
     fail_next_write: AtomicBool,
     fail_next_sync: AtomicBool,
     disk_full: AtomicBool,
+    /// Milliseconds every sync sleeps before it runs (a slow disk); 0 for none.
+    sync_delay_ms: AtomicU64,
 }
 
 impl FaultInjector {
@@ -34,11 +37,21 @@ impl FaultInjector {
         self.disk_full.store(full, Ordering::SeqCst);
     }
 
+    /// While non-zero, every sync first blocks its caller this long, as an fsync on a slow or saturated disk does.
+    pub fn set_sync_delay(&self, delay: Duration) {
+        self.sync_delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
     pub(crate) fn before_write(&self) -> io::Result<()> {
         self.check(&self.fail_next_write)
     }
 
     pub(crate) fn before_sync(&self) -> io::Result<()> {
+        let delay = self.sync_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            // The flusher's own thread, never an async worker, calls sync.
+            std::thread::sleep(Duration::from_millis(delay));
+        }
         self.check(&self.fail_next_sync)
     }
 
@@ -71,5 +84,7 @@ mod tests {
         assert_eq!(f.before_write().unwrap_err().kind(), io::ErrorKind::StorageFull);
         f.set_disk_full(false);
         assert!(f.before_write().is_ok());
+        f.set_sync_delay(Duration::from_millis(1));
+        assert!(f.before_sync().is_ok(), "a slow sync still succeeds");
     }
 }

@@ -144,6 +144,11 @@ pub trait VbStore: Send + Sync {
     /// Removes every record and the state of a vBucket (a replica that must start over); returns how many records
     /// went. Durable at the next [`VbStore::sync`].
     fn clear_vbucket(&self, vb: VbId) -> Result<u64, StoreError>;
+    /// Removes every record of the vBucket above `to` (a replica rolled back to it), then lowers its high seqno
+    /// to `to` and its state's too (dropping failover entries above `to`); returns how many records went. Durable
+    /// at the next [`VbStore::sync`]. The records go first: a crash in between leaves the old state, whose
+    /// history still diverges from the active's, so the replica is told to roll back again.
+    fn rollback_vbucket(&self, vb: VbId, to: Seqno) -> Result<u64, StoreError>;
     /// Reclaims the space held by superseded versions, purged tombstones and dead values, blocking until done.
     fn compact(&self) -> Result<(), StoreError>;
     /// Bytes the store occupies on disk now (0 for memory).

@@ -177,6 +177,19 @@ impl VbStore for MemoryStore {
         Ok(removed)
     }
 
+    fn rollback_vbucket(&self, vb: VbId, to: Seqno) -> Result<u64, StoreError> {
+        let mut data = self.vb(vb)?.write();
+        let doomed = data.by_seqno.split_off(&(to + 1));
+        for key in doomed.values() {
+            data.by_key.remove(key);
+        }
+        data.high_seqno = data.high_seqno.min(to);
+        if let Some(state) = &mut data.state {
+            crate::vb_state::roll_back(state, to);
+        }
+        Ok(doomed.len() as u64)
+    }
+
     fn compact(&self) -> Result<(), StoreError> {
         Ok(())
     }

@@ -10,11 +10,26 @@ pub struct VbStateRecord {
     pub max_cas: Cas,
     /// Failover log, newest first: (vbuuid, seqno at which that uuid took over).
     pub failover: Vec<(VbUuid, Seqno)>,
+    /// Every prepare at or below this seqno was completed (committed, or aborted): the engine commits prepares in
+    /// seqno order, so warmup restores as pending only the prepare records above it (a prepare's record outlives
+    /// its commit's once a later tombstone of the key is purged). 0 in states written before it existed.
+    pub prepares_completed_to: Seqno,
 }
 
 impl VbStateRecord {
     /// The longest failover log the store accepts; Couchbase keeps at most 25 entries.
     pub const FAILOVER_ENTRIES_MAX: usize = 1000;
+}
+
+/// A state as it stands after its vBucket rolled back to `to`: nothing above `to` (an emptied failover log starts
+/// again with one branch at 0, which no active knows, so the replica's next stream starts from zero).
+pub(crate) fn roll_back(state: &mut VbStateRecord, to: Seqno) {
+    state.high_seqno = state.high_seqno.min(to);
+    state.prepares_completed_to = state.prepares_completed_to.min(to);
+    state.failover.retain(|(_, seqno)| *seqno <= to);
+    if state.failover.is_empty() {
+        state.failover.push((state.vbuuid, 0));
+    }
 }
 
 /// The precondition both stores apply before storing a state: a failover log the on-disk format can hold.

@@ -8,7 +8,7 @@ mod process;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use process::NodeProcess;
+pub use process::{free_port, NodeProcess};
 pub use settee_client::Connection;
 use settee_mcbp::Feature;
 use settee_server::config::ServerConfig;
@@ -58,6 +58,7 @@ pub async fn start_node_in(dir: &std::path::Path, edit: impl FnOnce(&mut ServerC
     let mut config = ServerConfig::defaults();
     config.data_dir = dir.to_path_buf();
     (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
+    config.tls_off();
     edit(&mut config);
     let running = RunningNode::start(config).await.expect("node starts");
     wait_for_warmup(&running).await;
@@ -82,6 +83,8 @@ impl TestNode {
         config.kv_port = 0;
         config.mgmt_port = 0;
         config.query_port = 0;
+        // Off unless a test turns them on (on free ports: many test nodes run at once).
+        config.tls_off();
         edit(&mut config);
         let running = RunningNode::start(config).await.expect("node starts");
         wait_for_warmup(&running).await;

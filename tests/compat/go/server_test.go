@@ -42,7 +42,9 @@ var (
 // setteeServer is one running `settee server` process with its own ports and data directory.
 type setteeServer struct {
 	kvPort, mgmtPort, queryPort int
-	bucket                      string
+	// The TLS ports; 0 keeps each off, so parallel suites never fight over 11207/18091/18093.
+	kvTLSPort, mgmtTLSPort, queryTLSPort int
+	bucket                               string
 	// host is the loopback address the node binds ("127.0.0.1" unless a cluster test gives each node its own);
 	// extraArgs are appended to the command line (e.g. --join).
 	host      string
@@ -135,6 +137,9 @@ func (s *setteeServer) start() error {
 		"--kv-port", strconv.Itoa(s.kvPort),
 		"--mgmt-port", strconv.Itoa(s.mgmtPort),
 		"--query-port", strconv.Itoa(s.queryPort),
+		"--kv-tls-port", strconv.Itoa(s.kvTLSPort),
+		"--mgmt-tls-port", strconv.Itoa(s.mgmtTLSPort),
+		"--query-tls-port", strconv.Itoa(s.queryTLSPort),
 		"--username", adminUser,
 		"--password", adminPassword,
 		"--bucket", s.bucket,

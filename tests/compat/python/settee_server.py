@@ -97,6 +97,10 @@ class SetteeServer:
     ip: str = "127.0.0.1"
     # "host:mgmtport" of a cluster member to join on first start (`--join`).
     join: Optional[str] = None
+    # The TLS ports (`couchbases://`); 0 keeps each off, so parallel suites never fight over 11207/18091/18093.
+    kv_tls_port: int = 0
+    mgmt_tls_port: int = 0
+    query_tls_port: int = 0
     # More `settee server` flags.
     extra: List[str] = field(default_factory=list)
     process: Optional[subprocess.Popen] = field(default=None, repr=False)
@@ -129,6 +133,9 @@ class SetteeServer:
             "--kv-port", str(self.kv_port),
             "--mgmt-port", str(self.mgmt_port),
             "--query-port", str(self.query_port),
+            "--kv-tls-port", str(self.kv_tls_port),
+            "--mgmt-tls-port", str(self.mgmt_tls_port),
+            "--query-tls-port", str(self.query_tls_port),
             "--username", USERNAME,
             "--password", PASSWORD,
             "--bucket", self.bucket,

@@ -21,6 +21,7 @@ from couchbase.transcoder import RawBinaryTranscoder
 import kv_raw
 from conditions import wait_until
 from sdk_connect import connect
+import settee_server
 from settee_server import SetteeServer, new_server
 from test_cluster import rest
 
@@ -222,3 +223,70 @@ def test_watermarks_move_with_set_param_and_the_pager_follows(tmp_path):
         cluster.close()
     finally:
         server.stop()
+
+
+def two_node_cluster(root: Path) -> list[SetteeServer]:
+    """Two nodes (127.0.0.21 and .22) in one cluster with a persistent bucket `default` of one replica: each node
+    holds half the actives and the replicas of the other half."""
+    ports = settee_server.free_ports(6)
+    nodes = [SetteeServer(kv_port=ports[3 * i], mgmt_port=ports[3 * i + 1], query_port=ports[3 * i + 2],
+                          data_dir=root / f"n{i}", log_path=root / f"n{i}.log", bucket="", ip=f"127.0.0.{21 + i}")
+             for i in range(2)]
+    nodes[1].join = nodes[0].mgmt_addr
+    for n in nodes:
+        n.start()
+    known = ",".join(f"ns_1@{n.host}" for n in nodes)
+    status, body = rest(nodes[0], "POST", "/controller/rebalance", {"knownNodes": known, "ejectedNodes": ""})
+    assert status == 200, body
+    wait_until(lambda: rest(nodes[0], "GET", "/pools/default/tasks")[1][0]["status"] != "running", 60,
+               "the rebalance that activates the second node")
+    status, body = rest(nodes[0], "POST", "/pools/default/buckets",
+                        {"name": "default", "bucketType": "couchbase", "ramQuota": 128, "replicaNumber": 1})
+    assert status == 202, body
+    return nodes
+
+
+def replica_items_received(node: SetteeServer) -> int:
+    with kv_raw.session(node, "default") as sock:
+        return int(kv_raw.stats(sock)["ep_dcp_replica_items_received"])
+
+
+def all_persisted(node: SetteeServer) -> bool:
+    with kv_raw.session(node, "default") as sock:
+        seqnos = kv_raw.stats(sock, b"vbucket-seqno")
+    return all(seqnos[f"vb_{v}:last_persisted_seqno"] == seqnos[f"vb_{v}:high_seqno"] for v in range(1024))
+
+
+def test_a_restarted_replica_resumes_its_streams(tmp_path):
+    """A replica node killed with SIGKILL and restarted resumes each replication stream where its disk stopped: it
+    receives only what it lacks, not every document again. (It used to start a history branch of its own at
+    warmup, which its active did not know, so every stream rolled back to zero and the whole vBucket was copied
+    again; and its prepares were lost.) Majority writes after the restart succeed, so the streams are back."""
+    nodes = two_node_cluster(tmp_path)
+    try:
+        cluster = connect(nodes[0])
+        coll = collection_of(cluster)
+        majority = UpsertOptions(durability=ServerDurability(DurabilityLevel.MAJORITY), timeout=timedelta(seconds=10))
+        wait_until(lambda: coll.upsert("probe", {"ok": True}, majority), 60, "the bucket to take majority writes")
+        keys = 2000
+        for i in range(keys):
+            coll.upsert(f"doc-{i}", {"i": i}, majority)
+        victim = nodes[1]
+        received_before = replica_items_received(victim)
+        assert received_before >= keys // 3, "the victim holds replicas of about half the documents"
+        wait_until(lambda: all_persisted(victim), 30, "the victim's flusher to catch up")
+        victim.kill()
+        victim.start()
+        wait_until(lambda: coll.upsert("after-restart", {"ok": True}, majority), 60,
+                   "majority writes to succeed again")
+        for i in range(20):
+            coll.upsert(f"new-{i}", {"i": i}, majority)
+        received_after = replica_items_received(victim)
+        print(f"\nreplica items received: {received_before} before the restart, {received_after} after it")
+        assert received_after < 100, f"the restarted replica streamed {received_after} items again"
+        for i in range(0, keys, 97):
+            assert coll.get_any_replica(f"doc-{i}").content_as[dict] == {"i": i}
+        cluster.close()
+    finally:
+        for n in nodes:
+            n.stop()

@@ -15,6 +15,7 @@ pub(crate) fn meta_with_nodes(nodes: &[(NodeId, Membership)]) -> ClusterMetadata
             query_port: 8093,
             membership: *membership,
             services: vec!["kv".into()],
+            tls_ports: Default::default(),
         };
         meta.nodes.insert(*id, info);
     }

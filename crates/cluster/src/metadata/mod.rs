@@ -83,6 +83,18 @@ pub struct NodeInfo {
     pub query_port: u16,
     pub membership: Membership,
     pub services: Vec<String>,
+    /// The node's TLS ports (0 = off), advertised as `kvSSL`, `mgmtSSL` and `n1qlSSL`. Metadata written before
+    /// TLS existed reads as all off.
+    #[serde(default)]
+    pub tls_ports: TlsPorts,
+}
+
+/// A node's TLS ports, each 0 when off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsPorts {
+    pub kv: u16,
+    pub mgmt: u16,
+    pub query: u16,
 }
 
 impl NodeInfo {

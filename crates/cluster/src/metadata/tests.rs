@@ -16,6 +16,7 @@ fn node(id: NodeId) -> NodeInfo {
         query_port: 8093,
         membership: Membership::Active,
         services: vec!["kv".into()],
+        tls_ports: Default::default(),
     }
 }
 
@@ -392,4 +393,15 @@ fn dropping_a_collection_drops_its_indexes() {
     manifest.drop_collection("s", "c").expect("drop");
     meta.apply(&MetaCommand::SetManifest { bucket: "b".into(), manifest }).expect("manifest");
     assert!(meta.buckets["b"].indexes.is_empty());
+}
+
+/// Proves metadata written before nodes had TLS ports still reads: a node entry without `tls_ports` gets all of
+/// them off (0), so a node upgraded in place keeps its Raft log and snapshots.
+#[test]
+fn node_info_without_tls_ports_reads_as_tls_off() {
+    let mut json = serde_json::to_value(node(3)).expect("serialises");
+    json.as_object_mut().expect("an object").remove("tls_ports");
+    let info: NodeInfo = serde_json::from_value(json).expect("old metadata reads");
+    assert_eq!(info.tls_ports, crate::metadata::TlsPorts::default());
+    assert_eq!(info, node(3));
 }

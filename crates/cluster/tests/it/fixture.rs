@@ -75,6 +75,7 @@ impl TestNode {
             query_port: 8093,
             membership: Membership::InactiveAdded,
             services: vec!["kv".into()],
+            tls_ports: Default::default(),
         }
     }
 }

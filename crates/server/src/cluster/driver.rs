@@ -28,6 +28,8 @@ use crate::node::Node;
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause between attempts to confirm a restarted member's view with the cluster.
 const CATCH_UP_RETRY: Duration = Duration::from_millis(500);
+/// How long a joining node waits for its seed to hand over the cluster's CA.
+const CLUSTER_CA_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct ClusterDriver {
     pub(super) node: Arc<Node>,
@@ -192,7 +194,30 @@ impl ClusterDriver {
         }
         self.handle.set_current(true);
         tracing::info!(%seed, me = self.me(), "joined the cluster");
+        self.adopt_cluster_ca(seed).await;
         Ok(())
+    }
+
+    /// Takes the cluster's CA from `seed` and signs this node a certificate with it, so that one CA covers every
+    /// node's TLS ports. A failure is logged and leaves the node its own CA (clients must then trust that too).
+    async fn adopt_cluster_ca(&self, seed: &str) {
+        use settee_cluster::peer::{ClusterCaReply, ClusterCaRequest};
+        match super::peers::call(seed, Some(self.credentials()), &ClusterCaRequest, CLUSTER_CA_TIMEOUT).await {
+            Ok(ClusterCaReply { ca: Some(ca) }) => {
+                let tls = self.node.tls.clone();
+                match tokio::task::spawn_blocking(move || tls.adopt_cluster_ca(&ca)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(%seed, error = %e, "cannot adopt the cluster's CA; keeping this node's own")
+                    }
+                    Err(e) => tracing::warn!(%seed, error = %e, "adopting the cluster's CA failed"),
+                }
+            }
+            Ok(ClusterCaReply { ca: None }) => {
+                tracing::info!(%seed, "the cluster uses supplied certificates; this node keeps its own")
+            }
+            Err(e) => tracing::warn!(%seed, error = %e, "cannot fetch the cluster's CA; keeping this node's own"),
+        }
     }
 
     /// Leaves the cluster this node forms or belongs to and joins `seed`'s instead (Couchbase's
@@ -350,5 +375,10 @@ fn my_info(node: &Node, me: NodeId) -> NodeInfo {
         query_port: node.config.query_port,
         membership: Membership::Active,
         services: vec!["kv".into(), "n1ql".into()],
+        tls_ports: settee_cluster::TlsPorts {
+            kv: node.config.kv_tls_port,
+            mgmt: node.config.mgmt_tls_port,
+            query: node.config.query_tls_port,
+        },
     }
 }

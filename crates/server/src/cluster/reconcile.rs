@@ -100,6 +100,7 @@ impl Reconciler {
                     username: node.config.username.clone(),
                     password: node.config.password.clone(),
                     name: crate::dcp::replication_connection_name(me, name),
+                    timeouts: Default::default(),
                 };
                 wanted.insert(key, (handle.clone(), spec));
             }

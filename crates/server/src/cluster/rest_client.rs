@@ -107,4 +107,21 @@ mod tests {
         assert_eq!((r.status, r.body.as_str()), (400, "abcde"));
         assert!(parse(b"garbage").is_err());
     }
+
+    /// A peer that accepts the connection and never answers (a hung node) costs a call its timeout, never more:
+    /// the call fails with a message naming the peer, and the caller (a peer call of the control plane) moves on.
+    #[tokio::test]
+    async fn a_peer_that_never_answers_fails_the_call_at_its_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let held = tokio::spawn(async move {
+            let (sock, _) = listener.accept().await.expect("accept");
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(sock);
+        });
+        let r = call(&addr, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
+        let error = r.expect_err("no answer").to_string();
+        assert!(error.contains("did not answer GET /pools"), "{error}");
+        held.abort();
+    }
 }

@@ -39,6 +39,28 @@ const PERSISTENCE_POLL: Duration = Duration::from_millis(5);
 /// How often an idle connection looks whether one of its replica vBuckets was emptied by someone else.
 const RESET_CHECK: Duration = Duration::from_millis(250);
 
+/// How long a feed waits on its producer before it drops the connection (logged) and connects again after its
+/// pause, so a producer that accepts connections and never answers, or stops answering, holds nothing forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedTimeouts {
+    /// The connection, authentication and DCP handshake together.
+    pub handshake: Duration,
+    /// Nothing received, not even a noop (the connection asks for them; an idle producer sends one every second).
+    pub silence: Duration,
+    /// A write to the producer (acknowledgements, stream requests) it does not take.
+    pub write: Duration,
+}
+
+impl Default for FeedTimeouts {
+    fn default() -> FeedTimeouts {
+        FeedTimeouts {
+            handshake: Duration::from_secs(10),
+            silence: Duration::from_secs(30),
+            write: Duration::from_secs(30),
+        }
+    }
+}
+
 /// What one replication connection streams.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeedSpec {
@@ -52,6 +74,7 @@ pub struct FeedSpec {
     /// Names the connection on the producer: [`crate::dcp::replication_connection_name`], from which the
     /// producer learns the node whose acknowledgements commit sync writes.
     pub name: String,
+    pub timeouts: FeedTimeouts,
 }
 
 impl FeedSpec {
@@ -92,6 +115,17 @@ async fn stream_once(
     spec: &FeedSpec,
     vbuckets: &mut watch::Receiver<Vec<VbId>>,
 ) -> anyhow::Result<()> {
+    let limit = spec.timeouts.handshake;
+    let Ok(connected) = tokio::time::timeout(limit, handshake(bucket, spec)).await else {
+        tracing::warn!(bucket = %bucket.name(), source = %spec.source, "replication producer did not complete the handshake within {limit:?}; reconnecting");
+        anyhow::bail!("the producer did not complete the handshake within {limit:?}");
+    };
+    let (sock, unread) = connected?;
+    stream(bucket, spec, vbuckets, sock, unread).await
+}
+
+/// Connects, authenticates and opens the DCP connection; returns the socket and what was read past the replies.
+async fn handshake(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(tokio::net::TcpStream, Vec<u8>)> {
     let features = [Feature::Collections, Feature::Xattr, Feature::Json];
     let mut c =
         Connection::connect(spec.source, &spec.username, &spec.password, Some(&bucket.name()), &features).await?;
@@ -113,7 +147,18 @@ async fn stream_once(
         let r = c.read_response().await?;
         anyhow::ensure!(r.status == 0, "dcp handshake (opcode 0x{:02x}) refused: 0x{:04x}", r.opcode, r.status);
     }
-    let (mut sock, unread) = c.into_parts();
+    Ok(c.into_parts())
+}
+
+/// Streams on an open DCP connection until an error (a producer silent for [`FeedTimeouts::silence`] is one).
+async fn stream(
+    bucket: &BucketHandle,
+    spec: &FeedSpec,
+    vbuckets: &mut watch::Receiver<Vec<VbId>>,
+    mut sock: tokio::net::TcpStream,
+    unread: Vec<u8>,
+) -> anyhow::Result<()> {
+    let mut out = Vec::new();
     let mut rbuf = BytesMut::from(&unread[..]);
     let mut streams = Streams::default();
     let mut wanted: BTreeSet<VbId> = vbuckets.borrow_and_update().iter().copied().collect();
@@ -121,8 +166,9 @@ async fn stream_once(
     for &vb in &wanted {
         streams.open_if_replica(bucket, vb, &mut out)?;
     }
-    sock.write_all(&out).await?;
+    write(&mut sock, &out, spec.timeouts.write).await?;
     tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = wanted.len(), "replication streams requested");
+    let mut heard_at = tokio::time::Instant::now();
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
     let mut poll = tokio::time::interval(PERSISTENCE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -186,13 +232,21 @@ async fn stream_once(
             ack.encode(&mut out);
         }
         if !out.is_empty() {
-            sock.write_all(&out).await?;
+            write(&mut sock, &out, spec.timeouts.write).await?;
         }
         let awaiting = streams.open.values().any(ConsumerStream::awaits_acknowledgement);
         tokio::select! {
-            read = sock.read_buf(&mut rbuf) => if read? == 0 {
-                anyhow::bail!("connection closed by the producer");
-            },
+            read = sock.read_buf(&mut rbuf) => {
+                if read? == 0 {
+                    anyhow::bail!("connection closed by the producer");
+                }
+                heard_at = tokio::time::Instant::now();
+            }
+            () = tokio::time::sleep_until(heard_at + spec.timeouts.silence) => {
+                let silence = spec.timeouts.silence;
+                tracing::warn!(bucket = %bucket.name(), source = %spec.source, "replication producer sent nothing, not even a noop, for {silence:?}; reconnecting");
+                anyhow::bail!("the producer sent nothing for {silence:?}");
+            }
             changed = vbuckets.changed() => {
                 // The feed's owner went away: its stop signal follows.
                 changed?;
@@ -201,6 +255,20 @@ async fn stream_once(
             _ = poll.tick(), if awaiting => {}
             _ = reset_check.tick() => {}
             _ = tokio::time::sleep(STREAM_RETRY_PAUSE), if streams.has_retries() => {}
+        }
+    }
+}
+
+/// Writes to the producer within `limit`.
+async fn write(sock: &mut tokio::net::TcpStream, bytes: &[u8], limit: Duration) -> anyhow::Result<()> {
+    match tokio::time::timeout(limit, sock.write_all(bytes)).await {
+        Ok(written) => Ok(written?),
+        Err(_) => {
+            tracing::warn!(
+                bytes = bytes.len(),
+                "replication producer did not take a write within {limit:?}; reconnecting"
+            );
+            anyhow::bail!("the producer did not take a write within {limit:?}")
         }
     }
 }
@@ -327,9 +395,10 @@ fn stream_response(
     match stream.on_stream_response(status, body)? {
         ConsumerEvent::Accepted { failover_log } => bucket.set_failover_log(vb, failover_log),
         ConsumerEvent::RollbackTo(seqno) => {
-            // The engine cannot undo individual mutations: a replica that must roll back starts over from zero.
-            tracing::info!(bucket = %bucket.name(), vb = vb.0, seqno, "replica rolls back to zero and streams again");
-            reset_replica(bucket, vb);
+            // Back to `seqno` or below it, keeping what lies there (zero when the engine cannot tell what its
+            // writes above `seqno` replaced; see `settee_engine::rollback`), then stream from there.
+            let to = bucket.rollback_replica(vb, seqno);
+            tracing::info!(bucket = %bucket.name(), vb = vb.0, asked = seqno, to, "replica rolled back; streams again from there");
             let (fresh, generation) = open_stream(bucket, vb)?;
             fresh.request().encode(out);
             streams.open.insert(vb, fresh);
@@ -365,7 +434,7 @@ fn message(bucket: &BucketHandle, streams: &mut Streams, req: &Request<'_>, out:
         ConsumerAction::SnapshotMarker { start, end, .. } => bucket.replica_snapshot(vb, start, end)?,
         ConsumerAction::Apply(item) => {
             if bucket.replica_apply(vb, change_of(item))? == ReplicaApply::MissingPrepare {
-                // The replica lost its in-memory prepares (a restart) and cannot know what was committed: it
+                // The replica lost the prepare (its disk did not keep it) and cannot know what was committed: it
                 // starts the vBucket over, from zero, on the next connection.
                 reset_replica(bucket, vb);
                 anyhow::bail!("vBucket {} got a commit for a prepare it lost; streaming it again from zero", vb.0);

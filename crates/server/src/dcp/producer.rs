@@ -18,8 +18,7 @@ use settee_mcbp::dcp::{
 };
 use settee_mcbp::{decode_request, decode_response, encode_response, Opcode, Request};
 use settee_types::{Datatype, Status, VbId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::hub::StreamWaker;
 use crate::node::BucketHandle;
@@ -76,10 +75,11 @@ pub(crate) struct ProducerSetup {
     pub users: crate::auth::UserStore,
 }
 
-pub(crate) async fn serve(
+/// Runs the producer over the connection's halves (plain TCP or TLS) until the consumer goes or the node stops.
+pub(crate) async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     setup: ProducerSetup,
-    mut rd: OwnedReadHalf,
-    mut wr: OwnedWriteHalf,
+    mut rd: R,
+    mut wr: W,
     mut rbuf: BytesMut,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -398,6 +398,10 @@ impl Producer {
                 if bytes >= limit_bytes && !changes.is_empty() {
                     end = r.meta.seqno - 1;
                     return false;
+                }
+                // Prepares and aborts are on disk for warmup; streams take them from memory, with `prepares`.
+                if settee_engine::is_sync_write_key(&r.key) {
+                    return true;
                 }
                 bytes = bytes.saturating_add(r.key.len() + r.value.len());
                 changes.push(crate::persistence::snapshot_of(r, true).into());

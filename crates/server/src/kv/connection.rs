@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use settee_mcbp::{decode_request, Feature};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::futures::Notified;
 use tokio::task::JoinSet;
@@ -102,22 +102,71 @@ fn small_copy(rbuf: &BytesMut) -> BytesMut {
     small
 }
 
+/// A KV connection's byte stream: plain TCP (11210) or TLS over TCP (11207). The loop reads and writes through
+/// separate halves; for TCP they are the socket's own halves, so the plain port pays nothing for TLS existing.
+pub(crate) trait KvStream: Send + 'static {
+    type Read: AsyncRead + Unpin + Send + 'static;
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    /// The socket underneath, for its addresses and options.
+    fn tcp(&self) -> &TcpStream;
+    fn into_halves(self) -> (Self::Read, Self::Write);
+}
+
+impl KvStream for TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl KvStream for tokio_rustls::server::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+/// Writes `bytes` to the client; false when the connection is to be closed: the write failed, or the client took
+/// nothing of it for `limit` (it stopped reading), which is logged. A slow reader that keeps taking bytes is fine.
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8], limit: Duration, peer: &std::net::SocketAddr) -> bool {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        match tokio::time::timeout(limit, wr.write(&bytes[sent..])).await {
+            Ok(Ok(0) | Err(_)) => return false,
+            Ok(Ok(n)) => sent += n,
+            Err(_) => {
+                tracing::warn!(%peer, unsent_bytes = bytes.len() - sent, "closing kv connection: the client took none of its replies for the write timeout");
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
 /// `main`, the node's multi-threaded runtime, because a producer reads the store.
-pub async fn serve_connection(
+pub(crate) async fn serve_connection<S: KvStream>(
     node: Arc<Node>,
-    stream: TcpStream,
+    stream: S,
     pre_auth: PreAuth,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     main: tokio::runtime::Handle,
 ) {
-    let peer = match stream.peer_addr() {
+    let peer = match stream.tcp().peer_addr() {
         Ok(p) => p,
         Err(_) => return,
     };
-    let _ = stream.set_nodelay(true);
+    let _ = stream.tcp().set_nodelay(true);
     node.kv_connections.fetch_add(1, Ordering::Relaxed);
-    let (mut rd, mut wr) = stream.into_split();
+    let (mut rd, mut wr) = stream.into_halves();
     let mut session = Session::new(peer);
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
     // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
@@ -137,6 +186,7 @@ pub async fn serve_connection(
     // The node-wide read-buffer budget this connection holds for a large frame, and when that frame must be in by.
     let mut claim = Claim::new(node.read_budget.clone());
     let frame_timeout = Duration::from_secs(node.config.kv_frame_timeout_secs);
+    let write_timeout = Duration::from_secs(node.config.kv_write_timeout_secs);
     let mut frame_deadline = None;
     'conn: loop {
         if session.user.is_some() {
@@ -171,7 +221,7 @@ pub async fn serve_connection(
             Ok(()) = configs.changed(), if session.wants_config_pushes() => {
                 configs.borrow_and_update();
                 push_config(&node, &session, &mut wbuf);
-                if wr.write_all(&wbuf).await.is_err() {
+                if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                     break;
                 }
                 wbuf.clear();
@@ -184,7 +234,7 @@ pub async fn serve_connection(
                 while let Some(Ok(reply)) = inflight.try_join_next() {
                     wbuf.extend_from_slice(&reply);
                 }
-                if wr.write_all(&wbuf).await.is_err() {
+                if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                     break;
                 }
                 wbuf.clear();
@@ -258,14 +308,14 @@ pub async fn serve_connection(
                             // Requests run in order: send what is ready, then wait for this reply before the next.
                             let reply = pending.resolve().await;
                             wbuf.extend_from_slice(&reply);
-                            if wr.write_all(&wbuf).await.is_err() {
+                            if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                                 fatal = true;
                                 break;
                             }
                             wbuf.clear();
                         }
                     } else if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
-                        if wr.write_all(&wbuf).await.is_err() {
+                        if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                             fatal = true;
                             break;
                         }
@@ -289,7 +339,7 @@ pub async fn serve_connection(
             rbuf = small_copy(&rbuf);
         }
         if !wbuf.is_empty() {
-            if wr.write_all(&wbuf).await.is_err() {
+            if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                 break 'conn;
             }
             wbuf.clear();
@@ -300,7 +350,7 @@ pub async fn serve_connection(
         if let Some(upgrade) = session.dcp.take() {
             while let Some(done) = inflight.join_next().await {
                 if let Ok(reply) = done {
-                    if wr.write_all(&reply).await.is_err() {
+                    if !send(&mut wr, &reply, write_timeout, &peer).await {
                         break 'conn;
                     }
                 }

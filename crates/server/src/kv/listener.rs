@@ -20,14 +20,25 @@ use super::connection::serve_connection;
 use super::unauthenticated::{PreAuth, Unauthenticated};
 use crate::node::Node;
 
-/// A connection handed to a worker thread, with its slot under `--max-connections` and its place among the
-/// unauthenticated connections.
-type Handoff = (std::net::TcpStream, OwnedSemaphorePermit, PreAuth);
+/// A connection handed to a worker thread, with its slot under `--max-connections`, its place among the
+/// unauthenticated connections, and whether it came to the TLS port.
+struct Handoff {
+    stream: std::net::TcpStream,
+    permit: OwnedSemaphorePermit,
+    pre_auth: PreAuth,
+    tls: bool,
+}
 
 /// How long the listener waits for an evicted connection to give its slot back before giving up on the newcomer.
 const EVICTION_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
-pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+/// Accepts on the plain KV port and, when given, the TLS one, until `shutdown`.
+pub async fn serve_kv(
+    node: Arc<Node>,
+    listener: TcpListener,
+    tls_listener: Option<TcpListener>,
+    shutdown: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(node.config.max_connections));
     let unauthenticated = Arc::new(Unauthenticated::default());
     let threads = match node.config.kv_threads {
@@ -44,8 +55,9 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
     let mut next = 0;
     let mut stop = shutdown.clone();
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let (accepted, tls) = tokio::select! {
+            a = listener.accept() => (a, false),
+            a = async { tls_listener.as_ref().expect("guarded by the branch condition").accept().await }, if tls_listener.is_some() => (a, true),
             _ = stop.changed() => break,
         };
         let (stream, peer) = match accepted {
@@ -70,7 +82,7 @@ pub async fn serve_kv(node: Arc<Node>, listener: TcpListener, shutdown: watch::R
                 continue;
             }
         };
-        if workers[next].send((stream, permit, pre_auth)).is_err() {
+        if workers[next].send(Handoff { stream, permit, pre_auth, tls }).is_err() {
             tracing::error!(worker = next, "kv worker thread gone; dropping connection");
         }
         next = (next + 1) % workers.len();
@@ -130,7 +142,7 @@ async fn run_worker(
     loop {
         tokio::select! {
             handoff = handoffs.recv() => {
-                let Some((stream, permit, pre_auth)) = handoff else { break };
+                let Some(Handoff { stream, permit, pre_auth, tls }) = handoff else { break };
                 let stream = match tokio::net::TcpStream::from_std(stream) {
                     Ok(s) => s,
                     Err(e) => {
@@ -140,7 +152,11 @@ async fn run_worker(
                 };
                 let (node, shutdown, main) = (node.clone(), shutdown.clone(), main.clone());
                 connections.spawn(async move {
-                    serve_connection(node, stream, pre_auth, shutdown, main).await;
+                    if tls {
+                        serve_tls(node, stream, pre_auth, shutdown, main).await;
+                    } else {
+                        serve_connection(node, stream, pre_auth, shutdown, main).await;
+                    }
                     drop(permit);
                 });
             }
@@ -148,4 +164,30 @@ async fn run_worker(
         }
     }
     while connections.join_next().await.is_some() {}
+}
+
+/// Runs the TLS handshake of a connection to the TLS port, then serves it as any other. The handshake counts as
+/// unauthenticated time: it ends early when the listener evicts the connection to make room or the node stops.
+async fn serve_tls(
+    node: Arc<Node>,
+    stream: tokio::net::TcpStream,
+    pre_auth: PreAuth,
+    mut shutdown: watch::Receiver<bool>,
+    main: tokio::runtime::Handle,
+) {
+    let Ok(peer) = stream.peer_addr() else { return };
+    let _ = stream.set_nodelay(true);
+    let evicted = pre_auth.evicted.clone();
+    let tls = node.tls.clone();
+    let stream = tokio::select! {
+        s = tls.accept(stream, peer, crate::tls::TlsPort::Kv) => s,
+        _ = evicted.notified() => {
+            tracing::info!(%peer, "closing kv tls connection: the connection limit is reached and it is the oldest one not authenticated");
+            None
+        }
+        _ = shutdown.changed() => None,
+    };
+    if let Some(stream) = stream {
+        serve_connection(node, stream, pre_auth, shutdown, main).await;
+    }
 }

@@ -15,6 +15,9 @@ use settee_types::{OnDisk, VbId};
 use super::records::record_of;
 use super::FlushSignal;
 
+/// A round's fsync that takes this long is logged as a slow disk.
+const SLOW_FSYNC_WARN: Duration = Duration::from_secs(1);
+
 /// Longest a dirty item waits when no notification comes (expiry tombstones are not notified).
 const FLUSH_IDLE_WAIT: Duration = Duration::from_millis(50);
 /// A round stops taking vBuckets once it holds this many bytes of keys and values. Every value is copied out of
@@ -66,7 +69,7 @@ impl Flusher {
     /// [`ROUND_BYTES_TARGET`] bytes are taken; one commit and one fsync. Returns where the next round must resume
     /// when this one stopped early. An error is one the whole store suffers (a failed write or fsync); a vBucket
     /// the store refuses alone is dealt with here (see [`Flusher::refused`]) and the rest of the round goes on.
-    fn round(&self, vbuckets: &[VbId], first: usize) -> Result<Option<usize>, StoreError> {
+    pub(super) fn round(&self, vbuckets: &[VbId], first: usize) -> Result<Option<usize>, StoreError> {
         let mut parts = Vec::new();
         let mut bytes = 0;
         let mut resume = None;
@@ -83,18 +86,30 @@ impl Flusher {
         if parts.is_empty() {
             return Ok(None);
         }
-        // A vBucket emptied since its last round loses its old copy on disk first (this thread is the only writer
-        // of its data, so a round drained before the reset has already landed and goes with the rest).
+        // A vBucket emptied since its last round loses its old copy on disk first, and one rolled back its records
+        // above the seqno it rolled back to (this thread is the only writer of its data, so a round drained before
+        // the reset or the rollback has already landed and goes with the rest).
         let mut kept = Vec::with_capacity(parts.len());
         for part in parts {
-            match part.clear_first.then(|| self.store.clear_vbucket(part.vb)) {
+            let rewrite = if part.clear_first {
+                Some(self.store.clear_vbucket(part.vb))
+            } else {
+                part.rollback_to.map(|to| self.store.rollback_vbucket(part.vb, to))
+            };
+            match rewrite {
                 Some(Err(e)) if Self::is_local(&e) => self.refused(&part, &e),
                 Some(Err(e)) => return Err(e),
                 _ => kept.push(part),
             }
         }
         self.write(&mut kept)?;
+        let fsync_started = std::time::Instant::now();
         self.store.sync()?;
+        let fsync = fsync_started.elapsed();
+        if fsync >= SLOW_FSYNC_WARN {
+            // A slow disk: durable writes wait (and time out as ambiguous), the checkpoints grow up to the quota.
+            tracing::warn!(bucket = %self.bucket.name(), fsync_ms = fsync.as_millis() as u64, vbuckets = kept.len(), "slow disk: a flusher round's fsync took over a second");
+        }
         for part in kept {
             self.bucket.mark_persisted(part.vb, part.generation, part.state.high_seqno);
         }
@@ -160,6 +175,7 @@ struct Part {
     state: VbStateRecord,
     generation: u64,
     clear_first: bool,
+    rollback_to: Option<settee_types::Seqno>,
 }
 
 impl Part {
@@ -169,6 +185,7 @@ impl Part {
             high_seqno: batch.up_to,
             max_cas: batch.max_cas,
             failover: batch.failover,
+            prepares_completed_to: batch.prepares_completed_to,
         };
         Part {
             vb: batch.vb,
@@ -177,6 +194,7 @@ impl Part {
             state,
             generation: batch.generation,
             clear_first: batch.clear_first,
+            rollback_to: batch.rollback_to,
         }
     }
 }
@@ -242,7 +260,8 @@ mod tests {
 
     /// The failure seen after a restart: a replica vBucket whose checkpoint holds seqno 1 while the store holds a
     /// higher one (the engine and the store disagree about it). The store refuses that vBucket's batch; the round
-    /// still writes and fsyncs the other vBuckets (a persist-level durable write among them succeeds), the bucket
+    /// still writes and fsyncs the other vBuckets (a persist-level durable write among them succeeds once the next
+    /// round wrote its commit), the bucket
     /// keeps taking writes, and the refused replica is emptied and cleared on disk by the next round. It used to
     /// fail the round and turn the whole bucket to TMPFAIL until restart.
     #[test]
@@ -265,11 +284,12 @@ mod tests {
         bucket.when_sync_write_completes(active, m.seqno, Box::new(move |r| *o.lock() = Some(r)));
 
         assert_eq!(flusher.round(&vbuckets, 0).expect("a refused vBucket is not the store's failure"), None);
-        assert_eq!(*outcome.lock(), Some(Ok(())), "the other vBuckets of the round were made durable");
         assert!(!bucket.store_failed());
-        assert_eq!(stored_seqnos(store.as_ref(), active), vec![2]);
+        assert_eq!(stored_seqnos(store.as_ref(), active), vec![1], "the other vBuckets of the round were written");
         assert_eq!(bucket.stream_info(replica).expect("info").high_seqno, 0, "the replica starts over");
         flusher.round(&vbuckets, 0).expect("the clearing round");
+        assert_eq!(*outcome.lock(), Some(Ok(())), "the prepare committed, and its commit is on disk");
+        assert_eq!(stored_seqnos(store.as_ref(), active), vec![1, 2], "the prepare's record and the commit's");
         assert_eq!((stored_seqnos(store.as_ref(), replica), store.high_seqno(replica).expect("high")), (vec![], 0));
         replicate(&bucket, replica, "again", 1);
         flusher.round(&vbuckets, 0).expect("the replica persists again");

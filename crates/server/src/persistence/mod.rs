@@ -6,6 +6,8 @@ mod background;
 mod fetch;
 mod flusher;
 mod records;
+#[cfg(test)]
+mod restart_tests;
 mod warmup;
 
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use settee_engine::{Bucket, EvictionPolicy, VbState};
+use settee_engine::{is_sync_write_key, Bucket, EvictionPolicy, SyncWarmup, VbState};
 use settee_store::{StoreError, VbStore};
 use settee_types::VbId;
 
@@ -15,6 +15,8 @@ use super::records::snapshot_of;
 pub struct WarmupReport {
     pub items: u64,
     pub values: u64,
+    /// Sync writes found pending on disk, back in the durability monitor.
+    pub prepares: u64,
     pub seconds: f64,
 }
 
@@ -28,14 +30,22 @@ pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
         let vb = VbId(v);
         let mut max_cas = 0;
         let mut skipped = 0;
+        let mut sync = SyncWarmup::default();
         let manifest = bucket.manifest();
         let result = store.scan_seqnos(vb, 0, u64::MAX, &mut |r| {
             max_cas = max_cas.max(r.meta.cas);
+            // Prepares and aborts are keyed in a namespace of their own, before the document's key.
+            let doc_key = if is_sync_write_key(&r.key) { r.key.get(1..).unwrap_or_default() } else { &r.key[..] };
             // Items of collections dropped before the restart stay on disk until compaction; never load them.
-            let cid = settee_mcbp::decode_leb128(&r.key).map(|(cid, _)| cid);
+            let cid = settee_mcbp::decode_leb128(doc_key).map(|(cid, _)| cid);
             if cid.is_none_or(|cid| manifest.collection(cid).is_none()) {
                 return;
             }
+            if is_sync_write_key(&r.key) {
+                sync.sync_record(snapshot_of(r, true));
+                return;
+            }
+            sync.committed(&r.key);
             let with_value = bucket.mem_used() < value_budget;
             if !with_value && full {
                 skipped += 1;
@@ -61,15 +71,21 @@ pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
                 break;
             }
         }
+        if sync.damaged > 0 {
+            tracing::error!(bucket = %config.name, vb = v, records = sync.damaged, "warmup skipped prepare or abort records it cannot read");
+        }
         let state = store.vb_state(vb).ok().flatten();
+        sync.completed_to = state.as_ref().map_or(0, |s| s.prepares_completed_to);
+        report.prepares += sync.pending() as u64;
+        bucket.restore_sync_writes(vb, sync);
         let high = store.high_seqno(vb).unwrap_or(0).max(state.as_ref().map_or(0, |s| s.high_seqno));
         let max_cas = max_cas.max(state.as_ref().map_or(0, |s| s.max_cas));
         let failover = state.as_ref().map_or(&[][..], |s| &s.failover[..]);
         bucket.restore_vbucket(vb, high, max_cas, skipped, failover);
     }
     report.seconds = started.elapsed().as_secs_f64();
-    bucket.set_warming_up(false);
+    bucket.finish_warmup();
     let rate = report.items as f64 / report.seconds.max(1e-9);
-    tracing::info!(bucket = %config.name, items = report.items, values = report.values, seconds = report.seconds, items_per_sec = rate as u64, "warmup complete");
+    tracing::info!(bucket = %config.name, items = report.items, values = report.values, prepares = report.prepares, seconds = report.seconds, items_per_sec = rate as u64, "warmup complete");
     report
 }

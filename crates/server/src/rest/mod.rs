@@ -6,7 +6,8 @@
 //!
 //! Layout: `pools` (cluster and node views), `buckets` (reading bucket settings and configs), `bucket_settings`
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
-//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `query`
+//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `certificates` (the TLS
+//! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
 //! (the query port), `auth` (Basic auth and privilege checks), `form` (urlencoded bodies), `error`.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
@@ -14,6 +15,7 @@
 pub(crate) mod auth;
 mod bucket_settings;
 mod buckets;
+mod certificates;
 mod cluster;
 mod collections;
 pub(crate) mod error;
@@ -22,6 +24,7 @@ mod index_status;
 mod pools;
 mod roles;
 mod users;
+mod write_stall;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -38,6 +41,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::node::Node;
+use crate::tls::http_listener::TlsListener;
 
 /// What every REST handler can reach.
 #[derive(Clone)]
@@ -59,7 +63,19 @@ pub async fn serve_mgmt(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(no_delay(listener), mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    let write_timeout = std::time::Duration::from_secs(node.config.rest_write_timeout_secs);
+    let listener = write_stall::GuardedListener { listener, write_timeout };
+    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+}
+
+/// Serves the management API over TLS on `listener` (`--mgmt-tls-port`) until `shutdown` completes.
+pub async fn serve_mgmt_tls(
+    node: Arc<Node>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Mgmt)?;
+    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
 /// The listener with TCP_NODELAY on every accepted connection. An answer goes out in several writes (the headers,
@@ -85,6 +101,16 @@ pub async fn serve_query(
     axum::serve(no_delay(listener), crate::query::http::router(RestState::new(node)))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Serves the query port over TLS on `listener` (`--query-tls-port`) until `shutdown` completes.
+pub async fn serve_query_tls(
+    node: Arc<Node>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Query)?;
+    axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
 /// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
@@ -113,6 +139,11 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
             &format!("{BUCKET}/scopes/{{scope}}/collections/{{collection}}"),
             patch(collections::update_collection).delete(collections::drop_collection),
         )
+        .route("/pools/default/certificate", get(certificates::certificate))
+        .route("/pools/default/trustedCAs", get(certificates::trusted_cas))
+        .route("/node/controller/reloadCertificate", post(certificates::reload_certificate))
+        .route("/node/controller/loadTrustedCAs", post(certificates::load_trusted_cas))
+        .route("/settee/tls/ca", get(certificates::cluster_ca))
         .route("/settings/rbac/users", get(users::list))
         .route("/settings/rbac/users/local", get(users::list))
         .route("/settings/rbac/users/local/{user}", get(users::get).put(users::upsert).delete(users::delete))

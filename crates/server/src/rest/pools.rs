@@ -167,7 +167,7 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
                     "recoveryType": "none",
                     "clusterCompatibility": CLUSTER_COMPATIBILITY,
                     "services": n.services,
-                    "ports": {"direct": n.kv_port},
+                    "ports": ports_json(n.kv_port, n.tls_ports.mgmt),
                     "nodeEncryption": false,
                     "addressFamily": "inet",
                 })
@@ -205,11 +205,20 @@ pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
         "uptime": state.started.elapsed().as_secs().to_string(),
         "cpuCount": cpus,
         "services": ["kv", "n1ql"],
-        "ports": {"direct": node.config.kv_port},
+        "ports": ports_json(node.config.kv_port, node.config.mgmt_tls_port),
         "interestingStats": {"curr_items": items, "curr_items_tot": items, "mem_used": mem_used},
         "nodeEncryption": false,
         "addressFamily": "inet",
     })
+}
+
+/// A node's `ports` object: the KV port, and ns_server's `httpsMgmt` when the management TLS port is on.
+fn ports_json(kv: u16, https_mgmt: u16) -> Value {
+    let mut ports = json!({"direct": kv});
+    if https_mgmt != 0 {
+        ports["httpsMgmt"] = json!(https_mgmt);
+    }
+    ports
 }
 
 /// The host to show in REST answers: the advertised one, or, when the node listens on every interface, the host

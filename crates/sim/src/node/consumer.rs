@@ -153,20 +153,16 @@ impl Consumer {
         match stream.on_stream_response(status, body).map_err(|e| e.to_string())? {
             ConsumerEvent::Accepted { failover_log } => bucket.set_failover_log(vb, failover_log),
             ConsumerEvent::RollbackTo(to) => {
-                // The engine cannot undo single mutations: the replica starts over from zero.
-                ctx.count("replica rollbacks");
+                // Back to `to` or below, keeping what lies there (zero when the engine cannot tell what its writes
+                // above `to` replaced), then stream from there: the server's `stream_response`.
+                let kept = bucket.rollback_replica(vb, to);
+                ctx.count(if kept > 0 { "replica partial rollbacks" } else { "replica rollbacks to zero" });
                 if std::env::var_os("SIM_DEBUG").is_some() {
-                    let info = bucket.stream_info(vb).ok();
                     eprintln!(
-                        "{:?} conn {} from node {}: vb {} rolls back to {to} (replica {:?})",
-                        ctx.now,
-                        self.conn,
-                        self.source,
-                        vb.0,
-                        info.map(|i| (i.high_seqno, i.snapshot, i.failover))
+                        "{:?} conn {} from node {}: vb {} asked to roll back to {to}, kept {kept}",
+                        ctx.now, self.conn, self.source, vb.0
                     );
                 }
-                bucket.reset_vbucket(vb);
                 self.open(bucket, vb, ctx.now);
             }
             ConsumerEvent::Rejected(_) => self.retry_later(vb, ctx.now),

@@ -20,6 +20,7 @@ pub(super) fn run<S: Corruptible>(make: &impl Fn() -> S) {
     damaged_records_are_rejected_before_they_are_written(&make());
     compaction_keeps_every_live_record(&make());
     clearing_a_vbucket_empties_it_and_leaves_the_others(&make());
+    rolling_back_keeps_what_lies_at_or_below_the_seqno(&make());
     known_versions_on_disk_are_retired(&make());
     a_wrong_known_version_is_rejected_in_debug_builds(&make());
     a_refused_part_leaves_every_part_of_the_write_unwritten(&make());
@@ -120,6 +121,26 @@ fn clearing_a_vbucket_empties_it_and_leaves_the_others(s: &impl VbStore) {
     assert_eq!(s.get(other, b"a").unwrap().unwrap().value, b"x");
     s.write_batch(vb, &[record(b"c", b"1", 1, false)]).unwrap();
     assert_eq!(seqno_scan(s, vb), vec![(b"c".to_vec(), 1)]);
+}
+
+/// A replica rolled back to a seqno keeps its records at or below it and loses those above (in both indexes);
+/// its high seqno and state come down to it (failover entries above it dropped); it takes writes above it again.
+fn rolling_back_keeps_what_lies_at_or_below_the_seqno(s: &impl VbStore) {
+    let (vb, other) = (VbId(14), VbId(15));
+    let records = [record(b"a", b"1", 1, false), record(b"b", b"1", 2, false), record(b"c", b"", 3, true)];
+    s.write_batch_with_state(vb, &records, Some(&vb_state(3))).unwrap();
+    s.write_batch(vb, &[record(b"a", b"2", 4, false)]).unwrap();
+    s.write_batch(other, &[record(b"a", b"x", 1, false)]).unwrap();
+    assert_eq!(s.rollback_vbucket(vb, 2).unwrap(), 2, "c at 3 and a at 4");
+    s.sync().unwrap();
+    assert_eq!(seqno_scan(s, vb), vec![(b"b".to_vec(), 2)]);
+    assert_eq!((s.get(vb, b"a").unwrap(), s.get(vb, b"c").unwrap()), (None, None));
+    assert_eq!(s.high_seqno(vb).unwrap(), 2);
+    let state = s.vb_state(vb).unwrap().unwrap();
+    assert_eq!((state.high_seqno, state.prepares_completed_to, &state.failover[..]), (2, 1, &[(0xbeef, 0)][..]));
+    assert_eq!(s.get(other, b"a").unwrap().unwrap().value, b"x");
+    s.write_batch(vb, &[record(b"a", b"3", 3, false)]).unwrap();
+    assert_eq!(seqno_scan(s, vb), vec![(b"b".to_vec(), 2), (b"a".to_vec(), 3)]);
 }
 
 /// A later write of a key replaces the earlier one for reads, and the high seqno follows.

@@ -45,6 +45,7 @@ pub fn vb_state(high_seqno: u64) -> VbStateRecord {
         high_seqno,
         max_cas: high_seqno * 1000,
         failover: vec![(0xfeed_0000 + high_seqno, high_seqno), (0xbeef, 0)],
+        prepares_completed_to: high_seqno / 2,
     }
 }
 

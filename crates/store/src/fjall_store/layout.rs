@@ -172,9 +172,10 @@ pub(crate) fn decode_high_seqno(index_key: &[u8], v: &[u8]) -> Option<Seqno> {
     u64_at(rest, 0)
 }
 
-/// `vb_meta` state: `[version][crc][vbuuid u64][high seqno u64][max cas u64][n u16][n x (uuid u64, seqno u64)]`.
+/// `vb_meta` state: `[version][crc][vbuuid u64][high seqno u64][max cas u64][n u16][n x (uuid u64, seqno u64)]
+/// [prepares completed to u64]`; the last field is absent in states written before it existed (read as 0).
 pub(crate) fn encode_vb_state(index_key: &[u8], s: &VbStateRecord) -> Vec<u8> {
-    sealed(index_key, 1 + CRC_BYTES + 26 + 16 * s.failover.len(), |v| {
+    sealed(index_key, 1 + CRC_BYTES + 34 + 16 * s.failover.len(), |v| {
         v.extend_from_slice(&s.vbuuid.to_be_bytes());
         v.extend_from_slice(&s.high_seqno.to_be_bytes());
         v.extend_from_slice(&s.max_cas.to_be_bytes());
@@ -185,15 +186,19 @@ pub(crate) fn encode_vb_state(index_key: &[u8], s: &VbStateRecord) -> Vec<u8> {
             v.extend_from_slice(&uuid.to_be_bytes());
             v.extend_from_slice(&seqno.to_be_bytes());
         }
+        v.extend_from_slice(&s.prepares_completed_to.to_be_bytes());
     })
 }
 
 pub(crate) fn decode_vb_state(index_key: &[u8], v: &[u8]) -> Option<VbStateRecord> {
     let rest = unsealed(index_key, v)?;
     let n = usize::from(u16::from_be_bytes(rest.get(24..26)?.try_into().ok()?));
-    if rest.len() != 26 + 16 * n {
-        return None;
-    }
+    let entries_end = 26 + 16 * n;
+    let prepares_completed_to = match rest.len().checked_sub(entries_end)? {
+        0 => 0,
+        8 => u64_at(rest, entries_end)?,
+        _ => return None,
+    };
     let failover: Option<Vec<_>> =
         (0..n).map(|i| Some((u64_at(rest, 26 + 16 * i)?, u64_at(rest, 34 + 16 * i)?))).collect();
     Some(VbStateRecord {
@@ -201,6 +206,7 @@ pub(crate) fn decode_vb_state(index_key: &[u8], v: &[u8]) -> Option<VbStateRecor
         high_seqno: u64_at(rest, 8)?,
         max_cas: u64_at(rest, 16)?,
         failover: failover?,
+        prepares_completed_to,
     })
 }
 
@@ -241,11 +247,27 @@ mod tests {
         assert_eq!(decode_seqno_entry(&sk, &se), Some(r.clone()));
         every_flip_is_caught(&sk, &se, decode_seqno_entry);
 
-        let state = VbStateRecord { vbuuid: 1, high_seqno: 2, max_cas: 3, failover: vec![(1, 0), (9, 5)] };
+        let state = VbStateRecord {
+            vbuuid: 1,
+            high_seqno: 2,
+            max_cas: 3,
+            failover: vec![(1, 0), (9, 5)],
+            prepares_completed_to: 7,
+        };
         let vk = vb_state_key(VbId(7));
         let ve = encode_vb_state(&vk, &state);
-        assert_eq!(decode_vb_state(&vk, &ve), Some(state));
+        assert_eq!(decode_vb_state(&vk, &ve), Some(state.clone()));
         every_flip_is_caught(&vk, &ve, decode_vb_state);
+        // A state written before `prepares_completed_to` existed reads back with 0 there.
+        let old = sealed(&vk, 1 + CRC_BYTES + 42, |v| {
+            for field in [1u64, 2, 3] {
+                v.extend_from_slice(&field.to_be_bytes());
+            }
+            v.extend_from_slice(&1u16.to_be_bytes());
+            v.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        });
+        let expected = VbStateRecord { failover: vec![(1, 0)], prepares_completed_to: 0, ..state };
+        assert_eq!(decode_vb_state(&vk, &old), Some(expected));
 
         let hk = high_seqno_key(VbId(7));
         let he = encode_high_seqno(&hk, 42);

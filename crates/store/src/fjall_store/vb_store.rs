@@ -264,6 +264,25 @@ impl VbStore for FjallStore {
         Ok(removed)
     }
 
+    fn rollback_vbucket(&self, vb: VbId, to: Seqno) -> Result<u64, StoreError> {
+        self.usable(vb)?;
+        let _vb_writer = self.write_locks[usize::from(vb.0)].lock();
+        let removed = self.remove_where(vb, "rollback_vbucket", |m| m.seqno > to)?;
+        let high = self.cached_high_seqno(vb).min(to);
+        let mut batch = self.db.batch();
+        let hk = layout::high_seqno_key(vb);
+        batch.insert(&self.vb_meta, hk, layout::encode_high_seqno(&hk, high));
+        let sk = layout::vb_state_key(vb);
+        if let Some(v) = self.vb_meta.get(sk).map_err(|e| self.read_failed(vb, e))? {
+            let mut state = layout::decode_vb_state(&sk, &v).ok_or(StoreError::Corrupt { vb, seqno: 0 })?;
+            crate::vb_state::roll_back(&mut state, to);
+            batch.insert(&self.vb_meta, sk, layout::encode_vb_state(&sk, &state));
+        }
+        self.commit(batch, "rollback_vbucket")?;
+        self.high_seqnos[usize::from(vb.0)].store(high, Ordering::Release);
+        Ok(removed)
+    }
+
     fn compact(&self) -> Result<(), StoreError> {
         self.before_io("compact", false)?;
         self.compact_all()

@@ -1,6 +1,7 @@
 //! Integration tests against a node running in the test process on real sockets.
 
 mod helpers;
+mod hostile_peers;
 mod index_persistence;
 mod kv_ops;
 mod metadata;
@@ -10,4 +11,5 @@ mod query;
 mod replication;
 mod security;
 mod session;
+mod tls;
 mod wire;

@@ -79,6 +79,7 @@ async fn data_directory_is_locked() {
     let mut config = ServerConfig::defaults();
     config.data_dir = dir.clone();
     (config.kv_port, config.mgmt_port, config.query_port) = (0, 0, 0);
+    config.tls_off();
     let err = RunningNode::start(config).await.err().expect("second node refused");
     assert!(err.to_string().contains("in use by another settee process"), "{err}");
     first.stop().await;

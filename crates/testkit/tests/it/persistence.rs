@@ -184,3 +184,37 @@ async fn corrupt_record_takes_its_vbucket_out_of_service() {
     node.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A slow disk (every fsync blocks for seconds, through the store's file-system seam) never yields a false
+/// success and stalls nothing else: a persist-level durable write whose timeout passes first is
+/// SYNC_WRITE_AMBIGUOUS, while plain writes and reads keep being answered from memory; once the disk is fast
+/// again, new durable writes succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_disk_makes_persist_level_writes_ambiguous_and_stalls_nothing_else() {
+    let dir = settee_testkit::temp_dir("slowdisk");
+    let node = start(&dir).await;
+    let mut c = connect_when_warm(&node).await;
+    assert_eq!(set(&mut c, b"before", b"ok", 0, 0).await.status, 0);
+    wait_until_flushed(&node).await;
+    let faults = node.node.bucket("default").unwrap().persistence.as_ref().unwrap().faults.clone();
+    faults.set_sync_delay(std::time::Duration::from_secs(4));
+    let durable = |key: &'static [u8], timeout_ms: u16| {
+        let t = timeout_ms.to_be_bytes();
+        (key, [0x13, 0x03, t[0], t[1]])
+    };
+    let (key, framing) = durable(b"durable", 500);
+    let k = c.key(0, key);
+    let r =
+        Request { magic: Magic::AltClientRequest, framing: &framing, vbucket: vb(key), ..req(0x01, &k, &[0; 8], b"v") };
+    assert_eq!(c.send(&r).await.unwrap().status, 0xa3, "a persist-level write past its timeout is ambiguous");
+    assert_eq!(set(&mut c, b"plain", b"v", 0, 0).await.status, 0, "plain writes go on");
+    assert_eq!(get(&mut c, b"before").await.value, b"ok", "reads go on");
+    faults.set_sync_delay(std::time::Duration::ZERO);
+    let (key, framing) = durable(b"later", 10_000);
+    let k = c.key(0, key);
+    let r =
+        Request { magic: Magic::AltClientRequest, framing: &framing, vbucket: vb(key), ..req(0x01, &k, &[0; 8], b"v") };
+    assert_eq!(c.send(&r).await.unwrap().status, 0, "a fast disk again: durable writes succeed");
+    node.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -52,6 +52,7 @@ async fn a_replica_node_follows_its_active_over_dcp() {
         username: ADMIN.into(),
         password: PASSWORD.into(),
         name: "replication:test".into(),
+        timeouts: Default::default(),
     };
     // The feed starts with half the vBuckets; the list then grows to all of them on the same feed.
     let (list_tx, list_rx) = watch::channel(lower_half.clone());
@@ -140,6 +141,7 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
         username: ADMIN.into(),
         password: PASSWORD.into(),
         name: replication_connection_name(2, "default"),
+        timeouts: Default::default(),
     };
     let (_list, list_rx) = watch::channel(spec.vbuckets.clone());
     let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, list_rx, stop_rx));
@@ -188,6 +190,7 @@ fn start_feed(a: &TestNode, b: &TestNode, stop: watch::Receiver<bool>) -> tokio:
         username: ADMIN.into(),
         password: PASSWORD.into(),
         name: replication_connection_name(2, "default"),
+        timeouts: Default::default(),
     };
     let (list, list_rx) = watch::channel(spec.vbuckets.clone());
     let replica_bucket = b.running.node.bucket("default").unwrap();

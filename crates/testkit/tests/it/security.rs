@@ -346,3 +346,72 @@ async fn a_dcp_backfill_is_read_in_pieces_not_a_whole_vbucket_at_once() {
     assert!(peak > 0 && peak <= 5 << 20, "the producer held at most 5 MiB queued at once, not the vBucket: {peak}");
     node.stop().await;
 }
+
+/// Proves a client that sends requests and never reads the replies is closed once it has taken nothing for the
+/// write timeout (1 s here), instead of holding the connection (its buffers, its place) forever: the replies to 64
+/// GETs of a 1 MiB document cannot all fit in the socket buffers, the client reads nothing for 4 s, then finds the
+/// connection closed after what was buffered. Before the write timeout the server waited forever, resumed when the
+/// client read, and left the connection open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_replies_is_closed_after_the_write_timeout() {
+    let node = TestNode::start_with(|c| c.kv_write_timeout_secs = 1).await;
+    let mut c = node.connect().await;
+    assert_eq!(crate::helpers::set(&mut c, b"big", &vec![b'x'; 1 << 20], 0, 0).await.status, 0);
+    let k = c.key(0, b"big");
+    for _ in 0..64 {
+        c.queue(&Request { vbucket: crate::helpers::vb(b"big"), ..req(0x00, &k, &[], &[]) });
+    }
+    c.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(closed_within(&mut c, Duration::from_secs(20)).await, "closed after the write timeout");
+    let mut other = node.connect().await;
+    assert_eq!(crate::helpers::get(&mut other, b"big").await.status, 0, "other clients are served");
+    node.stop().await;
+}
+
+/// Proves a management-port client that pipelines requests and never reads the answers is closed once the server
+/// could write nothing for the write timeout (1 s here): the answers to 1,000 bucket listings cannot all fit in the
+/// socket buffers, and the client, still reading nothing, finds its connection closed (its writes fail). Before the
+/// guard the server waited forever with the connection open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_client_that_never_reads_is_closed_after_the_write_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let node = TestNode::start_with(|c| c.rest_write_timeout_secs = 1).await;
+    let addr = node.running.mgmt_addr;
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = "QWRtaW5pc3RyYXRvcjpwYXNzd29yZA=="; // Administrator:password
+    let one = format!("GET /pools/default/buckets HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\n\r\n");
+    s.write_all(one.repeat(1000).as_bytes()).await.expect("send");
+    assert!(closed_while_unread(&mut s, one.as_bytes()).await, "the connection was closed after the write timeout");
+    let (status, _) = crate::query::get_at(addr, "/pools/default/buckets").await;
+    assert_eq!(status, 200, "other clients are served");
+    node.stop().await;
+}
+
+/// Proves a management-port connection on which nothing is ever sent is closed after the write timeout (1 s
+/// here): axum's server has no header-read timeout, and such a connection used to stay open for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_connection_that_never_sends_a_request_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let node = TestNode::start_with(|c| c.rest_write_timeout_secs = 1).await;
+    let mut s = tokio::net::TcpStream::connect(node.running.mgmt_addr).await.expect("connect");
+    let mut sink = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut sink)).await;
+    assert!(read.is_ok(), "the silent connection was closed");
+    node.stop().await;
+}
+
+/// Whether the server closes `s` within 60 s while the client reads nothing: the client keeps sending `probe`
+/// (without reading), and a closed connection makes a write fail. A server that never closes leaves the writes
+/// succeeding, or blocking once its receive buffer is full.
+async fn closed_while_unread(s: &mut tokio::net::TcpStream, probe: &[u8]) -> bool {
+    use tokio::io::AsyncWriteExt;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if let Ok(Err(_)) = tokio::time::timeout(Duration::from_secs(1), s.write_all(probe)).await {
+            return true;
+        }
+    }
+    false
+}
