@@ -5,6 +5,7 @@
 //!
 //! Time comes from the node's `Clock` (its monotonic reading), randomness from the driver's seeded `Rng`.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,8 @@ pub struct ClusterDriver {
     pub(super) held: parking_lot::Mutex<Holds>,
     rng: parking_lot::Mutex<StdRng>,
     pub(super) clock: Arc<dyn Clock>,
+    /// Where this node's connections to its peers come from (`--bind-peer-connections`), checked at open.
+    peer_source: Option<IpAddr>,
     /// The handle's requests, until `serve` takes them.
     inbox: parking_lot::Mutex<Option<mpsc::Receiver<Request>>>,
 }
@@ -57,7 +60,8 @@ impl ClusterDriver {
             None => new_node_id(&mut rng),
         };
         let addr = my_info(node, me).mgmt_addr();
-        let transport = Arc::new(HttpTransport::new(&node.config.username, &node.config.password));
+        let peer_source = node.config.peer_source()?;
+        let transport = Arc::new(HttpTransport::with_source(&node.config.username, &node.config.password, peer_source));
         let store = MetadataStore::open(&dir, me, addr.clone(), transport.clone())
             .await
             .with_context(|| format!("cannot open the cluster metadata in {}", dir.display()))?;
@@ -75,6 +79,7 @@ impl ClusterDriver {
             rng: parking_lot::Mutex::new(rng),
             clock: node.clock.clone(),
             inbox: parking_lot::Mutex::new(Some(inbox)),
+            peer_source,
         }))
     }
 
@@ -102,6 +107,11 @@ impl ClusterDriver {
     /// The administrator's credentials, which node-to-node calls carry.
     pub(super) fn credentials(&self) -> (&str, &str) {
         (self.node.config.username.as_str(), self.node.config.password.as_str())
+    }
+
+    /// The source address of this node's connections to its peers, if it binds one.
+    pub(super) fn peer_source(&self) -> Option<IpAddr> {
+        self.peer_source
     }
 
     /// Answers the handle's requests until `stopped`, each in its own task (a graceful failover waits up to a

@@ -39,8 +39,11 @@ impl ClusterDriver {
         let peers: Vec<_> = meta.nodes.values().filter(|n| n.id != self.me()).map(|n| (n.id, n.mgmt_addr())).collect();
         self.handle.health.table().heard_of(peers.iter().map(|(id, _)| *id), self.now());
         let mut probes = tokio::task::JoinSet::new();
+        let source = self.peer_source();
         for (id, addr) in peers {
-            probes.spawn(async move { (id, peers::call(&addr, None, &ProbeRequest, PROBE_TIMEOUT).await.is_ok()) });
+            probes.spawn(
+                async move { (id, peers::call(&addr, source, None, &ProbeRequest, PROBE_TIMEOUT).await.is_ok()) },
+            );
         }
         while let Some(Ok((id, answered))) = probes.join_next().await {
             if answered {

@@ -51,6 +51,7 @@ async fn a_replica_node_follows_its_active_over_dcp() {
         vbuckets: lower_half.clone(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
+        bind: None,
         name: "replication:test".into(),
     };
     // The feed starts with half the vBuckets; the list then grows to all of them on the same feed.
@@ -139,6 +140,7 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
         vbuckets: (0..1024).map(VbId).collect(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
+        bind: None,
         name: replication_connection_name(2, "default"),
     };
     let (_list, list_rx) = watch::channel(spec.vbuckets.clone());
@@ -187,6 +189,7 @@ fn start_feed(a: &TestNode, b: &TestNode, stop: watch::Receiver<bool>) -> tokio:
         vbuckets: (0..1024).map(VbId).collect(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
+        bind: None,
         name: replication_connection_name(2, "default"),
     };
     let (list, list_rx) = watch::channel(spec.vbuckets.clone());
