@@ -314,3 +314,39 @@ def test_secondary_index_serves_equality_and_range_queries(indexed, collection, 
         assert rows(indexed.query(q, opts)) == [5, 6, 9]
     finally:
         mgr.drop_index(BUCKET, name)
+
+
+def test_covering_count_limit_and_union_scans_answer_like_full_scans(indexed, collection, batch):
+    """Index scans with the planner's pushdowns give the rows a fetch would: a covering scan (EXPLAIN `covers`, no
+    Fetch), LIMIT and OFFSET in the scan, COUNT counted by the index (IndexCountScan2), and an OR over two indexes
+    read as a UnionScan; a write made just before shows in each with request_plus."""
+    mgr = indexed.query_indexes()
+    by_num, by_code = f"ixn{uuid.uuid4().hex[:8]}", f"ixc{uuid.uuid4().hex[:8]}"
+    mgr.create_index(BUCKET, by_num, ["batch", "num"])
+    mgr.create_index(BUCKET, by_code, ["code"])
+    opts = QueryOptions(named_parameters={"b": batch, "c": f"{batch}-code"},
+                        scan_consistency=QueryScanConsistency.REQUEST_PLUS)
+
+    def plan(q):
+        return str(rows(indexed.query("EXPLAIN " + q, QueryOptions(named_parameters={"b": batch, "c": "x"})))[0])
+
+    try:
+        load(collection, batch, 8)
+        covered = f"SELECT num, META().id AS k FROM `{BUCKET}` WHERE batch = $b AND num >= 2 ORDER BY num LIMIT 3 OFFSET 1"
+        assert rows(indexed.query(covered, opts)) == [{"num": n, "k": f"{batch}-{n}"} for n in (3, 4, 5)]
+        p = plan(covered)
+        assert "covers" in p and "Fetch" not in p and "'limit': '3'" in p and "'offset': '1'" in p, p
+        count = f"SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE batch = $b AND num < 6"
+        assert rows(indexed.query(count, opts)) == [6]
+        assert "IndexCountScan2" in plan(count)
+        union = f"SELECT RAW META().id FROM `{BUCKET}` WHERE (batch = $b AND num = 7) OR code = $c ORDER BY META().id"
+        collection.upsert(f"{batch}-coded", {"code": f"{batch}-code"})
+        assert rows(indexed.query(union, opts)) == [f"{batch}-7", f"{batch}-coded"]
+        p = plan(union)
+        assert "UnionScan" in p and by_num in p and by_code in p, p
+        collection.remove(f"{batch}-4")
+        assert rows(indexed.query(covered, opts)) == [{"num": n, "k": f"{batch}-{n}"} for n in (3, 5, 6)]
+        assert rows(indexed.query(count, opts)) == [5]
+    finally:
+        mgr.drop_index(BUCKET, by_num)
+        mgr.drop_index(BUCKET, by_code)

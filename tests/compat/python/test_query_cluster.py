@@ -109,15 +109,40 @@ def test_every_node_answers_for_every_document(nodes, loaded):
 
 
 def test_a_secondary_index_answers_on_every_node(nodes, loaded):
-    """A secondary index (each node indexes its own vBuckets) answers an equality query on each node with the
-    whole bucket's matching documents."""
+    """A secondary index (each node indexes its own vBuckets) answers on each node with the whole bucket's matching
+    documents: an equality query that fetches, a covering one (its entries merged in index order from every node)
+    with LIMIT and OFFSET in the scan, and a COUNT that sums every node's count of the range."""
     got = query(nodes[0], f"CREATE INDEX ix_group ON `{BUCKET}`(`group`)")
     assert got["status"] == "success", got
+    matching = [k for k in loaded if int(k[1:]) % 7 == 4]
     for node in nodes[:3]:
-        got = query(node, f"SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE `group` = 4", scan_consistency="request_plus")
-        assert got["results"] == [len(range(4, DOCS, 7))], (node.host, got)
-        plan = query(node, f"EXPLAIN SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE `group` = 4")
-        assert "IndexScan3" in json.dumps(plan["results"]), plan
+        q = f"SELECT RAW i FROM `{BUCKET}` WHERE `group` = 4 ORDER BY i"
+        got = query(node, q, scan_consistency="request_plus")
+        assert got["results"] == list(range(4, DOCS, 7)), (node.host, got)
+        plan = json.dumps(query(node, "EXPLAIN " + q)["results"])
+        assert "IndexScan3" in plan and "Fetch" in plan, plan
+        q = f"SELECT RAW META().id FROM `{BUCKET}` WHERE `group` = 4 ORDER BY META().id LIMIT 50 OFFSET 10"
+        got = query(node, q, scan_consistency="request_plus")
+        assert got["results"] == matching[10:60], (node.host, got)
+        plan = json.dumps(query(node, "EXPLAIN " + q)["results"])
+        assert "covers" in plan and "Fetch" not in plan and '"limit": "50"' in plan, plan
+        q = f"SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE `group` = 4"
+        got = query(node, q, scan_consistency="request_plus")
+        assert got["results"] == [len(matching)], (node.host, got)
+        assert "IndexCountScan2" in json.dumps(query(node, "EXPLAIN " + q)["results"])
+
+
+def test_covering_scans_keep_missing_keys_missing_on_every_node(nodes, loaded):
+    """A covering scan of an index whose second key no document has answers rows without that field on every
+    node: the entries other nodes send keep MISSING apart from null."""
+    got = query(nodes[0], f"CREATE INDEX ix_group_flag ON `{BUCKET}`(`group`, flag)")
+    assert got["status"] == "success", got
+    matching = [k for k in loaded if int(k[1:]) % 7 == 5]
+    q = f"SELECT META().id AS k, flag FROM `{BUCKET}` USE INDEX (ix_group_flag) WHERE `group` = 5 ORDER BY k LIMIT 4"
+    for node in nodes[:3]:
+        got = query(node, q, scan_consistency="request_plus")
+        assert got["results"] == [{"k": k} for k in matching[:4]], (node.host, got)
+        assert "covers" in json.dumps(query(node, "EXPLAIN " + q)["results"])
 
 
 def test_sdk_queries_spread_over_the_nodes_agree(nodes, loaded):

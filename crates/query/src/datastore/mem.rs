@@ -257,6 +257,14 @@ impl Keyspace for MemKeyspace {
         }
     }
 
+    fn count_range(&self, index: &str, range: &ScanRange) -> Result<u64, QueryError> {
+        let found = self.with(|c, _| c.indexes.iter().find(|(d, _, _)| d.name == index).map(|(_, _, i)| i.clone()))?;
+        match found {
+            Some(i) => Ok(i.scan(range, None, usize::MAX).len() as u64),
+            None => Err(QueryError::IndexNotFound(index.to_string())),
+        }
+    }
+
     fn wait_for(&self, _index: &str, _consistency: &Consistency, _deadline_nanos: i64) -> Result<(), QueryError> {
         // Every mutation updates the indexes before it returns.
         Ok(())

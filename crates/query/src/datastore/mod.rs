@@ -160,6 +160,22 @@ pub trait Keyspace: Send + Sync {
         limit: usize,
     ) -> Result<Vec<IndexEntry>, QueryError>;
 
+    /// The number of entries of index `index` within `range` (the caller waited for consistency, as for a scan).
+    /// The default reads them in chunks; a datastore that can count without reading entries says so here.
+    fn count_range(&self, index: &str, range: &ScanRange) -> Result<u64, QueryError> {
+        const CHUNK: usize = 4096;
+        let mut n = 0u64;
+        let mut after: Option<IndexEntry> = None;
+        loop {
+            let chunk = self.scan(index, range, after.as_ref(), CHUNK)?;
+            n += chunk.len() as u64;
+            if chunk.len() < CHUNK {
+                return Ok(n);
+            }
+            after = chunk.last().cloned();
+        }
+    }
+
     /// Waits until index `index` reflects `consistency` (up to `deadline_nanos` on the request's clock), or fails
     /// with `IndexScanTimeout`.
     fn wait_for(&self, index: &str, consistency: &Consistency, deadline_nanos: i64) -> Result<(), QueryError>;

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value as Json};
 
-use super::{IdSpans, Node, Plan};
+use super::{IdSpans, IndexScanPlan, Node, Plan};
 
 /// The `plan` member of an EXPLAIN row.
 pub fn explain(plan: &Plan) -> Json {
@@ -28,6 +28,40 @@ fn op(name: &str, mut fields: serde_json::Map<String, Json>) -> Json {
     Json::Object(fields)
 }
 
+/// The fields every index scan shows: the keyspace, the index and its spans.
+fn scan_fields(scan: &IndexScanPlan) -> serde_json::Map<String, Json> {
+    let mut f = ks_fields(&scan.ks.name);
+    f.insert("index".into(), json!(scan.index.as_ref()));
+    f.insert("using".into(), json!("gsi"));
+    f.insert("spans".into(), json!("index keys"));
+    f
+}
+
+/// An IndexScan3 with its pushdowns: `covers` and `filter_covers` for a covering scan, `offset` and `limit`, and
+/// `index_order` when it reads the first entry for MIN.
+fn index_scan3(scan: &IndexScanPlan) -> Json {
+    let mut f = scan_fields(scan);
+    let e = &scan.explain;
+    if !e.covers.is_empty() {
+        f.insert("covers".into(), json!(e.covers));
+    }
+    if !e.filter_covers.is_empty() {
+        let covers: serde_json::Map<String, Json> =
+            e.filter_covers.iter().map(|(text, v)| (text.clone(), json_of(v))).collect();
+        f.insert("filter_covers".into(), Json::Object(covers));
+    }
+    if e.first_entry {
+        f.insert("index_order".into(), json!([{"keypos": 0}]));
+    }
+    if let Some(offset) = &e.offset {
+        f.insert("offset".into(), json!(offset));
+    }
+    if let Some(limit) = &e.limit {
+        f.insert("limit".into(), json!(limit));
+    }
+    op("IndexScan3", f)
+}
+
 /// Appends the operators of `node` in execution order (inputs first), as Couchbase's Sequence lists them.
 fn flatten(node: &Node, out: &mut Vec<Json>) {
     match node {
@@ -46,16 +80,25 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
             out.push(op("PrimaryScan3", f));
             out.push(op("Fetch", ks_fields(&ks.name)));
         }
-        Node::IndexScan { ks, index, distinct, .. } => {
-            let mut f = ks_fields(&ks.name);
-            f.insert("index".into(), json!(index.as_ref()));
-            f.insert("using".into(), json!("gsi"));
-            f.insert("spans".into(), json!("index keys"));
-            out.push(op("IndexScan3", f));
-            if *distinct {
+        Node::IndexScan(scan) => {
+            out.push(index_scan3(scan));
+            if scan.distinct {
                 out.push(op("DistinctScan", Default::default()));
             }
+            if scan.cover.is_none() {
+                out.push(op("Fetch", ks_fields(&scan.ks.name)));
+            }
+        }
+        Node::UnionScan { ks, scans, .. } => {
+            let mut f = serde_json::Map::new();
+            f.insert("scans".into(), Json::Array(scans.iter().map(index_scan3).collect()));
+            out.push(op("UnionScan", f));
             out.push(op("Fetch", ks_fields(&ks.name)));
+        }
+        Node::IndexCountScan { scan, .. } => {
+            let mut f = scan_fields(scan);
+            f.insert("covers".into(), json!(scan.explain.covers));
+            out.push(op("IndexCountScan2", f));
         }
         Node::PendingScan { ks, .. } => out.push(op("PrimaryScan3", ks_fields(&ks.name))),
         Node::CountScan { ks, .. } => out.push(op("CountScan", ks_fields(&ks.name))),
@@ -126,7 +169,9 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
             if *raw {
                 f.insert("raw".into(), json!(true));
             }
-            out.push(op("InitialProject", f));
+            // A count read from an index is projected by Couchbase's IndexCountProject.
+            let counted = matches!(**input, Node::CountScan { .. } | Node::IndexCountScan { .. });
+            out.push(op(if counted { "IndexCountProject" } else { "InitialProject" }, f));
         }
         Node::Distinct { input, .. } => {
             flatten(input, out);
@@ -175,4 +220,9 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
             out.push(op(name, ks_fields(&d.ks.name)));
         }
     }
+}
+
+/// A value as plan JSON.
+fn json_of(v: &crate::value::Value) -> Json {
+    serde_json::from_str(&v.to_json_string()).unwrap_or(Json::Null)
 }

@@ -8,10 +8,14 @@
 //! cheap next to running it, so prepared statements keep their syntax tree and always see current indexes.
 
 mod compile_expr;
+pub(crate) mod cover;
 mod dml;
 mod explain;
+mod expr_match;
 mod group_check;
+mod key_pred;
 mod keyspace;
+mod pushdown;
 mod sarg;
 pub(crate) mod scope;
 mod select;
@@ -247,13 +251,20 @@ pub enum Node {
         index: Arc<str>,
         spans: IdSpans,
     },
-    /// Documents through a secondary index: the ids its spans hold (each once for an array index), fetched.
-    IndexScan {
+    /// Documents through a secondary index: the ids its spans hold (each once for an array index), fetched, or
+    /// rows made from the index entries alone when the index covers the block.
+    IndexScan(Box<IndexScanPlan>),
+    /// The documents of several index scans (one per term of an OR), each once, fetched.
+    UnionScan {
         ks: KeyspaceHandle,
         slot: Slot,
-        index: Arc<str>,
-        span: sarg::SpanPlan,
-        distinct: bool,
+        scans: Vec<IndexScanPlan>,
+    },
+    /// The number of entries an exact, covering index scan would read, into `slot` (`COUNT(*)` answered by the
+    /// index: Couchbase's IndexCountScan2).
+    IndexCountScan {
+        scan: Box<IndexScanPlan>,
+        slot: Slot,
     },
     /// A keyspace term with no usable index yet: replaced by an index scan when a predicate allows one, else the
     /// statement fails with `error` ("No index available ...").
@@ -372,6 +383,42 @@ pub enum Node {
     Dml(Box<dml::DmlNode>),
 }
 
+/// A secondary index scan: which entries it reads (`sarg`), and what the planner pushed into it (`cover`,
+/// `pushdown`).
+#[derive(Clone)]
+pub struct IndexScanPlan {
+    pub ks: KeyspaceHandle,
+    /// The slot of the keyspace term's document.
+    pub slot: Slot,
+    pub index: Arc<str>,
+    pub span: SpanPlan,
+    /// An array index can hold a document under several keys: each document id is read once.
+    pub distinct: bool,
+    /// What the spans say about the WHERE clause (for pushdowns).
+    pub facts: sarg::ScanFacts,
+    /// Rows made from the entries instead of fetched documents; `None` fetches.
+    pub cover: Option<cover::Cover>,
+    /// Entries skipped before the first one read, evaluated per execution (OFFSET pushed into the scan).
+    pub offset: Option<CExpr>,
+    /// The most entries read after the offset (LIMIT pushed into the scan).
+    pub limit: Option<CExpr>,
+    /// What EXPLAIN shows of the pushdowns.
+    pub explain: ScanExplain,
+}
+
+/// The pushdowns of an index scan as EXPLAIN prints them (Couchbase's texts).
+#[derive(Clone, Default)]
+pub struct ScanExplain {
+    /// `cover ((`d`.`a`))` for each index key, then the document id's.
+    pub covers: Vec<String>,
+    /// `cover (...)` and the value the index condition (or the spans) fixes it to.
+    pub filter_covers: Vec<(String, Value)>,
+    pub limit: Option<String>,
+    pub offset: Option<String>,
+    /// Reads the first entry of the leading key (MIN pushed into the scan).
+    pub first_entry: bool,
+}
+
 /// A compiled statement ready to run.
 #[derive(Clone)]
 pub struct Plan {
@@ -391,5 +438,5 @@ pub use dml::{
     CUpdateFor, DmlKind, DmlNode, InsertTuple, MergeActions, PathRoot, PathStep, Returning, SetPath, SetTerm,
 };
 pub use explain::explain;
-pub use sarg::SpanPlan;
+pub use sarg::{KeyBound, ScanFacts, SpanPlan};
 pub use select::compile_select;

@@ -1,31 +1,53 @@
 //! Index selection: which online secondary index can narrow a keyspace's scan for a WHERE clause, and the spans
-//! it reads.
+//! it reads (what each conjunct says about the keys is `key_pred`'s part).
 //!
-//! A predicate narrows an index when one side is the index's key expression (written over the keyspace's alias or
-//! its bare fields, as the index was) and the other side is the same for every row (constants, parameters,
-//! deterministic functions of them): `k = v`, `k IN [...]`, `k < v` and friends, `k BETWEEN a AND b`,
-//! `k LIKE 'prefix%'`, `k IS NOT NULL/MISSING/VALUED`; for an array index `DISTINCT ARRAY v.f FOR v IN arr END`,
-//! `ANY v IN arr SATISFIES v.f = x END` (any range variable name). Keys are matched as a prefix: equality on the
-//! first keys, then one range. The WHERE clause still filters every fetched document, so a span only has to
-//! cover the rows that can pass, and indexes never change results. A partial index is used only when each
-//! conjunct of its WHERE appears among the query's.
+//! Keys are matched as a prefix: equality on the first keys, then one range (or, on the first key, a list of
+//! values). The WHERE clause still filters every row, so a span only has to hold the rows that can pass, and
+//! indexes never change results. A span is *exact* when every row it reads passes the WHERE clause: each conjunct
+//! is implied by the span (or by a partial index's condition), so the scan itself can stop at a LIMIT, skip an
+//! OFFSET or count. A partial index is used only when each conjunct of its WHERE appears among the query's. A WHERE
+//! clause with an OR that no single index serves reads the union of one scan per OR term.
 
 use std::sync::Arc;
 
 use super::compile_expr::Compiler;
-use super::CExpr;
-use crate::ast::{ArrayForKind, BinaryOp, Binding, Expr, IsTest, Quantifier};
+use super::key_pred::{flatten_and, key_pred, reads_only_term, relative, KeyPred};
+use super::{CExpr, IndexScanPlan, Node, Slot};
+use crate::ast::Expr;
 use crate::index::{IndexDef, IndexState};
+use crate::value::Value;
 use crate::QueryError;
+
+/// One end of a range on an index key.
+#[derive(Clone)]
+pub enum KeyBound {
+    /// A value computed per execution, and whether it is included; NULL or MISSING there selects nothing (no
+    /// comparison with them is true).
+    Value(CExpr, bool),
+    /// NULL itself, included or not: the planner's own low end for IS NOT NULL, IS NOT MISSING and ranges with no
+    /// lower end.
+    Null(bool),
+}
 
 /// One span over an index: equality values for a prefix of the keys, then optionally a range on the next key.
 #[derive(Clone)]
 pub struct SpanPlan {
     pub eq: Vec<CExpr>,
-    /// A range on key `eq.len()`: low and high bounds with their inclusiveness; `IN` lists expand at run time.
-    pub range: Option<(Option<(CExpr, bool)>, Option<(CExpr, bool)>)>,
+    /// A range on key `eq.len()`: low and high ends.
+    pub range: Option<(Option<KeyBound>, Option<KeyBound>)>,
     /// The first key is matched against every element of this array (`k IN list`): one span per element.
     pub in_list: Option<CExpr>,
+}
+
+/// What the planner knows about a scan's spans.
+#[derive(Clone, Default)]
+pub struct ScanFacts {
+    /// Every row the spans read passes the WHERE clause.
+    pub exact: bool,
+    /// The WHERE conjuncts (in `flatten_and` order) the spans or the index condition imply.
+    pub implied: Vec<bool>,
+    /// The spans hold no entry whose leading key is NULL or MISSING.
+    pub skips_nulls: bool,
 }
 
 /// A chosen secondary index and its spans.
@@ -35,208 +57,35 @@ pub struct IndexChoice {
     pub span: SpanPlan,
     /// An array index can hold a document under several keys: its document ids are made distinct.
     pub distinct: bool,
+    pub facts: ScanFacts,
     /// How many keys the spans constrain (for choosing between indexes).
     score: usize,
 }
 
-/// Strips the keyspace alias from a path over it: `d.a.b` (or, with `bare`, `a.b`) becomes `a.b` as an index key
-/// is written; `None` when the expression reads anything else that varies per row.
-fn relative(e: &Expr, alias: &str, bare: bool, bound: &[String]) -> Option<Expr> {
-    let b = |x: &Expr| relative(x, alias, bare, bound).map(Box::new);
-    Some(match e {
-        Expr::Field(base, name) if matches!(&**base, Expr::Ident(a) if a == alias) => Expr::Ident(name.clone()),
-        Expr::Ident(name) if bound.contains(name) => Expr::Ident(name.clone()),
-        Expr::Ident(name) if bare && name != alias => Expr::Ident(name.clone()),
-        Expr::Ident(_) | Expr::Subquery(_) | Expr::Param(_) => return None,
-        Expr::Literal(v) => Expr::Literal(v.clone()),
-        Expr::Field(base, name) => Expr::Field(b(base)?, name.clone()),
-        Expr::Element(base, i) => Expr::Element(b(base)?, b(i)?),
-        Expr::Neg(x) => Expr::Neg(b(x)?),
-        Expr::Binary(op, l, r) => Expr::Binary(*op, b(l)?, b(r)?),
-        Expr::Call(c) if c.name != "meta" => {
-            let mut c = c.clone();
-            c.args = c.args.iter().map(|a| relative(a, alias, bare, bound)).collect::<Option<Vec<_>>>()?;
-            Expr::Call(c)
-        }
-        // META(alias).id / META().id: the index key `meta().id`.
-        Expr::Call(c) if c.args.is_empty() || matches!(c.args.as_slice(), [Expr::Ident(a)] if a == alias) => {
-            let mut c = c.clone();
-            c.args.clear();
-            Expr::Call(c)
-        }
-        Expr::ArrayFor { kind, mapping, bindings, when } => {
-            let mut inner = bound.to_vec();
-            inner.extend(bindings.iter().map(|x| x.var.clone()));
-            let bindings = bindings
-                .iter()
-                .map(|x| Some(Binding { expr: relative(&x.expr, alias, bare, bound)?, ..x.clone() }))
-                .collect::<Option<Vec<_>>>()?;
-            Expr::ArrayFor {
-                kind: *kind,
-                mapping: Box::new(relative(mapping, alias, bare, &inner)?),
-                bindings,
-                when: match when {
-                    Some(w) => Some(Box::new(relative(w, alias, bare, &inner)?)),
-                    None => None,
-                },
-            }
-        }
-        _ => return None,
-    })
+/// The term an index scan is for: its alias, whether unqualified names are its fields, its slot.
+#[derive(Clone, Copy)]
+pub(crate) struct Term<'a> {
+    pub alias: &'a str,
+    pub bare: bool,
+    pub slot: Slot,
 }
 
-/// Whether `e` has the same value for every row: literals, parameters and deterministic functions of them.
-fn row_independent(e: &Expr) -> bool {
-    match e {
-        Expr::Literal(_) | Expr::Param(_) => true,
-        Expr::Neg(x) => row_independent(x),
-        Expr::Array(xs) => xs.iter().all(row_independent),
-        Expr::Binary(_, a, b) => row_independent(a) && row_independent(b),
-        Expr::Call(c) => {
-            crate::functions::lookup(&c.name)
-                .is_some_and(|d| d.deterministic && matches!(d.kind, crate::functions::FnKind::Scalar(_)))
-                && c.args.iter().all(row_independent)
-        }
-        _ => false,
-    }
-}
-
-fn flatten_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::And(xs) => xs.iter().for_each(|x| flatten_and(x, out)),
-        e => out.push(e),
-    }
-}
-
-/// A predicate on one key: what it says about the key's value.
-enum KeyPred<'a> {
-    Eq(&'a Expr),
-    In(&'a Expr),
-    Range(Option<(&'a Expr, bool)>, Option<(&'a Expr, bool)>),
-    /// `LIKE 'prefix%'`.
-    Prefix(String),
-    /// IS NOT MISSING / IS VALUED / IS NOT NULL.
-    NotUnknown,
-}
-
-/// Renames range variable `from` to `to` everywhere in `e` (an ANY's variable to the index key's).
-fn rename(e: &Expr, from: &str, to: &str) -> Expr {
-    let mut e = e.clone();
-    rename_in(&mut e, from, to);
-    e
-}
-
-fn rename_in(e: &mut Expr, from: &str, to: &str) {
-    match e {
-        Expr::Ident(n) if n == from => *n = to.to_string(),
-        Expr::Field(b, _) | Expr::Neg(b) | Expr::Not(b) => rename_in(b, from, to),
-        Expr::Element(a, b) | Expr::Binary(_, a, b) => {
-            rename_in(a, from, to);
-            rename_in(b, from, to)
-        }
-        Expr::Call(c) => c.args.iter_mut().for_each(|a| rename_in(a, from, to)),
-        Expr::And(xs) | Expr::Or(xs) | Expr::Array(xs) => xs.iter_mut().for_each(|x| rename_in(x, from, to)),
-        _ => {}
-    }
-}
-
-/// What `conjunct` says about index key `key` (its normalised text), if anything.
-fn key_pred<'a>(conjunct: &'a Expr, key: &str, alias: &str, bare: bool) -> Option<KeyPred<'a>> {
-    let is_key = |e: &Expr| relative(e, alias, bare, &[]).is_some_and(|r| r.to_string() == key);
-    match conjunct {
-        Expr::Binary(op, l, r)
-            if matches!(op, BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge) =>
-        {
-            let (op, v) = if is_key(l) && row_independent(r) {
-                (*op, &**r)
-            } else if is_key(r) && row_independent(l) {
-                (flip(*op), &**l)
-            } else {
-                return None;
-            };
-            Some(match op {
-                BinaryOp::Eq => KeyPred::Eq(v),
-                BinaryOp::Lt => KeyPred::Range(None, Some((v, false))),
-                BinaryOp::Le => KeyPred::Range(None, Some((v, true))),
-                BinaryOp::Gt => KeyPred::Range(Some((v, false)), None),
-                _ => KeyPred::Range(Some((v, true)), None),
-            })
-        }
-        Expr::In { expr, list, negated: false } if is_key(expr) && row_independent(list) => Some(KeyPred::In(list)),
-        Expr::Between { expr, low, high, negated: false }
-            if is_key(expr) && row_independent(low) && row_independent(high) =>
-        {
-            Some(KeyPred::Range(Some((low, true)), Some((high, true))))
-        }
-        Expr::Like { expr, pattern, escape: None, negated: false } if is_key(expr) => match &**pattern {
-            Expr::Literal(v) => {
-                let p = v.as_str()?;
-                let prefix: String = p.chars().take_while(|c| !matches!(c, '%' | '_' | '\\')).collect();
-                (!prefix.is_empty()).then_some(KeyPred::Prefix(prefix))
-            }
-            _ => None,
-        },
-        Expr::Is { expr, test: IsTest::Missing | IsTest::Null, negated: true }
-        | Expr::Is { expr, test: IsTest::Valued, negated: false }
-            if is_key(expr) =>
-        {
-            Some(KeyPred::NotUnknown)
-        }
-        // `ANY v IN arr SATISFIES <mapping of v> = x END` over `DISTINCT ARRAY <mapping> FOR v IN arr END`.
-        Expr::Quantified { quantifier: Quantifier::Any, bindings, satisfies } if bindings.len() == 1 => {
-            let b = &bindings[0];
-            let index_key = crate::parse_expression(key).ok()?;
-            let Expr::ArrayFor { kind: ArrayForKind::Array, mapping, bindings: ib, when: None } = &index_key else {
-                return None;
-            };
-            let [ib] = ib.as_slice() else { return None };
-            if relative(&b.expr, alias, bare, &[]).map(|e| e.to_string()) != Some(ib.expr.to_string())
-                || b.within != ib.within
-            {
-                return None;
-            }
-            let Expr::Binary(BinaryOp::Eq, ol, or) = &**satisfies else { return None };
-            let inner_key = mapping.to_string();
-            let is_inner = |e: &Expr| {
-                let e = rename(e, &b.var, &ib.var);
-                relative(&e, alias, bare, std::slice::from_ref(&ib.var)).is_some_and(|r| r.to_string() == inner_key)
-            };
-            if is_inner(ol) && row_independent(or) {
-                Some(KeyPred::Eq(or))
-            } else if is_inner(or) && row_independent(ol) {
-                Some(KeyPred::Eq(ol))
-            } else {
-                None
-            }
-        }
-        _ => None,
-    }
-}
-
-fn flip(op: BinaryOp) -> BinaryOp {
-    match op {
-        BinaryOp::Lt => BinaryOp::Gt,
-        BinaryOp::Le => BinaryOp::Ge,
-        BinaryOp::Gt => BinaryOp::Lt,
-        BinaryOp::Ge => BinaryOp::Le,
-        other => other,
-    }
-}
-
-/// The best online secondary index for a keyspace term (alias `alias`, `bare` when unqualified names are its
-/// fields) under `where_`, with its spans compiled; `hint` restricts the choice to the named indexes.
+/// The best online secondary index for a keyspace term under `where_`, with its spans compiled; `hint` restricts
+/// the choice to the named indexes.
 pub(crate) fn choose_index_for(
     c: &mut Compiler<'_>,
     indexes: &[(IndexDef, IndexState)],
     where_: &Expr,
-    alias: &str,
-    bare: bool,
+    term: Term<'_>,
     hint: &[String],
 ) -> Result<Option<IndexChoice>, QueryError> {
     let mut conjuncts = Vec::new();
     flatten_and(where_, &mut conjuncts);
-    let texts: Vec<String> =
-        conjuncts.iter().filter_map(|e| relative(e, alias, bare, &[]).map(|r| r.to_string())).collect();
+    let texts: Vec<Option<String>> =
+        conjuncts.iter().map(|e| relative(e, term.alias, term.bare, &[]).map(|r| r.to_string())).collect();
+    // Only a conjunct whose names all mean the term's fields says anything about the term's index keys (a LET
+    // variable named like a field is not the field).
+    let usable: Vec<bool> = conjuncts.iter().map(|e| reads_only_term(c, e, term.alias, term.bare, term.slot)).collect();
     let mut best: Option<IndexChoice> = None;
     for (def, state) in indexes {
         if def.is_primary || *state != IndexState::Online || def.keys.is_empty() {
@@ -245,17 +94,28 @@ pub(crate) fn choose_index_for(
         if !hint.is_empty() && !hint.contains(&def.name) {
             continue;
         }
+        let mut implied = vec![false; conjuncts.len()];
         if let Some(cond) = &def.condition {
             // A partial index holds only documents its condition accepts: use it only when the query asks for no
-            // others, i.e. when each of the condition's conjuncts is one of the query's.
+            // others, i.e. when each of the condition's conjuncts is one of the query's (which it then implies).
             let Ok(parsed) = crate::parse_expression(cond) else { continue };
             let mut needed = Vec::new();
             flatten_and(&parsed, &mut needed);
-            if !needed.iter().all(|n| texts.contains(&n.to_string())) {
+            let mut all = true;
+            for n in needed {
+                let n = n.to_string();
+                match texts.iter().zip(&usable).position(|(t, u)| *u && t.as_deref() == Some(n.as_str())) {
+                    Some(i) => implied[i] = true,
+                    None => all = false,
+                }
+            }
+            if !all {
                 continue;
             }
         }
-        let Some(mut choice) = spans_for(c, def, &conjuncts, alias, bare)? else { continue };
+        let Some(mut choice) = spans_for(c, def, &conjuncts, &usable, term, &mut implied)? else { continue };
+        choice.facts.exact = implied.iter().all(|i| *i);
+        choice.facts.implied = implied;
         if def.condition.is_some() {
             // A partial index holds fewer documents than a full one on the same keys.
             choice.score += 1;
@@ -267,60 +127,54 @@ pub(crate) fn choose_index_for(
     Ok(best)
 }
 
+/// The spans `def` gives for the `usable` conjuncts, marking in `implied` the conjuncts they imply.
 fn spans_for(
     c: &mut Compiler<'_>,
     def: &IndexDef,
     conjuncts: &[&Expr],
-    alias: &str,
-    bare: bool,
+    usable: &[bool],
+    term: Term<'_>,
+    implied: &mut [bool],
 ) -> Result<Option<IndexChoice>, QueryError> {
     let mut span = SpanPlan { eq: Vec::new(), range: None, in_list: None };
     let mut score = 0;
+    let mut skips_nulls = false;
     for (i, key) in def.keys.iter().enumerate() {
-        let preds: Vec<KeyPred<'_>> = conjuncts.iter().filter_map(|e| key_pred(e, &key.expr, alias, bare)).collect();
-        if let Some(v) = preds.iter().find_map(|p| if let KeyPred::Eq(v) = p { Some(*v) } else { None }) {
+        let preds: Vec<(usize, KeyPred<'_>)> = conjuncts
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| usable[*j])
+            .filter_map(|(j, e)| key_pred(e, &key.expr, term.alias, term.bare).map(|p| (j, p)))
+            .collect();
+        if let Some((j, v)) = preds.iter().find_map(|(j, p)| if let KeyPred::Eq(v) = p { Some((*j, *v)) } else { None })
+        {
             span.eq.push(c.expr(v)?);
+            implied[j] = true;
+            skips_nulls |= i == 0;
             score += 3;
             continue;
         }
         if i == 0 {
-            if let Some(list) = preds.iter().find_map(|p| if let KeyPred::In(l) = p { Some(*l) } else { None }) {
-                span.in_list = Some(c.expr(list)?);
+            let list = preds.iter().find_map(|(j, p)| match p {
+                KeyPred::In(l) => Some((*j, None, Some(*l))),
+                KeyPred::AnyOf(vs) => Some((*j, Some(vs), None)),
+                _ => None,
+            });
+            if let Some((j, values, list)) = list {
+                span.in_list = Some(match (values, list) {
+                    (Some(vs), _) => CExpr::Array(vs.iter().map(|v| c.expr(v)).collect::<Result<_, _>>()?),
+                    (None, Some(l)) => c.expr(l)?,
+                    (None, None) => unreachable!("a list or values were found above"),
+                });
+                implied[j] = true;
+                skips_nulls = true;
                 score += 2;
                 break;
             }
         }
-        let mut low: Option<(CExpr, bool)> = None;
-        let mut high: Option<(CExpr, bool)> = None;
-        let mut constrained = false;
-        for p in &preds {
-            match p {
-                KeyPred::Range(l, h) => {
-                    if let (None, Some((v, inc))) = (&low, l) {
-                        low = Some((c.expr(v)?, *inc));
-                    }
-                    if let (None, Some((v, inc))) = (&high, h) {
-                        high = Some((c.expr(v)?, *inc));
-                    }
-                    constrained = true;
-                }
-                KeyPred::Prefix(prefix) if low.is_none() => {
-                    low = Some((CExpr::Const(crate::value::Value::from(prefix.clone())), true));
-                    if let Some(next) = super::spans::successor(prefix) {
-                        high = Some((CExpr::Const(crate::value::Value::from(next)), false));
-                    }
-                    constrained = true;
-                }
-                KeyPred::NotUnknown if low.is_none() => {
-                    // Everything above NULL: false, true, numbers, strings, arrays, objects.
-                    low = Some((CExpr::Const(crate::value::Value::Null), false));
-                    constrained = true;
-                }
-                _ => {}
-            }
-        }
-        if constrained {
-            span.range = Some((low, high));
+        if let Some((range, key_skips_nulls)) = range_for(c, &preds, implied)? {
+            span.range = Some(range);
+            skips_nulls |= i == 0 && key_skips_nulls;
             score += 1;
         }
         break;
@@ -329,38 +183,138 @@ fn spans_for(
         return Ok(None);
     }
     let distinct = def.keys.iter().any(|k| k.array.is_some());
-    Ok(Some(IndexChoice { index: Arc::from(def.name.as_str()), span, distinct, score }))
+    let facts = ScanFacts { exact: false, implied: Vec::new(), skips_nulls };
+    Ok(Some(IndexChoice { index: Arc::from(def.name.as_str()), span, distinct, facts, score }))
+}
+
+type Range = (Option<KeyBound>, Option<KeyBound>);
+
+/// The range the predicates on one key give: the first lower and the first upper end written, or a LIKE prefix;
+/// without a lower end, everything above NULL (no comparison with NULL or MISSING is true). Marks the predicates
+/// the range implies, and says whether it leaves out NULL and MISSING.
+fn range_for(
+    c: &mut Compiler<'_>,
+    preds: &[(usize, KeyPred<'_>)],
+    implied: &mut [bool],
+) -> Result<Option<(Range, bool)>, QueryError> {
+    // Each end, and the predicate it came from.
+    let mut low: Option<(KeyBound, Option<usize>)> = None;
+    let mut high: Option<(KeyBound, Option<usize>)> = None;
+    for (j, p) in preds {
+        match p {
+            KeyPred::Range(l, h) => {
+                if let (None, Some((v, inc))) = (&low, l) {
+                    low = Some((KeyBound::Value(c.expr(v)?, *inc), Some(*j)));
+                }
+                if let (None, Some((v, inc))) = (&high, h) {
+                    high = Some((KeyBound::Value(c.expr(v)?, *inc), Some(*j)));
+                }
+            }
+            KeyPred::Prefix(prefix, _) if low.is_none() && high.is_none() => {
+                low = Some((KeyBound::Value(CExpr::Const(Value::from(prefix.clone())), true), Some(*j)));
+                if let Some(next) = super::spans::successor(prefix) {
+                    high = Some((KeyBound::Value(CExpr::Const(Value::from(next)), false), Some(*j)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let ranged = preds.iter().any(|(_, p)| matches!(p, KeyPred::Range(..) | KeyPred::NotUnknown));
+    if low.is_none() {
+        if ranged {
+            low = Some((KeyBound::Null(false), None));
+        } else if preds.iter().any(|(_, p)| matches!(p, KeyPred::NotMissing)) {
+            low = Some((KeyBound::Null(true), None));
+        }
+    }
+    if low.is_none() && high.is_none() {
+        return Ok(None);
+    }
+    let from = |end: &Option<(KeyBound, Option<usize>)>| end.as_ref().and_then(|(_, j)| *j);
+    let above_null = matches!(low, Some((KeyBound::Value(..) | KeyBound::Null(false), _)));
+    for (j, p) in preds {
+        let mine = |end: &Option<(KeyBound, Option<usize>)>| from(end) == Some(*j);
+        implied[*j] |= match p {
+            KeyPred::Range(l, h) => (if l.is_some() { mine(&low) } else { above_null }) && (h.is_none() || mine(&high)),
+            KeyPred::Prefix(_, exact) => *exact && mine(&low) && mine(&high),
+            KeyPred::NotUnknown => above_null,
+            KeyPred::NotMissing => low.is_some(),
+            _ => false,
+        };
+    }
+    Ok(Some(((low.map(|(b, _)| b), high.map(|(b, _)| b)), above_null)))
 }
 
 /// Turns a full primary scan (or a keyspace with no primary index) into a secondary index scan when `where_`
-/// has a predicate an online index can narrow; a keyspace term still without an index is refused ("No index
-/// available"). `bare`: unqualified names in the WHERE clause are fields of this term (it is the only one).
+/// has a predicate an online index can narrow, or into a union of index scans for an OR no single index serves; a
+/// keyspace term still without an index is refused ("No index available"). `bare`: unqualified names in the
+/// WHERE clause are fields of this term (it is the only one).
 pub(crate) fn choose_secondary(
     c: &mut Compiler<'_>,
-    node: super::Node,
+    node: Node,
     where_: Option<&Expr>,
     alias: &str,
     bare: bool,
-) -> Result<super::Node, QueryError> {
-    use super::{IdSpans, Node};
+) -> Result<Node, QueryError> {
+    use super::IdSpans;
     let (ks, slot, hint) = match &node {
         Node::PrimaryScan { ks, slot, spans: IdSpans::All, .. } => (ks.clone(), *slot, Vec::new()),
         Node::PendingScan { ks, slot, hint, .. } => (ks.clone(), *slot, hint.clone()),
         _ => return Ok(node),
     };
-    if let Some(w) = where_ {
-        let indexes = ks.keyspace.indexes();
-        if let Some(choice) = choose_index_for(c, &indexes, w, alias, bare, &hint)? {
-            return Ok(Node::IndexScan { ks, slot, index: choice.index, span: choice.span, distinct: choice.distinct });
-        }
+    let Some(w) = where_ else { return require_scan(node) };
+    let indexes = ks.keyspace.indexes();
+    let term = Term { alias, bare, slot };
+    let plan = |choice: IndexChoice| IndexScanPlan {
+        ks: ks.clone(),
+        slot,
+        index: choice.index,
+        span: choice.span,
+        distinct: choice.distinct,
+        facts: choice.facts,
+        cover: None,
+        offset: None,
+        limit: None,
+        explain: Default::default(),
+    };
+    if let Some(choice) = choose_index_for(c, &indexes, w, term, &hint)? {
+        return Ok(Node::IndexScan(Box::new(plan(choice))));
+    }
+    if let Some(choices) = union_for(c, &indexes, w, term, &hint)? {
+        let scans = choices.into_iter().map(plan).collect();
+        return Ok(Node::UnionScan { ks: ks.clone(), slot, scans });
     }
     require_scan(node)
 }
 
+/// One index choice per term of the first OR conjunct whose every term some index serves.
+fn union_for(
+    c: &mut Compiler<'_>,
+    indexes: &[(IndexDef, IndexState)],
+    where_: &Expr,
+    term: Term<'_>,
+    hint: &[String],
+) -> Result<Option<Vec<IndexChoice>>, QueryError> {
+    let mut conjuncts = Vec::new();
+    flatten_and(where_, &mut conjuncts);
+    'conjuncts: for conjunct in conjuncts {
+        let Expr::Or(terms) = conjunct else { continue };
+        let mut choices = Vec::with_capacity(terms.len());
+        for t in terms.iter() {
+            match choose_index_for(c, indexes, t, term, hint)? {
+                Some(choice) => choices.push(choice),
+                None => continue 'conjuncts,
+            }
+        }
+        return Ok(Some(choices));
+    }
+    Ok(None)
+}
+
 /// A keyspace term that found no index fails the statement.
-pub(crate) fn require_scan(node: super::Node) -> Result<super::Node, QueryError> {
+pub(crate) fn require_scan(node: Node) -> Result<Node, QueryError> {
     match node {
-        super::Node::PendingScan { error, .. } => Err(error),
+        Node::PendingScan { error, .. } => Err(error),
         other => Ok(other),
     }
 }
@@ -368,14 +322,15 @@ pub(crate) fn require_scan(node: super::Node) -> Result<super::Node, QueryError>
 /// Whether the rows of `node` already come in the order `order_by` asks for: every term ascending with the
 /// default placement of MISSING and NULL, and the block's only scan reading an index whose order that is: the
 /// primary index for `META(alias).id` (unique, so nothing after it matters), a secondary index (not an array
-/// index, whose documents come once in the order of their first key) for a prefix of its keys.
+/// index, whose documents come once in the order of their first key) for a prefix of its keys (those its spans fix
+/// by equality may be left out), then the document id.
 pub(crate) fn order_satisfied(
-    node: &super::Node,
+    c: &Compiler<'_>,
+    node: &Node,
     order_by: &[crate::ast::OrderTerm],
     alias: Option<&str>,
     projected: &[Arc<str>],
 ) -> bool {
-    use super::Node;
     let Some(alias) = alias else { return false };
     if order_by.is_empty() || order_by.iter().any(|t| t.desc || t.nulls_first == Some(false)) {
         return false;
@@ -401,26 +356,43 @@ pub(crate) fn order_satisfied(
             _ => break,
         };
     }
+    // A term that reads a LET or outer variable named like a key sorts by that variable, not by the key.
+    let slot = match leaf {
+        Node::PrimaryScan { slot, .. } => *slot,
+        Node::IndexScan(scan) => scan.slot,
+        _ => return false,
+    };
+    if order_by.iter().any(|t| !reads_only_term(c, &t.expr, alias, true, slot)) {
+        return false;
+    }
     let is_meta_id = |e: &Expr| {
         matches!(e, Expr::Field(base, f) if f == "id" && matches!(&**base, Expr::Call(c) if c.name == "meta"
             && (c.args.is_empty() || matches!(c.args.as_slice(), [Expr::Ident(a)] if a == alias))))
     };
     match leaf {
         Node::PrimaryScan { .. } => is_meta_id(&order_by[0].expr),
-        Node::IndexScan { ks, index, distinct: false, .. } => {
-            let indexes = ks.keyspace.indexes();
-            let Some((def, _)) = indexes.iter().find(|(d, _)| *d.name == **index) else { return false };
-            let mut keys = def.keys.iter();
+        Node::IndexScan(scan) if !scan.distinct => {
+            let indexes = scan.ks.keyspace.indexes();
+            let Some((def, _)) = indexes.iter().find(|(d, _)| *d.name == *scan.index) else { return false };
+            // Keys the spans fix by equality need not be named: their entries come in the order of the next keys.
+            let fixed = scan.span.eq.len();
+            let mut pos = 0;
             for term in order_by {
                 if is_meta_id(&term.expr) {
-                    // The document id follows the keys in an index entry.
-                    return keys.next().is_none();
+                    // The document id follows the keys in an index entry, and is unique.
+                    return pos.max(fixed) >= def.keys.len();
                 }
-                let Some(key) = keys.next() else { return false };
-                if key.array.is_some()
-                    || relative(&term.expr, alias, true, &[]).map(|e| e.to_string()) != Some(key.expr.clone())
-                {
-                    return false;
+                loop {
+                    let Some(key) = def.keys.get(pos) else { return false };
+                    pos += 1;
+                    let named = key.array.is_none()
+                        && relative(&term.expr, alias, true, &[]).map(|e| e.to_string()) == Some(key.expr.clone());
+                    if named {
+                        break;
+                    }
+                    if pos > fixed {
+                        return false;
+                    }
                 }
             }
             true

@@ -206,15 +206,49 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     }
     // Rows that already come in ORDER BY's order (from the index the scan reads) need no sort, and a LIMIT then
     // stops the scan early.
-    let sort = if !grouping
-        && super::sarg::order_satisfied(&node, tail.order_by, single.as_deref(), order.as_deref().unwrap_or(&[]))
-    {
+    let shadowing = shadowing_names(c, &sub.projection, single.as_deref());
+    let sort = if !grouping && super::sarg::order_satisfied(c, &node, tail.order_by, single.as_deref(), &shadowing) {
         Vec::new()
     } else {
         sort
     };
     node = limit_nodes(c, node, sort, tail)?;
+    let shape = super::pushdown::BlockShape {
+        where_: sub.where_.as_ref(),
+        alias: single.as_deref(),
+        grouping,
+        limit: tail.limit,
+        offset: tail.offset,
+    };
+    node = super::pushdown::push_down(c, node, &shape)?;
     Ok(Block { node, out, order, signature })
+}
+
+/// The projection names an ORDER BY term could mean instead of a field of the block's term: all but those whose
+/// value is the field of the same name (`SELECT name ... ORDER BY name` sorts by the field either way).
+fn shadowing_names(c: &Compiler<'_>, p: &Projection, alias: Option<&str>) -> Vec<Arc<str>> {
+    if p.raw {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for t in &p.terms {
+        match t {
+            ResultTerm::Star => {
+                out.extend(c.scopes.current_block_terms().iter().map(|(n, _)| Arc::from(n.as_str())));
+            }
+            ResultTerm::ExprStar(_) => {}
+            ResultTerm::Expr { expr, alias: name } => {
+                let Some(name) = name.as_deref().or_else(|| expr.implicit_name()) else { continue };
+                let same_field = alias.is_some_and(|a| {
+                    super::key_pred::relative(expr, a, true, &[]).is_some_and(|r| r == Expr::ident(name))
+                });
+                if !same_field {
+                    out.push(Arc::from(name));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Fails with 4210 when something evaluated after grouping depends on more than group keys and aggregates.

@@ -172,9 +172,13 @@ const SECONDARY_INDEXES: &[&str] = &[
     "CREATE INDEX ix_lines ON orders(DISTINCT ARRAY l.product FOR l IN lines END)",
     "CREATE INDEX ix_v ON default:`types`(v)",
     "CREATE INDEX ix_i ON default:`types`(i)",
+    // A second key that some documents lack (MISSING in their entries), and INCLUDE MISSING.
+    "CREATE INDEX ix_cat_disc ON products(category, discontinued)",
+    "CREATE INDEX ix_email ON customers(email INCLUDE MISSING, name)",
 ];
 
-fn load_indexed() -> MemDatastore {
+/// The dataset with the secondary indexes.
+pub fn load_indexed() -> MemDatastore {
     let ds = super::dataset::load();
     let engine = Engine::new();
     for stmt in SECONDARY_INDEXES {

@@ -1,4 +1,7 @@
-//! The query crate's integration tests: the statement corpus over a generated dataset.
+//! The query crate's integration tests: the statement corpus over a generated dataset, the planner's choices for
+//! it, and operator-level tests.
 
 mod corpus;
 mod dataset;
+mod operators;
+mod pushdown;

@@ -255,14 +255,7 @@ impl BucketKeyspace {
         vbs: &[u16],
     ) -> Result<(Vec<IndexEntry>, Vec<u16>), QueryError> {
         let inst = self.instance(index)?;
-        let unavailable: Vec<u16> =
-            vbs.iter().copied().filter(|&vb| !inst.is_ready(vb) || !self.holds_vb(vb)).collect();
-        let mut wanted = vec![false; usize::from(NUM_VBUCKETS)];
-        for &vb in vbs {
-            if !unavailable.contains(&vb) {
-                wanted[usize::from(vb)] = true;
-            }
-        }
+        let (wanted, unavailable) = self.answerable(&inst, vbs);
         let mut out = Vec::new();
         let mut cursor = after.cloned();
         loop {
@@ -277,6 +270,35 @@ impl BucketKeyspace {
                 return Ok((out, unavailable));
             }
         }
+    }
+
+    /// Which of `vbs` this node answers for (by vBucket number) and which it cannot answer for yet.
+    fn answerable(&self, inst: &IndexInstance, vbs: &[u16]) -> (Vec<bool>, Vec<u16>) {
+        let unavailable: Vec<u16> =
+            vbs.iter().copied().filter(|&vb| !inst.is_ready(vb) || !self.holds_vb(vb)).collect();
+        let mut wanted = vec![false; usize::from(NUM_VBUCKETS)];
+        for &vb in vbs {
+            if !unavailable.contains(&vb) {
+                wanted[usize::from(vb)] = true;
+            }
+        }
+        (wanted, unavailable)
+    }
+
+    /// The entries within `range` of this node's part of the index, only of `vbs`, and the vBuckets of `vbs` it
+    /// cannot answer for.
+    pub(crate) fn count_range_vbs(
+        &self,
+        index: &str,
+        range: &ScanRange,
+        vbs: &[u16],
+    ) -> Result<(u64, Vec<u16>), QueryError> {
+        let inst = self.instance(index)?;
+        let (wanted, unavailable) = self.answerable(&inst, vbs);
+        let n = count_in_chunks(&inst, range, |e| {
+            wanted[usize::from(vbucket_for_key(e.doc_id.as_bytes(), NUM_VBUCKETS).0)]
+        });
+        Ok((n, unavailable))
     }
 
     /// The entries of `vbs` in this node's part of the index, and the vBuckets it cannot count.
@@ -494,9 +516,31 @@ impl Keyspace for BucketKeyspace {
         Ok(self.instance(index)?.mem.scan(range, after, limit))
     }
 
+    fn count_range(&self, index: &str, range: &ScanRange) -> Result<u64, QueryError> {
+        let inst = self.instance(index)?;
+        Ok(count_in_chunks(&inst, range, |_| true))
+    }
+
     fn wait_for(&self, index: &str, consistency: &Consistency, deadline_nanos: i64) -> Result<(), QueryError> {
         let now = settee_types::Clock::now_nanos(&settee_types::SystemClock) as i64;
         let timeout = Duration::from_nanos(deadline_nanos.saturating_sub(now).max(0) as u64);
         self.wait_local(index, consistency, timeout)
+    }
+}
+
+/// Entries counted per hold of the index's lock: a count never holds the feeder off for longer than one chunk.
+const COUNT_CHUNK: usize = 4096;
+
+/// The entries within `range` that `counted` accepts, read a chunk at a time.
+fn count_in_chunks(inst: &IndexInstance, range: &ScanRange, counted: impl Fn(&IndexEntry) -> bool) -> u64 {
+    let mut n = 0u64;
+    let mut cursor: Option<IndexEntry> = None;
+    loop {
+        let chunk = inst.mem.scan(range, cursor.as_ref(), COUNT_CHUNK);
+        n += chunk.iter().filter(|e| counted(e)).count() as u64;
+        if chunk.len() < COUNT_CHUNK {
+            return n;
+        }
+        cursor = chunk.last().cloned();
     }
 }

@@ -48,6 +48,7 @@ pub(crate) fn router(state: RestState) -> Router {
         .route("/settee/query/mutate", axum::routing::post(super::peer::mutate))
         .route("/settee/query/scan", axum::routing::post(super::peer::scan))
         .route("/settee/query/count", axum::routing::post(super::peer::count))
+        .route("/settee/query/count_range", axum::routing::post(super::peer::count_range))
         .route("/settee/query/wait", axum::routing::post(super::peer::wait))
         .route("/settee/query/prepared", axum::routing::post(super::peer::prepared))
         .route("/settee/query/index_state", axum::routing::post(super::peer::index_state))

@@ -1,6 +1,6 @@
 //! Keyspaces over the whole cluster: the query engine on any node reads and writes every vBucket, sending what
 //! belongs to other nodes to their query ports (`peer`), and scans every node's part of an index, merged in index
-//! order. On a single node (or when every vBucket is active here) the calls go straight to the local keyspace.
+//! order (or counts each node's part of a range and sums the counts). On a single node (or when every vBucket is active here) the calls go straight to the local keyspace.
 //!
 //! Routing follows the cluster map; a peer that no longer holds a vBucket says so, and the call is sent again
 //! where the newest map says it went (for at most `ROUTE_RETRY_MAX` in total), so a rebalance moves documents and
@@ -217,6 +217,44 @@ impl Keyspace for RoutedKeyspace {
             }
             if started.elapsed() > ROUTE_RETRY_MAX {
                 return Err(self.give_up("count"));
+            }
+            std::thread::sleep(ROUTE_RETRY_PAUSE);
+        }
+    }
+
+    /// Each node counts its part of the range (the vBuckets active there), and the counts are summed; a node
+    /// that cannot answer for some vBuckets yet makes the whole count start again.
+    fn count_range(&self, index: &str, range: &ScanRange) -> Result<u64, QueryError> {
+        let started = Instant::now();
+        loop {
+            let routes = self.routes();
+            let mut total = 0u64;
+            let mut missing = false;
+            for (n, vbs) in Self::vbs_by_node(&routes, 0..NUM_VBUCKETS) {
+                let (count, unavailable) = if n == self.me {
+                    self.local.count_range_vbs(index, range, &vbs)?
+                } else {
+                    let addr = routes.addrs.get(&n).cloned().unwrap_or_default();
+                    let req = peer::CountRangeRequest {
+                        target: (&self.local.name).into(),
+                        index: index.to_string(),
+                        spans: peer::range_to_wire(range),
+                        vbs,
+                    };
+                    match self.call::<_, peer::CountReply>(&addr, "count_range", &req) {
+                        Ok(r) => (r.count, r.unavailable),
+                        Err(e) if started.elapsed() > ROUTE_RETRY_MAX => return Err(e),
+                        Err(_) => (0, vec![0]),
+                    }
+                };
+                total += count;
+                missing |= !unavailable.is_empty();
+            }
+            if !missing {
+                return Ok(total);
+            }
+            if started.elapsed() > ROUTE_RETRY_MAX {
+                return Err(self.give_up("an index count"));
             }
             std::thread::sleep(ROUTE_RETRY_PAUSE);
         }

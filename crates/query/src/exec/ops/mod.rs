@@ -4,6 +4,7 @@ mod blocking;
 mod index_scan;
 mod join;
 mod scan;
+mod union_scan;
 
 use std::collections::VecDeque;
 
@@ -26,7 +27,9 @@ pub fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
         Node::Dummy => Box::new(Dummy { row: Some(base.clone()) }),
         Node::KeyScan { .. }
         | Node::PrimaryScan { .. }
-        | Node::IndexScan { .. }
+        | Node::IndexScan(_)
+        | Node::UnionScan { .. }
+        | Node::IndexCountScan { .. }
         | Node::CountScan { .. }
         | Node::SystemScan { .. }
         | Node::ExprScan { .. }

@@ -32,9 +32,9 @@ pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
             ready: Ready::new(),
             chunk: SCAN_CHUNK_MIN,
         }),
-        Node::IndexScan { ks, slot, index, span, distinct } => {
-            Box::new(super::index_scan::IndexScan::new(ks, *slot, index, span, *distinct, base))
-        }
+        Node::IndexScan(plan) => Box::new(super::index_scan::IndexScan::new(plan, base)),
+        Node::UnionScan { ks, slot, scans } => Box::new(super::union_scan::UnionScan::new(ks, *slot, scans, base)),
+        Node::IndexCountScan { scan, slot } => Box::new(super::index_scan::IndexCountScan::new(scan, *slot, base)),
         Node::CountScan { ks, slot } => Box::new(CountScan { ks, slot: *slot, base: Some(base.clone()) }),
         Node::SystemScan { which, slot } => {
             Box::new(SystemScan { which: *which, slot: *slot, base: base.clone(), rows: None })
@@ -180,10 +180,11 @@ impl PrimaryScan<'_> {
 impl Op for PrimaryScan<'_> {
     fn next(&mut self, cx: &Cx<'_>) -> Result<Option<Row>, QueryError> {
         loop {
+            // Checked per row, not per chunk: a timed-out request must not hand out thousands of buffered rows.
+            cx.check()?;
             if let Some(row) = self.ready.pop_front() {
                 return Ok(Some(row));
             }
-            cx.check()?;
             match &mut self.state {
                 ScanState::Start => {
                     wait_consistent(self.ks, self.index, cx)?;
