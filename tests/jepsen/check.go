@@ -72,8 +72,8 @@ func definitelyBefore(x *op, w op) bool {
 }
 
 // checkValues finds, in one key's operations, the anomalies that show without a linearizability search:
-//   - a read (or the final read, `final`) that returned a value nobody wrote (phantom), or the value of a write the
-//     server refused;
+//   - a read (or the final read, `final`) that returned a value nobody wrote (phantom), the value of a write the
+//     server refused, or no document at all (the preloaded document lost);
 //   - a stale read: a read returning a value that an acknowledged write had replaced before the read began (the
 //     value's own write completed before that write was invoked);
 //   - a lost acknowledged write: a write acknowledged before the final read began, whose value the final read
@@ -98,6 +98,12 @@ func checkValues(key, level string, ops []op, final *op) []anomaly {
 		}
 		if r.value == initialValue {
 			return nil, true
+		}
+		if r.value == absentValue {
+			out = append(out, anomaly{kind: anomalyLostWrite, key: key, level: level, at: r.ret,
+				detail: fmt.Sprintf("read #%d found no document: the key's acknowledged document is gone", r.id),
+				ops:    []op{r}})
+			return nil, false
 		}
 		out = append(out, anomaly{kind: anomalyPhantomValue, key: key, level: level, at: r.ret,
 			detail: fmt.Sprintf("read #%d returned %d, which no operation wrote", r.id, r.value), ops: []op{r}})

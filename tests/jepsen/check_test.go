@@ -1,6 +1,11 @@
 package jepsen
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
 
 func countKind(anomalies []anomaly, kind anomalyKind) int {
 	n := 0
@@ -52,5 +57,19 @@ func TestCheckValuesReportsStaleReadsOnlyWhenTheNewerWriteCompletedFirst(t *test
 	got := checkValues("k", "majority", ops, nil)
 	if countKind(got, anomalyStaleRead) != 1 || got[0].ops[len(got[0].ops)-1].id != 4 {
 		t.Fatalf("want read #4 alone reported stale, got %v", got)
+	}
+}
+
+// A read that finds no document shows the key's preloaded, acknowledged document lost (no key is ever deleted).
+func TestCheckValuesReportsALostWriteWhenAReadFindsNoDocument(t *testing.T) {
+	ops := []op{
+		{id: 1, kind: opWrite, value: 10, call: 100, ret: 200, outcome: outcomeOK},
+		{id: 2, kind: opRead, value: absentValue, call: 300, ret: 400, outcome: outcomeOK},
+	}
+	if got := countKind(checkValues("k", "majority", ops, nil), anomalyLostWrite); got != 1 {
+		t.Fatalf("want the missing document reported once, got %d", got)
+	}
+	if lin := checkLinearizable(ops, time.Second); lin.result != porcupine.Illegal {
+		t.Fatalf("a read of no document must not linearize, got %v", lin.result)
 	}
 }

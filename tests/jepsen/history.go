@@ -41,6 +41,10 @@ func (o outcome) String() string {
 // initialValue is what every key holds (acknowledged) before the history starts.
 const initialValue int64 = 0
 
+// absentValue is what a read records when the key holds no document (KEY_ENOENT): every key is preloaded and never
+// deleted, so no write produces it and a read returning it shows an acknowledged document lost.
+const absentValue int64 = -1
+
 // op is one operation of the history. Times are nanoseconds since the run started (monotonic).
 type op struct {
 	id     int
@@ -65,6 +69,8 @@ func (o *op) String() string {
 		what = fmt.Sprintf("read -> %d", o.value)
 		if o.outcome != outcomeOK {
 			what = "read"
+		} else if o.value == absentValue {
+			what = "read -> no document"
 		}
 	case opWrite:
 		what = fmt.Sprintf("write %d", o.value)

@@ -163,16 +163,12 @@ func finalReads(c *cluster, collection *gocb.Collection, keys []keySpec, h *hist
 			if o == nil {
 				return errors.New("history full")
 			}
-			res, err := collection.Get(k.name, &gocb.GetOptions{Timeout: 5 * time.Second})
-			var doc document
-			if err == nil {
-				err = res.Content(&doc)
-			}
+			value, _, err := get(collection, k.name, 5*time.Second)
 			if err != nil {
 				h.end(o, outcomeFailed, 0, err)
 				return err
 			}
-			h.end(o, outcomeOK, doc.V, nil)
+			h.end(o, outcomeOK, value, nil)
 			read = o
 			return nil
 		})

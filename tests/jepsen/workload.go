@@ -125,17 +125,29 @@ func (w *workload) read(client int, key keySpec) (int64, gocb.Cas, bool) {
 	if o == nil {
 		return 0, 0, false
 	}
-	res, err := w.collection.Get(key.name, &gocb.GetOptions{Timeout: w.cfg.readTimeout})
-	var doc document
-	if err == nil {
-		err = res.Content(&doc)
-	}
+	value, cas, err := get(w.collection, key.name, w.cfg.readTimeout)
 	if err != nil {
 		w.history.end(o, outcomeFailed, 0, err)
 		return 0, 0, true
 	}
-	w.history.end(o, outcomeOK, doc.V, nil)
-	return doc.V, res.Cas(), true
+	w.history.end(o, outcomeOK, value, nil)
+	return value, cas, true
+}
+
+// get reads a key's value and CAS from its active; a key without a document reads as absentValue (CAS 0).
+func get(collection *gocb.Collection, key string, timeout time.Duration) (int64, gocb.Cas, error) {
+	res, err := collection.Get(key, &gocb.GetOptions{Timeout: timeout})
+	if errors.Is(err, gocb.ErrDocumentNotFound) {
+		return absentValue, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	var doc document
+	if err := res.Content(&doc); err != nil {
+		return 0, 0, err
+	}
+	return doc.V, res.Cas(), nil
 }
 
 func (w *workload) write(client int, key keySpec) bool {
