@@ -3,6 +3,7 @@ package jepsen
 import (
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 )
@@ -33,6 +34,11 @@ func (n *nemesis) heal(recovery string) {
 	if err := c.waitHealthy(via, members, healthyLimit); err != nil {
 		c.problem(anomalyNoRecovery, "members not healthy %s after healing: %v", healthyLimit, err)
 		return
+	}
+	// A node that just restarted may still show the membership of before its crash (a failover decided while it
+	// was down not yet applied): decide from a view every member shares.
+	if err := c.waitAgreement(members, agreementLimit); err != nil {
+		c.note("members' views differ after %s: %v", agreementLimit, err)
 	}
 	state, err := poolOf(via)
 	if err != nil {
@@ -82,4 +88,32 @@ func (c *cluster) rebalanceRetrying(via *node, ejected []*node, what string) err
 	}
 	c.problem(anomalyRebalanceFailed, "rebalance (%s) failed three times: %s", what, strings.Join(errs, "; "))
 	return fmt.Errorf("rebalance (%s) failed", what)
+}
+
+// agreementLimit is how long the members get to agree on the cluster's membership after a fault.
+const agreementLimit = 20 * time.Second
+
+// waitAgreement waits until every member reports the same membership of every node.
+func (c *cluster) waitAgreement(members []*node, limit time.Duration) error {
+	return waitFor(limit, func() error {
+		var first string
+		for i, m := range members {
+			seen, err := membership(m)
+			if err != nil {
+				return err
+			}
+			view := make([]string, 0, len(seen))
+			for host, p := range seen {
+				view = append(view, host+"="+p.ClusterMembership)
+			}
+			sort.Strings(view)
+			joined := strings.Join(view, " ")
+			if i == 0 {
+				first = joined
+			} else if joined != first {
+				return fmt.Errorf("%s sees %s, %s sees %s", members[0], first, m, joined)
+			}
+		}
+		return nil
+	})
 }
