@@ -138,6 +138,8 @@ func (n *node) start(seed string) error {
 		args = append(args, "--join", seed)
 	}
 	cmd := exec.Command(setteeBinary(), args...)
+	// A node never outlives the test, even one killed (SIGQUIT for its goroutines, a timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "SETTEE_LOG=info")
 	if err := cmd.Start(); err != nil {

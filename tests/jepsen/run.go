@@ -45,6 +45,10 @@ type result struct {
 // recoveryLimit: after the final heal, how long each key gets to be readable and writable again.
 const recoveryLimit = 45 * time.Second
 
+// afterNoRecovery: once one key did not recover, how long each next one gets (the run is failed already; this
+// bounds its end).
+const afterNoRecovery = 5 * time.Second
+
 // run carries out one run: form the cluster, run the workload under the nemesis, heal, check.
 func run(cfg runConfig) *result {
 	res := &result{seed: cfg.seed, keys: workloadKeys(cfg.keys), faults: map[faultKind]int{}}
@@ -156,9 +160,10 @@ func preload(collection *gocb.Collection, keys []keySpec) error {
 // history (as client `client`): the values the lost-write check compares with what was acknowledged.
 func finalReads(c *cluster, collection *gocb.Collection, keys []keySpec, h *history, client int) map[string]*op {
 	out := map[string]*op{}
+	limit := recoveryLimit
 	for _, k := range keys {
 		var read *op
-		err := waitFor(recoveryLimit, func() error {
+		err := waitFor(limit, func() error {
 			o := h.begin(client, k.name, k.level, opRead, 0, 0)
 			if o == nil {
 				return errors.New("history full")
@@ -173,7 +178,8 @@ func finalReads(c *cluster, collection *gocb.Collection, keys []keySpec, h *hist
 			return nil
 		})
 		if err != nil {
-			c.problem(anomalyNoRecovery, "%s cannot be read %s after the final heal: %v", k.name, recoveryLimit, shortError(err))
+			c.problem(anomalyNoRecovery, "%s cannot be read %s after the final heal: %v", k.name, limit, shortError(err))
+			limit = afterNoRecovery
 			continue
 		}
 		copied := *read
@@ -184,8 +190,9 @@ func finalReads(c *cluster, collection *gocb.Collection, keys []keySpec, h *hist
 
 // probeWrites checks that every key takes a write again after the final heal (recorded in the history too).
 func probeWrites(c *cluster, collection *gocb.Collection, keys []keySpec, h *history, client int) {
+	limit := recoveryLimit
 	for _, k := range keys {
-		err := waitFor(recoveryLimit, func() error {
+		err := waitFor(limit, func() error {
 			value := h.uniqueValue()
 			o := h.begin(client, k.name, k.level, opWrite, value, 0)
 			if o == nil {
@@ -198,7 +205,8 @@ func probeWrites(c *cluster, collection *gocb.Collection, keys []keySpec, h *his
 		})
 		if err != nil {
 			c.problem(anomalyNoRecovery, "%s takes no %s write %s after the final heal: %v", k.name, k.level,
-				recoveryLimit, shortError(err))
+				limit, shortError(err))
+			limit = afterNoRecovery
 		}
 	}
 }
