@@ -25,6 +25,16 @@ const (
 	faultFullRecovery  faultKind = "full-recovery"
 )
 
+// knownFault reports whether `kind` is a fault the scheduler draws.
+func knownFault(kind faultKind) bool {
+	switch kind {
+	case faultKill, faultPause, faultHardFailover, faultGracefulFailover, faultAutoFailover, faultPartition,
+		faultRebalanceIn, faultRebalanceOut, faultSwap:
+		return true
+	}
+	return false
+}
+
 // partitionShape is how a partition splits the members.
 type partitionShape int
 
@@ -75,11 +85,13 @@ type scheduler struct {
 	spares     int
 	maxMembers int
 	partitions bool
+	// omit: fault kinds left out of the schedule (SETTEE_JEPSEN_OMIT).
+	omit map[faultKind]bool
 }
 
-func newScheduler(seed int64, members, spares, maxMembers int, partitions bool) *scheduler {
+func newScheduler(seed int64, members, spares, maxMembers int, partitions bool, omit map[faultKind]bool) *scheduler {
 	return &scheduler{rng: rand.New(rand.NewSource(seed)), members: members, spares: spares, maxMembers: maxMembers,
-		partitions: partitions}
+		partitions: partitions, omit: omit}
 }
 
 // next draws the next episode. Every episode draws the same numbers, whatever its kind.
@@ -102,6 +114,16 @@ func (s *scheduler) next() episode {
 	if s.spares > 0 {
 		choices = append(choices, weighted{faultSwap, 1})
 	}
+	kept := choices[:0]
+	for _, c := range choices {
+		if !s.omit[c.kind] {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == 0 {
+		kept = append(kept, weighted{faultPause, 1})
+	}
+	choices = kept
 	total := 0
 	for _, c := range choices {
 		total += c.weight

@@ -25,6 +25,8 @@ type runConfig struct {
 	opsMax     int
 	// root: the directory each run's directory is made in.
 	root string
+	// omit: fault kinds left out of the schedule.
+	omit map[faultKind]bool
 }
 
 // result is what one run found.
@@ -79,6 +81,9 @@ func run(cfg runConfig) *result {
 	if partitionsUnavailable != "" {
 		c.log("partitions disabled: %s", partitionsUnavailable)
 	}
+	for kind := range cfg.omit {
+		c.log("left out of the schedule: %s", kind)
+	}
 	if err := c.form(cfg.members); err != nil {
 		res.err = fmt.Errorf("forming the cluster: %w", err)
 		return res
@@ -97,7 +102,8 @@ func run(cfg runConfig) *result {
 	h := newHistory(c.started, cfg.opsMax)
 	w := startWorkload(cfg.workload, collection, res.keys, h, cfg.seed)
 	nem := &nemesis{c: c, counts: res.faults}
-	sched := newScheduler(cfg.seed, cfg.members, cfg.slots-cfg.members, cfg.maxMembers, partitionsUnavailable == "")
+	sched := newScheduler(cfg.seed, cfg.members, cfg.slots-cfg.members, cfg.maxMembers, partitionsUnavailable == "",
+		cfg.omit)
 	faultsStarted := time.Now()
 	for time.Since(faultsStarted) < cfg.faults {
 		nem.run(sched.next())
