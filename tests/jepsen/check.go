@@ -28,6 +28,8 @@ const (
 	anomalyPersistenceFailed anomalyKind = "persistence-failed"
 	anomalyKVUnresponsive    anomalyKind = "kv-unresponsive"
 	anomalyServerLog         anomalyKind = "server-log"
+	// Control plane: more nodes failed over than the fault explains (auto-failover's maxCount is 1).
+	anomalyExtraFailover anomalyKind = "extra-failover"
 )
 
 // anomaly is one finding.

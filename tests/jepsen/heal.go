@@ -46,6 +46,18 @@ func (n *nemesis) heal(recovery string) {
 		return
 	}
 	needed := !state.Balanced
+	var failed []string
+	for _, p := range state.Nodes {
+		if p.ClusterMembership == "inactiveFailed" {
+			failed = append(failed, p.Hostname)
+		}
+	}
+	if len(failed) > 1 {
+		// One fault at a time, healed before the next, and auto-failover's maxCount is 1: a second failed-over node
+		// is a failover nobody asked for (or one past maxCount).
+		c.problem(anomalyExtraFailover, "%d nodes failed over after one fault (auto-failover maxCount 1): %v",
+			len(failed), failed)
+	}
 	for _, p := range state.Nodes {
 		switch p.ClusterMembership {
 		case "inactiveFailed":

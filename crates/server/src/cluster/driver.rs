@@ -290,6 +290,18 @@ impl ClusterDriver {
     /// Proposes `cmd` and applies the result locally before returning, so the caller sees its change here.
     pub(super) async fn propose(&self, cmd: MetaCommand) -> Proposal {
         let meta = self.handle.store().propose(cmd).await?;
+        self.applied_here(meta).await
+    }
+
+    /// [`ClusterDriver::propose`] only while this node leads with a quorum behind it, never forwarded (see
+    /// `MetadataStore::propose_as_leader`): for decisions taken from this node's own view.
+    pub(super) async fn propose_as_leader(&self, cmd: MetaCommand) -> Proposal {
+        let meta = self.handle.store().propose_as_leader(cmd).await?;
+        self.applied_here(meta).await
+    }
+
+    /// The newer of `meta` and the local state, reconciled here.
+    async fn applied_here(&self, meta: Arc<ClusterMetadata>) -> Proposal {
         let local = self.metadata();
         let newest = if local.rev >= meta.rev { local } else { meta };
         self.reconcile_with(&newest, false).await;

@@ -64,7 +64,7 @@ impl ClusterDriver {
                 Command::Refuse(why) => tracing::warn!("{why}"),
                 Command::FailOver { node, unseen } => {
                     tracing::warn!(node, unseen_secs = unseen.as_secs(), "auto-failover");
-                    let outcome = self.failover(node).await;
+                    let outcome = self.auto_failover_of(node).await;
                     if let Err(e) = &outcome {
                         tracing::error!(node, error = %e, "auto-failover did not commit");
                     }
