@@ -183,14 +183,29 @@ impl Node {
         self.buckets.read().values().cloned().collect()
     }
 
-    /// Creates a bucket; a missing uuid is generated.
-    pub fn create_bucket(&self, mut config: BucketConfig) -> Result<Arc<BucketHandle>, BucketError> {
+    /// Creates a bucket; a missing uuid is generated. Every vBucket is active (a node on its own).
+    pub fn create_bucket(&self, config: BucketConfig) -> Result<Arc<BucketHandle>, BucketError> {
+        self.create_bucket_in(config, false)
+    }
+
+    /// Creates a bucket whose vBuckets a cluster map is about to place: every vBucket starts dead, so nothing is
+    /// served or streamed (an empty active would tell its replicas to roll back) before the map's states apply.
+    pub fn create_bucket_for_map(&self, config: BucketConfig) -> Result<Arc<BucketHandle>, BucketError> {
+        self.create_bucket_in(config, true)
+    }
+
+    fn create_bucket_in(&self, mut config: BucketConfig, dead: bool) -> Result<Arc<BucketHandle>, BucketError> {
         let mut buckets = self.buckets.write();
         check_new_bucket(&buckets, &config)?;
         if config.uuid.is_empty() {
             config.uuid = random_hex32(self.clock.now_nanos() ^ fold(config.name.as_bytes()));
         }
         let bucket = Arc::new(Bucket::new(config.clone(), self.clock.clone()));
+        if dead {
+            for vb in 0..bucket.num_vbuckets() {
+                bucket.set_vbucket_state(settee_types::VbId(vb), settee_engine::VbState::Dead, 0);
+            }
+        }
         let persistence = match config.kind {
             BucketKind::Couchbase => {
                 let dir = self.config.data_dir.join("buckets").join(&config.uuid);

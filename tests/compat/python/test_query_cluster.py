@@ -104,6 +104,8 @@ def test_every_node_answers_for_every_document(nodes, loaded):
         assert got["status"] == "success" and got["results"] == [{"n": DOCS}], (node.host, got)
         got = query(node, f"SELECT RAW META().id FROM `{BUCKET}` ORDER BY META().id", scan_consistency="request_plus")
         assert got["results"] == loaded, node.host
+        got = query(node, f"SELECT RAW META().id FROM `{BUCKET}` ORDER BY META().id DESC", scan_consistency="request_plus")
+        assert got["results"] == loaded[::-1], node.host
         got = query(node, f"SELECT `group`, COUNT(*) AS n FROM `{BUCKET}` GROUP BY `group` ORDER BY `group`")
         assert got["results"] == [{"group": g, "n": len(range(g, DOCS, 7))} for g in range(7)], node.host
 
@@ -111,7 +113,8 @@ def test_every_node_answers_for_every_document(nodes, loaded):
 def test_a_secondary_index_answers_on_every_node(nodes, loaded):
     """A secondary index (each node indexes its own vBuckets) answers on each node with the whole bucket's matching
     documents: an equality query that fetches, a covering one (its entries merged in index order from every node)
-    with LIMIT and OFFSET in the scan, and a COUNT that sums every node's count of the range."""
+    with LIMIT and OFFSET in the scan, read from the top down for DESC and MAX, and a COUNT that sums every node's
+    count of the range."""
     got = query(nodes[0], f"CREATE INDEX ix_group ON `{BUCKET}`(`group`)")
     assert got["status"] == "success", got
     matching = [k for k in loaded if int(k[1:]) % 7 == 4]
@@ -126,6 +129,13 @@ def test_a_secondary_index_answers_on_every_node(nodes, loaded):
         assert got["results"] == matching[10:60], (node.host, got)
         plan = json.dumps(query(node, "EXPLAIN " + q)["results"])
         assert "covers" in plan and "Fetch" not in plan and '"limit": "50"' in plan, plan
+        q = f"SELECT RAW META().id FROM `{BUCKET}` WHERE `group` = 4 ORDER BY META().id DESC LIMIT 50 OFFSET 10"
+        got = query(node, q, scan_consistency="request_plus")
+        assert got["results"] == matching[::-1][10:60], (node.host, got)
+        plan = json.dumps(query(node, "EXPLAIN " + q)["results"])
+        assert '"desc": true' in plan and "Order" not in plan, plan
+        q = f"SELECT RAW MAX(`group`) FROM `{BUCKET}` WHERE `group` < 4"
+        assert query(node, q, scan_consistency="request_plus")["results"] == [3], node.host
         q = f"SELECT RAW COUNT(*) FROM `{BUCKET}` WHERE `group` = 4"
         got = query(node, q, scan_consistency="request_plus")
         assert got["results"] == [len(matching)], (node.host, got)

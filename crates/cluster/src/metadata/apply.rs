@@ -31,6 +31,7 @@ impl ClusterMetadata {
             MetaCommand::SetBuilding { bucket, building } => self.set_building(bucket, building)?,
             MetaCommand::SetMap { bucket, map } => self.set_map(bucket, map)?,
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
+            MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
@@ -221,6 +222,20 @@ impl ClusterMetadata {
         if let Some(bucket) = self.buckets.get_mut(name) {
             bucket.building = building.iter().filter(|(_, n)| !n.is_empty()).map(|(vb, n)| (*vb, n.clone())).collect();
         }
+        Ok(())
+    }
+
+    fn reprovision(&mut self, name: &str, node: NodeId) -> Result<(), MetaError> {
+        if !self.nodes.contains_key(&node) {
+            return Err(MetaError::UnknownNode(node));
+        }
+        let bucket = self.buckets.get_mut(name).ok_or_else(|| MetaError::UnknownBucket(name.into()))?;
+        if !bucket.spec.ephemeral {
+            return Err(MetaError::NotEphemeral(name.into()));
+        }
+        bucket.map = vbmap::reprovision(&bucket.map, node);
+        bucket.failover_epoch += 1;
+        retain_building(&mut bucket.building, |_, n| n != node);
         Ok(())
     }
 

@@ -213,6 +213,13 @@ pub enum MetaCommand {
     Failover {
         nodes: Vec<NodeId>,
     },
+    /// Auto-reprovision (Couchbase's, for memory-only buckets): `node` restarted and lost its copies of `bucket`
+    /// (ephemeral), so it leaves every chain of that bucket that keeps another copy, replicas promoted, before it
+    /// may serve; it stays a member, and a rebalance gives it copies again. Refused for a persistent bucket.
+    Reprovision {
+        bucket: String,
+        node: NodeId,
+    },
     SetUsers(serde_json::Value),
     SetAutoFailover(AutoFailoverSettings),
     /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
@@ -266,6 +273,8 @@ pub enum MetaError {
     InvalidBuilding { bucket: String, reason: String },
     #[error("invalid vBucket map for bucket {bucket}: {reason}")]
     InvalidMap { bucket: String, reason: String },
+    #[error("bucket {0} is persistent: its node reloads its copies from disk, nothing to reprovision")]
+    NotEphemeral(String),
     #[error("failover needs at least one node")]
     EmptyFailover,
     #[error("failover would leave no active node")]

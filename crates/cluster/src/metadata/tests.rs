@@ -207,6 +207,28 @@ fn failover_promotes_and_marks_failed() {
     assert_eq!(refused(&mut meta, MetaCommand::Failover { nodes: vec![2, 3] }), MetaError::LastActiveNode);
 }
 
+/// Reprovision takes a restarted node out of an ephemeral bucket's chains (replicas promoted), keeps it a member,
+/// and refuses persistent buckets and unknown names.
+#[test]
+fn reprovision_promotes_replicas_of_an_ephemeral_bucket_only() {
+    let mut meta = cluster();
+    let before = meta.buckets["b"].map.clone();
+    assert_eq!(
+        refused(&mut meta, MetaCommand::Reprovision { bucket: "b".into(), node: 1 }),
+        MetaError::NotEphemeral("b".into())
+    );
+    meta.buckets.get_mut("b").expect("bucket").spec.ephemeral = true;
+    meta.apply(&MetaCommand::Reprovision { bucket: "b".into(), node: 1 }).expect("reprovision");
+    let b = &meta.buckets["b"];
+    assert_eq!(b.map, vbmap::reprovision(&before, 1));
+    assert!(!b.map.contains_node(1) && b.failover_epoch == 1);
+    assert_eq!(meta.nodes[&1].membership, Membership::Active);
+    assert_eq!(
+        refused(&mut meta, MetaCommand::Reprovision { bucket: "x".into(), node: 1 }),
+        MetaError::UnknownBucket("x".into())
+    );
+}
+
 /// SetUsers stores the server's user model as given.
 #[test]
 fn set_users_stores_opaque_value() {

@@ -104,6 +104,27 @@ pub fn failover(current: &VbMap, failed: &[NodeId]) -> VbMap {
     VbMap { chains }
 }
 
+/// The map after auto-reprovision of `node` (a memory-only bucket's node that restarted empty): the node leaves
+/// every chain that keeps another copy, whose first survivor becomes active, as in a failover of that node for
+/// this bucket alone; a chain where it is the only copy keeps it (nothing better exists). Couchbase's
+/// `promote_replicas` for ephemeral buckets.
+pub fn reprovision(current: &VbMap, node: NodeId) -> VbMap {
+    let chains = current
+        .chains
+        .iter()
+        .map(|chain| {
+            let mut others: Vec<Option<NodeId>> =
+                chain.iter().filter(|n| n.is_some_and(|n| n != node)).copied().collect();
+            if others.is_empty() {
+                return chain.clone();
+            }
+            others.resize(chain.len(), None);
+            others
+        })
+        .collect();
+    VbMap { chains }
+}
+
 /// The map with every missing replica (`None` after the active) placed on an Active node of `nodes` that holds no
 /// copy of that vBucket, choosing the node with the fewest copies so far (ties: lowest id). Actives never move,
 /// so no takeover is needed: a new replica is built by streaming from its active. A vBucket with no active, or
@@ -169,6 +190,20 @@ mod unit_tests {
     }
 
     /// A chain whose every copy is on failed nodes keeps None as active and is reported as data loss.
+    #[test]
+    fn reprovision_promotes_replicas_and_keeps_sole_copies() {
+        // Proves a reprovisioned node leaves the chains that keep another copy (its actives' replicas promoted,
+        // its replica slots emptied) and stays where it is the only copy.
+        let map = VbMap {
+            chains: vec![vec![Some(1), Some(2)], vec![Some(2), Some(1)], vec![Some(1), None], vec![Some(3), Some(2)]],
+        };
+        let got = reprovision(&map, 1);
+        assert_eq!(
+            got.chains,
+            vec![vec![Some(2), None], vec![Some(2), None], vec![Some(1), None], vec![Some(3), Some(2)]]
+        );
+    }
+
     #[test]
     fn failover_without_survivor_leaves_no_active() {
         let map = VbMap { chains: vec![vec![Some(1), Some(2)], vec![Some(3), Some(1)], vec![None, None]] };

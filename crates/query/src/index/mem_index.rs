@@ -243,19 +243,22 @@ impl MemIndex {
         self.len() == 0
     }
 
-    /// Up to `limit` entries within `range`, in order, after `after` when given. Spans are read in order and
-    /// must not overlap (the planner merges them).
+    /// Up to `limit` entries within `range`, in order (highest first when the range is reversed), after `after`
+    /// (the last entry of the previous chunk) when given. Spans are read in order and must not overlap (the
+    /// planner merges them).
     pub fn scan(&self, range: &ScanRange, after: Option<&IndexEntry>, limit: usize) -> Vec<IndexEntry> {
         let inner = self.lock();
+        if range.reverse {
+            return scan_down(&inner.entries, range, after, limit);
+        }
         let mut out = Vec::with_capacity(limit.min(1024));
         for span in &range.spans {
             let start = match (&span.low, after) {
                 (_, Some(a)) if above_low(&a.key, &span.low) => StdBound::Excluded(a.clone()),
                 (Bound::Unbounded, _) => StdBound::Unbounded,
-                (Bound::Included(k), _) | (Bound::Excluded(k), _) => {
-                    // The smallest entry whose key has the prefix `k`: doc id "" sorts first among equal keys.
-                    StdBound::Included(IndexEntry { key: k.clone(), doc_id: Arc::from("") })
-                }
+                // Past the entries with the prefix `k` when that point can be named, else from the first of them.
+                (Bound::Excluded(k), _) => StdBound::Included(after_prefix(k).unwrap_or_else(|| first_with_prefix(k))),
+                (Bound::Included(k), _) => StdBound::Included(first_with_prefix(k)),
             };
             if let Some(a) = after {
                 // A span entirely before the resume point was finished by an earlier chunk.
@@ -278,6 +281,100 @@ impl MemIndex {
         }
         out
     }
+}
+
+/// [`MemIndex::scan`] of a reversed range: the spans last to first, each from its high end down.
+fn scan_down(
+    entries: &BTreeSet<IndexEntry>,
+    range: &ScanRange,
+    after: Option<&IndexEntry>,
+    limit: usize,
+) -> Vec<IndexEntry> {
+    let mut out = Vec::with_capacity(limit.min(1024));
+    for span in range.spans.iter().rev() {
+        if let Some(a) = after {
+            // A span entirely above the resume point was finished by an earlier chunk.
+            if !above_low(&a.key, &span.low) && !matches!(span.low, Bound::Unbounded) {
+                continue;
+            }
+        }
+        let end = match (&span.high, after) {
+            (_, Some(a)) if below_high(&a.key, &span.high) => StdBound::Excluded(a.clone()),
+            (Bound::Unbounded, _) => StdBound::Unbounded,
+            (Bound::Excluded(k), _) => StdBound::Excluded(first_with_prefix(k)),
+            (Bound::Included(k), _) => match after_prefix(k) {
+                Some(p) => StdBound::Excluded(p),
+                // No value just above the bound can be named (an object key): find the first entry above it.
+                None => entries
+                    .range((StdBound::Included(first_with_prefix(k)), StdBound::Unbounded))
+                    .find(|e| !below_high(&e.key, &span.high))
+                    .map_or(StdBound::Unbounded, |e| StdBound::Excluded(e.clone())),
+            },
+        };
+        for e in entries.range((StdBound::Unbounded, end)).rev() {
+            if !above_low(&e.key, &span.low) && !matches!(span.low, Bound::Unbounded) {
+                break;
+            }
+            out.push(e.clone());
+            if out.len() >= limit {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// The smallest entry whose key starts with `k` (doc id "" sorts first among equal keys).
+fn first_with_prefix(k: &[Value]) -> IndexEntry {
+    IndexEntry { key: k.to_vec(), doc_id: Arc::from("") }
+}
+
+/// The smallest possible entry above every entry whose key starts with `k`: `k` with its last value replaced by
+/// the value just above it. `None` when that value cannot be named (objects, numbers past 2^53 where floats skip
+/// integers) or `k` is empty.
+fn after_prefix(k: &[Value]) -> Option<IndexEntry> {
+    let (last, head) = k.split_last()?;
+    let mut key = head.to_vec();
+    key.push(successor(last)?);
+    Some(IndexEntry { key, doc_id: Arc::from("") })
+}
+
+/// The smallest value that collates above `v`, when there is one that can be named.
+fn successor(v: &Value) -> Option<Value> {
+    use crate::value::Number;
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: below it every integer is a float and floats are denser
+    Some(match v {
+        Value::Missing => Value::Null,
+        Value::Null => Value::Bool(false),
+        Value::Bool(false) => Value::Bool(true),
+        // NaN is the lowest number.
+        Value::Bool(true) => Value::Number(Number::Float(f64::NAN)),
+        Value::Number(n) => {
+            let x = n.to_f64();
+            if x.is_nan() {
+                Value::Number(Number::Float(f64::NEG_INFINITY))
+            } else if x == f64::INFINITY {
+                Value::string("")
+            } else if x.abs() < EXACT {
+                Value::Number(Number::Float(x.next_up()))
+            } else {
+                return None;
+            }
+        }
+        Value::String(s) => Value::String(Arc::from(format!("{s}\0"))),
+        // Arrays compare element by element, then by length: the shortest extension is next.
+        Value::Array(a) => {
+            let mut longer = a.as_ref().clone();
+            longer.push(Value::Missing);
+            Value::Array(Arc::new(longer))
+        }
+        Value::Binary(b) => {
+            let mut longer = b.to_vec();
+            longer.push(0);
+            Value::Binary(Arc::from(longer))
+        }
+        Value::Object(_) => return None,
+    })
 }
 
 fn remove_primary(inner: &mut Inner, vb: u16, doc_id: Arc<str>) {
@@ -373,7 +470,7 @@ mod tests {
         let ix = MemIndex::new(false, 1);
         let set = |d: &str, a: i64, b: &str| Change::Set { doc_id: id(d), keys: vec![vec![Value::int(a), b.into()]] };
         ix.apply(0, 1, [set("d1", 1, "x"), set("d2", 2, "y"), set("d3", 2, "z"), set("d4", 3, "w")]);
-        let range = |low, high| ScanRange { spans: vec![Span { low, high }] };
+        let range = |low, high| ScanRange::new(vec![Span { low, high }]);
         let two = range(Bound::Included(vec![Value::int(2)]), Bound::Included(vec![Value::int(2)]));
         assert_eq!(ids(&ix.scan(&two, None, 10)), ["d2", "d3"]);
         let above_one = range(Bound::Excluded(vec![Value::int(1)]), Bound::Unbounded);
@@ -417,6 +514,80 @@ mod tests {
         assert!(ix.bytes() > 0);
         ix.apply(1, 1, [Change::Delete { doc_id: id("a") }]);
         assert_eq!(ix.bytes(), 0, "a loaded entry is removed like any other");
+    }
+
+    #[test]
+    fn reversed_scans_read_each_span_from_its_top_and_resume_below_a_chunk() {
+        // Proves a reversed scan returns exactly the ascending scan's entries in the opposite order, for every kind
+        // of bound (included, excluded, unbounded, prefixes of composite keys, a key with no nameable successor),
+        // across several spans and when read one entry per chunk.
+        let ix = MemIndex::new(false, 1);
+        let mut changes = Vec::new();
+        let keys = [
+            Value::Null,
+            Value::Bool(true),
+            Value::int(1),
+            Value::float(1.5),
+            Value::int(2),
+            Value::string("a"),
+            Value::string("a\0"),
+            Value::string("b"),
+            Value::array(vec![Value::int(1)]),
+            Value::object([("k".to_string(), Value::int(1))].into_iter().collect()),
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            for j in 0..3 {
+                changes
+                    .push(Change::Set { doc_id: id(&format!("d{i}-{j}")), keys: vec![vec![k.clone(), Value::int(j)]] });
+            }
+        }
+        ix.apply(0, 1, changes);
+        let b = |k: &Value| vec![k.clone()];
+        let mut cases = vec![ScanRange::all()];
+        for (i, lo) in keys.iter().enumerate() {
+            for hi in &keys[i..] {
+                cases.push(ScanRange::new(vec![Span { low: Bound::Included(b(lo)), high: Bound::Included(b(hi)) }]));
+                cases.push(ScanRange::new(vec![Span { low: Bound::Excluded(b(lo)), high: Bound::Excluded(b(hi)) }]));
+            }
+            cases.push(ScanRange::new(vec![Span { low: Bound::Unbounded, high: Bound::Included(b(lo)) }]));
+            cases.push(ScanRange::new(vec![Span { low: Bound::Excluded(b(lo)), high: Bound::Unbounded }]));
+            cases.push(ScanRange::new(vec![Span::exact(vec![lo.clone(), Value::int(1)])]));
+        }
+        cases.push(ScanRange::new(vec![Span::exact(b(&keys[1])), Span::exact(b(&keys[5])), Span::exact(b(&keys[9]))]));
+        for range in cases {
+            let up = ix.scan(&range, None, 1000);
+            let mut down = ix.scan(&ScanRange { reverse: true, ..range.clone() }, None, 1000);
+            down.reverse();
+            assert_eq!(ids(&down), ids(&up), "{range:?}");
+            // One entry at a time, resuming after the last one read.
+            let reversed = ScanRange { reverse: true, ..range.clone() };
+            let mut chunked = Vec::new();
+            while let Some(e) = ix.scan(&reversed, chunked.last(), 1).pop() {
+                chunked.push(e);
+            }
+            chunked.reverse();
+            assert_eq!(ids(&chunked), ids(&up), "chunked {range:?}");
+        }
+    }
+
+    #[test]
+    fn successors_are_the_next_value_in_collation() {
+        // Proves each named successor sorts after its value and before the next value above it.
+        let pairs = [
+            (Value::Missing, Value::Bool(false)),
+            (Value::Null, Value::Bool(true)),
+            (Value::Bool(true), Value::float(f64::NEG_INFINITY)),
+            (Value::int(3), Value::float(3.000001)),
+            (Value::float(-0.5), Value::int(0)),
+            (Value::string("ab"), Value::string("ab\u{1}")),
+            (Value::array(vec![Value::int(1)]), Value::array(vec![Value::int(1), Value::Null])),
+        ];
+        for (v, above) in pairs {
+            let s = successor(&v).unwrap();
+            assert_eq!(collate(&v, &s), Ordering::Less, "{v:?} < {s:?}");
+            assert_eq!(collate(&s, &above), Ordering::Less, "{s:?} < {above:?}");
+        }
+        assert!(successor(&Value::int(1 << 60)).is_none(), "floats skip integers there");
     }
 
     #[test]

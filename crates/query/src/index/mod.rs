@@ -101,14 +101,20 @@ impl Span {
     }
 }
 
-/// What to read of an index: the union of its spans, in index order.
-#[derive(Clone, Debug, PartialEq)]
+/// What to read of an index: the union of its spans, in index order (or in reverse).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ScanRange {
     pub spans: Vec<Span>,
+    /// Read from the highest entry down (ORDER BY ... DESC, MAX): the spans last to first, each from its high end.
+    pub reverse: bool,
 }
 
 impl ScanRange {
     pub fn all() -> ScanRange {
-        ScanRange { spans: vec![Span::all()] }
+        ScanRange { spans: vec![Span::all()], reverse: false }
+    }
+
+    pub fn new(spans: Vec<Span>) -> ScanRange {
+        ScanRange { spans, reverse: false }
     }
 }

@@ -38,7 +38,7 @@ fn scan_fields(scan: &IndexScanPlan) -> serde_json::Map<String, Json> {
 }
 
 /// An IndexScan3 with its pushdowns: `covers` and `filter_covers` for a covering scan, `offset` and `limit`, and
-/// `index_order` when it reads the first entry for MIN.
+/// `index_order` when it reads the first entry for MIN, or reads from the top down (ORDER BY ... DESC, MAX).
 fn index_scan3(scan: &IndexScanPlan) -> Json {
     let mut f = scan_fields(scan);
     let e = &scan.explain;
@@ -50,7 +50,9 @@ fn index_scan3(scan: &IndexScanPlan) -> Json {
             e.filter_covers.iter().map(|(text, v)| (text.clone(), json_of(v))).collect();
         f.insert("filter_covers".into(), Json::Object(covers));
     }
-    if e.first_entry {
+    if scan.reverse {
+        f.insert("index_order".into(), json!([{"desc": true, "keypos": 0}]));
+    } else if e.first_entry {
         f.insert("index_order".into(), json!([{"keypos": 0}]));
     }
     if let Some(offset) = &e.offset {

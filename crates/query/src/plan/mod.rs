@@ -250,6 +250,8 @@ pub enum Node {
         slot: Slot,
         index: Arc<str>,
         spans: IdSpans,
+        /// Highest id first (ORDER BY META().id DESC).
+        reverse: bool,
     },
     /// Documents through a secondary index: the ids its spans hold (each once for an array index), fetched, or
     /// rows made from the index entries alone when the index covers the block.
@@ -404,6 +406,8 @@ pub struct IndexScanPlan {
     pub limit: Option<CExpr>,
     /// What EXPLAIN shows of the pushdowns.
     pub explain: ScanExplain,
+    /// Highest entry first: ORDER BY over the index keys DESC, or MAX of the leading key.
+    pub reverse: bool,
 }
 
 /// The pushdowns of an index scan as EXPLAIN prints them (Couchbase's texts).

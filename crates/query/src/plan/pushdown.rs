@@ -71,7 +71,7 @@ fn rows_are_entries(node: &Node) -> bool {
 
 /// A grouping with no GROUP BY and one aggregate over an exact, covering scan of a non-array index: `COUNT(*)`
 /// (or of a constant, or of the leading key when the spans leave out its NULLs) becomes a count of the entries;
-/// `MIN` of the leading key reads the first entry only.
+/// `MIN` of the leading key reads the first entry only, `MAX` the last one (a reversed scan's first).
 fn aggregate(node: Node) -> Node {
     match node {
         Node::Group { input, keys, aggs } => {
@@ -94,13 +94,15 @@ fn aggregate(node: Node) -> Node {
             if counts_entries {
                 return Node::IndexCountScan { scan: Box::new(scan.clone()), slot: agg.slot };
             }
-            let first_entry = agg.func == Aggregate::Min && on_leading(&agg.arg);
+            // MIN is the first entry; MAX the last, read first by a reversed scan.
+            let one_entry = matches!(agg.func, Aggregate::Min | Aggregate::Max) && on_leading(&agg.arg);
             let mut input = input;
-            if first_entry {
+            if one_entry {
                 if let Some(scan) = leaf_mut(&mut input) {
                     scan.limit = Some(CExpr::Const(Value::int(1)));
                     scan.explain.limit = Some("1".into());
                     scan.explain.first_entry = true;
+                    scan.reverse = agg.func == Aggregate::Max;
                 }
             }
             Node::Group { input, keys, aggs }

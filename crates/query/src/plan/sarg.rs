@@ -276,6 +276,7 @@ pub(crate) fn choose_secondary(
         offset: None,
         limit: None,
         explain: Default::default(),
+        reverse: false,
     };
     if let Some(choice) = choose_index_for(c, &indexes, w, term, &hint)? {
         return Ok(Node::IndexScan(Box::new(plan(choice))));
@@ -319,21 +320,23 @@ pub(crate) fn require_scan(node: Node) -> Result<Node, QueryError> {
     }
 }
 
-/// Whether the rows of `node` already come in the order `order_by` asks for: every term ascending with the
-/// default placement of MISSING and NULL, and the block's only scan reading an index whose order that is: the
-/// primary index for `META(alias).id` (unique, so nothing after it matters), a secondary index (not an array
-/// index, whose documents come once in the order of their first key) for a prefix of its keys (those its spans fix
-/// by equality may be left out), then the document id.
+/// Whether the rows of `node` already come in the order `order_by` asks for, reading the index forward
+/// (`Some(false)`) or from its highest entry down (`Some(true)`): every term in one direction with the default
+/// placement of MISSING and NULL (first ascending, last descending), and the block's only scan reading an index
+/// whose order that is: the primary index for `META(alias).id` (unique, so nothing after it matters), a secondary
+/// index (not an array index, whose documents come once in the order of their first key) for a prefix of its keys
+/// (those its spans fix by equality may be left out), then the document id.
 pub(crate) fn order_satisfied(
     c: &Compiler<'_>,
     node: &Node,
     order_by: &[crate::ast::OrderTerm],
     alias: Option<&str>,
     projected: &[Arc<str>],
-) -> bool {
-    let Some(alias) = alias else { return false };
-    if order_by.is_empty() || order_by.iter().any(|t| t.desc || t.nulls_first == Some(false)) {
-        return false;
+) -> Option<bool> {
+    let alias = alias?;
+    let reverse = order_by.first()?.desc;
+    if order_by.iter().any(|t| t.desc != reverse || t.nulls_first == Some(reverse)) {
+        return None;
     }
     // ORDER BY names a projection alias before a field: such a term sorts by the projected value.
     let root = |e: &Expr| -> Option<String> {
@@ -347,7 +350,7 @@ pub(crate) fn order_satisfied(
         }
     };
     if order_by.iter().any(|t| root(&t.expr).is_some_and(|r| projected.iter().any(|p| **p == *r))) {
-        return false;
+        return None;
     }
     let mut leaf = node;
     loop {
@@ -360,30 +363,30 @@ pub(crate) fn order_satisfied(
     let slot = match leaf {
         Node::PrimaryScan { slot, .. } => *slot,
         Node::IndexScan(scan) => scan.slot,
-        _ => return false,
+        _ => return None,
     };
     if order_by.iter().any(|t| !reads_only_term(c, &t.expr, alias, true, slot)) {
-        return false;
+        return None;
     }
     let is_meta_id = |e: &Expr| {
         matches!(e, Expr::Field(base, f) if f == "id" && matches!(&**base, Expr::Call(c) if c.name == "meta"
             && (c.args.is_empty() || matches!(c.args.as_slice(), [Expr::Ident(a)] if a == alias))))
     };
     match leaf {
-        Node::PrimaryScan { .. } => is_meta_id(&order_by[0].expr),
+        Node::PrimaryScan { .. } => is_meta_id(&order_by[0].expr).then_some(reverse),
         Node::IndexScan(scan) if !scan.distinct => {
             let indexes = scan.ks.keyspace.indexes();
-            let Some((def, _)) = indexes.iter().find(|(d, _)| *d.name == *scan.index) else { return false };
+            let (def, _) = indexes.iter().find(|(d, _)| *d.name == *scan.index)?;
             // Keys the spans fix by equality need not be named: their entries come in the order of the next keys.
             let fixed = scan.span.eq.len();
             let mut pos = 0;
             for term in order_by {
                 if is_meta_id(&term.expr) {
                     // The document id follows the keys in an index entry, and is unique.
-                    return pos.max(fixed) >= def.keys.len();
+                    return (pos.max(fixed) >= def.keys.len()).then_some(reverse);
                 }
                 loop {
-                    let Some(key) = def.keys.get(pos) else { return false };
+                    let key = def.keys.get(pos)?;
                     pos += 1;
                     let named = key.array.is_none()
                         && relative(&term.expr, alias, true, &[]).map(|e| e.to_string()) == Some(key.expr.clone());
@@ -391,12 +394,22 @@ pub(crate) fn order_satisfied(
                         break;
                     }
                     if pos > fixed {
-                        return false;
+                        return None;
                     }
                 }
             }
-            true
+            Some(reverse)
         }
-        _ => false,
+        _ => None,
+    }
+}
+
+/// Makes the block's scan read from its highest entry down (the order `order_satisfied` found reversed).
+pub(crate) fn read_in_reverse(node: &mut Node) {
+    match node {
+        Node::Project { input, .. } | Node::Filter { input, .. } | Node::Let { input, .. } => read_in_reverse(input),
+        Node::PrimaryScan { reverse, .. } => *reverse = true,
+        Node::IndexScan(scan) => scan.reverse = true,
+        _ => {}
     }
 }

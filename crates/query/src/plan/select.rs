@@ -207,10 +207,19 @@ fn subselect(c: &mut Compiler<'_>, sub: &Subselect, tail: &Tail<'_>) -> Result<B
     // Rows that already come in ORDER BY's order (from the index the scan reads) need no sort, and a LIMIT then
     // stops the scan early.
     let shadowing = shadowing_names(c, &sub.projection, single.as_deref());
-    let sort = if !grouping && super::sarg::order_satisfied(c, &node, tail.order_by, single.as_deref(), &shadowing) {
-        Vec::new()
+    let index_order = if grouping {
+        None
     } else {
-        sort
+        super::sarg::order_satisfied(c, &node, tail.order_by, single.as_deref(), &shadowing)
+    };
+    let sort = match index_order {
+        Some(reverse) => {
+            if reverse {
+                super::sarg::read_in_reverse(&mut node);
+            }
+            Vec::new()
+        }
+        None => sort,
     };
     node = limit_nodes(c, node, sort, tail)?;
     let shape = super::pushdown::BlockShape {
@@ -551,7 +560,7 @@ pub(crate) fn primary_scan(ks: KeyspaceHandle, slot: Slot, path: &KeyspacePath) 
         .find(|(d, state)| d.is_primary && *state == IndexState::Online)
         .map(|(d, _)| Arc::from(d.name.as_str()));
     match index {
-        Some(index) => Ok(Node::PrimaryScan { ks, slot, index, spans: IdSpans::All }),
+        Some(index) => Ok(Node::PrimaryScan { ks, slot, index, spans: IdSpans::All, reverse: false }),
         None => Err(QueryError::NoPrimaryIndex(protected_path(path, &ks.name))),
     }
 }

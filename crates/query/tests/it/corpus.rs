@@ -232,7 +232,7 @@ fn predicates_on_indexed_keys_read_through_the_index() {
 fn rows_in_index_order_are_not_sorted_again() {
     // Proves ORDER BY is dropped when the scan's index already gives that order (so LIMIT stops the scan early):
     // META().id over the primary index, a prefix of a secondary index's keys; and kept when the order differs,
-    // is descending, or names a projection alias.
+    // mixes directions, places NULLs against the index order, or names a projection alias.
     let ds = load_indexed();
     let engine = Engine::new();
     let sorts = |stmt: &str| -> bool {
@@ -242,7 +242,11 @@ fn rows_in_index_order_are_not_sorted_again() {
     assert!(!sorts("SELECT * FROM products WHERE META().id >= 'p05' ORDER BY META().id LIMIT 3"));
     assert!(!sorts("SELECT * FROM products WHERE price > 100 ORDER BY price, id LIMIT 3"));
     assert!(sorts("SELECT * FROM products WHERE price > 100 ORDER BY id LIMIT 3"));
-    assert!(sorts("SELECT * FROM products WHERE META().id >= 'p05' ORDER BY META().id DESC LIMIT 3"));
+    // Descending orders read the index from its top down; NULLS FIRST on a descending order has no index order.
+    assert!(!sorts("SELECT * FROM products WHERE META().id >= 'p05' ORDER BY META().id DESC LIMIT 3"));
+    assert!(!sorts("SELECT * FROM products WHERE price > 100 ORDER BY price DESC, id DESC LIMIT 3"));
+    assert!(sorts("SELECT * FROM products WHERE price > 100 ORDER BY price DESC, id LIMIT 3"));
+    assert!(sorts("SELECT * FROM products WHERE price > 100 ORDER BY price DESC NULLS FIRST LIMIT 3"));
     assert!(sorts("SELECT -price AS price FROM products WHERE price > 100 ORDER BY price"));
 }
 

@@ -106,7 +106,7 @@ fn limit_stays_out_of_scans_whose_entries_are_not_the_rows() {
     // the indexed field.
     for stmt in [
         "SELECT RAW META().id FROM products WHERE price > 50 AND category = 'chairs' ORDER BY price LIMIT 2",
-        "SELECT RAW price FROM products WHERE price > 150 ORDER BY price DESC LIMIT 2",
+        "SELECT RAW price FROM products WHERE price > 150 ORDER BY price DESC, id LIMIT 2",
         "SELECT RAW price FROM products WHERE price > 150 ORDER BY name LIMIT 2",
         "SELECT DISTINCT RAW status FROM orders WHERE status > 'm' ORDER BY status LIMIT 2",
         "SELECT status, COUNT(*) AS n FROM orders WHERE status IS VALUED GROUP BY status ORDER BY status LIMIT 2",
@@ -160,12 +160,43 @@ fn min_of_the_leading_key_reads_the_first_entry() {
         names(&ops),
         ["IndexScan3", "Filter", "InitialGroup", "IntermediateGroup", "FinalGroup", "InitialProject"]
     );
+    let ops = operators("SELECT MIN(v) FROM default:`types` WHERE v IS NOT MISSING");
+    assert!(scan(&ops).get("limit").is_none() && scan(&ops).get("covers").is_some(), "{ops:?}");
+}
+
+#[test]
+fn max_of_the_leading_key_reads_the_last_entry_first() {
+    // Proves MAX of the leading key reads one entry from the top of the index (limit 1, a descending index_order),
+    // NULLs in the spans included, since every value sorts above them; MAX of a second key reads every entry.
     for stmt in
-        ["SELECT MIN(v) FROM default:`types` WHERE v IS NOT MISSING", "SELECT MAX(v) FROM default:`types` WHERE v >= 0"]
+        ["SELECT MAX(i) FROM default:`types` WHERE i > 5 AND i < 10", "SELECT MAX(v) FROM default:`types` WHERE v >= 0"]
     {
         let ops = operators(stmt);
-        assert!(scan(&ops).get("limit").is_none() && scan(&ops).get("covers").is_some(), "{stmt}: {ops:?}");
+        assert_eq!(
+            (scan(&ops)["limit"].clone(), scan(&ops)["index_order"].clone()),
+            (json!("1"), json!([{"desc": true, "keypos": 0}])),
+            "{stmt}"
+        );
     }
+    let ops = operators("SELECT MAX(id) FROM products WHERE price > 100");
+    assert!(scan(&ops).get("limit").is_none(), "{ops:?}");
+}
+
+#[test]
+fn descending_order_reads_the_index_from_the_top() {
+    // Proves ORDER BY ... DESC over an index's keys (or META().id over the primary index) drops the sort and pushes
+    // LIMIT and OFFSET into a scan that reads from its highest entry down; mixed directions keep the sort.
+    let ops =
+        operators("SELECT price, id FROM products WHERE price > 100 ORDER BY price DESC, id DESC LIMIT 3 OFFSET 1");
+    assert_eq!(names(&ops), ["IndexScan3", "Filter", "InitialProject", "Limit"]);
+    assert_eq!(
+        (scan(&ops)["index_order"].clone(), scan(&ops)["limit"].clone(), scan(&ops)["offset"].clone()),
+        (json!([{"desc": true, "keypos": 0}]), json!("3"), json!("1"))
+    );
+    let ops = operators("SELECT RAW META().id FROM products ORDER BY META().id DESC LIMIT 3");
+    assert!(!names(&ops).contains(&"Order"), "{ops:?}");
+    let ops = operators("SELECT price, id FROM products WHERE price > 100 ORDER BY price DESC, id LIMIT 3");
+    assert!(names(&ops).contains(&"Order"), "{ops:?}");
 }
 
 #[test]

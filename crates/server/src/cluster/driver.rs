@@ -163,7 +163,15 @@ impl ClusterDriver {
                 let me = self.clone();
                 tokio::spawn(async move { me.refresh_my_info().await });
             } else {
-                tokio::spawn(self.clone().catch_up());
+                // A memory-only bucket's copies did not survive the restart: before anything here is active, the
+                // cluster promotes their replicas (auto-reprovision).
+                let lost: Vec<(String, String)> = meta
+                    .buckets
+                    .values()
+                    .filter(|b| b.spec.ephemeral)
+                    .map(|b| (b.spec.name.clone(), b.spec.uuid.clone()))
+                    .collect();
+                tokio::spawn(self.clone().catch_up(lost));
             }
             return Ok(());
         }
@@ -222,10 +230,15 @@ impl ClusterDriver {
     }
 
     /// A restarted member confirms its metadata with the cluster (a linearizable read through the leader) before
-    /// it lets any vBucket be active.
-    async fn catch_up(self: Arc<Self>) {
+    /// it lets any vBucket be active; the memory-only buckets it held (`lost`: name and uuid) are reprovisioned
+    /// first.
+    async fn catch_up(self: Arc<Self>, lost: Vec<(String, String)>) {
         loop {
-            match self.handle.store().read_linearizable().await {
+            let confirmed = match self.handle.store().read_linearizable().await {
+                Ok(meta) => self.reprovision(meta, &lost).await,
+                Err(e) => Err(ProposeError::Consensus(e)),
+            };
+            match confirmed {
                 Ok(meta) => {
                     self.handle.set_current(true);
                     tracing::info!(rev = meta.rev, "cluster metadata confirmed current");
@@ -237,6 +250,32 @@ impl ClusterDriver {
             }
             tokio::time::sleep(CATCH_UP_RETRY).await;
         }
+    }
+
+    /// Takes this node out of the chains of each memory-only bucket of `lost` that `meta` still places on it
+    /// (Couchbase's auto-reprovision): its copies came back empty, and an empty active would serve nothing and
+    /// roll its replicas back to nothing. Returns the metadata to apply.
+    async fn reprovision(
+        &self,
+        mut meta: Arc<ClusterMetadata>,
+        lost: &[(String, String)],
+    ) -> Result<Arc<ClusterMetadata>, ProposeError> {
+        let me = self.me();
+        for (name, uuid) in lost {
+            let Some(b) = meta.buckets.get(name).filter(|b| b.spec.uuid == *uuid) else { continue };
+            if settee_cluster::vbmap::reprovision(&b.map, me) == b.map {
+                continue;
+            }
+            let actives = b.map.actives_of(me).len();
+            meta = self.handle.store().propose(MetaCommand::Reprovision { bucket: name.clone(), node: me }).await?;
+            tracing::warn!(
+                bucket = %name,
+                actives,
+                "memory-only bucket restarted empty: its replicas elsewhere were promoted (auto-reprovision); \
+                 rebalance to give this node copies again"
+            );
+        }
+        Ok(meta)
     }
 
     /// Records this node's current ports when they changed since it registered (a restart on other ports).

@@ -69,7 +69,7 @@ impl Reconciler {
         for (name, b) in &meta.buckets {
             let handle = match node.bucket(name) {
                 Some(h) => h,
-                None => match node.create_bucket(config_of(&b.spec)) {
+                None => match node.create_bucket_for_map(config_of(&b.spec)) {
                     Ok(h) => h,
                     Err(e) => {
                         tracing::error!(bucket = %name, error = %e, "cannot create a bucket the cluster holds");
@@ -381,5 +381,23 @@ mod tests {
         assert_eq!(wanted_state(&b, 5, 3, true), VbState::Replica);
         assert_eq!(replica_sources(&b, 3), BTreeMap::from([(active, vec![VbId(5)])]));
         assert_eq!(wanted_state(&b, 5, active, true), VbState::Active);
+    }
+
+    #[test]
+    fn a_bucket_created_for_the_map_serves_nothing_before_its_states_apply() {
+        // Proves the bucket the reconcile creates starts with every vBucket dead (a new engine bucket's are
+        // active): an empty active, before the map's states applied, would answer NOT_FOUND and tell replicas
+        // streaming from it to roll back to zero (what the simulator found on restarted memory-only nodes).
+        let node = crate::node::Node::new(crate::config::ServerConfig::for_tests()).expect("node");
+        let spec = bucket(vbmap::plan(&[1, 2], NUM_VBUCKETS, 1)).spec;
+        let handle = node.create_bucket_for_map(config_of(&spec)).expect("bucket");
+        assert!((0..NUM_VBUCKETS).all(|vb| handle.vbucket(VbId(vb)).is_some_and(|v| v.state() == VbState::Dead)));
+        let alone = node.create_bucket(settee_engine::BucketConfig {
+            name: "alone".into(),
+            uuid: String::new(),
+            ..config_of(&spec)
+        });
+        let alone = alone.expect("bucket");
+        assert!((0..NUM_VBUCKETS).all(|vb| alone.vbucket(VbId(vb)).is_some_and(|v| v.state() == VbState::Active)));
     }
 }

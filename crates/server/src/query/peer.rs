@@ -160,6 +160,9 @@ pub struct ScanRequest {
     pub limit: usize,
     /// The vBuckets to answer for.
     pub vbs: Vec<u16>,
+    /// Read from the highest entry down (`after` then bounds from above).
+    #[serde(default)]
+    pub reverse: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -259,7 +262,7 @@ pub(crate) fn range_to_wire(range: &ScanRange) -> Vec<(WireBound, WireBound)> {
     range.spans.iter().map(|s| (b(&s.low), b(&s.high))).collect()
 }
 
-fn range_from_wire(spans: Vec<(WireBound, WireBound)>) -> ScanRange {
+fn range_from_wire(spans: Vec<(WireBound, WireBound)>, reverse: bool) -> ScanRange {
     let key = |t: String| match Value::from_json(t.as_bytes()) {
         Ok(Value::Array(a)) => a.iter().cloned().collect(),
         _ => Vec::new(),
@@ -269,7 +272,7 @@ fn range_from_wire(spans: Vec<(WireBound, WireBound)>) -> ScanRange {
         WireBound::Included(k) => Bound::Included(key(k)),
         WireBound::Excluded(k) => Bound::Excluded(key(k)),
     };
-    ScanRange { spans: spans.into_iter().map(|(l, h)| Span { low: b(l), high: b(h) }).collect() }
+    ScanRange { spans: spans.into_iter().map(|(l, h)| Span { low: b(l), high: b(h) }).collect(), reverse }
 }
 
 pub(crate) fn mutation_to_wire(target: &KeyspaceName, m: &Mutation) -> MutateRequest {
@@ -479,7 +482,7 @@ pub(crate) async fn mutate(State(s): State<RestState>, h: HeaderMap, body: Bytes
 pub(crate) async fn scan(State(s): State<RestState>, h: HeaderMap, body: Bytes) -> Response {
     serve(s, h, body, |ds, r: ScanRequest| {
         let ks = local(ds, &r.target)?;
-        let range = range_from_wire(r.spans);
+        let range = range_from_wire(r.spans, r.reverse);
         let after = r.after.map(entry_from_wire);
         let (entries, unavailable) = ks.scan_vbs(&r.index, &range, after.as_ref(), r.limit, &r.vbs)?;
         Ok(ScanReply { entries: entries.iter().map(entry_to_wire).collect(), unavailable })
@@ -499,7 +502,7 @@ pub(crate) async fn count(State(s): State<RestState>, h: HeaderMap, body: Bytes)
 pub(crate) async fn count_range(State(s): State<RestState>, h: HeaderMap, body: Bytes) -> Response {
     serve(s, h, body, |ds, r: CountRangeRequest| {
         let ks = local(ds, &r.target)?;
-        let (count, unavailable) = ks.count_range_vbs(&r.index, &range_from_wire(r.spans), &r.vbs)?;
+        let (count, unavailable) = ks.count_range_vbs(&r.index, &range_from_wire(r.spans, false), &r.vbs)?;
         Ok(CountReply { count, unavailable })
     })
     .await

@@ -320,6 +320,7 @@ impl Keyspace for RoutedKeyspace {
                         after: after.map(peer::entry_to_wire),
                         limit,
                         vbs: vbs.clone(),
+                        reverse: range.reverse,
                     };
                     match self.call::<_, peer::ScanReply>(&addr, "scan", &req) {
                         Ok(r) => (r.entries.into_iter().map(peer::entry_from_wire).collect(), r.unavailable),
@@ -341,8 +342,12 @@ impl Keyspace for RoutedKeyspace {
                 std::thread::sleep(ROUTE_RETRY_PAUSE);
             }
         }
+        // Each node's entries come in the scan's order; merged, they keep it: ascending, or from the top down.
         merged.sort();
         merged.dedup();
+        if range.reverse {
+            merged.reverse();
+        }
         merged.truncate(limit);
         Ok(merged)
     }

@@ -93,7 +93,8 @@ impl<'p> Entries<'p> {
         };
         self.skip = count(&self.plan.offset, "OFFSET")?.unwrap_or(0);
         self.left = count(&self.plan.limit, "LIMIT")?;
-        let range = compute(&self.plan.span, base, cx)?;
+        let mut range = compute(&self.plan.span, base, cx)?;
+        range.reverse = self.plan.reverse;
         self.done = range.spans.is_empty();
         self.range = Some((range, None));
         Ok(())
@@ -107,7 +108,7 @@ pub(super) fn compute(span: &SpanPlan, base: &Row, cx: &Cx<'_>) -> Result<ScanRa
     for e in &span.eq {
         let v = eval(e, &mut row, cx)?;
         if v.is_unknown() {
-            return Ok(ScanRange { spans: Vec::new() });
+            return Ok(ScanRange::default());
         }
         prefix.push(v);
     }
@@ -119,10 +120,10 @@ pub(super) fn compute(span: &SpanPlan, base: &Row, cx: &Cx<'_>) -> Result<ScanRa
         values.sort();
         values.dedup();
         let spans = values.into_iter().map(|v| Span::exact(vec![v])).collect();
-        return Ok(ScanRange { spans });
+        return Ok(ScanRange::new(spans));
     }
     let Some((low, high)) = &span.range else {
-        return Ok(ScanRange { spans: vec![Span::exact(prefix)] });
+        return Ok(ScanRange::new(vec![Span::exact(prefix)]));
     };
     let bound = |b: &Option<KeyBound>, row: &mut Row| -> Result<Option<Bound>, QueryError> {
         let (v, inclusive) = match b {
@@ -142,9 +143,9 @@ pub(super) fn compute(span: &SpanPlan, base: &Row, cx: &Cx<'_>) -> Result<ScanRa
         Ok(Some(if inclusive { Bound::Included(key) } else { Bound::Excluded(key) }))
     };
     let (Some(low), Some(high)) = (bound(low, &mut row)?, bound(high, &mut row)?) else {
-        return Ok(ScanRange { spans: Vec::new() });
+        return Ok(ScanRange::default());
     };
-    Ok(ScanRange { spans: vec![Span { low, high }] })
+    Ok(ScanRange::new(vec![Span { low, high }]))
 }
 
 /// Rows through a secondary index.

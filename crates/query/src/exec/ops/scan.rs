@@ -22,11 +22,12 @@ pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
         Node::KeyScan { ks, slot, keys, distinct } => {
             Box::new(KeyScan { ks, slot: *slot, keys, distinct: *distinct, base: base.clone(), pending: None })
         }
-        Node::PrimaryScan { ks, slot, index, spans } => Box::new(PrimaryScan {
+        Node::PrimaryScan { ks, slot, index, spans, reverse } => Box::new(PrimaryScan {
             ks,
             slot: *slot,
             index,
             spans,
+            reverse: *reverse,
             base: base.clone(),
             state: ScanState::Start,
             ready: Ready::new(),
@@ -119,6 +120,7 @@ struct PrimaryScan<'p> {
     slot: Slot,
     index: &'p Arc<str>,
     spans: &'p IdSpans,
+    reverse: bool,
     base: Row,
     state: ScanState,
     ready: Ready,
@@ -143,13 +145,16 @@ impl PrimaryScan<'_> {
     fn start(&mut self, cx: &Cx<'_>) -> Result<ScanState, QueryError> {
         let mut row = self.base.clone();
         Ok(match self.spans {
-            IdSpans::All => ScanState::Range(ScanRange::all(), None),
+            IdSpans::All => ScanState::Range(ScanRange { reverse: self.reverse, ..ScanRange::all() }, None),
             IdSpans::Keys { expr, array } => {
                 let v = eval(expr, &mut row, cx)?;
                 let mut keys =
                     if *array { keys_of(&v) } else { v.as_str().map(|s| vec![Arc::from(s)]).unwrap_or_default() };
                 keys.sort();
                 keys.dedup();
+                if self.reverse {
+                    keys.reverse();
+                }
                 ScanState::Keys(keys, 0)
             }
             IdSpans::Range { low, high } => {
@@ -171,7 +176,7 @@ impl PrimaryScan<'_> {
                     })
                 };
                 let span = Span { low: bound(low, &mut row)?, high: bound(high, &mut row)? };
-                ScanState::Range(ScanRange { spans: vec![span] }, None)
+                ScanState::Range(ScanRange { spans: vec![span], reverse: self.reverse }, None)
             }
         })
     }

@@ -1,0 +1,83 @@
+//! What travels over the simulated network.
+
+use std::sync::Arc;
+
+use settee_cluster::peer::{HoldReply, SeqnoReport};
+use settee_cluster::{ClusterMetadata, MetaCommand};
+use settee_engine::EngineError;
+
+/// A client's request to a node: one key of the simulated bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientOp {
+    Get,
+    /// A `majority` durable upsert of `value`; with a CAS (non-zero) it replaces only that version.
+    Set {
+        value: u64,
+        cas: u64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// A read: the value (None: not found) and its CAS.
+    Value {
+        value: Option<u64>,
+        cas: u64,
+    },
+    Stored,
+    /// The write may or may not have happened (SYNC_WRITE_AMBIGUOUS).
+    Ambiguous,
+    /// Refused, not applied.
+    Refused(EngineError),
+}
+
+#[derive(Debug)]
+pub enum Msg {
+    /// A consumer opens a replication connection to a producer (DCP_OPEN and its controls, as one message).
+    DcpOpen {
+        conn: u64,
+    },
+    /// One DCP frame on a replication connection, either way.
+    Dcp {
+        conn: u64,
+        frame: Vec<u8>,
+    },
+    Request {
+        id: u64,
+        key: usize,
+        vb: u16,
+        op: ClientOp,
+    },
+    Reply {
+        id: u64,
+        reply: Reply,
+    },
+    /// A node tells the control plane it is alive, with what it holds: (vb, is active, high seqno).
+    Heartbeat {
+        seqnos: Vec<(u16, bool, u64)>,
+    },
+    /// The control plane's metadata, pushed to a node.
+    Meta(Arc<ClusterMetadata>),
+    /// A node asks the leader to apply a metadata command.
+    Propose(MetaCommand),
+    /// The leader asks a node for its seqno report (`/settee/node/seqnos`).
+    SeqnosAsk {
+        id: u64,
+    },
+    Seqnos {
+        id: u64,
+        report: SeqnoReport,
+    },
+    /// The leader asks a node to hold (or release) active vBuckets for a takeover (`/settee/node/drain`); `all`:
+    /// every active the node's map gives it (hold), or everything held (release).
+    HoldAsk {
+        id: u64,
+        hold: bool,
+        vbs: Vec<u16>,
+        all: bool,
+    },
+    Held {
+        id: u64,
+        reply: HoldReply,
+    },
+}
