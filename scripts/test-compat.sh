@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs settee's SDK compatibility suites: the official Python SDK (couchbase 4.6.3, tests/compat/python) and the
-# official Go SDK (gocb v2.11.1, tests/compat/go), each against its own `settee server` started on free ports.
+# official Go SDK (gocb v2.11.1, tests/compat/go), each against its own `settee server` started on free ports, then
+# one short run of the black-box checker (tests/jepsen: a cluster of real processes under faults, gocb as client).
 # Afterwards, if Couchbase's default ports (11210/8091/8093) are free, a short smoke run repeats a subset of both
 # suites on the default ports with a port-less connection string.
 #
@@ -10,6 +11,7 @@
 # Environment:
 #   SETTEE_BIN=path                  test this binary instead of building target/debug/settee
 #   SETTEE_COMPAT_SKIP_DEFAULT_PORTS=1  skip the default-port smoke run
+#   SETTEE_COMPAT_SKIP_JEPSEN=1       skip the black-box checker's short run (tests/jepsen)
 #   PYTEST_ARGS="..."                extra pytest arguments (e.g. "-k subdoc -x")
 #   GO_TEST_ARGS="..."               extra `go test` arguments (e.g. "-run TestKV")
 #   PYCBC_LOG_LEVEL=debug / GOCB_VERBOSE=1  SDK debug logging
@@ -55,6 +57,7 @@ ensure_go() {
     export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
     log "downloading Go modules ($(go version))"
     (cd tests/compat/go && go mod download)
+    (cd tests/jepsen && go mod download)
 }
 
 ensure_settee() {
@@ -103,6 +106,18 @@ log "Go suite (gocb v2.11.1) against $SETTEE_BIN"
 # shellcheck disable=SC2086
 if ! (cd tests/compat/go && go test -count=1 -timeout 20m ${GO_TEST_ARGS:-} ./...); then
     failures+=("go")
+fi
+
+if [ -z "${SETTEE_COMPAT_SKIP_JEPSEN:-}" ]; then
+    # One short run of the black-box checker (about 1.5 minutes): faults for SETTEE_JEPSEN_SECONDS (60), a fresh
+    # seed each time (printed; SETTEE_JEPSEN_SEED repeats one). scripts/jepsen.sh runs long ones. kill -9 with a
+    # restart before failover is left out until docs/reliability.md's findings 2 and 3 are fixed.
+    log "black-box checker (tests/jepsen): one short run"
+    if ! (cd tests/jepsen && SETTEE_JEPSEN_SECONDS="${SETTEE_JEPSEN_SECONDS:-60}" \
+            SETTEE_JEPSEN_OMIT="${SETTEE_JEPSEN_OMIT-kill-9}" go test -count=1 -timeout 10m \
+            -run 'TestBlackBox|TestCheck' .); then
+        failures+=("jepsen")
+    fi
 fi
 
 if [ -z "${SETTEE_COMPAT_SKIP_DEFAULT_PORTS:-}" ]; then

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
@@ -126,13 +127,22 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub workload: Option<Workload>,
     /// One kind of query through the query service over YCSB records, instead of KV operations: point lookups
-    /// (use-keys, meta-id), YCSB E's range scans alone (scan), LIMIT/OFFSET pages of the primary index (page),
+    /// (use-keys, meta-id), lookups by field0's value through a secondary index (field-eq; field-eq-covered answers
+    /// from the index alone), YCSB E's range scans alone (scan), LIMIT/OFFSET pages of the primary index (page),
     /// COUNT(*) (count).
     #[arg(long, value_enum, conflicts_with = "workload")]
     pub query: Option<QueryMode>,
     /// The query service's port on every KV node (default: each node's `nodesExt[].services.n1ql`).
     #[arg(long)]
     pub query_port: Option<u16>,
+    /// Fields per YCSB record (YCSB's `fieldcount`).
+    #[arg(long, default_value_t = crate::values::YCSB_FIELD_COUNT,
+          value_parser = clap::value_parser!(u64).range(1..=crate::values::YCSB_FIELD_COUNT_MAX as u64).map(|n| n as usize))]
+    pub field_count: usize,
+    /// Characters per YCSB field (YCSB's `fieldlength`).
+    #[arg(long, default_value_t = crate::values::YCSB_FIELD_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..=crate::values::YCSB_FIELD_BYTES_MAX as u64).map(|n| n as usize))]
+    pub field_length: usize,
     /// Longest YCSB E scan (lengths are uniform in 1..=N), and the LIMIT of a page.
     #[arg(long, default_value_t = 100)]
     pub scan_length: u64,

@@ -175,6 +175,8 @@ struct Driver<'a> {
     /// Retries since the last hand-over to the recorder.
     retried: u64,
     wire_key: Vec<u8>,
+    /// The body of a YCSB record being written.
+    value: Vec<u8>,
     in_flight: usize,
     issued: u64,
     source_done: bool,
@@ -265,6 +267,7 @@ pub(crate) async fn drive(
         done: Vec::with_capacity(window * 2),
         retried: 0,
         wire_key: Vec::with_capacity(256),
+        value: Vec::new(),
         in_flight: 0,
         issued: 0,
         source_done: false,
@@ -410,7 +413,10 @@ impl Driver<'_> {
         let value = match req.kind {
             OpKind::Get => None,
             OpKind::Rmw if req.rmw_get => None,
-            _ => Some((self.shared.values.pick(&mut self.plan.rng), self.shared.values.is_json())),
+            _ => Some((
+                self.shared.values.value(req.record, &mut self.plan.rng, &mut self.value),
+                self.shared.values.is_json(),
+            )),
         };
         match self.link.queue(&self.wire_key, prefix_len, value) {
             Ok(q) => {

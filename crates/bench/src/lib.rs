@@ -7,10 +7,10 @@
 //! - [`run_bench`]: one run (load phase, run phase) returning a [`BenchResult`], the JSON document `--json` writes.
 //! - Workloads: the pillowfight GET/SET mix and YCSB core workloads A to F with YCSB's zipfian, uniform and
 //!   latest key choice. Latency goes into HdrHistograms per operation type; `--rate-limit` runs open loop.
-//! - Queries: YCSB E's range scans and `--query` (point lookups, LIMIT/OFFSET pages, COUNT(*)) go to the query
-//!   service over kept-alive HTTP/1.1 connections (`http_link`, `query_driver`), with the bodies the SDKs send
-//!   (`query_request`) and answers read down to rows and error codes (`query_answer`); the primary index is
-//!   created, and waited for, before the run.
+//! - Queries: YCSB E's range scans and `--query` (point lookups by key or by a field's value, LIMIT/OFFSET pages,
+//!   COUNT(*)) go to the query service over kept-alive HTTP/1.1 connections (`http_link`, `query_driver`), with
+//!   the bodies the SDKs send (`query_request`) and answers read down to rows and error codes (`query_answer`); the
+//!   index the queries need (primary, or secondary on `field0`) is created, and waited for, before the run.
 //! - On `couchbase://` the connections follow the cluster map like an SDK's: NOT_MY_VBUCKET is retried on the node
 //!   the new map names (`retry`), pushed and fetched configs are applied, and a new node list is followed without
 //!   losing requests in flight (`follow`, `link`). Retries are counted apart from errors.

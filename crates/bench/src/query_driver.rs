@@ -20,6 +20,7 @@ use crate::link::{Link, QueueError};
 use crate::query_answer;
 use crate::query_request::{Args, RequestWriter};
 use crate::stats::{Completion, OpKind, Outcome, PhaseStats};
+use crate::values::ycsb_field;
 
 /// Completions kept before they go to the thread's recorder (the reporter reads it once a second).
 const RECORD_BATCH: usize = 64;
@@ -35,6 +36,8 @@ pub(crate) struct QueryWork {
     pub requests: RequestWriter,
     /// YCSB E scans read 1..=this many records (uniform); a page reads exactly this many.
     pub scan_length: u64,
+    /// Lookups ask for the value of `field0` (this many characters) of the chosen record instead of its key.
+    pub lookup_field: Option<usize>,
 }
 
 /// One query connection: the HTTP socket, and a KV link when the workload inserts.
@@ -54,6 +57,8 @@ struct Loop<'a> {
     key: Vec<u8>,
     wire_key: Vec<u8>,
     body: Vec<u8>,
+    /// The body of a YCSB record being inserted.
+    value: Vec<u8>,
     issued: u64,
 }
 
@@ -78,6 +83,7 @@ pub(crate) async fn drive_queries(
         key: Vec::with_capacity(64),
         wire_key: Vec::with_capacity(64),
         body: Vec::with_capacity(1024),
+        value: Vec::new(),
         issued: 0,
     };
     let result = l.run(&mut conn).await;
@@ -98,10 +104,13 @@ impl Loop<'_> {
             let Some(op) = self.plan.source.next(&mut self.plan.rng, &self.shared.records) else { return Ok(()) };
             self.issued += 1;
             self.key.clear();
-            self.shared.keys.write(op.record, &mut self.key);
+            match self.work.lookup_field {
+                Some(length) if op.kind == OpKind::Lookup => ycsb_field(op.record, 0, length, &mut self.key),
+                _ => self.shared.keys.write(op.record, &mut self.key),
+            }
             let started = Instant::now();
             let (outcome, rows) = match op.kind {
-                OpKind::Insert => (self.insert(conn.kv.as_mut(), started).await?, 0),
+                OpKind::Insert => (self.insert(conn.kv.as_mut(), op.record, started).await?, 0),
                 kind => self.query(&mut conn.http, kind, op.record, started).await?,
             };
             if op.kind == OpKind::Insert && outcome == Outcome::Ok {
@@ -146,13 +155,13 @@ impl Loop<'_> {
     }
 
     /// A KV SET of a new record (YCSB's insert), waited for.
-    async fn insert(&mut self, kv: Option<&mut Link>, started: Instant) -> Result<Outcome, DriveError> {
+    async fn insert(&mut self, kv: Option<&mut Link>, record: u64, started: Instant) -> Result<Outcome, DriveError> {
         let Some(link) = kv else { return Ok(Outcome::ConnectionLost) };
         self.wire_key.clear();
         self.wire_key.extend_from_slice(link.key_prefix());
         let prefix_len = self.wire_key.len();
         self.wire_key.extend_from_slice(&self.key);
-        let value = self.shared.values.pick(&mut self.plan.rng);
+        let value = self.shared.values.value(record, &mut self.plan.rng, &mut self.value);
         let queued = match link.queue(&self.wire_key, prefix_len, Some((value, self.shared.values.is_json()))) {
             Ok(q) => q,
             Err(QueueError::NoActiveNode) => return Ok(Outcome::Status(STATUS_NOT_MY_VBUCKET)),

@@ -24,13 +24,18 @@ pub enum QueryMode {
     Page,
     /// `SELECT COUNT(*)` of the keyspace.
     Count,
+    /// Lookups by a field's value through a secondary index on `field0`, fetching the document:
+    /// `... WHERE d.field0 = $1`.
+    FieldEq,
+    /// The same lookups answered from the index alone (covered): `SELECT META(d).id, d.field0 ... WHERE d.field0 = $1`.
+    FieldEqCovered,
 }
 
 impl QueryMode {
     /// The operation type the mode's queries are reported under.
     pub(crate) fn kind(self) -> OpKind {
         match self {
-            QueryMode::UseKeys | QueryMode::MetaId => OpKind::Lookup,
+            QueryMode::UseKeys | QueryMode::MetaId | QueryMode::FieldEq | QueryMode::FieldEqCovered => OpKind::Lookup,
             QueryMode::Scan => OpKind::Scan,
             QueryMode::Page => OpKind::Page,
             QueryMode::Count => OpKind::Count,
@@ -44,9 +49,19 @@ impl QueryMode {
             QueryMode::Scan => "scan",
             QueryMode::Page => "page",
             QueryMode::Count => "count",
+            QueryMode::FieldEq => "field-eq",
+            QueryMode::FieldEqCovered => "field-eq-covered",
         }
     }
+
+    /// Whether the mode's lookups ask for a value of `field0` (through the secondary index on it) rather than a key.
+    pub(crate) fn by_field(self) -> bool {
+        matches!(self, QueryMode::FieldEq | QueryMode::FieldEqCovered)
+    }
 }
+
+/// The secondary index the field lookups need (created by the bench when it is missing).
+pub(crate) const FIELD_INDEX: &str = "bench_field0";
 
 /// `scan_consistency` of every query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, serde::Deserialize)]
@@ -86,6 +101,10 @@ pub(crate) fn statement(kind: OpKind, lookup: QueryMode, ks: &str) -> Option<Str
     Some(match kind {
         OpKind::Scan => format!("{PROJECTION} FROM {ks} AS d WHERE META(d).id >= $1 ORDER BY META(d).id LIMIT $2"),
         OpKind::Lookup if lookup == QueryMode::MetaId => format!("{PROJECTION} FROM {ks} AS d WHERE META(d).id = $1"),
+        OpKind::Lookup if lookup == QueryMode::FieldEq => format!("{PROJECTION} FROM {ks} AS d WHERE d.field0 = $1"),
+        OpKind::Lookup if lookup == QueryMode::FieldEqCovered => {
+            format!("SELECT META(d).id, d.field0 FROM {ks} AS d WHERE d.field0 = $1")
+        }
         OpKind::Lookup => format!("{PROJECTION} FROM {ks} AS d USE KEYS $1"),
         OpKind::Page => format!("{PROJECTION} FROM {ks} AS d LIMIT $1 OFFSET $2"),
         OpKind::Count => format!("SELECT COUNT(*) AS n FROM {ks}"),
@@ -248,6 +267,21 @@ mod tests {
         assert_eq!(v["statement"], "SELECT META(d).id, d.* FROM `b`.`s`.`c` AS d WHERE META(d).id = $1");
         assert_eq!((&v["scan_consistency"], &v["timeout"]), (&json!("request_plus"), &json!("1500ms")));
         assert!(!w.write(OpKind::Scan, Args::None, 1, &mut Vec::new()), "only the kinds asked for");
+    }
+
+    /// Field lookups ask for `field0`'s value, fetching the document or covered by the index, and are lookups.
+    #[test]
+    fn field_lookups_filter_on_field0() {
+        let ks = keyspace_path("default", None);
+        let w = RequestWriter::new(&[OpKind::Lookup], QueryMode::FieldEq, &ks, options());
+        let v = body(&w, OpKind::Lookup, Args::Lookup { key: b"AbC" });
+        assert_eq!(v["statement"], "SELECT META(d).id, d.* FROM `default` AS d WHERE d.field0 = $1");
+        assert_eq!(v["args"], json!(["AbC"]));
+        let w = RequestWriter::new(&[OpKind::Lookup], QueryMode::FieldEqCovered, &ks, options());
+        let v = body(&w, OpKind::Lookup, Args::Lookup { key: b"AbC" });
+        assert_eq!(v["statement"], "SELECT META(d).id, d.field0 FROM `default` AS d WHERE d.field0 = $1");
+        assert!(QueryMode::FieldEq.by_field() && QueryMode::FieldEqCovered.by_field() && !QueryMode::MetaId.by_field());
+        assert_eq!(QueryMode::FieldEqCovered.kind(), OpKind::Lookup);
     }
 
     /// Backticks in names are escaped by doubling; one-off bodies parse.

@@ -1,6 +1,7 @@
 //! Before a query workload runs: find the query service (the cluster map's `nodesExt[].services.n1ql`, or
-//! `--query-port` on every KV node), render the request bodies, and make sure the keyspace has an online primary
-//! index that holds every loaded document (`CREATE PRIMARY INDEX`, then a `request_plus` probe until it answers).
+//! `--query-port` on every KV node), render the request bodies, and make sure the keyspace has the online index the
+//! queries need (the primary index, or the secondary index on `field0` for the field lookups) holding every loaded
+//! document (`CREATE [PRIMARY] INDEX`, then a `request_plus` probe until it answers).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +11,9 @@ use crate::http_link::{HttpLink, QueryEndpoint};
 use crate::link::LinkFactory;
 use crate::query_answer;
 use crate::query_driver::QueryWork;
-use crate::query_request::{keyspace_path, one_off, QueryMode, RequestOptions, RequestWriter, ScanConsistency};
+use crate::query_request::{
+    keyspace_path, one_off, QueryMode, RequestOptions, RequestWriter, ScanConsistency, FIELD_INDEX,
+};
 use crate::stats::{OpKind, Outcome};
 use crate::BenchError;
 
@@ -60,6 +63,7 @@ pub(crate) async fn query_work(
         endpoints,
         requests: RequestWriter::new(kinds, lookup, &ks, options),
         scan_length: args.scan_length,
+        lookup_field: lookup.by_field().then_some(args.field_length),
     })
 }
 
@@ -72,33 +76,55 @@ fn host_of(endpoint: &str) -> &str {
     endpoint.rsplit_once(':').map_or(endpoint, |(h, _)| h)
 }
 
-/// Creates the keyspace's primary index if there is no online one (so a user without `query_manage_index` can run
-/// over an index made before), then waits until a `request_plus` scan through it answers, i.e. it holds every
-/// document stored so far; returns how long that took.
-pub(crate) async fn ensure_primary_index(
+/// Creates the index the run's queries need if there is none (so a user without `query_manage_index` can run over
+/// an index made before): the primary index, or for the field lookups the secondary index on `field0`; then waits
+/// until it is online and a `request_plus` query through it answers, i.e. it holds every document stored so far.
+/// Returns how long that took.
+pub(crate) async fn ensure_index(
     work: &QueryWork,
     bucket: &str,
     collection: Option<&str>,
+    mode: Option<QueryMode>,
 ) -> Result<Duration, BenchError> {
     let started = Instant::now();
     let ks = keyspace_path(bucket, collection);
     let endpoint = work.endpoints.first().cloned().ok_or_else(|| failed("no query endpoint".into()))?;
     let mut http = HttpLink::connect(endpoint).await.map_err(|e| failed(e.to_string()))?;
-    let probe_text = format!("SELECT RAW META(d).id FROM {ks} AS d LIMIT 1");
-    let (status, body) = post(&mut http, one_off(&probe_text, ScanConsistency::NotBounded, INDEX_WAIT_MAX)).await?;
-    match query_answer::read(status, &body, false).outcome {
-        Outcome::Ok => {}
-        Outcome::Query(NO_INDEX) => {
-            let create = one_off(&format!("CREATE PRIMARY INDEX ON {ks}"), ScanConsistency::NotBounded, INDEX_WAIT_MAX);
-            let (status, body) = post(&mut http, create).await?;
-            match query_answer::read(status, &body, false).outcome {
-                Outcome::Ok | Outcome::Query(INDEX_EXISTS) => {}
-                // Couchbase also reports an existing index as an internal error whose text says so.
-                Outcome::Query(5000) if String::from_utf8_lossy(&body).contains("already exist") => {}
-                _ => return Err(failed(format!("CREATE PRIMARY INDEX ON {ks}: HTTP {status}: {}", text(&body)))),
-            }
+    let by_field = mode.is_some_and(QueryMode::by_field);
+    let (create_text, probe_text) = if by_field {
+        (
+            format!("CREATE INDEX `{FIELD_INDEX}` ON {ks}(field0)"),
+            format!("SELECT RAW META(d).id FROM {ks} AS d WHERE d.field0 = \"\" LIMIT 1"),
+        )
+    } else {
+        (format!("CREATE PRIMARY INDEX ON {ks}"), format!("SELECT RAW META(d).id FROM {ks} AS d LIMIT 1"))
+    };
+    let exists = if by_field {
+        index_state(&mut http, bucket, collection).await?.is_some()
+    } else {
+        let (status, body) = post(&mut http, one_off(&probe_text, ScanConsistency::NotBounded, INDEX_WAIT_MAX)).await?;
+        match query_answer::read(status, &body, false).outcome {
+            Outcome::Ok => true,
+            Outcome::Query(NO_INDEX) => false,
+            _ => return Err(failed(format!("{probe_text}: HTTP {status}: {}", text(&body)))),
         }
-        _ => return Err(failed(format!("{probe_text}: HTTP {status}: {}", text(&body)))),
+    };
+    if !exists {
+        let (status, body) =
+            post(&mut http, one_off(&create_text, ScanConsistency::NotBounded, INDEX_WAIT_MAX)).await?;
+        match query_answer::read(status, &body, false).outcome {
+            Outcome::Ok | Outcome::Query(INDEX_EXISTS) => {}
+            // Couchbase also reports an existing index as an internal error whose text says so.
+            Outcome::Query(5000) if String::from_utf8_lossy(&body).contains("already exist") => {}
+            _ => return Err(failed(format!("{create_text}: HTTP {status}: {}", text(&body)))),
+        }
+    }
+    // A field lookup could be answered through the primary index while the secondary one builds: wait for its state.
+    while by_field && index_state(&mut http, bucket, collection).await?.as_deref() != Some("online") {
+        if started.elapsed() >= INDEX_WAIT_MAX {
+            return Err(failed(format!("the index {FIELD_INDEX} on {ks} did not come online")));
+        }
+        tokio::time::sleep(INDEX_POLL).await;
     }
     let probe = one_off(&probe_text, ScanConsistency::RequestPlus, INDEX_WAIT_MAX);
     loop {
@@ -108,9 +134,38 @@ pub(crate) async fn ensure_primary_index(
             Outcome::Query(code) if NOT_YET.contains(&code) && started.elapsed() < INDEX_WAIT_MAX => {
                 tokio::time::sleep(INDEX_POLL).await;
             }
-            _ => return Err(failed(format!("the primary index on {ks} did not come online: {}", text(&body)))),
+            _ => return Err(failed(format!("the index on {ks} did not come online: {}", text(&body)))),
         }
     }
+}
+
+/// The `state` of the bench's `field0` index on the keyspace (`system:indexes`), if it exists.
+async fn index_state(
+    http: &mut HttpLink,
+    bucket: &str,
+    collection: Option<&str>,
+) -> Result<Option<String>, BenchError> {
+    let text = state_query(bucket, collection);
+    let (status, body) = post(http, one_off(&text, ScanConsistency::NotBounded, INDEX_WAIT_MAX)).await?;
+    let answer: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| failed(format!("{text}: HTTP {status}: {e}")))?;
+    match answer["results"].as_array() {
+        Some(rows) => Ok(rows.first().and_then(|r| r.as_str()).map(str::to_owned)),
+        None => Err(failed(format!("{text}: HTTP {status}: {}", self::text(&body)))),
+    }
+}
+
+/// The `system:indexes` query for the state of the `field0` index: a named collection's row names its bucket and
+/// scope, the default collection's names the bucket as its keyspace.
+fn state_query(bucket: &str, collection: Option<&str>) -> String {
+    let lit = |s: &str| serde_json::Value::from(s).to_string();
+    let place = match collection.and_then(|c| c.split_once('.')) {
+        Some((scope, coll)) => {
+            format!("bucket_id = {} AND scope_id = {} AND keyspace_id = {}", lit(bucket), lit(scope), lit(coll))
+        }
+        None => format!("keyspace_id = {} AND bucket_id IS MISSING", lit(bucket)),
+    };
+    format!("SELECT RAW state FROM system:indexes WHERE name = {} AND {place}", lit(FIELD_INDEX))
 }
 
 async fn post(http: &mut HttpLink, body: Vec<u8>) -> Result<(u16, bytes::Bytes), BenchError> {
@@ -131,5 +186,17 @@ mod tests {
     fn query_port_keeps_the_kv_host() {
         assert_eq!(host_of("10.0.0.1:11210"), "10.0.0.1");
         assert_eq!(host_of("[::1]:11210"), "[::1]");
+    }
+
+    /// The state query finds the field index of the default collection by its bucket, of a named collection by
+    /// bucket, scope and collection, with the names quoted as string literals.
+    #[test]
+    fn state_query_names_the_keyspace() {
+        assert_eq!(
+            state_query("default", None),
+            r#"SELECT RAW state FROM system:indexes WHERE name = "bench_field0" AND keyspace_id = "default" AND bucket_id IS MISSING"#
+        );
+        assert!(state_query("b", Some("s.c")).ends_with(r#"bucket_id = "b" AND scope_id = "s" AND keyspace_id = "c""#));
+        assert!(state_query(r#"we"ird"#, None).contains(r#"keyspace_id = "we\"ird""#));
     }
 }

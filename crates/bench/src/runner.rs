@@ -19,7 +19,7 @@ use crate::link::LinkFactory;
 use crate::progress::Progress;
 use crate::query_driver::{drive_queries, QueryConn, QueryWork};
 use crate::query_request::QueryMode;
-use crate::query_setup::{ensure_primary_index, query_work};
+use crate::query_setup::{ensure_index, query_work};
 use crate::report::{BenchResult, PhaseResult, TimelinePoint, RESULT_FORMAT_VERSION};
 use crate::rng::{splitmix64, Rng};
 use crate::spec::Spec;
@@ -84,7 +84,7 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
         None => None,
     };
     let values = match (ycsb, args.json_docs) {
-        (true, _) => ValuePool::ycsb(args.seed),
+        (true, _) => ValuePool::ycsb(args.field_count, args.field_length),
         (false, true) => {
             ValuePool::json(args.seed, args.min_size.max(JSON_BYTES_MIN), args.max_size.max(JSON_BYTES_MIN))
         }
@@ -111,9 +111,10 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
     let mut histograms = Vec::new();
     let load = if args.no_population { None } else { Some(run_phase(&setup, &rt, PhaseKind::Load, &mut histograms)?) };
     if let (Some(work), Spec::Couchbase { bucket, .. }) = (&setup.query, &setup.spec) {
-        let took = rt.block_on(ensure_primary_index(work, bucket, args.collection.as_deref()))?;
+        let took = rt.block_on(ensure_index(work, bucket, args.collection.as_deref(), args.query))?;
         if !args.quiet {
-            eprintln!("settee bench: the primary index is online and current ({:.1} s)", took.as_secs_f64());
+            let which = if args.query.is_some_and(QueryMode::by_field) { "field0" } else { "primary" };
+            eprintln!("settee bench: the {which} index is online and current ({:.1} s)", took.as_secs_f64());
         }
     }
     let run = if args.populate_only { None } else { Some(run_phase(&setup, &rt, PhaseKind::Run, &mut histograms)?) };

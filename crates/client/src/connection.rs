@@ -74,7 +74,15 @@ pub struct Connection {
 impl Connection {
     /// Connects without any handshake (for tests that drive the protocol by hand, and for plain memcached).
     pub async fn connect_raw(addr: std::net::SocketAddr) -> Result<Connection, ClientError> {
-        let stream = TcpStream::connect(addr).await?;
+        Connection::connect_raw_from(addr, None).await
+    }
+
+    /// Connects without any handshake, from `source` when one is given (see [`crate::dial`]).
+    pub async fn connect_raw_from(
+        addr: std::net::SocketAddr,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<Connection, ClientError> {
+        let stream = crate::dial(addr, source).await?;
         stream.set_nodelay(true)?;
         Ok(Connection {
             stream,
@@ -96,7 +104,20 @@ impl Connection {
         bucket: Option<&str>,
         features: &[Feature],
     ) -> Result<Connection, ClientError> {
-        let mut c = Connection::connect_raw(addr).await?;
+        Connection::connect_from(addr, None, user, password, bucket, features).await
+    }
+
+    /// [`Connection::connect`] from `source` when one is given (a node's replication connections with
+    /// `--bind-peer-connections`).
+    pub async fn connect_from(
+        addr: std::net::SocketAddr,
+        source: Option<std::net::IpAddr>,
+        user: &str,
+        password: &str,
+        bucket: Option<&str>,
+        features: &[Feature],
+    ) -> Result<Connection, ClientError> {
+        let mut c = Connection::connect_raw_from(addr, source).await?;
         c.hello("settee-client", features).await?;
         c.sasl_plain(user, password).await?;
         if let Some(b) = bucket {

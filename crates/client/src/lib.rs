@@ -6,15 +6,18 @@
 //!   (GET_COLLECTION_ID), newer configs from the server ([`ConfigChange`]), and [`NodeConnections`], one connection
 //!   per KV node with vBucket routing from the config's `vBucketMap`, `serverList` and `nodesExt`
 //!   ([`ClusterConfig`]), reconciled with a new node list by [`Cluster::reconcile`].
+//! - [`dial`]: a TCP connection, optionally from a chosen local address (`Connection::connect_from`).
 //!
 //! It depends on the codec (`settee-mcbp`) and tokio only; it knows nothing of the server.
 
 mod cluster;
 mod config;
 mod connection;
+mod dial;
 mod node_connections;
 
 pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
 pub use config::{vbucket_of, ClusterConfig};
 pub use connection::{ClientError, Connection, OwnedResponse};
+pub use dial::dial;
 pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};

@@ -148,6 +148,12 @@ impl Node {
     }
 }
 
+/// Whether a config from [`Node::bucket_config`] or [`Node::global_config`] lists the node that made it
+/// (`thisNode`): not once the node is failed over or rebalanced out.
+pub(crate) fn lists_this_node(config: &Value) -> bool {
+    config["nodesExt"].as_array().is_some_and(|nodes| nodes.iter().any(|n| n["thisNode"] == true))
+}
+
 /// One node as configs list it.
 #[derive(Clone)]
 struct Server {

@@ -1,5 +1,6 @@
 //! The node's settings: the `settee server` command line, the product's CLI contract.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -77,6 +78,12 @@ pub struct ServerConfig {
     /// one-node cluster (no default bucket is created then). Ignored once the node belongs to a cluster.
     #[arg(long, value_name = "HOST:MGMTPORT")]
     pub join: Option<String>,
+    /// Open the node's connections to other nodes (Raft, the cluster's node-to-node calls, DCP replication) from
+    /// `--host` instead of the address the kernel picks, so that a peer sees this node's address as their source
+    /// (firewall rules between nodes, and the black-box checker's partitions, match on it). `--host` must then be
+    /// an IP address of this machine.
+    #[arg(long)]
+    pub bind_peer_connections: bool,
     /// Most concurrent KV connections; further connections are closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
@@ -98,7 +105,7 @@ pub struct ServerConfig {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub kv_write_timeout_secs: u64,
     /// Seconds a management-port connection may take none of an answer before it is closed (a client that
-    /// stopped reading).
+    /// stopped reading), and may stay open without sending anything after it was accepted.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub rest_write_timeout_secs: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
@@ -115,7 +122,25 @@ pub struct ServerConfig {
     pub index_memory_quota_mb: u64,
 }
 
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--bind-peer-connections needs --host to be an IP address of this machine, not {0:?}")]
+    PeerSourceNotAnAddress(String),
+}
+
 impl ServerConfig {
+    /// The address the node's connections to its peers come from: `--host` with `--bind-peer-connections`, else
+    /// none (the kernel picks one per connection). A wildcard host (`0.0.0.0`, `::`) binds nothing.
+    pub fn peer_source(&self) -> Result<Option<IpAddr>, ConfigError> {
+        if !self.bind_peer_connections {
+            return Ok(None);
+        }
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        let ip: IpAddr = host.parse().map_err(|_| ConfigError::PeerSourceNotAnAddress(self.host.clone()))?;
+        Ok((!ip.is_unspecified()).then_some(ip))
+    }
+
     /// The defaults with a fresh data directory under the system temp dir, so tests never write into the
     /// working directory, and an ephemeral default bucket, so unit tests open no store.
     pub fn for_tests() -> ServerConfig {
@@ -142,5 +167,27 @@ impl ServerConfig {
             cfg: ServerConfig,
         }
         Wrapper::parse_from(["settee"]).cfg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the flag the kernel picks the source address; with it, `--host` is the source, a wildcard host
+    /// binds nothing, and a host name is refused at start rather than silently ignored.
+    #[test]
+    fn peer_source_is_the_host_only_when_asked_for() {
+        let mut c = ServerConfig::for_tests();
+        c.host = "127.0.0.12".into();
+        assert_eq!(c.peer_source().unwrap(), None);
+        c.bind_peer_connections = true;
+        assert_eq!(c.peer_source().unwrap(), Some("127.0.0.12".parse().unwrap()));
+        c.host = "[::1]".into();
+        assert_eq!(c.peer_source().unwrap(), Some("::1".parse().unwrap()));
+        c.host = "0.0.0.0".into();
+        assert_eq!(c.peer_source().unwrap(), None);
+        c.host = "localhost".into();
+        assert!(matches!(c.peer_source(), Err(ConfigError::PeerSourceNotAnAddress(h)) if h == "localhost"));
     }
 }

@@ -65,17 +65,27 @@ fn a_memory_only_node_restarted_before_failover_is_reprovisioned_and_loses_nothi
     // Proves auto-reprovision: killed nodes restarted before the cluster fails them over come back empty, have
     // the cluster promote their replicas before anything of theirs is active, get copies again by a rebuild, and
     // no acknowledged write is lost. Without reprovision (the build before it), the same seeds lose writes: the
-    // empty copies come up active and roll their replicas back to zero, which the checker reports.
-    for seed in [7, 8] {
+    // empty copies come up active and roll their replicas back to zero, which the checker reports. The seeds are
+    // the first ones whose schedule restarts a node early and loses writes without reprovision.
+    let mut checked = 0;
+    for seed in 0..60 {
         let mut cfg = SimConfig::new(seed);
         cfg.fault_phase = Duration::from_secs(10);
         cfg.restart_before_failover = true;
-        let report = Sim::new(cfg.clone()).run();
-        assert!(report.ok(), "{}", report.summary());
-        assert!(report.counters.get("auto-reprovisions").copied().unwrap_or(0) > 0, "{}", report.summary());
         cfg.reprovision = false;
-        let report = Sim::new(cfg).run();
-        assert!(report.anomalies.iter().any(|a| a.contains("not linearizable")), "{}", report.summary());
-        assert!(report.failing_history.is_some());
+        let without = Sim::new(cfg.clone()).run();
+        if without.ok() {
+            continue;
+        }
+        assert!(without.anomalies.iter().any(|a| a.contains("not linearizable")), "{}", without.summary());
+        cfg.reprovision = true;
+        let with = Sim::new(cfg).run();
+        assert!(with.ok(), "{}", with.summary());
+        assert!(with.counters.get("auto-reprovisions").copied().unwrap_or(0) > 0, "{}", with.summary());
+        checked += 1;
+        if checked == 2 {
+            return;
+        }
     }
+    panic!("only {checked} of the first 60 seeds restarted a node early and lost writes without reprovision");
 }

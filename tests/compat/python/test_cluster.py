@@ -235,6 +235,25 @@ def test_failed_over_node_restarted_serves_nothing_stale(nodes, collection):
         assert "i" in collection.get(f"w-{i}").content_as[dict]
 
 
+def test_failed_over_node_sends_no_config_without_itself(nodes, collection):
+    """NOT_MY_VBUCKET from a failed-over node carries no config (a config that does not list the node itself):
+    the Go SDK applies an NMVB's config on the connection that received it, and closing that connection from there
+    deadlocks it (found by tests/jepsen); the active nodes' NMVBs still carry theirs."""
+    victim, member = nodes[2], nodes[0]
+    assert pool_nodes(member)[victim.mgmt_addr]["clusterMembership"] == "inactiveFailed"
+    key = b"w-0"
+    with kv_raw.session(victim, BUCKET) as sock:
+        status, _, body = kv_raw.call(sock, 0x00, key, vb=vbucket_of(key))
+    assert (status, body) == (0x07, b"")
+    with kv_raw.session(member, BUCKET) as sock:
+        # A vBucket whose active is elsewhere, asked of `member`, gets NMVB with the config.
+        servers = terse(member)["vBucketServerMap"]
+        mine = servers["serverList"].index(f"{member.host}:{member.kv_port}")
+        vb = next(v for v, row in enumerate(servers["vBucketMap"]) if row[0] != mine)
+        status, _, body = kv_raw.call(sock, 0x00, b"any", vb=vb)
+    assert status == 0x07 and json.loads(body)["vBucketServerMap"]["serverList"], body
+
+
 def test_graceful_failover_keeps_every_acknowledged_write(nodes, collection):
     """Graceful failover of a live node under a write load: the node stops serving its actives, the replicas
     catch up, then they are promoted; every write the SDK acknowledged, durable or not, is still there."""

@@ -1,5 +1,6 @@
 //! `settee bench` query workloads against a node in the test process: YCSB E (scans through the query service,
-//! inserts over KV) and `--query` (point lookups, pages, counts), the query port found in the cluster map.
+//! inserts over KV) and `--query` (point lookups by key or by field, pages, counts), the query port found in the
+//! cluster map.
 
 use settee_bench::{BenchCommand, RunArgs};
 use settee_testkit::TestNode;
@@ -76,6 +77,49 @@ async fn lookups_pages_and_counts_through_the_query_service() {
     let r = run("count", &["-I", "200", "-n"]).await;
     let counts = &r.run.as_ref().unwrap().operations["count"];
     assert_eq!((counts.ops, counts.rows, counts.errors), (50, 50, 0));
+    node.stop().await;
+}
+
+/// Lookups by field0's value find their one document through the secondary index the bench creates (the keyspace
+/// has no primary index, so nothing else could answer), covered or not, with small records shaped by
+/// --field-count/--field-length; the values are a function of the record, so lookups of records never loaded
+/// miss. The second run finds the index the first one created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_lookups_go_through_a_secondary_index_on_field0() {
+    let node = TestNode::start().await;
+    let spec = spec(&node);
+    let shape = ["--field-count", "3", "--field-length", "20", "--connections", "2", "--num-cycles", "25"];
+    let run = |mode: &'static str, extra: &'static [&'static str]| {
+        let spec = spec.clone();
+        async move {
+            let mut argv = vec!["--spec", &spec, "--query", mode];
+            argv.extend_from_slice(&shape);
+            argv.extend_from_slice(extra);
+            bench(&argv).await
+        }
+    };
+    let r = run("field-eq", &["-I", "200"]).await;
+    let lookups = &r.run.as_ref().unwrap().operations["lookup"];
+    assert_eq!((lookups.ops, lookups.rows, lookups.errors, lookups.not_found), (50, 50, 0, 0));
+    let (status, body) = rest(
+        node.running.query_addr,
+        "POST",
+        "/query/service",
+        "statement=SELECT%20RAW%20name%20FROM%20system:indexes",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("bench_field0") && !body.contains("#primary"), "{body}");
+
+    let r = run("field-eq-covered", &["-I", "200", "-n"]).await;
+    let lookups = &r.run.as_ref().unwrap().operations["lookup"];
+    assert_eq!((lookups.ops, lookups.rows, lookups.errors, lookups.not_found), (50, 50, 0, 0));
+
+    let r = run("field-eq", &["-I", "400", "-n", "--seed", "3"]).await;
+    let lookups = &r.run.as_ref().unwrap().operations["lookup"];
+    assert_eq!(lookups.errors, 0);
+    assert!(lookups.not_found > 0 && lookups.rows > 0, "half the records were never loaded");
+    assert_eq!(lookups.rows + lookups.not_found, 50);
     node.stop().await;
 }
 

@@ -199,6 +199,25 @@ impl MetadataStore {
         Ok(proposed.state)
     }
 
+    /// Proposes `cmd` only if this node leads now, as a quorum confirms, and never through another node: for a
+    /// decision this node took from what it alone saw (auto-failover from its health table). A leader cut off from
+    /// its followers cannot confirm and gets an error instead of a proposal that a forward would commit after the
+    /// partition heals, from a view that no longer holds; a follower gets `NotLeader` at once.
+    pub async fn propose_as_leader(&self, cmd: MetaCommand) -> Result<Arc<ClusterMetadata>, ProposeError> {
+        if !self.is_leader() {
+            return Err(ConsensusError::NotLeader { leader: self.leader(), leader_addr: None }.into());
+        }
+        match tokio::time::timeout(READ_TIMEOUT, self.read_index_local()).await {
+            Ok(confirmed) => confirmed?,
+            Err(_) => return Err(ConsensusError::Timeout.into()),
+        };
+        let proposed = match tokio::time::timeout(PROPOSE_TIMEOUT, self.propose_local(cmd)).await {
+            Ok(proposed) => proposed?,
+            Err(_) => return Err(ConsensusError::Timeout.into()),
+        };
+        Ok(proposed.state)
+    }
+
     /// The state as of now cluster-wide: asks the leader for its commit index (confirming its leadership with a
     /// quorum) and waits until this node has applied that far.
     pub async fn read_linearizable(&self) -> Result<Arc<ClusterMetadata>, ConsensusError> {

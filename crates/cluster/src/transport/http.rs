@@ -38,7 +38,14 @@ pub struct HttpTransport {
 
 impl HttpTransport {
     pub fn new(username: &str, password: &str) -> Self {
+        HttpTransport::with_source(username, password, None)
+    }
+
+    /// A transport whose connections come from `source` when one is given (`settee server
+    /// --bind-peer-connections`), else from the address the kernel picks.
+    pub fn with_source(username: &str, password: &str, source: Option<std::net::IpAddr>) -> Self {
         let mut connector = HttpConnector::new();
+        connector.set_local_address(source);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE_TIMEOUT).build(connector);

@@ -120,3 +120,31 @@ async fn linearizable_read_on_a_follower_sees_acknowledged_writes() {
     assert!(read.rev >= written.rev);
     assert_eq!(read.users, serde_json::json!({"u": 1}));
 }
+
+/// A proposal "as leader" never travels: a follower is refused at once, and a leader whose followers are gone
+/// cannot confirm its leadership and gets an error rather than a proposal that commits later. This is what keeps a
+/// node cut off by a partition from failing a healthy peer over once the partition heals (tests/jepsen, seed 104:
+/// an isolated stale leader's auto-failover was forwarded and committed after the heal, a second failover past
+/// maxCount 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_as_leader_needs_a_quorum_behind_this_node() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = three_nodes(root.path(), StoreOptions::default()).await;
+    register(&nodes).await;
+    let leader = nodes.iter().position(|n| n.store.is_leader()).expect("a leader");
+    let follower = (leader + 1) % 3;
+    let refused = nodes[follower].store.propose_as_leader(MetaCommand::CreateBucket(bucket("from-follower"))).await;
+    assert!(
+        matches!(refused, Err(ProposeError::Consensus(settee_cluster::ConsensusError::NotLeader { .. }))),
+        "{refused:?}"
+    );
+    let made = nodes[leader].store.propose_as_leader(MetaCommand::CreateBucket(bucket("with-quorum"))).await;
+    assert!(made.expect("a leader with its followers proposes").buckets.contains_key("with-quorum"));
+
+    for i in [(leader + 1) % 3, (leader + 2) % 3] {
+        nodes[i].stop().await;
+    }
+    let alone = nodes[leader].store.propose_as_leader(MetaCommand::CreateBucket(bucket("alone"))).await;
+    assert!(alone.is_err(), "a leader without a quorum proposed: {alone:?}");
+    assert!(!nodes[leader].store.current().buckets.contains_key("alone"));
+}

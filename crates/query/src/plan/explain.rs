@@ -72,12 +72,21 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
             out.push(op("KeyScan", Default::default()));
             out.push(op("Fetch", ks_fields(&ks.name)));
         }
-        Node::PrimaryScan { ks, index, spans, .. } => {
+        Node::PrimaryScan { ks, index, spans, reverse, offset, limit, .. } => {
             let mut f = ks_fields(&ks.name);
             f.insert("index".into(), json!(index.as_ref()));
             f.insert("using".into(), json!("gsi"));
             if !matches!(spans, IdSpans::All) {
                 f.insert("spans".into(), json!("META().id"));
+            }
+            if *reverse {
+                f.insert("index_order".into(), json!([{"desc": true, "keypos": 0}]));
+            }
+            if let Some(offset) = offset {
+                f.insert("offset".into(), json!(offset.text));
+            }
+            if let Some(limit) = limit {
+                f.insert("limit".into(), json!(limit.text));
             }
             out.push(op("PrimaryScan3", f));
             out.push(op("Fetch", ks_fields(&ks.name)));

@@ -231,6 +231,13 @@ pub struct SortTerm {
     pub nulls_first: bool,
 }
 
+/// A count (OFFSET or LIMIT) pushed into a scan, with its text for EXPLAIN.
+#[derive(Clone)]
+pub struct Pushed {
+    pub expr: CExpr,
+    pub text: String,
+}
+
 /// An operator.
 #[derive(Clone)]
 pub enum Node {
@@ -252,6 +259,9 @@ pub enum Node {
         spans: IdSpans,
         /// Highest id first (ORDER BY META().id DESC).
         reverse: bool,
+        /// OFFSET and LIMIT pushed into the scan (no WHERE, rows in id order): ids skipped before any fetch.
+        offset: Option<Pushed>,
+        limit: Option<Pushed>,
     },
     /// Documents through a secondary index: the ids its spans hold (each once for an array index), fetched, or
     /// rows made from the index entries alone when the index covers the block.

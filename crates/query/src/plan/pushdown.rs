@@ -25,7 +25,7 @@ pub(crate) struct BlockShape<'a> {
 pub(crate) fn push_down(c: &mut Compiler<'_>, mut node: Node, shape: &BlockShape<'_>) -> Result<Node, QueryError> {
     let Some(alias) = shape.alias else { return Ok(node) };
     if leaf(&node).is_none() {
-        return Ok(node);
+        return Ok(if shape.grouping || shape.where_.is_some() { node } else { paginate_primary(node, shape) });
     }
     cover(c, &mut node, alias, shape.where_);
     Ok(if shape.grouping { aggregate(node) } else { paginate(node, shape) })
@@ -56,6 +56,43 @@ fn paginate(node: Node, shape: &BlockShape<'_>) -> Node {
     match limit {
         Some(n) => Node::Limit { input: Box::new(rest), n },
         None => rest,
+    }
+}
+
+/// OFFSET and LIMIT into a primary scan of every id (or an id range) when the block has no WHERE and its rows need
+/// no sort, DISTINCT or grouping: the scan skips the offset's ids without fetching their documents (Couchbase's
+/// PrimaryScan3 `offset`/`limit`). Ids whose document went away meanwhile still count, as with an index scan.
+fn paginate_primary(node: Node, shape: &BlockShape<'_>) -> Node {
+    let (limit, rest) = match node {
+        Node::Limit { input, n } => (Some(n), *input),
+        other => (None, other),
+    };
+    let (mut offset, mut rest) = match rest {
+        Node::Offset { input, n } => (Some(n), *input),
+        other => (None, other),
+    };
+    let text = |e: Option<&Expr>| e.map(|e| e.to_string()).unwrap_or_default();
+    if let Some(Node::PrimaryScan { spans, offset: o, limit: l, .. }) = primary_leaf(&mut rest) {
+        if !matches!(spans, super::IdSpans::Keys { .. }) {
+            *o = offset.take().map(|expr| super::Pushed { expr, text: text(shape.offset) });
+            *l = limit.clone().map(|expr| super::Pushed { expr, text: text(shape.limit) });
+        }
+    }
+    if let Some(n) = offset {
+        rest = Node::Offset { input: Box::new(rest), n };
+    }
+    match limit {
+        Some(n) => Node::Limit { input: Box::new(rest), n },
+        None => rest,
+    }
+}
+
+/// The primary scan under a block's projection and LET bindings (no filter, sort, DISTINCT or grouping between).
+fn primary_leaf(node: &mut Node) -> Option<&mut Node> {
+    match node {
+        Node::Project { input, .. } | Node::Let { input, .. } => primary_leaf(input),
+        scan @ Node::PrimaryScan { .. } => Some(scan),
+        _ => None,
     }
 }
 

@@ -560,7 +560,9 @@ pub(crate) fn primary_scan(ks: KeyspaceHandle, slot: Slot, path: &KeyspacePath) 
         .find(|(d, state)| d.is_primary && *state == IndexState::Online)
         .map(|(d, _)| Arc::from(d.name.as_str()));
     match index {
-        Some(index) => Ok(Node::PrimaryScan { ks, slot, index, spans: IdSpans::All, reverse: false }),
+        Some(index) => {
+            Ok(Node::PrimaryScan { ks, slot, index, spans: IdSpans::All, reverse: false, offset: None, limit: None })
+        }
         None => Err(QueryError::NoPrimaryIndex(protected_path(path, &ks.name))),
     }
 }

@@ -10,7 +10,7 @@ use crate::value::Value;
 
 /// Narrows a full primary scan with what `cond` says about the scanned document's id.
 pub(crate) fn choose_primary_spans(node: Node, cond: &CExpr) -> Node {
-    let Node::PrimaryScan { ks, slot, index, spans: IdSpans::All, reverse } = node else {
+    let Node::PrimaryScan { ks, slot, index, spans: IdSpans::All, reverse, offset, limit } = node else {
         return node;
     };
     let mut conjuncts = Vec::new();
@@ -19,7 +19,7 @@ pub(crate) fn choose_primary_spans(node: Node, cond: &CExpr) -> Node {
     let mut high: Option<SpanBound> = None;
     for c in conjuncts {
         if let Some(spans) = keys_span(c, slot) {
-            return Node::PrimaryScan { ks, slot, index, spans, reverse };
+            return Node::PrimaryScan { ks, slot, index, spans, reverse, offset, limit };
         }
         if let Some((l, h)) = range_span(c, slot) {
             low = low.or(l);
@@ -27,7 +27,7 @@ pub(crate) fn choose_primary_spans(node: Node, cond: &CExpr) -> Node {
         }
     }
     let spans = if low.is_some() || high.is_some() { IdSpans::Range { low, high } } else { IdSpans::All };
-    Node::PrimaryScan { ks, slot, index, spans, reverse }
+    Node::PrimaryScan { ks, slot, index, spans, reverse, offset, limit }
 }
 
 fn flatten_and<'a>(e: &'a CExpr, out: &mut Vec<&'a CExpr>) {

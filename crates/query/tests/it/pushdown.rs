@@ -183,6 +183,25 @@ fn max_of_the_leading_key_reads_the_last_entry_first() {
 }
 
 #[test]
+fn offset_and_limit_go_into_a_primary_scan_without_a_where_clause() {
+    // Proves a page of a keyspace in id order (no WHERE) skips its offset inside the PrimaryScan3, before any
+    // document is fetched (the Offset operator goes, the Limit stays), ascending or descending; with a WHERE the
+    // rows are not the scan's ids and nothing is pushed.
+    let ops = operators("SELECT RAW META().id FROM products ORDER BY META().id LIMIT 3 OFFSET 4");
+    assert_eq!(names(&ops), ["PrimaryScan3", "Fetch", "InitialProject", "Limit"]);
+    assert_eq!((ops[0]["offset"].clone(), ops[0]["limit"].clone()), (json!("4"), json!("3")));
+    let ops = operators("SELECT RAW META().id FROM products ORDER BY META().id DESC LIMIT $n OFFSET $1");
+    assert_eq!(
+        (ops[0]["offset"].clone(), ops[0]["limit"].clone(), ops[0]["index_order"].clone()),
+        (json!("$1"), json!("$n"), json!([{"desc": true, "keypos": 0}]))
+    );
+    let ops = operators(
+        "SELECT RAW META().id FROM products WHERE discontinued IS MISSING ORDER BY META().id LIMIT 3 OFFSET 4",
+    );
+    assert!(names(&ops).contains(&"Offset") && ops[0].get("offset").is_none(), "{ops:?}");
+}
+
+#[test]
 fn descending_order_reads_the_index_from_the_top() {
     // Proves ORDER BY ... DESC over an index's keys (or META().id over the primary index) drops the sort and pushes
     // LIMIT and OFFSET into a scan that reads from its highest entry down; mixed directions keep the sort.

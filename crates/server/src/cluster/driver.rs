@@ -5,6 +5,7 @@
 //!
 //! Time comes from the node's `Clock` (its monotonic reading), randomness from the driver's seeded `Rng`.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +46,8 @@ pub struct ClusterDriver {
     pub(super) held: parking_lot::Mutex<Holds>,
     rng: parking_lot::Mutex<StdRng>,
     pub(super) clock: Arc<dyn Clock>,
+    /// Where this node's connections to its peers come from (`--bind-peer-connections`), checked at open.
+    peer_source: Option<IpAddr>,
     /// The handle's requests, until `serve` takes them.
     inbox: parking_lot::Mutex<Option<mpsc::Receiver<Request>>>,
 }
@@ -59,7 +62,8 @@ impl ClusterDriver {
             None => new_node_id(&mut rng),
         };
         let addr = my_info(node, me).mgmt_addr();
-        let transport = Arc::new(HttpTransport::new(&node.config.username, &node.config.password));
+        let peer_source = node.config.peer_source()?;
+        let transport = Arc::new(HttpTransport::with_source(&node.config.username, &node.config.password, peer_source));
         let store = MetadataStore::open(&dir, me, addr.clone(), transport.clone())
             .await
             .with_context(|| format!("cannot open the cluster metadata in {}", dir.display()))?;
@@ -77,6 +81,7 @@ impl ClusterDriver {
             rng: parking_lot::Mutex::new(rng),
             clock: node.clock.clone(),
             inbox: parking_lot::Mutex::new(Some(inbox)),
+            peer_source,
         }))
     }
 
@@ -104,6 +109,11 @@ impl ClusterDriver {
     /// The administrator's credentials, which node-to-node calls carry.
     pub(super) fn credentials(&self) -> (&str, &str) {
         (self.node.config.username.as_str(), self.node.config.password.as_str())
+    }
+
+    /// The source address of this node's connections to its peers, if it binds one.
+    pub(super) fn peer_source(&self) -> Option<IpAddr> {
+        self.peer_source
     }
 
     /// Answers the handle's requests until `stopped`, each in its own task (a graceful failover waits up to a
@@ -202,7 +212,15 @@ impl ClusterDriver {
     /// node's TLS ports. A failure is logged and leaves the node its own CA (clients must then trust that too).
     async fn adopt_cluster_ca(&self, seed: &str) {
         use settee_cluster::peer::{ClusterCaReply, ClusterCaRequest};
-        match super::peers::call(seed, Some(self.credentials()), &ClusterCaRequest, CLUSTER_CA_TIMEOUT).await {
+        match super::peers::call(
+            seed,
+            self.peer_source(),
+            Some(self.credentials()),
+            &ClusterCaRequest,
+            CLUSTER_CA_TIMEOUT,
+        )
+        .await
+        {
             Ok(ClusterCaReply { ca: Some(ca) }) => {
                 let tls = self.node.tls.clone();
                 match tokio::task::spawn_blocking(move || tls.adopt_cluster_ca(&ca)).await {
@@ -344,6 +362,18 @@ impl ClusterDriver {
     /// Proposes `cmd` and applies the result locally before returning, so the caller sees its change here.
     pub(super) async fn propose(&self, cmd: MetaCommand) -> Proposal {
         let meta = self.handle.store().propose(cmd).await?;
+        self.applied_here(meta).await
+    }
+
+    /// [`ClusterDriver::propose`] only while this node leads with a quorum behind it, never forwarded (see
+    /// `MetadataStore::propose_as_leader`): for decisions taken from this node's own view.
+    pub(super) async fn propose_as_leader(&self, cmd: MetaCommand) -> Proposal {
+        let meta = self.handle.store().propose_as_leader(cmd).await?;
+        self.applied_here(meta).await
+    }
+
+    /// The newer of `meta` and the local state, reconciled here.
+    async fn applied_here(&self, meta: Arc<ClusterMetadata>) -> Proposal {
         let local = self.metadata();
         let newest = if local.rev >= meta.rev { local } else { meta };
         self.reconcile_with(&newest, false).await;

@@ -5,7 +5,9 @@
 
 use settee_cluster::control::graceful_failover::{Command, Event, GracefulFailover, GracefulFailoverError};
 use settee_cluster::peer::{HoldRequest, HoldScope};
-use settee_cluster::{vbmap, MetaCommand, NodeId};
+use std::sync::Arc;
+
+use settee_cluster::{vbmap, ClusterMetadata, MetaCommand, NodeId};
 
 use super::handle::Proposal;
 use super::peers::Peers;
@@ -17,6 +19,18 @@ impl ClusterDriver {
     /// nodes remain, so durable writes keep working.
     pub(super) async fn failover(&self, failed: NodeId) -> Proposal {
         let meta = self.propose(MetaCommand::Failover { nodes: vec![failed] }).await?;
+        self.rebuild_replicas(meta).await
+    }
+
+    /// Automatic failover of `failed`, proposed only while this node leads with a quorum behind it (see
+    /// `MetadataStore::propose_as_leader`): the decision comes from this node's own view of its peers' health.
+    pub(super) async fn auto_failover_of(&self, failed: NodeId) -> Proposal {
+        let meta = self.propose_as_leader(MetaCommand::Failover { nodes: vec![failed] }).await?;
+        self.rebuild_replicas(meta).await
+    }
+
+    /// After a failover, rebuilds on the survivors the replicas the failed node held.
+    async fn rebuild_replicas(&self, meta: Arc<ClusterMetadata>) -> Proposal {
         let survivors = meta.active_nodes();
         let mut latest = meta.clone();
         for (name, b) in &meta.buckets {
@@ -41,7 +55,7 @@ impl ClusterDriver {
             let mut answer = None;
             for command in commands {
                 let meta = self.metadata();
-                let peers = Peers::new(self.credentials(), &meta);
+                let peers = Peers::new(self.credentials(), self.peer_source(), &meta);
                 match command {
                     Command::Hold { node, request } => {
                         let reply = peers.hold(node, &request).await.map_err(|e| e.to_string());

@@ -39,8 +39,11 @@ impl ClusterDriver {
         let peers: Vec<_> = meta.nodes.values().filter(|n| n.id != self.me()).map(|n| (n.id, n.mgmt_addr())).collect();
         self.handle.health.table().heard_of(peers.iter().map(|(id, _)| *id), self.now());
         let mut probes = tokio::task::JoinSet::new();
+        let source = self.peer_source();
         for (id, addr) in peers {
-            probes.spawn(async move { (id, peers::call(&addr, None, &ProbeRequest, PROBE_TIMEOUT).await.is_ok()) });
+            probes.spawn(
+                async move { (id, peers::call(&addr, source, None, &ProbeRequest, PROBE_TIMEOUT).await.is_ok()) },
+            );
         }
         while let Some(Ok((id, answered))) = probes.join_next().await {
             if answered {
@@ -61,7 +64,7 @@ impl ClusterDriver {
                 Command::Refuse(why) => tracing::warn!("{why}"),
                 Command::FailOver { node, unseen } => {
                     tracing::warn!(node, unseen_secs = unseen.as_secs(), "auto-failover");
-                    let outcome = self.failover(node).await;
+                    let outcome = self.auto_failover_of(node).await;
                     if let Err(e) = &outcome {
                         tracing::error!(node, error = %e, "auto-failover did not commit");
                     }

@@ -4,6 +4,7 @@
 //! vBuckets for a takeover (`/settee/node/drain`); the health monitor probes; `addNode` asks the newcomer to join.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use settee_cluster::peer::{HoldReply, HoldRequest, PeerCall, SeqnoReport, SeqnosRequest};
@@ -31,14 +32,15 @@ pub enum PeerError {
     BadReply { addr: String, path: &'static str, error: serde_json::Error },
 }
 
-/// Sends `request` to `addr` ("host:port") and decodes its reply.
+/// Sends `request` to `addr` ("host:port") from `source` (see `ServerConfig::peer_source`) and decodes its reply.
 pub async fn call<C: PeerCall>(
     addr: &str,
+    source: Option<IpAddr>,
     credentials: Option<(&str, &str)>,
     request: &C,
     timeout: Duration,
 ) -> Result<C::Reply, PeerError> {
-    let reply = rest_client::call(addr, C::METHOD, C::PATH, credentials, &request.body(), timeout)
+    let reply = rest_client::call(addr, source, C::METHOD, C::PATH, credentials, &request.body(), timeout)
         .await
         .map_err(|e| PeerError::Unreachable(format!("{e:#}")))?;
     if reply.status != 200 {
@@ -60,11 +62,12 @@ pub async fn call<C: PeerCall>(
 pub struct Peers<'a> {
     meta: &'a ClusterMetadata,
     creds: (&'a str, &'a str),
+    source: Option<IpAddr>,
 }
 
 impl<'a> Peers<'a> {
-    pub fn new(credentials: (&'a str, &'a str), meta: &'a ClusterMetadata) -> Self {
-        Peers { meta, creds: credentials }
+    pub fn new(credentials: (&'a str, &'a str), source: Option<IpAddr>, meta: &'a ClusterMetadata) -> Self {
+        Peers { meta, creds: credentials, source }
     }
 
     /// The high seqno of every active or replica vBucket on `node`, and the dead ones it keeps data for.
@@ -85,6 +88,6 @@ impl<'a> Peers<'a> {
 
     async fn call<C: PeerCall>(&self, node: NodeId, request: &C, timeout: Duration) -> Result<C::Reply, PeerError> {
         let addr = self.meta.nodes.get(&node).map(|n| n.mgmt_addr()).ok_or(PeerError::UnknownNode(node))?;
-        call(&addr, Some(self.creds), request, timeout).await
+        call(&addr, self.source, Some(self.creds), request, timeout).await
     }
 }

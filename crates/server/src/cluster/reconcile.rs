@@ -99,6 +99,7 @@ impl Reconciler {
                     vbuckets,
                     username: node.config.username.clone(),
                     password: node.config.password.clone(),
+                    bind: driver.peer_source(),
                     name: crate::dcp::replication_connection_name(me, name),
                     timeouts: Default::default(),
                 };

@@ -1,6 +1,7 @@
 //! The HTTP exchange under the node-to-node calls (`peers`): HTTP/1.1 over a fresh connection, closed after one
 //! exchange. Not a hot path; Raft has its own pooled transport.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use base64::Engine;
@@ -18,16 +19,18 @@ pub struct Reply {
     pub body: String,
 }
 
-/// Sends `method path` to `addr` ("host:port") with Basic credentials and `body`, within `timeout`.
+/// Sends `method path` to `addr` ("host:port") with Basic credentials and `body`, within `timeout`, from
+/// `source` when one is given (`--bind-peer-connections`).
 pub async fn call(
     addr: &str,
+    source: Option<IpAddr>,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
     body: &Body,
     timeout: Duration,
 ) -> anyhow::Result<Reply> {
-    match tokio::time::timeout(timeout, exchange(addr, method, path, credentials, body)).await {
+    match tokio::time::timeout(timeout, exchange(addr, source, method, path, credentials, body)).await {
         Ok(r) => r,
         Err(_) => anyhow::bail!("{addr} did not answer {method} {path} within {timeout:?}"),
     }
@@ -35,12 +38,22 @@ pub async fn call(
 
 async fn exchange(
     addr: &str,
+    source: Option<IpAddr>,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
     body: &Body,
 ) -> anyhow::Result<Reply> {
-    let mut stream = TcpStream::connect(addr).await?;
+    let mut stream = match source {
+        None => TcpStream::connect(addr).await?,
+        Some(ip) => {
+            let mut targets = tokio::net::lookup_host(addr).await?;
+            let target = targets
+                .find(|t| t.is_ipv4() == ip.is_ipv4())
+                .ok_or_else(|| anyhow::anyhow!("{addr} has no address of {ip}'s family"))?;
+            settee_client::dial(target, Some(ip)).await?
+        }
+    };
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some((user, password)) = credentials {
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -119,7 +132,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             drop(sock);
         });
-        let r = call(&addr, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
+        let r = call(&addr, None, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
         let error = r.expect_err("no answer").to_string();
         assert!(error.contains("did not answer GET /pools"), "{error}");
         held.abort();

@@ -71,6 +71,8 @@ pub struct FeedSpec {
     pub vbuckets: Vec<VbId>,
     pub username: String,
     pub password: String,
+    /// The local address the connection comes from (`--bind-peer-connections`), or none.
+    pub bind: Option<std::net::IpAddr>,
     /// Names the connection on the producer: [`crate::dcp::replication_connection_name`], from which the
     /// producer learns the node whose acknowledgements commit sync writes.
     pub name: String,
@@ -80,8 +82,8 @@ pub struct FeedSpec {
 impl FeedSpec {
     /// Whether `other` is the same connection (everything but the vBucket list equal).
     pub fn same_connection(&self, other: &FeedSpec) -> bool {
-        (&self.source, &self.username, &self.password, &self.name)
-            == (&other.source, &other.username, &other.password, &other.name)
+        (&self.source, &self.username, &self.password, &self.bind, &self.name)
+            == (&other.source, &other.username, &other.password, &other.bind, &other.name)
     }
 }
 
@@ -127,8 +129,15 @@ async fn stream_once(
 /// Connects, authenticates and opens the DCP connection; returns the socket and what was read past the replies.
 async fn handshake(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(tokio::net::TcpStream, Vec<u8>)> {
     let features = [Feature::Collections, Feature::Xattr, Feature::Json];
-    let mut c =
-        Connection::connect(spec.source, &spec.username, &spec.password, Some(&bucket.name()), &features).await?;
+    let mut c = Connection::connect_from(
+        spec.source,
+        spec.bind,
+        &spec.username,
+        &spec.password,
+        Some(&bucket.name()),
+        &features,
+    )
+    .await?;
     let flags = DcpOpenFlags::PRODUCER.with(DcpOpenFlags::INCLUDE_XATTRS).with(DcpOpenFlags::INCLUDE_DELETE_TIMES);
     let mut out = Vec::new();
     DcpOpen { opaque: 0, flags, name: spec.name.as_bytes(), value: &[] }.encode(&mut out);

@@ -109,7 +109,9 @@ pub(crate) async fn add_node(
         user: user.clone(),
         password: password.clone(),
     };
-    match peers::call(&target, Some((&user, &password)), &join, JOIN_TIMEOUT).await {
+    // The node's driver refused to start with a peer source that is not an address, so none is lost here.
+    let source = state.node.config.peer_source().ok().flatten();
+    match peers::call(&target, source, Some((&user, &password)), &join, JOIN_TIMEOUT).await {
         Ok(()) => {}
         Err(PeerError::Refused { status, body, .. }) => {
             let reason = if status == 401 { "Authentication failed. Verify username and password." } else { "" };

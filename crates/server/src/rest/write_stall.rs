@@ -3,6 +3,8 @@
 //! fails a write that makes no progress for the write timeout (`--rest-write-timeout-secs`), which ends the
 //! connection with a log line. A slow client that keeps reading, and a streaming answer that simply has nothing to
 //! send (the bucket streaming endpoints), are never cut off: only a write the socket refuses that long counts.
+//! A connection that sends nothing at all for the same time after it is accepted is closed too (axum's server
+//! sets no header-read timeout); once a client has sent a byte, its idle keep-alive connection stays.
 
 use std::future::Future;
 use std::io;
@@ -31,7 +33,9 @@ impl axum::serve::Listener for GuardedListener {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
         }
-        (WriteStallGuard { stream, peer: addr, limit: self.write_timeout, stalled: None }, addr)
+        let limit = self.write_timeout;
+        let silent = Some(Box::pin(tokio::time::sleep(limit)));
+        (WriteStallGuard { stream, peer: addr, limit, stalled: None, silent }, addr)
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
@@ -46,6 +50,8 @@ pub(crate) struct WriteStallGuard {
     limit: Duration,
     /// Since the socket last refused a write: fires after `limit`.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// Until the client sends its first byte: fires `limit` after the connection was accepted.
+    silent: Option<Pin<Box<Sleep>>>,
 }
 
 impl WriteStallGuard {
@@ -63,7 +69,20 @@ impl WriteStallGuard {
 
 impl AsyncRead for WriteStallGuard {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if read.is_ready() && buf.filled().len() > before {
+            self.silent = None;
+        }
+        if read.is_pending() {
+            if let Some(timer) = self.silent.as_mut() {
+                if timer.as_mut().poll(cx).is_ready() {
+                    tracing::info!(peer = %self.peer, "closing rest connection: nothing was sent on it for the write timeout");
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client sent nothing")));
+                }
+            }
+        }
+        read
     }
 }
 

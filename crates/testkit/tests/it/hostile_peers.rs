@@ -82,6 +82,7 @@ async fn feed_reconnects(source: std::net::SocketAddr, accepted: &AtomicUsize, w
         username: ADMIN.into(),
         password: PASSWORD.into(),
         name: "replication:test".into(),
+        bind: None,
         timeouts,
     };
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -51,6 +51,7 @@ async fn a_replica_node_follows_its_active_over_dcp() {
         vbuckets: lower_half.clone(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
+        bind: None,
         name: "replication:test".into(),
         timeouts: Default::default(),
     };
@@ -140,6 +141,7 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
         vbuckets: (0..1024).map(VbId).collect(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
+        bind: None,
         name: replication_connection_name(2, "default"),
         timeouts: Default::default(),
     };
@@ -189,6 +191,7 @@ fn start_feed(a: &TestNode, b: &TestNode, stop: watch::Receiver<bool>) -> tokio:
         vbuckets: (0..1024).map(VbId).collect(),
         username: ADMIN.into(),
         password: PASSWORD.into(),
+        bind: None,
         name: replication_connection_name(2, "default"),
         timeouts: Default::default(),
     };

@@ -388,6 +388,19 @@ async fn a_rest_client_that_never_reads_is_closed_after_the_write_timeout() {
     node.stop().await;
 }
 
+/// Proves a management-port connection on which nothing is ever sent is closed after the write timeout (1 s
+/// here): axum's server has no header-read timeout, and such a connection used to stay open for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_connection_that_never_sends_a_request_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let node = TestNode::start_with(|c| c.rest_write_timeout_secs = 1).await;
+    let mut s = tokio::net::TcpStream::connect(node.running.mgmt_addr).await.expect("connect");
+    let mut sink = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut sink)).await;
+    assert!(read.is_ok(), "the silent connection was closed");
+    node.stop().await;
+}
+
 /// Whether the server closes `s` within 60 s while the client reads nothing: the client keeps sending `probe`
 /// (without reading), and a closed connection makes a write fail. A server that never closes leaves the writes
 /// succeeding, or blocking once its receive buffer is full.

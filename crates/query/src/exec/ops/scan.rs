@@ -22,12 +22,16 @@ pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
         Node::KeyScan { ks, slot, keys, distinct } => {
             Box::new(KeyScan { ks, slot: *slot, keys, distinct: *distinct, base: base.clone(), pending: None })
         }
-        Node::PrimaryScan { ks, slot, index, spans, reverse } => Box::new(PrimaryScan {
+        Node::PrimaryScan { ks, slot, index, spans, reverse, offset, limit } => Box::new(PrimaryScan {
             ks,
             slot: *slot,
             index,
             spans,
             reverse: *reverse,
+            offset: offset.as_ref(),
+            limit: limit.as_ref(),
+            skip: 0,
+            left: None,
             base: base.clone(),
             state: ScanState::Start,
             ready: Ready::new(),
@@ -121,6 +125,11 @@ struct PrimaryScan<'p> {
     index: &'p Arc<str>,
     spans: &'p IdSpans,
     reverse: bool,
+    offset: Option<&'p crate::plan::Pushed>,
+    limit: Option<&'p crate::plan::Pushed>,
+    /// Ids still to skip (the pushed OFFSET), and to read at most (the pushed LIMIT).
+    skip: usize,
+    left: Option<usize>,
     base: Row,
     state: ScanState,
     ready: Ready,
@@ -143,6 +152,14 @@ pub(crate) fn wait_consistent(ks: &KeyspaceHandle, index: &Arc<str>, cx: &Cx<'_>
 
 impl PrimaryScan<'_> {
     fn start(&mut self, cx: &Cx<'_>) -> Result<ScanState, QueryError> {
+        let count = |p: Option<&crate::plan::Pushed>, what| -> Result<Option<usize>, QueryError> {
+            match p {
+                Some(p) => Ok(Some(crate::exec::eval::count_value(&eval(&p.expr, &mut Row::default(), cx)?, what)?)),
+                None => Ok(None),
+            }
+        };
+        self.skip = count(self.offset, "OFFSET")?.unwrap_or(0);
+        self.left = count(self.limit, "LIMIT")?;
         let mut row = self.base.clone();
         Ok(match self.spans {
             IdSpans::All => ScanState::Range(ScanRange { reverse: self.reverse, ..ScanRange::all() }, None),
@@ -207,12 +224,26 @@ impl Op for PrimaryScan<'_> {
                     self.chunk = (self.chunk * 2).min(SCAN_CHUNK_MAX);
                 }
                 ScanState::Range(range, after) => {
-                    let entries = self.ks.keyspace.scan(self.index, range, after.as_ref(), self.chunk)?;
-                    let finished = entries.len() < self.chunk;
+                    if self.left == Some(0) {
+                        self.state = ScanState::Done;
+                        continue;
+                    }
+                    // Skipped ids need no document: read them in the largest chunks.
+                    let chunk = if self.skip > 0 { SCAN_CHUNK_MAX } else { self.chunk };
+                    let entries = self.ks.keyspace.scan(self.index, range, after.as_ref(), chunk)?;
+                    let finished = entries.len() < chunk;
                     *after = entries.last().cloned();
-                    let keys: Vec<Arc<str>> = entries.into_iter().map(|e| e.doc_id).collect();
+                    let skipped = self.skip.min(entries.len());
+                    self.skip -= skipped;
+                    let mut keys: Vec<Arc<str>> = entries.into_iter().skip(skipped).map(|e| e.doc_id).collect();
+                    if let Some(left) = self.left.as_mut() {
+                        keys.truncate(*left);
+                        *left -= keys.len();
+                    }
                     fetch_rows(self.ks, &keys, &self.base, self.slot, cx, &mut self.ready)?;
-                    self.chunk = (self.chunk * 2).min(SCAN_CHUNK_MAX);
+                    if !keys.is_empty() {
+                        self.chunk = (self.chunk * 2).min(SCAN_CHUNK_MAX);
+                    }
                     if finished {
                         self.state = ScanState::Done;
                     }
