@@ -99,6 +99,12 @@ impl Caller {
         self.user.is_admin() || self.has(ClusterRole::SecurityAdmin) || self.has(ClusterRole::SecurityAdminLocal)
     }
 
+    /// May scrape `/metrics` (Couchbase's `cluster.stats!read`): the administrators, ro_admin and
+    /// external_stats_reader.
+    pub(crate) fn can_read_stats(&self) -> bool {
+        self.user.can_read_settings() || self.has(ClusterRole::ExternalStatsReader)
+    }
+
     /// May list users and roles.
     pub(crate) fn can_read_security(&self) -> bool {
         self.can_write_security() || self.user.can_read_settings()

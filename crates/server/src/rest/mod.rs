@@ -8,7 +8,8 @@
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
 //! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `certificates` (the TLS
 //! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
-//! (the query port), `auth` (Basic auth and privilege checks), `form` (urlencoded bodies), `error`.
+//! (the query port), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
+//! privilege checks), `form` (urlencoded bodies), `error`.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
@@ -21,7 +22,9 @@ mod collections;
 pub(crate) mod error;
 pub(crate) mod form;
 mod index_status;
+mod metrics;
 mod pools;
+mod process_stats;
 mod roles;
 mod users;
 mod write_stall;
@@ -124,6 +127,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/pools/nodes", get(pools::pool_nodes))
         .route("/pools/default/nodeServices", get(pools::node_services))
         .route("/indexStatus", get(index_status::index_status))
+        .route("/metrics", get(metrics::metrics))
         .route("/pools/default/buckets", get(buckets::list).post(bucket_settings::create))
         .route(BUCKET, get(buckets::get).post(bucket_settings::edit).delete(bucket_settings::delete))
         .route(&format!("{BUCKET}/controller/doFlush"), post(bucket_settings::flush))

@@ -5,6 +5,7 @@ mod hostile_peers;
 mod index_persistence;
 mod kv_ops;
 mod metadata;
+mod metrics;
 mod persistence;
 mod process;
 mod query;
