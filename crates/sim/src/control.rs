@@ -147,7 +147,10 @@ impl Control {
             .nodes
             .values()
             .all(|n| n.membership == Membership::Active && self.health.unseen_for(n.id, now) < ANSWERED_WITHIN);
-        members_up && copies_in_step
+        // Every chain of the map complete, the vBuckets the simulation does not use included: a fault while one
+        // of them lacks a copy would be a second failure.
+        let map_complete = self.map().chains.iter().all(|c| c.iter().all(Option::is_some));
+        members_up && copies_in_step && map_complete
     }
 
     fn apply(&mut self, cmd: MetaCommand) -> Result<(), String> {

@@ -21,6 +21,8 @@ use crate::rng::SimRng;
 /// Keys the clients work on: few, so that operations on each key overlap.
 pub const KEYS_MAX: usize = 8;
 const STEP: Duration = Duration::from_millis(1);
+/// A killed node that the cluster has not failed over by then is restarted anyway.
+const RESTART_ANYWAY: Duration = Duration::from_secs(20);
 /// A client gives up on a request after this long: its outcome is unknown.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -468,8 +470,12 @@ impl Sim {
             .crashed
             .iter()
             .filter(|(n, at)| {
+                // An operator restarts a node the cluster could not fail over (a second failure stopped it) after
+                // a while anyway.
+                let overdue = now >= **at + RESTART_ANYWAY;
                 **at <= now
                     && (self.cfg.restart_before_failover
+                        || overdue
                         || matches!(self.control.membership(node_id(**n)), Some(Membership::InactiveFailed) | None))
             })
             .map(|(n, _)| *n)
