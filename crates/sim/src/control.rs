@@ -303,25 +303,31 @@ impl Control {
         }
     }
 
+    /// A seqno report, for the graceful failover or the rebalance that asked for it.
     pub fn seqnos_answer(&mut self, node: NodeId, id: u64, report: SeqnoReport, now: Duration) {
-        if let Some(run) = self.graceful.as_mut() {
-            if run.reported(node, id, report.clone(), now) {
-                return;
+        let report = match self.graceful.take() {
+            Some(mut run) => {
+                let unused = run.reported(node, id, report, self, now);
+                self.graceful = Some(run);
+                unused
             }
-        }
-        if let Some(mut run) = self.rebalance.take() {
-            run.reported(node, id, report, self, now);
-            self.rebalance = Some(run);
+            None => Some(report),
+        };
+        if let Some(report) = report {
+            if let Some(mut run) = self.rebalance.take() {
+                run.reported(node, id, report, self, now);
+                self.rebalance = Some(run);
+            }
         }
     }
 
+    /// A hold's answer, for the graceful failover or the rebalance that asked for it.
     pub fn hold_answer(&mut self, node: NodeId, id: u64, reply: HoldReply, now: Duration) {
-        if let Some(run) = self.graceful.as_mut() {
-            if run.node == node && run.held(id, reply.clone(), now) {
-                return;
-            }
-        }
-        if let Some(run) = self.rebalance.as_mut() {
+        let reply = match self.graceful.as_mut() {
+            Some(run) => run.held(node, id, reply, now),
+            None => Some(reply),
+        };
+        if let (Some(run), Some(reply)) = (self.rebalance.as_mut(), reply) {
             run.held(node, id, reply, now);
         }
     }

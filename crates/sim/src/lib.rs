@@ -14,6 +14,7 @@
 //! A run is a function of its seed: `Sim::new(SimConfig::new(seed)).run()` repeats exactly. See
 //! docs/reliability.md ("Deterministic simulation") for what is simulated, what is not, and the figures.
 
+pub mod asking;
 pub mod clock;
 pub mod control;
 pub mod graceful;

@@ -7,37 +7,19 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use settee_cluster::control::rebalance::{Command, Event, Rebalance, Reports};
+use settee_cluster::control::rebalance::{Command, Event, Rebalance};
 use settee_cluster::control::HealthSnapshot;
 use settee_cluster::peer::{HoldReply, SeqnoReport};
 use settee_cluster::{ClusterMetadata, MetaCommand, NodeId, VbMap};
 
+use crate::asking::{Awaited, Ids, PollRound, ANSWER_TIMEOUT, HOLD_TIMEOUT};
 use crate::msg::Msg;
-
-/// How long a node has to answer a seqno report or a hold (the server's peer-call timeouts).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
-const HOLD_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The answer being waited for, if any.
 enum Waiting {
-    Report {
-        node: NodeId,
-        id: u64,
-        until: Duration,
-    },
-    /// A round of reports: asked at `at` (after the pause); answers gathered until every node answered or timed out.
-    Poll {
-        at: Duration,
-        nodes: Vec<NodeId>,
-        asked: BTreeMap<u64, NodeId>,
-        reports: Reports,
-        until: Duration,
-    },
-    Hold {
-        node: NodeId,
-        id: u64,
-        until: Duration,
-    },
+    Report(Awaited),
+    Poll(PollRound),
+    Hold(Awaited),
 }
 
 /// What the driver needs from the control plane to carry out a command.
@@ -52,7 +34,7 @@ pub struct RebalanceRun {
     sm: Rebalance,
     queue: VecDeque<Command>,
     waiting: Option<Waiting>,
-    next_id: u64,
+    ids: Ids,
     /// How it ended, once it has.
     pub outcome: Option<Result<(), String>>,
     pub moves_done: usize,
@@ -61,12 +43,7 @@ pub struct RebalanceRun {
 impl RebalanceRun {
     pub fn start(mut sm: Rebalance) -> RebalanceRun {
         let queue = sm.start().into();
-        RebalanceRun { sm, queue, waiting: None, next_id: 0, outcome: None, moves_done: 0 }
-    }
-
-    fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+        RebalanceRun { sm, queue, waiting: None, ids: Ids::new(0), outcome: None, moves_done: 0 }
     }
 
     fn feed(&mut self, event: Event, now: Duration) {
@@ -91,9 +68,9 @@ impl RebalanceRun {
         }
         match command {
             Command::Report { node } => {
-                let id = self.id();
+                let id = self.ids.fresh();
                 leader.send(node, Msg::SeqnosAsk { id });
-                self.waiting = Some(Waiting::Report { node, id, until: now + ANSWER_TIMEOUT });
+                self.waiting = Some(Waiting::Report(Awaited::new(node, id, now, ANSWER_TIMEOUT)));
             }
             Command::Propose(cmd) => {
                 let r = leader.propose(cmd);
@@ -103,23 +80,14 @@ impl RebalanceRun {
                 let (meta, health) = (leader.meta(), leader.health(now));
                 self.feed(Event::Observed { meta, health }, now);
             }
-            Command::Poll { nodes, pause } => {
-                let waiting = Waiting::Poll {
-                    at: now + pause,
-                    nodes,
-                    asked: BTreeMap::new(),
-                    reports: Reports::new(),
-                    until: Duration::MAX,
-                };
-                self.waiting = Some(waiting);
-            }
+            Command::Poll { nodes, pause } => self.waiting = Some(Waiting::Poll(PollRound::new(nodes, now, pause))),
             Command::Hold { node, bucket: _, vbs } => {
-                let id = self.id();
+                let id = self.ids.fresh();
                 leader.send(node, Msg::HoldAsk { id, hold: true, vbs, all: false });
-                self.waiting = Some(Waiting::Hold { node, id, until: now + HOLD_TIMEOUT });
+                self.waiting = Some(Waiting::Hold(Awaited::new(node, id, now, HOLD_TIMEOUT)));
             }
             Command::Release { node, bucket: _, vbs } => {
-                let id = self.id();
+                let id = self.ids.fresh();
                 leader.send(node, Msg::HoldAsk { id, hold: false, vbs, all: false });
             }
             Command::SetChains { bucket, chains } => {
@@ -148,81 +116,51 @@ impl RebalanceRun {
 
     /// Asks a due poll round, and gives up on answers past their time.
     fn expire(&mut self, leader: &mut impl Leader, now: Duration) {
-        enum Due {
-            Report(NodeId),
-            Hold(NodeId),
-            Ask(Vec<NodeId>),
-            PollOver,
-        }
-        let due = match &self.waiting {
-            Some(Waiting::Report { node, until, .. }) if *until <= now => Due::Report(*node),
-            Some(Waiting::Hold { node, until, .. }) if *until <= now => Due::Hold(*node),
-            Some(Waiting::Poll { at, nodes, until, .. }) if *until == Duration::MAX && *at <= now => {
-                Due::Ask(nodes.clone())
+        let event = match &mut self.waiting {
+            Some(Waiting::Report(a)) if a.overdue(now) => {
+                let node = a.node;
+                Event::Reported { node, report: Err(format!("node {node} did not answer")) }
             }
-            Some(Waiting::Poll { until, .. }) if *until <= now => Due::PollOver,
+            Some(Waiting::Hold(a)) if a.overdue(now) => {
+                let node = a.node;
+                Event::Held { node, reply: Err(format!("node {node} did not answer the hold")) }
+            }
+            Some(Waiting::Poll(round)) => {
+                round.ask_if_due(now, &mut self.ids, |node, msg| leader.send(node, msg));
+                let Some(reports) = round.finished(now) else { return };
+                Event::Polled { reports, health: leader.health(now), stop_requested: false }
+            }
             _ => return,
         };
-        match due {
-            Due::Report(node) => {
-                self.feed(Event::Reported { node, report: Err(format!("node {node} did not answer")) }, now);
-            }
-            Due::Hold(node) => {
-                self.feed(Event::Held { node, reply: Err(format!("node {node} did not answer the hold")) }, now);
-            }
-            Due::Ask(nodes) => {
-                let ids: Vec<(NodeId, u64)> = nodes.into_iter().map(|n| (n, self.id())).collect();
-                if let Some(Waiting::Poll { asked, until, .. }) = &mut self.waiting {
-                    asked.extend(ids.iter().map(|(n, id)| (*id, *n)));
-                    *until = now + ANSWER_TIMEOUT;
-                }
-                for (node, id) in ids {
-                    leader.send(node, Msg::SeqnosAsk { id });
-                }
-                self.finish_poll_if_complete(leader, now);
-            }
-            Due::PollOver => {
-                if let Some(Waiting::Poll { asked, reports, .. }) = &mut self.waiting {
-                    for node in asked.values() {
-                        reports.entry(*node).or_insert_with(|| Err(format!("node {node} did not answer")));
-                    }
-                }
-                self.finish_poll(leader, now);
-            }
-        }
+        self.feed(event, now);
     }
 
-    fn finish_poll_if_complete(&mut self, leader: &mut impl Leader, now: Duration) {
-        if let Some(Waiting::Poll { asked, reports, until, .. }) = &self.waiting {
-            if *until != Duration::MAX && asked.values().all(|n| reports.contains_key(n)) {
-                self.finish_poll(leader, now);
-            }
-        }
-    }
-
-    fn finish_poll(&mut self, leader: &mut impl Leader, now: Duration) {
-        let Some(Waiting::Poll { reports, .. }) = self.waiting.take() else { return };
-        let health = leader.health(now);
-        self.feed(Event::Polled { reports, health, stop_requested: false }, now);
-    }
-
-    /// A node's seqno report.
-    pub fn reported(&mut self, node: NodeId, id: u64, report: SeqnoReport, leader: &mut impl Leader, now: Duration) {
+    /// A node's seqno report; given back when it answers nothing this rebalance asked.
+    pub fn reported(
+        &mut self,
+        node: NodeId,
+        id: u64,
+        report: SeqnoReport,
+        leader: &mut impl Leader,
+        now: Duration,
+    ) -> Option<SeqnoReport> {
         match &mut self.waiting {
-            Some(Waiting::Report { node: n, id: asked, .. }) if *asked == id && *n == node => {
+            Some(Waiting::Report(a)) if a.answered_by(node, id) => {
                 self.feed(Event::Reported { node, report: Ok(report) }, now);
+                None
             }
-            Some(Waiting::Poll { asked, reports, .. }) if asked.get(&id) == Some(&node) => {
-                reports.insert(node, Ok(report));
-                self.finish_poll_if_complete(leader, now);
+            Some(Waiting::Poll(round)) => {
+                let unused = round.answer(node, id, report);
+                self.expire(leader, now);
+                unused
             }
-            _ => {}
+            _ => Some(report),
         }
     }
 
     /// A node's answer to a hold.
     pub fn held(&mut self, node: NodeId, id: u64, reply: HoldReply, now: Duration) {
-        if matches!(&self.waiting, Some(Waiting::Hold { node: n, id: asked, .. }) if *asked == id && *n == node) {
+        if matches!(&self.waiting, Some(Waiting::Hold(a)) if a.answered_by(node, id)) {
             self.feed(Event::Held { node, reply: Ok(reply) }, now);
         }
     }
