@@ -621,6 +621,15 @@ fn object_for(
 
 /// A LIMIT or OFFSET value as a count: a whole number, where a negative one counts as 0 (Couchbase's
 /// `getLimit` and `newOffsetLimitExpr`); anything else fails with 5030.
+/// The value of a count pushed into a scan (OFFSET, LIMIT), evaluated once per execution.
+pub(crate) fn pushed_count(
+    p: Option<&crate::plan::Pushed>,
+    what: &str,
+    cx: &Cx<'_>,
+) -> Result<Option<usize>, QueryError> {
+    p.map(|p| count_value(&eval(&p.expr, &mut Row::default(), cx)?, what)).transpose()
+}
+
 pub(crate) fn count_value(v: &Value, what: &str) -> Result<usize, QueryError> {
     match v.as_number().and_then(|n| n.to_exact_i64()) {
         Some(i) => Ok(usize::try_from(i).unwrap_or(0)),

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value as Json};
 
-use super::{IdSpans, IndexScanPlan, Node, Plan};
+use super::{IdSpans, IndexScanPlan, Node, Plan, Pushed};
 
 /// The `plan` member of an EXPLAIN row.
 pub fn explain(plan: &Plan) -> Json {
@@ -50,18 +50,24 @@ fn index_scan3(scan: &IndexScanPlan) -> Json {
             e.filter_covers.iter().map(|(text, v)| (text.clone(), json_of(v))).collect();
         f.insert("filter_covers".into(), Json::Object(covers));
     }
-    if scan.reverse {
-        f.insert("index_order".into(), json!([{"desc": true, "keypos": 0}]));
-    } else if e.first_entry {
+    if e.first_entry && !scan.reverse {
         f.insert("index_order".into(), json!([{"keypos": 0}]));
     }
-    if let Some(offset) = &e.offset {
-        f.insert("offset".into(), json!(offset));
-    }
-    if let Some(limit) = &e.limit {
-        f.insert("limit".into(), json!(limit));
-    }
+    page_fields(&mut f, scan.reverse, &scan.offset, &scan.limit);
     op("IndexScan3", f)
+}
+
+/// What a scan shows of reading backwards (`index_order` descending) and of the OFFSET and LIMIT pushed into it.
+fn page_fields(f: &mut serde_json::Map<String, Json>, reverse: bool, offset: &Option<Pushed>, limit: &Option<Pushed>) {
+    if reverse {
+        f.insert("index_order".into(), json!([{"desc": true, "keypos": 0}]));
+    }
+    if let Some(offset) = offset {
+        f.insert("offset".into(), json!(offset.text));
+    }
+    if let Some(limit) = limit {
+        f.insert("limit".into(), json!(limit.text));
+    }
 }
 
 /// Appends the operators of `node` in execution order (inputs first), as Couchbase's Sequence lists them.
@@ -79,15 +85,7 @@ fn flatten(node: &Node, out: &mut Vec<Json>) {
             if !matches!(spans, IdSpans::All) {
                 f.insert("spans".into(), json!("META().id"));
             }
-            if *reverse {
-                f.insert("index_order".into(), json!([{"desc": true, "keypos": 0}]));
-            }
-            if let Some(offset) = offset {
-                f.insert("offset".into(), json!(offset.text));
-            }
-            if let Some(limit) = limit {
-                f.insert("limit".into(), json!(limit.text));
-            }
+            page_fields(&mut f, *reverse, offset, limit);
             out.push(op("PrimaryScan3", f));
             out.push(op("Fetch", ks_fields(&ks.name)));
         }

@@ -231,7 +231,7 @@ pub struct SortTerm {
     pub nulls_first: bool,
 }
 
-/// A count (OFFSET or LIMIT) pushed into a scan, with its text for EXPLAIN.
+/// A count (OFFSET or LIMIT) pushed into a scan (index or primary), with its text for EXPLAIN.
 #[derive(Clone)]
 pub struct Pushed {
     pub expr: CExpr,
@@ -411,9 +411,9 @@ pub struct IndexScanPlan {
     /// Rows made from the entries instead of fetched documents; `None` fetches.
     pub cover: Option<cover::Cover>,
     /// Entries skipped before the first one read, evaluated per execution (OFFSET pushed into the scan).
-    pub offset: Option<CExpr>,
+    pub offset: Option<Pushed>,
     /// The most entries read after the offset (LIMIT pushed into the scan).
-    pub limit: Option<CExpr>,
+    pub limit: Option<Pushed>,
     /// What EXPLAIN shows of the pushdowns.
     pub explain: ScanExplain,
     /// Highest entry first: ORDER BY over the index keys DESC, or MAX of the leading key.
@@ -427,8 +427,6 @@ pub struct ScanExplain {
     pub covers: Vec<String>,
     /// `cover (...)` and the value the index condition (or the spans) fixes it to.
     pub filter_covers: Vec<(String, Value)>,
-    pub limit: Option<String>,
-    pub offset: Option<String>,
     /// Reads the first entry of the leading key (MIN pushed into the scan).
     pub first_entry: bool,
 }

@@ -5,7 +5,7 @@
 
 use super::compile_expr::Compiler;
 use super::cover::{cover, leaf, leaf_mut};
-use super::{CExpr, Node};
+use super::{CExpr, Node, Pushed};
 use crate::ast::Expr;
 use crate::functions::Aggregate;
 use crate::value::Value;
@@ -34,35 +34,36 @@ pub(crate) fn push_down(c: &mut Compiler<'_>, mut node: Node, shape: &BlockShape
 /// OFFSET and LIMIT into an exact scan whose rows need no sort, no DISTINCT and no grouping: the scan skips the offset's
 /// entries (the Offset operator goes) and reads at most the limit's (the Limit operator stays, as Couchbase's).
 fn paginate(node: Node, shape: &BlockShape<'_>) -> Node {
-    let (limit, rest) = match node {
-        Node::Limit { input, n } => (Some(n), *input),
-        other => (None, other),
-    };
-    let (mut offset, mut rest) = match rest {
-        Node::Offset { input, n } => (Some(n), *input),
-        other => (None, other),
-    };
-    if (limit.is_some() || offset.is_some()) && rows_are_entries(&rest) {
-        if let Some(scan) = leaf_mut(&mut rest) {
-            scan.offset = offset.take();
-            scan.limit = limit.clone();
-            scan.explain.offset = scan.offset.as_ref().and(shape.offset).map(|e| e.to_string());
-            scan.explain.limit = scan.limit.as_ref().and(shape.limit).map(|e| e.to_string());
+    paginate_with(node, shape, |rest, offset, limit| {
+        if !rows_are_entries(rest) {
+            return false;
         }
-    }
-    if let Some(n) = offset {
-        rest = Node::Offset { input: Box::new(rest), n };
-    }
-    match limit {
-        Some(n) => Node::Limit { input: Box::new(rest), n },
-        None => rest,
-    }
+        let Some(scan) = leaf_mut(rest) else { return false };
+        (scan.offset, scan.limit) = (offset, limit);
+        true
+    })
 }
 
 /// OFFSET and LIMIT into a primary scan of every id (or an id range) when the block has no WHERE and its rows need
 /// no sort, DISTINCT or grouping: the scan skips the offset's ids without fetching their documents (Couchbase's
 /// PrimaryScan3 `offset`/`limit`). Ids whose document went away meanwhile still count, as with an index scan.
 fn paginate_primary(node: Node, shape: &BlockShape<'_>) -> Node {
+    paginate_with(node, shape, |rest, offset, limit| match primary_leaf(rest) {
+        Some(Node::PrimaryScan { spans, offset: o, limit: l, .. }) if !matches!(spans, super::IdSpans::Keys { .. }) => {
+            (*o, *l) = (offset, limit);
+            true
+        }
+        _ => false,
+    })
+}
+
+/// Takes the block's Limit and Offset operators off, offers their counts to `push` (with their EXPLAIN texts), and
+/// puts back the Limit always (as Couchbase's plans keep it) and the Offset unless `push` took it.
+fn paginate_with(
+    node: Node,
+    shape: &BlockShape<'_>,
+    push: impl FnOnce(&mut Node, Option<Pushed>, Option<Pushed>) -> bool,
+) -> Node {
     let (limit, rest) = match node {
         Node::Limit { input, n } => (Some(n), *input),
         other => (None, other),
@@ -71,11 +72,12 @@ fn paginate_primary(node: Node, shape: &BlockShape<'_>) -> Node {
         Node::Offset { input, n } => (Some(n), *input),
         other => (None, other),
     };
-    let text = |e: Option<&Expr>| e.map(|e| e.to_string()).unwrap_or_default();
-    if let Some(Node::PrimaryScan { spans, offset: o, limit: l, .. }) = primary_leaf(&mut rest) {
-        if !matches!(spans, super::IdSpans::Keys { .. }) {
-            *o = offset.take().map(|expr| super::Pushed { expr, text: text(shape.offset) });
-            *l = limit.clone().map(|expr| super::Pushed { expr, text: text(shape.limit) });
+    if limit.is_some() || offset.is_some() {
+        let pushed = |e: &Option<CExpr>, text: Option<&Expr>| {
+            e.clone().map(|expr| Pushed { expr, text: text.map(|t| t.to_string()).unwrap_or_default() })
+        };
+        if push(&mut rest, pushed(&offset, shape.offset), pushed(&limit, shape.limit)) {
+            offset = None;
         }
     }
     if let Some(n) = offset {
@@ -136,8 +138,7 @@ fn aggregate(node: Node) -> Node {
             let mut input = input;
             if one_entry {
                 if let Some(scan) = leaf_mut(&mut input) {
-                    scan.limit = Some(CExpr::Const(Value::int(1)));
-                    scan.explain.limit = Some("1".into());
+                    scan.limit = Some(Pushed { expr: CExpr::Const(Value::int(1)), text: "1".into() });
                     scan.explain.first_entry = true;
                     scan.reverse = agg.func == Aggregate::Max;
                 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use super::scan::{fetch_rows, wait_consistent, SCAN_CHUNK_MAX, SCAN_CHUNK_MIN};
 use super::{Op, Ready};
-use crate::exec::eval::{count_value, eval};
+use crate::exec::eval::{eval, pushed_count};
 use crate::exec::{Cx, Row};
 use crate::index::{Bound, IndexEntry, ScanRange, Span};
-use crate::plan::{CExpr, IndexScanPlan, KeyBound, Slot, SpanPlan};
+use crate::plan::{IndexScanPlan, KeyBound, Slot, SpanPlan};
 use crate::value::Value;
 use crate::QueryError;
 
@@ -85,14 +85,8 @@ impl<'p> Entries<'p> {
 
     fn start(&mut self, base: &Row, cx: &Cx<'_>) -> Result<(), QueryError> {
         wait_consistent(&self.plan.ks, &self.plan.index, cx)?;
-        let count = |e: &Option<CExpr>, what| -> Result<Option<usize>, QueryError> {
-            match e {
-                Some(e) => Ok(Some(count_value(&eval(e, &mut Row::default(), cx)?, what)?)),
-                None => Ok(None),
-            }
-        };
-        self.skip = count(&self.plan.offset, "OFFSET")?.unwrap_or(0);
-        self.left = count(&self.plan.limit, "LIMIT")?;
+        self.skip = pushed_count(self.plan.offset.as_ref(), "OFFSET", cx)?.unwrap_or(0);
+        self.left = pushed_count(self.plan.limit.as_ref(), "LIMIT", cx)?;
         let mut range = compute(&self.plan.span, base, cx)?;
         range.reverse = self.plan.reverse;
         self.done = range.spans.is_empty();

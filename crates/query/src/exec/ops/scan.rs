@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{build as build_op, Op, Ready};
-use crate::exec::eval::{eval, keys_of};
+use crate::exec::eval::{eval, keys_of, pushed_count};
 use crate::exec::{Cx, Row, RowMeta};
 use crate::index::{Bound, IndexEntry, ScanRange, Span};
 use crate::plan::{CExpr, IdSpans, KeyspaceHandle, Node, Plan, Slot, SystemKeyspace};
@@ -152,14 +152,8 @@ pub(crate) fn wait_consistent(ks: &KeyspaceHandle, index: &Arc<str>, cx: &Cx<'_>
 
 impl PrimaryScan<'_> {
     fn start(&mut self, cx: &Cx<'_>) -> Result<ScanState, QueryError> {
-        let count = |p: Option<&crate::plan::Pushed>, what| -> Result<Option<usize>, QueryError> {
-            match p {
-                Some(p) => Ok(Some(crate::exec::eval::count_value(&eval(&p.expr, &mut Row::default(), cx)?, what)?)),
-                None => Ok(None),
-            }
-        };
-        self.skip = count(self.offset, "OFFSET")?.unwrap_or(0);
-        self.left = count(self.limit, "LIMIT")?;
+        self.skip = pushed_count(self.offset, "OFFSET", cx)?.unwrap_or(0);
+        self.left = pushed_count(self.limit, "LIMIT", cx)?;
         let mut row = self.base.clone();
         Ok(match self.spans {
             IdSpans::All => ScanState::Range(ScanRange { reverse: self.reverse, ..ScanRange::all() }, None),
