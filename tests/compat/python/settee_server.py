@@ -236,3 +236,23 @@ def new_server(base_dir: Optional[Path] = None, default_ports: bool = False, **k
         kv, mgmt, query = free_ports(3)
     return SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, data_dir=base_dir / "data",
                         log_path=base_dir / "settee.log", **kwargs)
+
+
+def cluster_servers(base: Path, count: int, first_ip: int = 1) -> List[SetteeServer]:
+    """`count` not-yet-started servers for a cluster test: free ports, 127.0.0.<first_ip> onwards, data and logs
+    under `base` (n0, n0.log, ...), no bucket of their own."""
+    ports = free_ports(3 * count)
+    servers = []
+    for i in range(count):
+        kv, mgmt, query = ports[3 * i:3 * i + 3]
+        servers.append(SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, data_dir=base / f"n{i}",
+                                    log_path=base / f"n{i}.log", bucket="", ip=f"127.0.0.{first_ip + i}"))
+    return servers
+
+
+def stop_all(servers: List[SetteeServer]) -> None:
+    """Stops every server, printing the log tail of any that had exited with an error."""
+    for s in servers:
+        code = s.stop()
+        if code not in (None, 0, -15):
+            print(f"\n{s.host} exited with {code}; log tail:\n{s.log_tail()}")

@@ -82,12 +82,7 @@ def pool_nodes(node: SetteeServer) -> dict:
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     base = Path(tmp_path_factory.mktemp("cluster"))
-    ports = settee_server.free_ports(3 * NODES)
-    servers = []
-    for i in range(NODES):
-        kv, mgmt, query = ports[3 * i:3 * i + 3]
-        servers.append(SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, data_dir=base / f"n{i}",
-                                    log_path=base / f"n{i}.log", bucket="", ip=f"127.0.0.{i + 1}"))
+    servers = settee_server.cluster_servers(base, NODES)
     servers[1].join = servers[0].mgmt_addr
     try:
         for s in servers:
@@ -105,10 +100,7 @@ def nodes(tmp_path_factory):
         assert status == 202, body
         yield servers
     finally:
-        for s in servers:
-            code = s.stop()
-            if code not in (None, 0, -15):
-                print(f"\n{s.host} exited with {code}; log tail:\n{s.log_tail()}")
+        settee_server.stop_all(servers)
 
 
 def terse(node: SetteeServer) -> dict:

@@ -17,7 +17,6 @@ from couchbase.options import UpsertOptions
 import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
-from settee_server import PASSWORD, USERNAME, SetteeServer
 from test_cluster import pool_nodes, rest, wait_rebalanced
 
 BUCKET = "sessions"
@@ -29,12 +28,7 @@ KEYS = 300
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     base = Path(tmp_path_factory.mktemp("ephemeral"))
-    ports = settee_server.free_ports(3 * NODES)
-    servers = []
-    for i in range(NODES):
-        kv, mgmt, query = ports[3 * i:3 * i + 3]
-        servers.append(SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, data_dir=base / f"n{i}",
-                                    log_path=base / f"n{i}.log", bucket="", ip=f"127.0.0.{i + 1}"))
+    servers = settee_server.cluster_servers(base, NODES)
     for s in servers[1:]:
         s.join = servers[0].mgmt_addr
     try:
@@ -50,10 +44,7 @@ def nodes(tmp_path_factory):
         assert status == 202, body
         yield servers
     finally:
-        for s in servers:
-            code = s.stop()
-            if code not in (None, 0, -15):
-                print(f"\n{s.host} exited with {code}; log tail:\n{s.log_tail()}")
+        settee_server.stop_all(servers)
 
 
 def test_a_memory_only_node_restarted_before_failover_loses_no_acknowledged_write(nodes):

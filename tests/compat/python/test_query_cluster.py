@@ -47,12 +47,7 @@ def query(node: SetteeServer, statement: str, **fields) -> dict:
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     base = Path(tmp_path_factory.mktemp("qcluster"))
-    ports = settee_server.free_ports(12)
-    servers = []
-    for i in range(4):
-        kv, mgmt, q = ports[3 * i:3 * i + 3]
-        servers.append(SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=q, data_dir=base / f"n{i}",
-                                    log_path=base / f"n{i}.log", bucket="", ip=f"127.0.0.{31 + i}"))
+    servers = settee_server.cluster_servers(base, 4, first_ip=31)
     for s in servers[1:3]:
         s.join = servers[0].mgmt_addr
     try:
@@ -67,10 +62,7 @@ def nodes(tmp_path_factory):
         assert status == 202, body
         yield servers
     finally:
-        for s in servers:
-            code = s.stop()
-            if code not in (None, 0, -15):
-                print(f"\n{s.host} exited with {code}; log tail:\n{s.log_tail()}")
+        settee_server.stop_all(servers)
 
 
 @pytest.fixture(scope="module")
