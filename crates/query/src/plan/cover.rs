@@ -198,14 +198,10 @@ fn where_filter(node: &mut Node) -> Option<&mut CExpr> {
                 lowest = Some(cond);
                 input
             }
-            Node::Limit { input, .. }
-            | Node::Offset { input, .. }
-            | Node::Order { input, .. }
-            | Node::Distinct { input, .. }
-            | Node::Project { input, .. }
-            | Node::Let { input, .. }
-            | Node::Group { input, .. } => input,
-            _ => return lowest,
+            other => match other.block_input_mut() {
+                Some(input) => input,
+                None => return lowest,
+            },
         };
     }
 }
@@ -214,30 +210,14 @@ fn where_filter(node: &mut Node) -> Option<&mut CExpr> {
 pub(crate) fn leaf(node: &Node) -> Option<&IndexScanPlan> {
     match node {
         Node::IndexScan(scan) => Some(scan),
-        Node::Limit { input, .. }
-        | Node::Offset { input, .. }
-        | Node::Order { input, .. }
-        | Node::Distinct { input, .. }
-        | Node::Project { input, .. }
-        | Node::Filter { input, .. }
-        | Node::Let { input, .. }
-        | Node::Group { input, .. } => leaf(input),
-        _ => None,
+        other => leaf(other.block_input()?),
     }
 }
 
 pub(crate) fn leaf_mut(node: &mut Node) -> Option<&mut IndexScanPlan> {
     match node {
         Node::IndexScan(scan) => Some(scan),
-        Node::Limit { input, .. }
-        | Node::Offset { input, .. }
-        | Node::Order { input, .. }
-        | Node::Distinct { input, .. }
-        | Node::Project { input, .. }
-        | Node::Filter { input, .. }
-        | Node::Let { input, .. }
-        | Node::Group { input, .. } => leaf_mut(input),
-        _ => None,
+        other => leaf_mut(other.block_input_mut()?),
     }
 }
 

@@ -431,6 +431,39 @@ pub struct ScanExplain {
     pub first_entry: bool,
 }
 
+impl Node {
+    /// The input of one of a query block's own operators (LIMIT, OFFSET, ORDER BY, DISTINCT, the projection, a
+    /// filter, LET, the grouping); None for a scan, a join or anything else that ends the block's chain.
+    pub(crate) fn block_input(&self) -> Option<&Node> {
+        match self {
+            Node::Limit { input, .. }
+            | Node::Offset { input, .. }
+            | Node::Order { input, .. }
+            | Node::Distinct { input, .. }
+            | Node::Project { input, .. }
+            | Node::Filter { input, .. }
+            | Node::Let { input, .. }
+            | Node::Group { input, .. } => Some(input),
+            _ => None,
+        }
+    }
+
+    /// [`Node::block_input`], to change it.
+    pub(crate) fn block_input_mut(&mut self) -> Option<&mut Node> {
+        match self {
+            Node::Limit { input, .. }
+            | Node::Offset { input, .. }
+            | Node::Order { input, .. }
+            | Node::Distinct { input, .. }
+            | Node::Project { input, .. }
+            | Node::Filter { input, .. }
+            | Node::Let { input, .. }
+            | Node::Group { input, .. } => Some(input),
+            _ => None,
+        }
+    }
+}
+
 /// A compiled statement ready to run.
 #[derive(Clone)]
 pub struct Plan {
