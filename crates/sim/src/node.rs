@@ -73,9 +73,6 @@ pub struct SimNode {
     /// Whether the node has confirmed its metadata current with the leader since it started (the server's
     /// `catch_up`, a linearizable read): until then nothing is active here.
     current: bool,
-    /// Started again after a crash: its memory-only bucket came back empty, so before anything is active here
-    /// it has the cluster reprovision it (the server's `ClusterDriver::reprovision`).
-    restarted: bool,
     /// Model the build before auto-reprovision existed (a restarted node serves its empty copies).
     pub reprovision: bool,
     starts: u32,
@@ -119,7 +116,6 @@ impl SimNode {
             bucket: None,
             meta: None,
             current: false,
-            restarted: false,
             reprovision: true,
             starts: 0,
             consumers: BTreeMap::new(),
@@ -132,6 +128,12 @@ impl SimNode {
             hold_replies: Vec::new(),
             seen: BTreeMap::new(),
         }
+    }
+
+    /// Started again after a crash: its memory-only bucket came back empty, so before anything is active here it
+    /// has the cluster reprovision it (the server's `ClusterDriver::reprovision`).
+    fn needs_reprovision_check(&self) -> bool {
+        self.starts > 1 && self.reprovision
     }
 
     pub fn is_up(&self) -> bool {
@@ -164,7 +166,6 @@ impl SimNode {
         self.bucket = Some(bucket);
         self.seen.clear();
         self.starts += 1;
-        self.restarted = self.starts > 1 && self.reprovision;
     }
 
     /// kill -9: memory, connections and waiting writers are gone.
@@ -203,7 +204,7 @@ impl SimNode {
         if self.bucket.is_none() {
             return;
         }
-        if current && !self.current && self.restarted {
+        if current && !self.current && self.needs_reprovision_check() {
             let me = node_id(self.idx);
             if let Some(b) = meta.buckets.get(BUCKET) {
                 if settee_cluster::vbmap::reprovision(&b.map, me) != b.map {
