@@ -21,6 +21,8 @@ use crate::rng::SimRng;
 /// Keys the clients work on: few, so that operations on each key overlap.
 pub const KEYS_MAX: usize = 8;
 const STEP: Duration = Duration::from_millis(1);
+/// How long after a restart the nemesis waits before it judges the cluster's health (several heartbeats).
+const SETTLE_AFTER_RESTART: Duration = Duration::from_secs(1);
 /// A killed node that the cluster has not failed over by then is restarted anyway.
 const RESTART_ANYWAY: Duration = Duration::from_secs(20);
 /// A client gives up on a request after this long: its outcome is unknown.
@@ -148,6 +150,8 @@ pub struct Sim {
     crashed: BTreeMap<usize, Duration>,
     undo: Option<(Duration, Undo)>,
     next_fault: Duration,
+    /// When each node last restarted.
+    restarted_at: BTreeMap<usize, Duration>,
     /// What happened when: faults, failovers, restarts (for reports).
     fault_log: Vec<(Duration, String)>,
 }
@@ -178,6 +182,7 @@ impl Sim {
             crashed: BTreeMap::new(),
             undo: None,
             next_fault: Duration::from_secs(2),
+            restarted_at: BTreeMap::new(),
             fault_log: Vec::new(),
             cfg,
         }
@@ -364,7 +369,10 @@ impl Sim {
             }
             return;
         }
-        if now < self.next_fault || !self.crashed.is_empty() || !self.control.is_healthy(now) {
+        // A node just restarted has not reported what it holds yet: the control plane's view of it is from before
+        // the crash, and would call the cluster healthy.
+        let settled = self.restarted_at.values().all(|at| now >= *at + SETTLE_AFTER_RESTART);
+        if now < self.next_fault || !self.crashed.is_empty() || !settled || !self.control.is_healthy(now) {
             return;
         }
         let n = self.nodes.len();
@@ -483,6 +491,7 @@ impl Sim {
         for n in due {
             self.crashed.remove(&n);
             self.nodes[n].start(self.clock.clone());
+            self.restarted_at.insert(n, now);
             *self.counters.entry("restarts").or_default() += 1;
             self.fault_log.push((now, format!("node {n} restarted")));
         }
