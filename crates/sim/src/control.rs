@@ -333,14 +333,16 @@ impl Control {
     }
 
     /// A node asks for a change (auto-reprovision of its memory-only bucket).
-    pub fn propose(&mut self, cmd: MetaCommand, now: Duration) {
-        if let MetaCommand::Reprovision { node, .. } = &cmd {
-            let node = *node;
-            if self.apply(cmd).is_ok() {
-                self.count("auto-reprovisions");
-                self.log.push((now, format!("node index {} reprovisioned", node - 1)));
-            }
+    /// Whether it was applied.
+    pub fn propose(&mut self, cmd: MetaCommand, now: Duration) -> bool {
+        let MetaCommand::Reprovision { node, .. } = &cmd else { return false };
+        let node = *node;
+        if self.apply(cmd).is_err() {
+            return false;
         }
+        self.count("auto-reprovisions");
+        self.log.push((now, format!("node index {} reprovisioned", node - 1)));
+        true
     }
 }
 

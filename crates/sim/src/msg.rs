@@ -60,6 +60,8 @@ pub enum Msg {
     Meta(Arc<ClusterMetadata>),
     /// A node asks the leader to apply a metadata command.
     Propose(MetaCommand),
+    /// The leader applied it: the metadata it left (what the server's `propose` returns).
+    Proposed(Arc<ClusterMetadata>),
     /// The leader asks a node for its seqno report (`/settee/node/seqnos`).
     SeqnosAsk {
         id: u64,

@@ -35,6 +35,8 @@ pub const BUCKET: &str = "sim";
 const DURABILITY_TIMEOUT: Duration = Duration::from_secs(3);
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(200);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// How long a node waits for the answer to its proposal before it asks again.
+const PROPOSE_RETRY: Duration = Duration::from_secs(2);
 /// How long a held vBucket may take to finish the durable writes it had prepared (the server's).
 const TAKEOVER_SETTLE: Duration = Duration::from_secs(10);
 
@@ -76,6 +78,8 @@ pub struct SimNode {
     /// Model the build before auto-reprovision existed (a restarted node serves its empty copies).
     pub reprovision: bool,
     starts: u32,
+    /// When this node last proposed its reprovision, while waiting for the answer.
+    proposed_at: Option<Duration>,
     consumers: BTreeMap<usize, Consumer>,
     producers: BTreeMap<u64, Producer>,
     outcomes: Outcomes,
@@ -118,6 +122,7 @@ impl SimNode {
             current: false,
             reprovision: true,
             starts: 0,
+            proposed_at: None,
             consumers: BTreeMap::new(),
             producers: BTreeMap::new(),
             outcomes: Arc::default(),
@@ -173,6 +178,7 @@ impl SimNode {
         self.bucket = None;
         self.meta = None;
         self.current = false;
+        self.proposed_at = None;
         self.consumers.clear();
         self.producers.clear();
         self.outcomes.lock().expect("outcomes").clear();
@@ -208,8 +214,13 @@ impl SimNode {
             let me = node_id(self.idx);
             if let Some(b) = meta.buckets.get(BUCKET) {
                 if settee_cluster::vbmap::reprovision(&b.map, me) != b.map {
-                    let cmd = MetaCommand::Reprovision { bucket: BUCKET.into(), node: me };
-                    ctx.send(self.me(), Endpoint::Control, None, Msg::Propose(cmd));
+                    // One proposal at a time, asked again only when its answer is overdue (the server's catch-up
+                    // loop proposes, waits for the commit, and becomes current with the metadata it returns).
+                    if self.proposed_at.is_none_or(|at| ctx.now >= at + PROPOSE_RETRY) {
+                        self.proposed_at = Some(ctx.now);
+                        let cmd = MetaCommand::Reprovision { bucket: BUCKET.into(), node: me };
+                        ctx.send(self.me(), Endpoint::Control, None, Msg::Propose(cmd));
+                    }
                     return;
                 }
             }
@@ -228,6 +239,15 @@ impl SimNode {
         }
         match msg {
             Msg::Meta(_) => {}
+            Msg::Proposed(meta) => {
+                // The reprovision committed: current with the metadata it left.
+                if !self.current {
+                    self.current = true;
+                    self.proposed_at = None;
+                    self.meta = Some(meta);
+                    self.reconcile(ctx);
+                }
+            }
             Msg::DcpOpen { conn } => {
                 let Endpoint::Node(consumer) = from else { return };
                 self.producers.insert(conn, Producer::open(conn, consumer, ctx.now));

@@ -261,8 +261,10 @@ impl Sim {
             match (env.to, env.msg) {
                 (Endpoint::Control, Msg::Propose(cmd)) => {
                     let Endpoint::Node(n) = env.from else { continue };
-                    if self.nodes[n].is_up() && self.with_majority(n) {
-                        self.control.propose(cmd, now);
+                    if self.nodes[n].is_up() && self.with_majority(n) && self.control.propose(cmd, now) {
+                        let msg = Msg::Proposed(self.control.shared());
+                        let env = crate::net::Envelope { from: Endpoint::Control, to: env.from, conn: None, msg };
+                        self.net.send(&mut self.rng, now, env);
                     }
                 }
                 (Endpoint::Control, Msg::Seqnos { id, report }) => {
@@ -284,7 +286,8 @@ impl Sim {
                     }
                 }
                 (Endpoint::Node(n), msg) => {
-                    let from_leader = matches!(msg, Msg::Meta(_) | Msg::SeqnosAsk { .. } | Msg::HoldAsk { .. });
+                    let from_leader =
+                        matches!(msg, Msg::Meta(_) | Msg::Proposed(_) | Msg::SeqnosAsk { .. } | Msg::HoldAsk { .. });
                     if from_leader && !self.with_majority(n) {
                         continue;
                     }

@@ -69,10 +69,11 @@ fn a_memory_only_node_restarted_before_failover_is_reprovisioned_and_loses_nothi
     // empty copies come up active and roll their replicas back to zero, which the checker reports. The seeds are
     // the first ones whose schedule restarts a node early and loses writes without reprovision.
     // Seeds 8 and 27 never recovered when the nemesis struck again right after a restart, before the restarted
-    // node had reported what it holds (the leader still saw its copies from before the crash).
-    for seed in [8, 27] {
+    // node had reported what it holds (the leader still saw its copies from before the crash); 20130 (at 20 s of
+    // faults) when a restarted node proposed its reprovision twice and the second undid a recovery's rebalance.
+    for (seed, fault_secs) in [(8, 10), (27, 10), (20130, 20)] {
         let mut cfg = SimConfig::new(seed);
-        cfg.fault_phase = Duration::from_secs(10);
+        cfg.fault_phase = Duration::from_secs(fault_secs);
         cfg.restart_before_failover = true;
         let report = Sim::new(cfg).run();
         assert!(report.ok(), "{}", report.summary());
