@@ -20,6 +20,7 @@ mod certificates;
 mod cluster;
 mod collections;
 pub(crate) mod error;
+mod faults;
 pub(crate) mod form;
 mod index_status;
 mod metrics;
@@ -161,6 +162,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))
         .route("/settee/node/drain", post(cluster::drain))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
+        .route("/settee/testing/faults", post(faults::set_faults))
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
         .route("/controller/setRecoveryType", post(cluster::set_recovery_type))
