@@ -33,7 +33,7 @@ mod sync_write;
 mod table;
 mod vbucket;
 
-pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
+pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy, ItemCounts};
 pub use change_log::CursorId;
 pub use error::EngineError;
 pub use eviction::{Watermark, HIGH_WATERMARK_DEFAULT, LOW_WATERMARK_DEFAULT};

@@ -93,6 +93,8 @@ pub const STATS: &[(&str, Shown)] = &[
     ("ep_bg_fetched", Shown::Rate),
     ("ep_tmp_oom_errors", Shown::Rate),
     ("curr_items", Shown::Gauge),
+    ("curr_items_tot", Shown::Gauge),
+    ("vb_replica_curr_items", Shown::Gauge),
     ("mem_used", Shown::Gauge),
     ("ep_max_size", Shown::Gauge),
     ("ep_mem_low_wat", Shown::Gauge),

@@ -90,7 +90,10 @@ fn bucket_sample(out: &mut BTreeMap<SeriesKey, f64>, b: &BucketHandle, resident:
         put(stat, load(counter));
     }
     put("ep_tmp_oom_errors", load(&s.tmp_oom_errors));
-    put("curr_items", b.curr_items() as f64);
+    let items = b.item_counts();
+    put("curr_items", items.active as f64);
+    put("curr_items_tot", items.total as f64);
+    put("vb_replica_curr_items", items.replica as f64);
     put("mem_used", b.mem_used() as f64);
     put("ep_max_size", b.config().ram_quota_bytes as f64);
     let (low, high) = b.watermark_bytes();
