@@ -278,6 +278,11 @@ pub fn decode_request<T: DeserializeOwned>(body: &[u8]) -> Result<T, serde_json:
 }
 
 /// Percent-encodes one form component (RFC 3986 unreserved characters pass).
+/// A form body from `pairs`, each name and value percent-encoded.
+pub fn form(pairs: &[(&str, &str)]) -> Body {
+    Body::Form(pairs.iter().map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v))).collect::<Vec<_>>().join("&"))
+}
+
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

@@ -6,6 +6,7 @@
 //! [`run`] (start every service and stop on a signal).
 
 pub mod auth;
+pub mod cli;
 pub mod cluster;
 pub mod cluster_config;
 pub mod config;

@@ -21,6 +21,9 @@ enum Command {
     /// Generate load against settee, Couchbase or memcached (pillowfight and YCSB workloads); `bench plot` and
     /// `bench compare` read result files.
     Bench(Box<settee_bench::BenchCommand>),
+    /// Operate a running cluster over its REST API (rolling restarts and upgrades).
+    #[command(subcommand)]
+    Cluster(settee_server::cli::ClusterCommand),
 }
 
 #[cfg(feature = "jemalloc")]
@@ -41,5 +44,9 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(settee_server::run(config))
         }
         Command::Bench(cmd) => Ok(settee_bench::run(*cmd)?),
+        Command::Cluster(cmd) => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(settee_server::cli::run(cmd))
+        }
     }
 }

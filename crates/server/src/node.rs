@@ -83,6 +83,11 @@ pub struct Node {
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
+    /// The executable this process started from (re-executed by a restart), read at start: a binary replaced
+    /// in place since (an upgrade) is what a restart then runs.
+    pub executable: Option<std::path::PathBuf>,
+    /// Set by `POST /settee/node/restart`: the node stops cleanly and re-executes itself with the same arguments.
+    pub restart: tokio::sync::watch::Sender<Option<RestartRequest>>,
     /// Every bucket's statistics sampled once a second, at Couchbase's zoom levels (`stats_sampler`).
     pub stats_history: parking_lot::Mutex<crate::stats_history::History>,
 }
@@ -116,6 +121,8 @@ impl Node {
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
             stats_history: Default::default(),
+            executable: std::env::current_exe().ok(),
+            restart: tokio::sync::watch::Sender::new(None),
         });
         node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)
@@ -318,4 +325,10 @@ pub fn random_hex32(salt: u64) -> String {
     let a: u64 = rand::random::<u64>() ^ salt;
     let b: u64 = rand::random();
     format!("{a:016x}{b:016x}")
+}
+
+/// A restart asked for over REST: re-execute `binary` with this process's arguments once the node has stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartRequest {
+    pub binary: std::path::PathBuf,
 }

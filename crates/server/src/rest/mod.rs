@@ -25,6 +25,7 @@ mod faults;
 pub(crate) mod form;
 mod index_status;
 mod metrics;
+mod node_restart;
 mod pools;
 mod process_stats;
 mod roles;
@@ -164,6 +165,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settee/node/drain", post(cluster::drain))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
+        .route("/settee/node/restart", post(node_restart::restart))
         .route(&format!("{BUCKET}/stats"), get(bucket_stats::bucket_stats))
         .route(&format!("{BUCKET}/nodes/{{node}}/stats"), get(bucket_stats::node_bucket_stats))
         .route("/settee/testing/faults", post(faults::set_faults))

@@ -176,6 +176,10 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
             j["clusterMembership"] = json!(n.membership.as_str());
             j["recoveryType"] = json!(meta.recovery.get(&n.id).map_or("none", |r| r.as_str()));
             j["status"] = json!(cluster.health.status(n.id, cluster.me).as_str());
+            if n.id == cluster.me && state.node.buckets().iter().any(|b| b.is_warming_up()) {
+                // ns_server's status of a node whose buckets are still loading.
+                j["status"] = json!("warmup");
+            }
             j["nodeUUID"] = json!(format!("{:016x}", n.id));
             j
         })
