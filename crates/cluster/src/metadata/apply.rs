@@ -33,6 +33,7 @@ impl ClusterMetadata {
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
+            MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();
