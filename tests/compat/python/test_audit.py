@@ -23,6 +23,7 @@ from couchbase.cluster import Cluster
 from couchbase.exceptions import AuthenticationException, CouchbaseException
 from couchbase.options import ClusterOptions, ClusterTimeoutOptions
 
+import settee_server
 from settee_server import BUCKET, PASSWORD, USERNAME, SetteeServer, free_ports
 
 DATA_EVENTS = "20488,20489,20490,20491"
@@ -234,3 +235,68 @@ def test_file_rotates_by_size_and_turning_audit_off_stops_events(audit_server):
     ok(rest(audit_server, "POST", "/settings/autoFailover", {"enabled": "true", "timeout": "77"}))
     time.sleep(0.5)
     assert not [e for e in events(audit_server) if e["id"] == 8220 and e["timeout"] == 77]
+
+
+def rebalanced(node: SetteeServer) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        tasks = json.loads(ok(rest(node, "GET", "/pools/default/tasks")))
+        if tasks[0]["status"] != "running":
+            assert "errorMessage" not in tasks[0], tasks[0]
+            return
+        time.sleep(0.2)
+    raise AssertionError("rebalance did not end")
+
+
+def test_settings_are_cluster_wide_and_topology_changes_are_audited(tmp_path_factory):
+    # Proves the settings travel through the cluster metadata: set on one node, every node reports them and writes
+    # its own requests' events to its own log, without a restart; and the topology events (add node, rebalance,
+    # failover, recovery, remove node) on the node that served them, with otpNode names.
+    base = Path(tmp_path_factory.mktemp("audit-cluster"))
+    servers = settee_server.cluster_servers(base, 3, first_ip=41)
+    servers[1].join = servers[0].mgmt_addr
+    try:
+        for s in servers:
+            s.start()
+        enable(servers[0], disabled=DATA_EVENTS)
+        for s in servers[:2]:
+            deadline = time.monotonic() + 10
+            while not json.loads(ok(rest(s, "GET", "/settings/audit")))["auditdEnabled"]:
+                assert time.monotonic() < deadline, f"{s.host} never applied the settings"
+                time.sleep(0.1)
+        ok(rest(servers[1], "POST", "/pools/default/buckets",
+                {"name": "b2", "ramQuota": "100", "bucketType": "ephemeral"}))
+        wait_for(servers[1], lambda e: e["id"] == 8201 and e["bucket_name"] == "b2", "create bucket on node 2")
+        assert not [e for e in events(servers[0]) if e["id"] == 8201], "node 1 served no bucket creation"
+
+        ok(rest(servers[0], "POST", "/controller/addNode",
+                {"hostname": servers[2].mgmt_addr, "user": USERNAME, "password": PASSWORD}))
+        added = wait_for(servers[0], lambda e: e["id"] == 8196, "add node")
+        assert added["node"] == "ns_1@127.0.0.43" and added["hostname"] == "127.0.0.43"
+        known = ",".join(f"ns_1@127.0.0.{41 + i}" for i in range(3))
+        ok(rest(servers[0], "POST", "/controller/rebalance", {"knownNodes": known, "ejectedNodes": ""}))
+        started = wait_for(servers[0], lambda e: e["id"] == 8200, "rebalance initiated")
+        assert sorted(started["known_nodes"]) == sorted(known.split(",")) and started["ejected_nodes"] == []
+        rebalanced(servers[0])
+        # The joined node applied the cluster's settings too: its own requests are audited in its own log.
+        deadline = time.monotonic() + 10
+        while not json.loads(ok(rest(servers[2], "GET", "/settings/audit")))["auditdEnabled"]:
+            assert time.monotonic() < deadline, "the added node never applied the settings"
+            time.sleep(0.1)
+        ok(rest(servers[2], "POST", "/settings/autoFailover", {"enabled": "true", "timeout": "31"}))
+        wait_for(servers[2], lambda e: e["id"] == 8220 and e["timeout"] == 31, "event on the added node")
+
+        ok(rest(servers[0], "POST", "/controller/failOver", {"otpNode": "ns_1@127.0.0.43", "allowUnsafe": "true"}))
+        failed = wait_for(servers[0], lambda e: e["id"] == 8198, "failover")
+        assert failed["nodes"] == ["ns_1@127.0.0.43"] and failed["type"] == "hard"
+        ok(rest(servers[0], "POST", "/controller/setRecoveryType",
+                {"otpNode": "ns_1@127.0.0.43", "recoveryType": "full"}))
+        recovery = wait_for(servers[0], lambda e: e["id"] == 8199, "recovery")
+        assert recovery["node"] == "ns_1@127.0.0.43" and recovery["type"] == "full"
+        ok(rest(servers[0], "POST", "/controller/rebalance",
+                {"knownNodes": known, "ejectedNodes": "ns_1@127.0.0.43"}))
+        removed = wait_for(servers[0], lambda e: e["id"] == 8197, "remove node")
+        assert removed["node"] == "ns_1@127.0.0.43"
+        rebalanced(servers[0])
+    finally:
+        settee_server.stop_all(servers)

@@ -22,7 +22,7 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use settee_types::Clock;
 
 pub use settings::{AuditSettings, AuditUser};
@@ -47,37 +47,89 @@ pub struct Record {
     pub user: Option<Identity>,
     pub remote: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
-    /// The event's own fields (`bucket_name`, `key`, `reason` ...).
-    pub fields: Map<String, Value>,
+    pub fields: Fields,
 }
 
-fn addr_json(addr: &SocketAddr) -> Value {
-    json!({"ip": addr.ip().to_string(), "port": addr.port()})
+/// The event's own fields.
+#[derive(Clone, Debug)]
+pub enum Fields {
+    /// Any fields (`bucket_name`, `reason` ...), in key order.
+    Map(Map<String, Value>),
+    /// A document event's fields as the KV path has them, so it builds no JSON: `bucket`, `collection_id`, `key`.
+    Document { bucket: String, collection: u32, key: Box<[u8]> },
+}
+
+/// Appends `,"name":` to a JSON object being written.
+fn key(out: &mut Vec<u8>, name: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// Appends `s` as a JSON string (escaped).
+fn string(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn addr(out: &mut Vec<u8>, name: &str, a: &SocketAddr) {
+    use std::io::Write;
+    key(out, name);
+    let _ = write!(out, "{{\"ip\":\"{}\",\"port\":{}}}", a.ip(), a.port());
 }
 
 impl Record {
-    /// The line written to the file (without its newline).
-    pub fn to_json_line(&self) -> String {
-        let mut out = Map::new();
-        out.insert("id".into(), json!(self.id));
+    /// Appends the event's line (without its newline) to `out`, writing the JSON directly: the writer thread
+    /// formats every event, so it builds no intermediate map.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let _ = write!(out, "{{\"id\":{}", self.id);
         if let Some((_, d)) = events::lookup(self.id) {
-            out.insert("name".into(), json!(d.name));
-            out.insert("description".into(), json!(d.description));
+            key(out, "name");
+            string(out, d.name);
+            key(out, "description");
+            string(out, d.description);
         }
-        out.insert("timestamp".into(), json!(time::iso8601(self.timestamp_nanos)));
+        key(out, "timestamp");
+        string(out, &time::iso8601(self.timestamp_nanos));
         if let Some(u) = &self.user {
-            out.insert("real_userid".into(), json!({"domain": u.domain, "user": u.user}));
+            key(out, "real_userid");
+            out.extend_from_slice(b"{\"domain\":");
+            string(out, u.domain);
+            out.extend_from_slice(b",\"user\":");
+            string(out, &u.user);
+            out.push(b'}');
         }
         if let Some(a) = &self.remote {
-            out.insert("remote".into(), addr_json(a));
+            addr(out, "remote", a);
         }
         if let Some(a) = &self.local {
-            out.insert("local".into(), addr_json(a));
+            addr(out, "local", a);
         }
-        for (k, v) in &self.fields {
-            out.insert(k.clone(), v.clone());
+        match &self.fields {
+            Fields::Map(map) => {
+                for (k, v) in map {
+                    key(out, k);
+                    let _ = serde_json::to_writer(&mut *out, v);
+                }
+            }
+            Fields::Document { bucket, collection, key: doc } => {
+                key(out, "bucket");
+                string(out, bucket);
+                key(out, "collection_id");
+                let _ = write!(out, "\"{collection:#x}\"");
+                key(out, "key");
+                string(out, &String::from_utf8_lossy(doc));
+            }
         }
-        Value::Object(out).to_string()
+        out.push(b'}');
+    }
+
+    /// The line written to the file (without its newline).
+    pub fn to_json_line(&self) -> String {
+        let mut out = Vec::with_capacity(256);
+        self.write_line(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
     }
 }
 
@@ -193,9 +245,29 @@ impl Audit {
         self.log_anyway(id, user, addrs, fields);
     }
 
+    /// Queues document event `id` (20488-20491) if it is wanted, with its fields as the KV path has them.
+    pub fn log_document(
+        &self,
+        id: u32,
+        user: Option<Identity>,
+        addrs: Addrs,
+        bucket: String,
+        collection: u32,
+        key: &[u8],
+    ) {
+        if !self.wants(id) {
+            return;
+        }
+        self.enqueue(id, user, addrs, Fields::Document { bucket, collection, key: key.into() });
+    }
+
     /// Queues event `id` while audit is on, even if it is disabled (an audit settings change is always written,
     /// including the one that turns audit off: the writer still holds the file then).
     pub fn log_anyway(&self, id: u32, user: Option<Identity>, addrs: Addrs, fields: Map<String, Value>) {
+        self.enqueue(id, user, addrs, Fields::Map(fields));
+    }
+
+    fn enqueue(&self, id: u32, user: Option<Identity>, addrs: Addrs, fields: Fields) {
         if self.filters_users.load(Ordering::Relaxed) {
             if let Some(u) = &user {
                 if self.disabled_users.read().iter().any(|d| d.name == u.user) {
@@ -254,6 +326,7 @@ macro_rules! audit_fields {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
     use settee_types::SystemClock;
 
     use super::*;
@@ -316,7 +389,7 @@ mod tests {
             user: Some(Identity { domain: "local", user: "alice".into() }),
             remote: Some("127.0.0.2:5000".parse().unwrap()),
             local: Some("127.0.0.1:8091".parse().unwrap()),
-            fields: audit_fields![("bucket_name", "b")],
+            fields: Fields::Map(audit_fields![("bucket_name", "b")]),
         };
         let v: Value = serde_json::from_str(&record.to_json_line()).expect("json");
         assert_eq!(v["name"], "create bucket");
@@ -326,5 +399,18 @@ mod tests {
         assert_eq!(v["remote"], json!({"ip": "127.0.0.2", "port": 5000}));
         assert_eq!(v["local"]["port"], 8091);
         assert_eq!(v["bucket_name"], "b");
+        let doc = Record {
+            id: events::DOCUMENT_READ,
+            user: None,
+            remote: None,
+            fields: Fields::Document { bucket: "b\"q".into(), collection: 8, key: b"k\n1"[..].into() },
+            ..record
+        };
+        let v: Value = serde_json::from_str(&doc.to_json_line()).expect("json with escapes");
+        assert_eq!(
+            (v["bucket"].as_str(), v["collection_id"].as_str(), v["key"].as_str()),
+            (Some("b\"q"), Some("0x8"), Some("k\n1"))
+        );
+        assert!(v.get("real_userid").is_none() && v["local"]["ip"] == "127.0.0.1");
     }
 }

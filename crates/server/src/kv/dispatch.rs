@@ -120,12 +120,7 @@ fn audit_document(node: &Node, s: &Session, req: &Request<'_>, op: Opcode) {
     } else {
         (0, req.key)
     };
-    let fields = crate::audit_fields![
-        ("bucket", bucket.name()),
-        ("collection_id", format!("{collection:#x}")),
-        ("key", String::from_utf8_lossy(key)),
-    ];
-    node.audit.log(id, s.identity(), s.addrs(), fields);
+    node.audit.log_document(id, s.identity(), s.addrs(), bucket.name(), collection, key);
 }
 
 /// Re-reads the connection's user when the user store changed since the connection last looked (one atomic load
