@@ -5,6 +5,7 @@
 //! Key types: [`node::Node`] (buckets, users, config revision), [`config::ServerConfig`] (the CLI contract),
 //! [`run`] (start every service and stop on a signal).
 
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod cluster;

@@ -80,6 +80,8 @@ pub struct Node {
     pub tls: Arc<crate::tls::NodeTls>,
     /// The query service: prepared statements, indexes, the request log.
     pub query: Arc<crate::query::QueryService>,
+    /// The audit log (off until `/settings/audit` turns it on).
+    pub audit: Arc<crate::audit::Audit>,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
@@ -105,6 +107,7 @@ impl Node {
         let read_budget_bytes = usize::try_from(config.kv_read_buffer_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let read_budget = Arc::new(crate::kv::read_budget::ReadBudget::new(read_budget_bytes));
         let tls = Arc::new(crate::tls::NodeTls::open(&config)?);
+        let audit = Arc::new(crate::audit::Audit::new(config.data_dir.join("logs"), &config.host, clock.clone())?);
         let node = Arc::new(Node {
             tls,
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
@@ -118,6 +121,7 @@ impl Node {
             started: std::time::Instant::now(),
             cluster: std::sync::OnceLock::new(),
             query: Arc::default(),
+            audit,
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
             stats_history: Default::default(),

@@ -34,6 +34,7 @@ impl ClusterMetadata {
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
+            MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();

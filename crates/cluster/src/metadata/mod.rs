@@ -35,6 +35,10 @@ pub struct ClusterMetadata {
     pub recovery: BTreeMap<NodeId, Recovery>,
     #[serde(default)]
     pub rebalance: RebalanceSettings,
+    /// The audit settings (`/settings/audit`). Opaque to this crate, as the users are: the server owns the model
+    /// and validates it before proposing. Null until first set (audit off).
+    #[serde(default)]
+    pub audit: serde_json::Value,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -243,6 +247,8 @@ pub enum MetaCommand {
         promote: BTreeMap<u16, NodeId>,
     },
     SetUsers(serde_json::Value),
+    /// Replaces the audit settings (opaque, see `ClusterMetadata::audit`).
+    SetAudit(serde_json::Value),
     SetAutoFailover(AutoFailoverSettings),
     /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
     /// be set only while the node is inactiveFailed or already marked.

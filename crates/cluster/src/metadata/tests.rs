@@ -264,6 +264,19 @@ fn set_users_stores_opaque_value() {
     assert_eq!(meta.rev, 1);
 }
 
+/// SetAudit stores the server's audit settings as given, and metadata written before audit existed reads as null.
+#[test]
+fn set_audit_stores_opaque_value_and_old_metadata_reads_null() {
+    let mut meta = ClusterMetadata::default();
+    let audit = json!({"enabled": true, "disabled": [20488]});
+    meta.apply(&MetaCommand::SetAudit(audit.clone())).expect("set audit");
+    assert_eq!((meta.audit.clone(), meta.rev), (audit, 1));
+    let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
+    old.as_object_mut().expect("object").remove("audit");
+    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the field");
+    assert!(read.audit.is_null());
+}
+
 /// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.
 #[test]
 fn set_auto_failover_checks_ranges() {

@@ -83,13 +83,44 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::SubdocMultiLookup => subdoc::multi_lookup(s, req, out),
         Opcode::SubdocMultiMutation => subdoc::multi_mutation(s, req, out),
         op if op.is_single_path_subdoc() => subdoc::single_path(s, req, out, op),
-        Opcode::DcpOpen => dcp::open(s, req, out),
+        Opcode::DcpOpen => dcp::open(node, s, req, out),
         op if op.is_dcp() => dcp::not_open(s, req),
         _ => Err(KvError::Status(Status::UnknownCommand)),
     };
-    if let Err(e) = result {
-        write_error(node, s, req, out, e);
+    match result {
+        Err(e) => write_error(node, s, req, out, e),
+        // One atomic load when document events are off (the default).
+        Ok(()) if node.audit.wants_data() => audit_document(node, s, req, op),
+        Ok(()) => {}
     }
+}
+
+/// Writes the document event (kv_engine's 20488-20491) of a request that succeeded, if it names a document.
+#[cold]
+fn audit_document(node: &Node, s: &Session, req: &Request<'_>, op: Opcode) {
+    use crate::audit::events::*;
+    let id = match op {
+        Opcode::Get | Opcode::GetReplica | Opcode::Gat | Opcode::SubdocMultiLookup => DOCUMENT_READ,
+        Opcode::SubdocGet | Opcode::SubdocExists | Opcode::SubdocGetCount => DOCUMENT_READ,
+        Opcode::GetLocked => DOCUMENT_LOCKED,
+        Opcode::Delete => DOCUMENT_DELETE,
+        op if op.flags().mutation || op == Opcode::Touch || op.is_single_path_subdoc() => DOCUMENT_MODIFY,
+        Opcode::SubdocMultiMutation => DOCUMENT_MODIFY,
+        _ => return,
+    };
+    if !node.audit.wants(id) {
+        return;
+    }
+    let Some(bucket) = &s.bucket else { return };
+    let (collection, key) = if s.collections() {
+        match settee_mcbp::decode_leb128(req.key) {
+            Some((cid, used)) => (cid, &req.key[used..]),
+            None => return,
+        }
+    } else {
+        (0, req.key)
+    };
+    node.audit.log_document(id, s.identity(), s.addrs(), bucket.name(), collection, key);
 }
 
 /// Re-reads the connection's user when the user store changed since the connection last looked (one atomic load

@@ -142,6 +142,11 @@ fn gather(node: &Node) -> Families {
     }
     process_families(&mut f);
     cluster_families(&mut f, node);
+    let audit = &node.audit.counters;
+    f.counter("settee_audit_events_written", "Audit events written to the audit log", vec![], load(&audit.written));
+    let help = "Audit events dropped: the writer's queue was full or the file could not be written";
+    f.counter("settee_audit_events_dropped", help, vec![], load(&audit.dropped));
+    f.counter("settee_audit_rotations", "Audit log files rotated", vec![], load(&audit.rotations));
     f
 }
 

@@ -8,11 +8,13 @@
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
 //! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `certificates` (the TLS
 //! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
-//! (the query port), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
+//! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
+//! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
 //! privilege checks), `form` (urlencoded bodies), `error`.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
+mod audit;
 pub(crate) mod auth;
 mod bucket_settings;
 mod bucket_stats;
@@ -20,6 +22,7 @@ mod buckets;
 mod certificates;
 mod cluster;
 mod collections;
+mod conn_info;
 pub(crate) mod error;
 mod faults;
 pub(crate) mod form;
@@ -71,7 +74,8 @@ pub async fn serve_mgmt(
 ) -> std::io::Result<()> {
     let write_timeout = std::time::Duration::from_secs(node.config.rest_write_timeout_secs);
     let listener = write_stall::GuardedListener { listener, write_timeout };
-    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    let app = mgmt_router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// Serves the management API over TLS on `listener` (`--mgmt-tls-port`) until `shutdown` completes.
@@ -81,7 +85,8 @@ pub async fn serve_mgmt_tls(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Mgmt)?;
-    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    let app = mgmt_router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// The listener with TCP_NODELAY on every accepted connection. An answer goes out in several writes (the headers,
@@ -158,6 +163,8 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/rbac/groups", get(users::groups))
         .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::group))
         .route("/controller/changePassword", post(users::change_password))
+        .route("/settings/audit", get(audit::get_settings).post(audit::set_settings))
+        .route("/settings/audit/descriptors", get(audit::descriptors))
         .route("/controller/addNode", post(cluster::add_node))
         .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
         .route("/controller/failOver", post(cluster::fail_over))
