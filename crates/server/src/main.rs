@@ -21,6 +21,8 @@ enum Command {
     /// Generate load against settee, Couchbase or memcached (pillowfight and YCSB workloads); `bench plot` and
     /// `bench compare` read result files.
     Bench(Box<settee_bench::BenchCommand>),
+    /// Back up and restore buckets, cbbackupmgr-style: `backup config|backup|restore|info|remove`.
+    Backup(settee_backup::BackupCommand),
 }
 
 #[cfg(feature = "jemalloc")]
@@ -41,5 +43,6 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(settee_server::run(config))
         }
         Command::Bench(cmd) => Ok(settee_bench::run(*cmd)?),
+        Command::Backup(cmd) => Ok(settee_backup::run(cmd)?),
     }
 }
