@@ -21,8 +21,22 @@ pub enum Subcommand {
     Restore(RestoreArgs),
     /// List the repositories and backups of an archive, checking every file's checksum.
     Info(InfoArgs),
+    /// Fold a range of backups into one, named after the last (`--start` to `--end`).
+    Merge(MergeArgs),
     /// Remove a repository, or one backup of it (`--backups NAME`).
     Remove(RemoveArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MergeArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// The first backup to merge.
+    #[arg(long)]
+    pub start: String,
+    /// The last backup to merge; the merged backup takes its name.
+    #[arg(long)]
+    pub end: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -115,6 +129,7 @@ pub(crate) async fn dispatch(cmd: BackupCommand) -> Result<(), BackupError> {
         Subcommand::Backup(a) => crate::backup::run(&a).await,
         Subcommand::Restore(a) => crate::restore::run(&a).await,
         Subcommand::Info(a) => crate::info::run(&a),
+        Subcommand::Merge(a) => crate::merge::run(&a.repo.archive, &a.repo.repo, &a.start, &a.end),
         Subcommand::Remove(a) => crate::repo::remove(&a.repo.archive, &a.repo.repo, a.backups.as_deref()),
     }
 }

@@ -119,7 +119,8 @@ pub(crate) fn list_backups(repo: &Path) -> Result<Vec<(String, Option<BackupMeta
     let mut names = Vec::new();
     for entry in std::fs::read_dir(repo).map_err(BackupError::file(repo))? {
         let entry = entry?;
-        if entry.file_type()?.is_dir() {
+        // `.merge-*` directories are merges in progress (see `merge`), not backups.
+        if entry.file_type()?.is_dir() && !entry.file_name().to_string_lossy().starts_with('.') {
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
     }

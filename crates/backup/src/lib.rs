@@ -1,5 +1,5 @@
 //! `settee backup`: backups of a cluster's buckets into an archive directory, in the manner of Couchbase's
-//! cbbackupmgr (`config`, `backup`, `restore`, `info`, `remove`), so its users find the same commands and flags.
+//! cbbackupmgr (`config`, `backup`, `restore`, `info`, `merge`, `remove`), so its users find the same commands and flags.
 //!
 //! - A backup reads every vBucket over DCP from the node holding it active (the bucket's vBucket map), up to the
 //!   vBucket's high seqno at the moment the stream starts (a consistent point per vBucket), and saves every
@@ -19,6 +19,7 @@ mod dcp_reader;
 mod error;
 mod info;
 mod layout;
+mod merge;
 mod record;
 mod repo;
 mod rest;

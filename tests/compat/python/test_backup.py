@@ -13,6 +13,8 @@ from couchbase.exceptions import DocumentNotFoundException
 from couchbase.options import GetOptions, UpsertOptions
 from couchbase.transcoder import RawBinaryTranscoder, Transcoder
 
+import couchbase.subdocument as SD
+
 import settee_server
 from conditions import wait_until
 from sdk_connect import connect
@@ -81,6 +83,9 @@ def test_full_and_incremental_backup_restore_every_document_with_its_metadata(tm
                 default.upsert(f"doc-{i}", {"i": i, "name": f"n{i}"}, UpsertOptions(expiry=timedelta(hours=i % 5 + 1)))
         for i in range(100):
             orders.upsert(f"order-{i}", {"order": i})
+        # User and system xattrs travel with their documents.
+        default.mutate_in("doc-100", [SD.upsert("meta.owner", "alice", xattr=True, create_parents=True),
+                                    SD.upsert("_sys.tag", 7, xattr=True, create_parents=True)])
         archive = tmp_path / "archive"
         backup("config", "-a", str(archive), "-r", "repo")
         backup("backup", "-a", str(archive), "-r", "repo", *cluster_args(src))
@@ -114,6 +119,9 @@ def test_full_and_incremental_backup_restore_every_document_with_its_metadata(tm
         assert before == after
         assert all(before[k] is None for k in deleted)
         assert sum(v is not None for v in after.values()) == 530 - 50
+        xattrs = [SD.get("meta.owner", xattr=True), SD.get("_sys.tag", xattr=True)]
+        got = db.default_collection().lookup_in("doc-100", xattrs)
+        assert (got.content_as[str](0), got.content_as[int](1)) == ("alice", 7)
         # The JSON documents carry their SDK flags: read back with the JSON transcoder they decode.
         assert db.default_collection().get("doc-1").content_as[dict] == {"i": 1, "updated": True}
 
@@ -129,6 +137,20 @@ def test_full_and_incremental_backup_restore_every_document_with_its_metadata(tm
         assert copy.default_collection().get("doc-1").content_as[dict] == {"i": 1, "name": "n1"}, "updated later"
         assert not copy.default_collection().exists("doc-400").exists, "written after the full backup"
         assert copy.scope("app").collection("orders").get("order-0").content_as[dict] == {"order": 0}
+
+        # Merging the two backups keeps the newest version of each document, tombstones included.
+        backup("merge", "-a", str(archive), "-r", "repo", "--start", full["date"], "--end", incr["date"])
+        merged = json.loads(backup("info", "-a", str(archive), "--json").stdout)["repos"][0]["backups"]
+        assert [(x["date"], x["type"]) for x in merged] == [(incr["date"], "FULL")]
+        assert (merged[0]["items"], merged[0]["deletions"]) == (480, 51), merged  # 50 deleted + the probe
+        status, body = rest(dst, "POST", "/pools/default/buckets",
+                            {"name": "merged", "ramQuota": "128", "bucketType": "couchbase"})
+        assert status in (200, 202), body
+        mb = d.bucket("merged")
+        wait_until(lambda: _upsert_ok(mb.default_collection()), timeout_seconds=30, what="bucket merged to serve")
+        backup("restore", "-a", str(archive), "-r", "repo", "--map-data", "default=merged", *cluster_args(dst))
+        again = snapshot(mb.default_collection(), keys_default) | snapshot(mb.scope("app").collection("orders"), keys_orders)
+        assert again == before
         c.close()
         d.close()
     finally:
