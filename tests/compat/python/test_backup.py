@@ -202,3 +202,62 @@ def test_damaged_archive_file_is_reported_by_info_and_refused_by_restore(tmp_pat
     finally:
         src.stop()
         dst.stop()
+
+
+def test_backup_of_a_two_node_cluster_reads_each_node_and_rereads_a_vbucket_whose_history_changed(tmp_path):
+    """Each node streams its own active vBuckets; a vBucket whose saved vbuuid the producer does not know (as after
+    a failover) is answered with a rollback and read whole again, listed in `full_vbuckets`."""
+    from test_persistence import two_node_cluster
+
+    nodes = two_node_cluster(tmp_path / "cluster")
+    dst = start(tmp_path / "dst")
+    try:
+        c = connect(nodes[0])
+        c.wait_until_ready(timedelta(seconds=30))
+        coll = c.bucket("default").default_collection()
+        wait_until(lambda: _upsert_ok(coll), timeout_seconds=30, what="the cluster's bucket to serve")
+        for i in range(300):
+            coll.upsert(f"k{i}", {"i": i})
+        archive = tmp_path / "archive"
+        backup("config", "-a", str(archive), "-r", "r")
+        backup("backup", "-a", str(archive), "-r", "r", *cluster_args(nodes[0]))
+        first = sorted((archive / "r").glob("*/backup.json"))[0]
+        meta = json.loads(first.read_text())
+        bucket = meta["buckets"][0]
+        assert bucket["mutations"] == 300
+        config = json.loads((first.parent / bucket["dir"] / "bucket-config.json").read_text())
+        actives = {row[0] for row in config["vBucketServerMap"]["vBucketMap"]}
+        assert len(config["vBucketServerMap"]["serverList"]) == 2 and actives == {0, 1}, "both nodes hold actives"
+        # Pretend vBuckets 0-9 were on another history branch when the first backup read them: those holding data
+        # are answered with a rollback (an empty one resumes from 0, where any history is valid).
+        holding = [vb for vb in range(10) if bucket["vbuckets"][str(vb)]["seqno"] > 0]
+        assert holding
+        for vb in range(10):
+            bucket["vbuckets"][str(vb)]["uuid"] ^= 0x5A5A
+        first.write_text(json.dumps(meta))
+        coll.upsert("k0", {"i": 0, "again": True})
+        backup("backup", "-a", str(archive), "-r", "r", *cluster_args(nodes[0]))
+        second = json.loads(sorted((archive / "r").glob("*/backup.json"))[1].read_text())["buckets"][0]
+        assert second["full_vbuckets"] == holding
+        reread = sum(1 for i in range(300) if _vb(f"k{i}") < 10)
+        changed = 0 if _vb("k0") < 10 else 1
+        assert second["mutations"] == reread + changed, second
+
+        backup("restore", "-a", str(archive), "-r", "r", *cluster_args(dst))
+        d = connect(dst)
+        d.wait_until_ready(timedelta(seconds=20))
+        dc = d.bucket("default").default_collection()
+        keys = [f"k{i}" for i in range(300)]
+        assert snapshot(dc, keys) == snapshot(coll, keys)
+        c.close()
+        d.close()
+    finally:
+        settee_server.stop_all(nodes)
+        dst.stop()
+
+
+def _vb(key: str) -> int:
+    """The vBucket of a key, as the SDKs compute it."""
+    import zlib
+
+    return ((zlib.crc32(key.encode()) >> 16) & 0x7FFF) % 1024
