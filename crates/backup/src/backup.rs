@@ -20,7 +20,7 @@ use crate::rest::Rest;
 pub(crate) async fn run(a: &BackupArgs) -> Result<(), BackupError> {
     let repo = crate::repo::open(&a.repo.archive, &a.repo.repo)?;
     let rest = Rest::new(&a.cluster.cluster, &a.cluster.username, &a.cluster.password)?;
-    let previous: Option<BackupMeta> = list_backups(&repo)?.into_iter().filter_map(|(_, m)| m).next_back();
+    let history: Vec<BackupMeta> = list_backups(&repo)?.into_iter().filter_map(|(_, m)| m).collect();
     let listed = rest.get_json("/pools/default/buckets").await?;
     let mut buckets: Vec<serde_json::Value> = listed.as_array().cloned().unwrap_or_default();
     if !a.include_data.is_empty() {
@@ -33,7 +33,10 @@ pub(crate) async fn run(a: &BackupArgs) -> Result<(), BackupError> {
     let mut metas = Vec::new();
     for b in &buckets {
         let bucket = b["name"].as_str().unwrap_or_default().to_string();
-        let prev = previous.as_ref().and_then(|p| p.buckets.iter().find(|x| x.name == bucket && b["uuid"] == x.uuid));
+        // The latest backup of this bucket (same uuid: a recreated bucket starts over), not merely the latest backup:
+        // one taken with --include-data may have left it out.
+        let prev =
+            history.iter().rev().find_map(|p| p.buckets.iter().find(|x| x.name == bucket && b["uuid"] == x.uuid));
         metas.push(back_up_bucket(&rest, &dir, &bucket, prev, !a.no_progress_bar).await?);
     }
     let any_incremental = metas.iter().any(|m| m.full_vbuckets.len() < m.vbuckets.len());
@@ -69,8 +72,8 @@ async fn back_up_bucket(
     let dir_name = format!("{bucket}-{uuid}");
     let dir = backup_dir.join(&dir_name);
     std::fs::create_dir_all(dir.join("data")).map_err(BackupError::file(&dir))?;
-    let scopes = rest.get_json(&format!("/pools/default/buckets/{bucket}/scopes")).await?;
-    let mut files = vec![save(&dir, "bucket-config.json", &config)?, save(&dir, "scopes.json", &scopes)?];
+    let scopes_path = format!("/pools/default/buckets/{bucket}/scopes");
+    let scopes_before = rest.get_json(&scopes_path).await?;
     let nodes = tasks_by_node(&config, prev)?;
     let progress = Arc::new(AtomicU64::new(0));
     let mut reads = tokio::task::JoinSet::new();
@@ -94,6 +97,9 @@ async fn back_up_bucket(
     if let Some(t) = ticker {
         t.abort();
     }
+    // Collections created while the streams ran name documents too; ones dropped meanwhile are kept from before.
+    let scopes = union_of_scopes(rest.get_json(&scopes_path).await?, &scopes_before);
+    let mut files = vec![save(&dir, "bucket-config.json", &config)?, save(&dir, "scopes.json", &scopes)?];
     outcomes.sort_by_key(|o| o.vb);
     let mut meta = BucketBackup {
         name: bucket.to_string(),
@@ -119,6 +125,27 @@ async fn back_up_bucket(
         println!("bucket {bucket}: {} mutations, {} deletions backed up", meta.mutations, meta.deletions);
     }
     Ok(meta)
+}
+
+/// `newer`'s scopes with every collection `older` names (by uid) that `newer` lacks.
+pub(crate) fn union_of_scopes(mut newer: serde_json::Value, older: &serde_json::Value) -> serde_json::Value {
+    for scope in older["scopes"].as_array().into_iter().flatten() {
+        let Some(scopes) = newer["scopes"].as_array_mut() else { break };
+        let i = match scopes.iter().position(|s| s["name"] == scope["name"]) {
+            Some(i) => i,
+            None => {
+                scopes.push(serde_json::json!({ "name": scope["name"], "uid": scope["uid"], "collections": [] }));
+                scopes.len() - 1
+            }
+        };
+        let Some(list) = scopes[i]["collections"].as_array_mut() else { continue };
+        for coll in scope["collections"].as_array().into_iter().flatten() {
+            if !list.iter().any(|c| c["uid"] == coll["uid"]) {
+                list.push(coll.clone());
+            }
+        }
+    }
+    newer
 }
 
 /// Writes a JSON file of the bucket's directory and returns its entry.
@@ -164,4 +191,24 @@ fn spawn_progress(bucket: String, progress: Arc<AtomicU64>) -> tokio::task::Join
             println!("bucket {bucket}: {n} documents read ({rate:.0} docs/s)");
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// Proves the scopes saved with a backup name every collection seen before or after the streams ran: one created
+    /// meanwhile (only in the newer answer) and one dropped meanwhile (only in the older) are both kept, once.
+    #[test]
+    fn union_of_scopes_keeps_collections_when_created_or_dropped_during_the_backup() {
+        let before = json!({"scopes": [{"name": "s", "uid": "8", "collections": [
+            {"name": "dropped", "uid": "9"}, {"name": "kept", "uid": "a"}]}]});
+        let after = json!({"scopes": [{"name": "s", "uid": "8", "collections": [
+            {"name": "kept", "uid": "a"}, {"name": "created", "uid": "b"}]}, {"name": "t", "uid": "c", "collections": []}]});
+        let u = super::union_of_scopes(after, &before);
+        let names: Vec<&str> =
+            u["scopes"][0]["collections"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["kept", "created", "dropped"]);
+        assert_eq!(u["scopes"].as_array().unwrap().len(), 2);
+    }
 }

@@ -31,6 +31,8 @@ use crate::record::{Record, RecordKind, RecordWriter};
 const STREAMS_OPEN_MAX: usize = 64;
 const BUFFER_BYTES: u32 = 8 << 20;
 const FRAME_BYTES_MAX: usize = 64 << 20;
+/// A producer that sends nothing for this long is given up on (the backup fails, and can be run again).
+const SILENCE_MAX: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// What to read of one vBucket.
 #[derive(Clone, Copy, Debug)]
@@ -94,7 +96,10 @@ pub(crate) async fn read_node(r: &NodeRead, tasks: Vec<VbTask>) -> Result<Vec<Vb
         if open_streams.is_empty() {
             return Ok(done);
         }
-        if sock.read_buf(&mut rbuf).await? == 0 {
+        let read = tokio::time::timeout(SILENCE_MAX, sock.read_buf(&mut rbuf)).await.map_err(|_| {
+            BackupError::Dcp(format!("{} sent nothing for {} s; giving up", r.addr, SILENCE_MAX.as_secs()))
+        })?;
+        if read? == 0 {
             return Err(BackupError::Dcp(format!("{} closed the DCP connection", r.addr)));
         }
         while let Some(used) = frame(&rbuf)? {

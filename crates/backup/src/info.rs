@@ -1,5 +1,9 @@
 //! `settee backup info [--json]`: the repositories of an archive, their backups with type, size and document
 //! counts, and every file whose size or CRC32C does not match what its backup recorded (or that is missing).
+//!
+//! The JSON uses cbbackupmgr's `info --json` names where settee has the same thing (`name`, `size`, `count`,
+//! `repos`, `backups`, `date`, `type`, `complete`, `source`, `buckets[].items/mutations/tombstones`; `items` counts
+//! both), plus `damaged` and per bucket `uuid` and `vbuckets_read_whole`.
 
 use std::path::Path;
 
@@ -11,7 +15,9 @@ use crate::layout::{list_backups, BackupMeta, REPO_META};
 
 #[derive(Serialize)]
 struct ArchiveInfo {
-    archive: String,
+    name: String,
+    size: u64,
+    count: usize,
     repos: Vec<RepoInfo>,
 }
 
@@ -29,9 +35,11 @@ struct BackupInfo {
     #[serde(rename = "type")]
     kind: String,
     complete: bool,
+    source: String,
     size: u64,
     items: u64,
-    deletions: u64,
+    mutations: u64,
+    tombstones: u64,
     buckets: Vec<BucketInfo>,
     /// Files that are missing or whose size or checksum does not match.
     damaged: Vec<String>,
@@ -43,7 +51,8 @@ struct BucketInfo {
     uuid: String,
     size: u64,
     items: u64,
-    deletions: u64,
+    mutations: u64,
+    tombstones: u64,
     vbuckets_read_whole: usize,
 }
 
@@ -65,7 +74,8 @@ pub(crate) fn run(a: &InfoArgs) -> Result<(), BackupError> {
     for name in names {
         repos.push(repo_info(&a.archive.join(&name), name)?);
     }
-    let info = ArchiveInfo { archive: a.archive.display().to_string(), repos };
+    let (size, count) = (repos.iter().map(|r| r.size).sum(), repos.len());
+    let info = ArchiveInfo { name: a.archive.display().to_string(), size, count, repos };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info).map_err(|e| BackupError::Usage(e.to_string()))?);
     } else {
@@ -85,9 +95,11 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
                 date,
                 kind: "INCOMPLETE".into(),
                 complete: false,
+                source: String::new(),
                 size: 0,
                 items: 0,
-                deletions: 0,
+                mutations: 0,
+                tombstones: 0,
                 buckets: Vec::new(),
                 damaged: Vec::new(),
             });
@@ -101,8 +113,9 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
                 name: b.name.clone(),
                 uuid: b.uuid.clone(),
                 size: b.files.iter().map(|f| f.bytes).sum(),
-                items: b.mutations,
-                deletions: b.deletions,
+                items: b.mutations + b.deletions,
+                mutations: b.mutations,
+                tombstones: b.deletions,
                 vbuckets_read_whole: b.full_vbuckets.len(),
             })
             .collect();
@@ -110,9 +123,11 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
             date,
             kind: meta.kind.clone(),
             complete: true,
+            source: meta.cluster.clone(),
             size: buckets.iter().map(|b| b.size).sum(),
             items: buckets.iter().map(|b| b.items).sum(),
-            deletions: buckets.iter().map(|b| b.deletions).sum(),
+            mutations: buckets.iter().map(|b| b.mutations).sum(),
+            tombstones: buckets.iter().map(|b| b.tombstones).sum(),
             buckets,
             damaged,
         });
@@ -141,12 +156,12 @@ pub(crate) fn verify(backup_dir: &Path, meta: &BackupMeta) -> Vec<String> {
 }
 
 fn print_table(info: &ArchiveInfo) {
-    println!("Archive: {}", info.archive);
+    println!("Archive: {}", info.name);
     for r in &info.repos {
         println!("  Repo: {} ({} backups, {} bytes)", r.name, r.count, r.size);
-        println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", "Backup", "Type", "Size", "Items", "Deletions");
+        println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", "Backup", "Type", "Size", "Mutations", "Tombstones");
         for b in &r.backups {
-            println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", b.date, b.kind, b.size, b.items, b.deletions);
+            println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", b.date, b.kind, b.size, b.mutations, b.tombstones);
             for d in &b.damaged {
                 println!("      DAMAGED {d}");
             }

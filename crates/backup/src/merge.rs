@@ -150,31 +150,7 @@ fn union_of_scopes(repo: &Path, parts: &[(&str, &BucketBackup)]) -> Result<serde
     };
     let mut out = read(&parts[parts.len() - 1])?;
     for p in parts.iter().rev().skip(1) {
-        let older = read(p)?;
-        for scope in older["scopes"].as_array().into_iter().flatten() {
-            let Some(target) = find_or_add_scope(&mut out, scope) else { continue };
-            for coll in scope["collections"].as_array().into_iter().flatten() {
-                let Some(list) = target["collections"].as_array_mut() else { continue };
-                if !list.iter().any(|c| c["uid"] == coll["uid"]) {
-                    list.push(coll.clone());
-                }
-            }
-        }
+        out = crate::backup::union_of_scopes(out, &read(p)?);
     }
     Ok(out)
-}
-
-fn find_or_add_scope<'a>(
-    out: &'a mut serde_json::Value,
-    scope: &serde_json::Value,
-) -> Option<&'a mut serde_json::Value> {
-    let scopes = out["scopes"].as_array_mut()?;
-    let i = match scopes.iter().position(|s| s["name"] == scope["name"]) {
-        Some(i) => i,
-        None => {
-            scopes.push(serde_json::json!({ "name": scope["name"], "uid": scope["uid"], "collections": [] }));
-            scopes.len() - 1
-        }
-    };
-    scopes.get_mut(i)
 }

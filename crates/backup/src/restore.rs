@@ -29,6 +29,8 @@ const WINDOW: usize = 512;
 const QUEUE: usize = 4096;
 const SKIP_CONFLICT_RESOLUTION: u32 = 0x01;
 const TMPFAIL_RETRIES_MAX: u32 = 1000;
+/// A node that answers nothing for this long fails the restore.
+const REPLY_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Counts of one restore.
 #[derive(Debug, Default, Clone, Copy)]
@@ -227,13 +229,16 @@ async fn feed(
     target: &str,
     writers: &Writers,
 ) -> Result<u64, BackupError> {
-    let mut sent = 0;
+    let (mut sent, mut unknown) = (0u64, 0u64);
     for f in b.files.iter().filter(|f| f.path.starts_with("data/")) {
         let path = dir.join(&f.path);
         let file = File::open(&path).map_err(BackupError::file(&path))?;
         let mut reader = RecordReader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string())?;
         while let Some(mut rec) = reader.next_record()? {
-            let Some((tb, cid)) = cid_map.get(&rec.collection) else { continue };
+            let Some((tb, cid)) = cid_map.get(&rec.collection) else {
+                unknown += 1;
+                continue;
+            };
             if tb != target {
                 continue;
             }
@@ -241,6 +246,9 @@ async fn feed(
             writers.send(rec).await?;
             sent += 1;
         }
+    }
+    if unknown > 0 {
+        eprintln!("warning: {unknown} documents of collections scopes.json does not name were not restored");
     }
     Ok(sent)
 }
@@ -346,7 +354,9 @@ async fn write_node(mut conn: Connection, mut rx: mpsc::Receiver<Record>, force:
             continue;
         }
         conn.flush().await?;
-        let resp = conn.read_response().await?;
+        let resp = tokio::time::timeout(REPLY_WAIT_MAX, conn.read_response())
+            .await
+            .map_err(|_| BackupError::Cluster(format!("no reply for {} s", REPLY_WAIT_MAX.as_secs())))??;
         let Some((rec, tries)) = inflight.remove(&resp.opaque) else { continue };
         match Status::from_code(resp.status) {
             Some(Status::Success) => counts.written += 1,

@@ -103,9 +103,9 @@ def test_full_and_incremental_backup_restore_every_document_with_its_metadata(tm
         backups = info["repos"][0]["backups"]
         assert [x["type"] for x in backups] == ["FULL", "INCR"]
         full, incr = backups
-        assert full["items"] == 500 and full["damaged"] == [] and incr["damaged"] == []
+        assert full["mutations"] == 500 and full["damaged"] == [] and incr["damaged"] == []
         # Only what changed: 20 updates and 30 new documents, and the 50 deletions.
-        assert (incr["items"], incr["deletions"]) == (50, 50), incr
+        assert (incr["mutations"], incr["tombstones"]) == (50, 50), incr
 
         backup("restore", "-a", str(archive), "-r", "repo", *cluster_args(dst))
         keys_default = [f"bin-{i}" if i % 3 == 0 else f"doc-{i}" for i in range(400)]
@@ -142,7 +142,7 @@ def test_full_and_incremental_backup_restore_every_document_with_its_metadata(tm
         backup("merge", "-a", str(archive), "-r", "repo", "--start", full["date"], "--end", incr["date"])
         merged = json.loads(backup("info", "-a", str(archive), "--json").stdout)["repos"][0]["backups"]
         assert [(x["date"], x["type"]) for x in merged] == [(incr["date"], "FULL")]
-        assert (merged[0]["items"], merged[0]["deletions"]) == (480, 51), merged  # 50 deleted + the probe
+        assert (merged[0]["mutations"], merged[0]["tombstones"]) == (480, 51), merged  # 50 deleted + the probe
         status, body = rest(dst, "POST", "/pools/default/buckets",
                             {"name": "merged", "ramQuota": "128", "bucketType": "couchbase"})
         assert status in (200, 202), body
