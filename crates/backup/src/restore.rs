@@ -222,6 +222,11 @@ async fn restore_bucket(
 }
 
 /// Reads the bucket's data files and hands the records of collections restored into `target` to the writers.
+///
+/// A file may hold several versions of a document (a stream sends one per snapshot it was changed in): only the
+/// last is sent, so a write retried after TMPFAIL can never land after, and undo, a newer version of its key
+/// (with `--force-updates` nothing else would stop it). The versions of one backup are all written before the next
+/// backup's start (its writers finish first).
 async fn feed(
     dir: &Path,
     b: &BucketBackup,
@@ -234,7 +239,13 @@ async fn feed(
         let path = dir.join(&f.path);
         let file = File::open(&path).map_err(BackupError::file(&path))?;
         let mut reader = RecordReader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string())?;
-        while let Some(mut rec) = reader.next_record()? {
+        let mut latest: HashMap<(u32, Vec<u8>), Record> = HashMap::new();
+        while let Some(rec) = reader.next_record()? {
+            latest.insert((rec.collection, rec.key.clone()), rec);
+        }
+        let mut records: Vec<Record> = latest.into_values().collect();
+        records.sort_by_key(|r| r.seqno);
+        for mut rec in records {
             let Some((tb, cid)) = cid_map.get(&rec.collection) else {
                 unknown += 1;
                 continue;
@@ -393,7 +404,8 @@ fn queue(conn: &mut Connection, rec: &Record, force: bool) -> u32 {
     let mut req = Request::client(opcode as u8, &key);
     req.vbucket = rec.vbucket;
     req.extras = &extras;
-    req.datatype = rec.datatype & !0x02;
+    // Never Snappy: the backup's DCP connection did not negotiate it, so values arrive and are stored plain.
+    req.datatype = rec.datatype;
     req.value = &rec.value;
     conn.queue(&req)
 }
