@@ -93,6 +93,9 @@ pub struct RestoreArgs {
     /// Overwrite documents even when the cluster holds a newer version (no conflict resolution).
     #[arg(long)]
     pub force_updates: bool,
+    /// Create a target bucket that does not exist, with the settings its backup saved.
+    #[arg(long)]
+    pub auto_create_buckets: bool,
     /// Print no progress lines.
     #[arg(long)]
     pub no_progress_bar: bool,

@@ -15,6 +15,7 @@
 
 mod backup;
 mod cli;
+mod create_bucket;
 mod dcp_reader;
 mod error;
 mod info;

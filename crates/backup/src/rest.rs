@@ -46,6 +46,11 @@ impl Rest {
         serde_json::from_slice(&body).map_err(|e| BackupError::Cluster(format!("GET {path}: {e}")))
     }
 
+    /// GETs a path; returns the status and body (the caller decides what a non-200 means).
+    pub(crate) async fn get(&self, path: &str) -> Result<(u16, Vec<u8>), BackupError> {
+        self.call("GET", path, None).await
+    }
+
     /// POSTs a form; returns the status and body (the caller decides what a non-200 means).
     pub(crate) async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), BackupError> {
         let body = form.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&");

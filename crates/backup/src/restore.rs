@@ -28,7 +28,8 @@ const WINDOW: usize = 512;
 /// Records queued per node before the file reader waits (back-pressure).
 const QUEUE: usize = 4096;
 const SKIP_CONFLICT_RESOLUTION: u32 = 0x01;
-const TMPFAIL_RETRIES_MAX: u32 = 1000;
+/// TMPFAIL is retried every 5 ms for up to a minute (a bucket warming up, memory full while the pager works).
+const TMPFAIL_RETRIES_MAX: u32 = 12_000;
 /// A node that answers nothing for this long fails the restore.
 const REPLY_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -55,7 +56,7 @@ pub(crate) async fn run(a: &RestoreArgs) -> Result<(), BackupError> {
     let mut total = Counts::default();
     for b in &backups {
         for bucket in &b.buckets {
-            let c = restore_bucket(&rest, &repo.join(&b.name), bucket, &mapping, a.force_updates).await?;
+            let c = restore_bucket(&rest, &repo.join(&b.name), bucket, &mapping, a).await?;
             if !a.no_progress_bar {
                 println!(
                     "backup {} bucket {}: {} written, {} skipped (newer in cluster)",
@@ -188,8 +189,9 @@ async fn restore_bucket(
     backup_dir: &Path,
     b: &BucketBackup,
     mapping: &Mapping,
-    force: bool,
+    a: &RestoreArgs,
 ) -> Result<Counts, BackupError> {
+    let force = a.force_updates;
     let dir = backup_dir.join(&b.dir);
     let source: serde_json::Value = read_json(&dir.join("scopes.json"))?;
     let source = collections_of(&source);
@@ -197,6 +199,11 @@ async fn restore_bucket(
     for (uid, (scope, coll, ttl)) in &source {
         let [tb, ts, tc] = mapping.target([&b.name, scope, coll]);
         per_target.entry(tb).or_default().push((*uid, ts, tc, *ttl));
+    }
+    for target in per_target.keys() {
+        if a.auto_create_buckets && !crate::create_bucket::exists(rest, target).await? {
+            crate::create_bucket::create(rest, target, &dir.join("bucket-config.json")).await?;
+        }
     }
     let mut cid_map: HashMap<u32, (String, u32)> = HashMap::new();
     for (target, list) in &per_target {

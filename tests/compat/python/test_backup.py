@@ -143,12 +143,12 @@ def test_full_and_incremental_backup_restore_every_document_with_its_metadata(tm
         merged = json.loads(backup("info", "-a", str(archive), "--json").stdout)["repos"][0]["backups"]
         assert [(x["date"], x["type"]) for x in merged] == [(incr["date"], "FULL")]
         assert (merged[0]["mutations"], merged[0]["tombstones"]) == (480, 51), merged  # 50 deleted + the probe
-        status, body = rest(dst, "POST", "/pools/default/buckets",
-                            {"name": "merged", "ramQuota": "128", "bucketType": "couchbase"})
-        assert status in (200, 202), body
+        # ... into a bucket the restore creates from the saved settings (--auto-create-buckets).
+        backup("restore", "-a", str(archive), "-r", "repo", "--map-data", "default=merged", "--auto-create-buckets",
+               *cluster_args(dst))
+        status, created = rest(dst, "GET", "/pools/default/buckets/merged")
+        assert status == 200 and created["bucketType"] == "membase" and created["quota"]["rawRAM"] == 256 << 20
         mb = d.bucket("merged")
-        wait_until(lambda: _upsert_ok(mb.default_collection()), timeout_seconds=30, what="bucket merged to serve")
-        backup("restore", "-a", str(archive), "-r", "repo", "--map-data", "default=merged", *cluster_args(dst))
         again = snapshot(mb.default_collection(), keys_default) | snapshot(mb.scope("app").collection("orders"), keys_orders)
         assert again == before
         c.close()
