@@ -246,13 +246,11 @@ async fn feed(
         let path = dir.join(&f.path);
         let file = File::open(&path).map_err(BackupError::file(&path))?;
         let mut reader = RecordReader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string())?;
-        let mut latest: HashMap<(u32, Vec<u8>), Record> = HashMap::new();
+        let mut all = Vec::new();
         while let Some(rec) = reader.next_record()? {
-            latest.insert((rec.collection, rec.key.clone()), rec);
+            all.push(rec);
         }
-        let mut records: Vec<Record> = latest.into_values().collect();
-        records.sort_by_key(|r| r.seqno);
-        for mut rec in records {
+        for mut rec in latest_versions(all) {
             let Some((tb, cid)) = cid_map.get(&rec.collection) else {
                 unknown += 1;
                 continue;
@@ -269,6 +267,17 @@ async fn feed(
         eprintln!("warning: {unknown} documents of collections scopes.json does not name were not restored");
     }
     Ok(sent)
+}
+
+/// The last version of each document among `records` (in file order, so ascending seqno), in seqno order.
+fn latest_versions(records: Vec<Record>) -> Vec<Record> {
+    let mut latest: HashMap<(u32, Vec<u8>), Record> = HashMap::new();
+    for rec in records {
+        latest.insert((rec.collection, rec.key.clone()), rec);
+    }
+    let mut out: Vec<Record> = latest.into_values().collect();
+    out.sort_by_key(|r| r.seqno);
+    out
 }
 
 /// One writer task per KV node of the target bucket, each with its own pipelined connection.
@@ -419,7 +428,27 @@ fn queue(conn: &mut Connection, rec: &Record, force: bool) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::Mapping;
+    use super::{latest_versions, Mapping};
+    use crate::record::{Record, RecordKind};
+
+    fn rec(collection: u32, key: &str, seqno: u64, kind: RecordKind) -> Record {
+        let key = key.as_bytes().to_vec();
+        let (datatype, vbucket, cas, rev, flags, expiry) = (0, 0, seqno, seqno, 0, 0);
+        Record { kind, datatype, vbucket, collection, seqno, cas, rev, flags, expiry, key, value: Vec::new() }
+    }
+
+    /// Proves restore sends one version per document and file, the newest (a later deletion included), so a
+    /// retried older write cannot land after a newer one; the same key in two collections stays two documents.
+    #[test]
+    fn only_the_newest_version_is_sent_when_a_file_holds_several() {
+        let m = RecordKind::Mutation;
+        let records = vec![rec(0, "a", 1, m), rec(0, "b", 2, m), rec(8, "a", 3, m), rec(0, "a", 4, m)];
+        let mut with_delete = records.clone();
+        with_delete.push(rec(0, "b", 5, RecordKind::Deletion));
+        let seqnos = |v: Vec<Record>| v.iter().map(|r| r.seqno).collect::<Vec<_>>();
+        assert_eq!(seqnos(latest_versions(records)), [2, 3, 4]);
+        assert_eq!(seqnos(latest_versions(with_delete)), [3, 4, 5]);
+    }
 
     /// Proves `--map-data` renames at the depth it names and the most specific rule wins, leaving other paths alone.
     #[test]
