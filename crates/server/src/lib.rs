@@ -17,6 +17,8 @@ pub mod persistence;
 pub mod query;
 pub mod rest;
 mod service;
+pub mod stats_history;
+mod stats_sampler;
 pub mod tls;
 
 pub use service::{run, RunningNode};

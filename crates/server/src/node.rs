@@ -83,6 +83,8 @@ pub struct Node {
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
+    /// Every bucket's statistics sampled once a second, at Couchbase's zoom levels (`stats_sampler`).
+    pub stats_history: parking_lot::Mutex<crate::stats_history::History>,
 }
 
 impl Node {
@@ -113,6 +115,7 @@ impl Node {
             query: Arc::default(),
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
+            stats_history: Default::default(),
         });
         node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)

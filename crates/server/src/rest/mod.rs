@@ -15,11 +15,13 @@
 
 pub(crate) mod auth;
 mod bucket_settings;
+mod bucket_stats;
 mod buckets;
 mod certificates;
 mod cluster;
 mod collections;
 pub(crate) mod error;
+mod faults;
 pub(crate) mod form;
 mod index_status;
 mod metrics;
@@ -161,6 +163,10 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))
         .route("/settee/node/drain", post(cluster::drain))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
+        .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
+        .route(&format!("{BUCKET}/stats"), get(bucket_stats::bucket_stats))
+        .route(&format!("{BUCKET}/nodes/{{node}}/stats"), get(bucket_stats::node_bucket_stats))
+        .route("/settee/testing/faults", post(faults::set_faults))
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
         .route("/controller/setRecoveryType", post(cluster::set_recovery_type))
