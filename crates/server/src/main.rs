@@ -24,6 +24,8 @@ enum Command {
     /// Operate a running cluster over its REST API (rolling restarts and upgrades).
     #[command(subcommand)]
     Cluster(settee_server::cli::ClusterCommand),
+    /// Back up and restore buckets, cbbackupmgr-style: `backup config|backup|restore|info|remove`.
+    Backup(settee_backup::BackupCommand),
 }
 
 #[cfg(feature = "jemalloc")]
@@ -48,5 +50,6 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(settee_server::cli::run(cmd))
         }
+        Command::Backup(cmd) => Ok(settee_backup::run(cmd)?),
     }
 }

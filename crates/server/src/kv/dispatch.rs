@@ -7,7 +7,7 @@ use settee_engine::EngineError;
 use settee_mcbp::{Opcode, Request};
 use settee_types::Status;
 
-use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc};
+use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc, with_meta};
 use super::reply;
 use super::session::Session;
 use crate::node::Node;
@@ -73,6 +73,7 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::GetRandomKey => retrieval::get_random_key(s, req, out),
         Opcode::Set | Opcode::Add | Opcode::Replace => mutation::store(s, req, out, op),
         Opcode::Delete => mutation::delete(s, req, out),
+        Opcode::SetWithMeta | Opcode::AddWithMeta | Opcode::DelWithMeta => with_meta::write(s, req, out, op),
         Opcode::Increment | Opcode::Decrement => mutation::arithmetic(s, req, out, op),
         Opcode::Append | Opcode::Prepend => mutation::concat(s, req, out, op),
         Opcode::Stat => bucket::stat(node, s, req, out),

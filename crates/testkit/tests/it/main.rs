@@ -14,3 +14,4 @@ mod security;
 mod session;
 mod tls;
 mod wire;
+mod with_meta;
