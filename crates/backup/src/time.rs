@@ -10,24 +10,9 @@ pub(crate) fn backup_name_now() -> String {
 }
 
 pub(crate) fn backup_name(unix_secs: u64, nanos: u32) -> String {
-    let days = (unix_secs / 86_400) as i64;
-    let rem = unix_secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}_{:02}_{:02}.{nanos:09}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-/// The proleptic Gregorian date of a day number counted from 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    let t = settee_types::UtcTime::from_unix_nanos(unix_secs * 1_000_000_000 + u64::from(nanos));
+    let (y, mo, d, h, mi, s) = (t.year, t.month, t.day, t.hour, t.minute, t.second);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}_{mi:02}_{s:02}.{nanos:09}Z")
 }
 
 #[cfg(test)]

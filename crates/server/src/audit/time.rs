@@ -1,26 +1,10 @@
 //! Audit timestamps in UTC: ISO-8601 with milliseconds for events (`2026-11-26T02:04:45.123Z`, Couchbase's
 //! format with the zone the node runs in), and the `YYYY-MM-DDTHH-MM-SS` stamp of rotated file names.
 
-/// Year, month, day of the `days`-th day since 1970-01-01 (proleptic Gregorian calendar).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// (year, month, day, hour, minute, second, millisecond) of Unix-epoch nanoseconds.
-fn parts(nanos: u64) -> (i64, u32, u32, u64, u64, u64, u64) {
-    let secs = nanos / 1_000_000_000;
-    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    (y, mo, d, rem / 3600, rem % 3600 / 60, rem % 60, nanos % 1_000_000_000 / 1_000_000)
+fn parts(nanos: u64) -> (i64, u32, u32, u32, u32, u32, u32) {
+    let t = settee_types::UtcTime::from_unix_nanos(nanos);
+    (t.year, t.month, t.day, t.hour, t.minute, t.second, t.nanos / 1_000_000)
 }
 
 /// `2026-11-26T02:04:45.123Z`.
