@@ -63,7 +63,9 @@ def test_rolling_restart_restarts_every_node_without_client_errors(nodes):
     assert all(a <= took + 2 for a in after), (took, after)
     # Known gap (docs/operations.md): a graceful failover can make the SDK cancel a request it had in flight to
     # the node (RequestCanceled after NOT_MY_VBUCKET retries), in about one run of four, once or twice among
-    # thousands of operations. Nothing else is tolerated: no stale read, no other error, no lost write.
+    # thousands of operations: the node leaves the bucket's server list (as in Couchbase) and the SDK stops its
+    # session without retrying non-idempotent requests. Nothing else is tolerated: no stale read, no other
+    # error, no lost write.
     errors = dict(writer.errors)
     print(f"client errors: {errors}")
     assert set(errors) <= {"RequestCanceledException"} and sum(errors.values()) <= 3, errors
