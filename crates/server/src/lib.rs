@@ -17,6 +17,7 @@ pub mod persistence;
 pub mod query;
 pub mod rest;
 mod service;
+pub mod timings;
 pub mod tls;
 
 pub use service::{run, RunningNode};

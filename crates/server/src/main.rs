@@ -21,6 +21,9 @@ enum Command {
     /// Generate load against settee, Couchbase or memcached (pillowfight and YCSB workloads); `bench plot` and
     /// `bench compare` read result files.
     Bench(Box<settee_bench::BenchCommand>),
+    /// Per-command latency (count, p50/p90/p99/p99.9, max) of a node or a whole cluster, read over KV with
+    /// GET_CMD_TIMER; `--watch SECS` repeats it for each interval.
+    Timings(settee_server::timings::cli::TimingsCommand),
 }
 
 #[cfg(feature = "jemalloc")]
@@ -41,5 +44,6 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(settee_server::run(config))
         }
         Command::Bench(cmd) => Ok(settee_bench::run(*cmd)?),
+        Command::Timings(cmd) => settee_server::timings::cli::run(cmd),
     }
 }

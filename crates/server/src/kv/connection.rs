@@ -20,6 +20,7 @@ use super::reply;
 use super::session::Session;
 use super::unauthenticated::PreAuth;
 use crate::node::Node;
+use crate::timings::OpTimer;
 use settee_types::Status;
 
 /// Read buffer size to start with; it grows to hold one whole frame at most.
@@ -272,6 +273,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                             }
                         }
                     }
+                    let timer = OpTimer::start(&node, &req);
                     let mut fetches = 0;
                     dispatch(&node, &mut session, &req, &mut wbuf);
                     if let Some(work) = wbuf.auth.take() {
@@ -291,6 +293,9 @@ pub(crate) async fn serve_connection<S: KvStream>(
                         fetch.run().await;
                         dispatch(&node, &mut session, &req, &mut wbuf);
                     }
+                    if wbuf.pending.is_none() {
+                        timer.finish(&node, session.bucket.as_deref(), peer, &session.agent);
+                    }
                     used += n;
                     if session.close || session.dcp.is_some() {
                         break;
@@ -303,10 +308,16 @@ pub(crate) async fn serve_connection<S: KvStream>(
                                     wbuf.extend_from_slice(&reply);
                                 }
                             }
-                            inflight.spawn(pending.resolve());
+                            let (node, bucket, agent) = (node.clone(), session.bucket.clone(), session.agent.clone());
+                            inflight.spawn(async move {
+                                let reply = pending.resolve().await;
+                                timer.finish(&node, bucket.as_deref(), peer, &agent);
+                                reply
+                            });
                         } else {
                             // Requests run in order: send what is ready, then wait for this reply before the next.
                             let reply = pending.resolve().await;
+                            timer.finish(&node, session.bucket.as_deref(), peer, &session.agent);
                             wbuf.extend_from_slice(&reply);
                             if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                                 fatal = true;

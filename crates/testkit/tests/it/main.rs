@@ -12,5 +12,6 @@ mod query;
 mod replication;
 mod security;
 mod session;
+mod timings;
 mod tls;
 mod wire;
