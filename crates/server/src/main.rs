@@ -23,7 +23,7 @@ enum Command {
     Bench(Box<settee_bench::BenchCommand>),
     /// Per-command latency (count, p50/p90/p99/p99.9, max) of a node or a whole cluster, read over KV with
     /// GET_CMD_TIMER; `--watch SECS` repeats it for each interval.
-    Timings(settee_server::timings::cli::TimingsCommand),
+    Timings(Box<settee_server::timings::cli::TimingsCommand>),
 }
 
 #[cfg(feature = "jemalloc")]
@@ -44,6 +44,6 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(settee_server::run(config))
         }
         Command::Bench(cmd) => Ok(settee_bench::run(*cmd)?),
-        Command::Timings(cmd) => settee_server::timings::cli::run(cmd),
+        Command::Timings(cmd) => settee_server::timings::cli::run(*cmd),
     }
 }
