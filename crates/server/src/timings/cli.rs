@@ -163,7 +163,8 @@ fn human(us: f64) -> String {
     }
 }
 
-/// The table `settee timings` prints. Percentiles are upper bounds of the microsecond bucket they fall in.
+/// The table `settee timings` prints. Percentiles are upper bounds of the microsecond bucket they fall in, capped
+/// at the largest value.
 pub fn render(table: &Table, header: &str) -> String {
     let mut out = format!("{header}\n");
     let _ = writeln!(
@@ -177,8 +178,13 @@ pub fn render(table: &Table, header: &str) -> String {
     }
     for (opcode, h) in table {
         let name = Opcode::from_byte(*opcode).map_or_else(|| format!("0x{opcode:02x}"), |o| o.name().to_owned());
-        let p = |q: f64| h.percentile_us(q).map_or_else(|| "-".to_owned(), |us| human(us as f64));
-        let max = h.max_us().map_or_else(|| "-".to_owned(), human);
+        // A percentile is its bucket's upper bound, which may lie above the exact maximum: show the maximum then.
+        let max_us = h.max_us();
+        let p = |q: f64| {
+            let us = h.percentile_us(q).map(|us| max_us.map_or(us as f64, |m| m.min(us as f64)));
+            us.map_or_else(|| "-".to_owned(), human)
+        };
+        let max = max_us.map_or_else(|| "-".to_owned(), human);
         let _ = writeln!(
             out,
             "{name:<28} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -219,7 +225,12 @@ mod tests {
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells[1], "100");
         assert_eq!(&cells[2..4], ["3", "µs"]);
-        assert!(row.contains("2.5 ms") && row.contains("2.4 ms"), "{row}");
+        assert_eq!(&cells[cells.len() - 4..], ["2.4", "ms", "2.4", "ms"], "p99.9 capped at the maximum: {row}");
         assert!(render(&Table::new(), "x").contains("(no operations)"));
+        let mut one = MicrosHistogram::default();
+        one.buckets.insert(362, 1);
+        one.max_ns = Some(360_400);
+        let text = render(&[(0xb5u8, one)].into_iter().collect(), "x");
+        assert!(!text.contains("362 µs"), "no percentile above the maximum: {text}");
     }
 }
