@@ -261,6 +261,9 @@ pub(crate) async fn serve_connection<S: KvStream>(
         }
         let mut used = 0;
         let mut fatal = false;
+        // When the previous request of this batch was answered, if nothing was awaited since: the next request
+        // starts then, which saves a clock read per request.
+        let mut answered_at = None;
         loop {
             let body_max = if session.user.is_some() { FRAME_BODY_BYTES_MAX } else { UNAUTHENTICATED_BODY_BYTES_MAX };
             match decode_request(&rbuf[used..], body_max) {
@@ -272,8 +275,9 @@ pub(crate) async fn serve_connection<S: KvStream>(
                                 wbuf.extend_from_slice(&reply);
                             }
                         }
+                        answered_at = None;
                     }
-                    let timer = OpTimer::start(&node, &req);
+                    let timer = OpTimer::start(&node, &req, answered_at.take());
                     let mut fetches = 0;
                     dispatch(&node, &mut session, &req, &mut wbuf);
                     if let Some(work) = wbuf.auth.take() {
@@ -294,7 +298,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                         dispatch(&node, &mut session, &req, &mut wbuf);
                     }
                     if wbuf.pending.is_none() {
-                        timer.finish(&node, session.bucket.as_deref(), peer, &session.agent);
+                        answered_at = Some(timer.finish(&node, session.bucket.as_deref(), peer, &session.agent));
                     }
                     used += n;
                     if session.close || session.dcp.is_some() {
@@ -331,6 +335,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                             break;
                         }
                         wbuf.clear();
+                        answered_at = None;
                     }
                 }
                 Ok(None) => break,

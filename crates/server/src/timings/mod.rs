@@ -51,13 +51,17 @@ pub struct OpTimer {
 }
 
 impl OpTimer {
-    pub fn start(node: &Node, req: &Request<'_>) -> OpTimer {
-        OpTimer { started: node.clock.monotonic(), opcode: req.opcode, vbucket: req.vbucket }
+    /// Starts timing `req` at `now` (the node clock's monotonic time) when the caller knows it, else reads the
+    /// clock: the connection loop passes the time the previous request of a batch was answered at, since the next
+    /// one starts right then, which saves one of the two clock reads (about 27 ns each on the 2-vCPU VM).
+    pub fn start(node: &Node, req: &Request<'_>, now: Option<Duration>) -> OpTimer {
+        let started = now.unwrap_or_else(|| node.clock.monotonic());
+        OpTimer { started, opcode: req.opcode, vbucket: req.vbucket }
     }
 
     /// Records the operation in `bucket`'s timings (the no-bucket ones without one) now that its reply is
-    /// queued, and logs it when it was slow.
-    pub fn finish(self, node: &Node, bucket: Option<&BucketHandle>, peer: SocketAddr, agent: &str) {
+    /// queued, and logs it when it was slow. Returns the time it read.
+    pub fn finish(self, node: &Node, bucket: Option<&BucketHandle>, peer: SocketAddr, agent: &str) -> Duration {
         let now = node.clock.monotonic();
         let elapsed = now.saturating_sub(self.started);
         match bucket {
@@ -70,5 +74,6 @@ impl OpTimer {
             let op = slow::SlowOp { opcode: self.opcode, vbucket: self.vbucket, elapsed, peer, agent, bucket: &name };
             slow.report(&op, now);
         }
+        now
     }
 }
