@@ -31,6 +31,6 @@
 //
 // Run: `go test -count=1 -run TestBlackBox` (one short run), or `scripts/jepsen.sh RUNS SECONDS [SEED]` for long
 // ones. SETTEE_BIN names the binary (default: the workspace's target/debug/settee); SETTEE_JEPSEN_OMIT lists fault
-// kinds to leave out (CI's run, in scripts/test-compat.sh, leaves out kill-9: docs/reliability.md says why).
+// kinds to leave out (CI's run, in scripts/test-compat.sh, has every kind).
 // What the checker verifies, its figures and its findings are in docs/reliability.md.
 package jepsen

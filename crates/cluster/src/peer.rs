@@ -9,6 +9,7 @@
 //! | [`JoinRequest`] | `POST /node/controller/doJoinCluster` | none (200) |
 //! | [`ProbeRequest`] | `GET /pools` | ignored (200 means alive) |
 //! | [`ClusterCaRequest`] | `GET /settee/tls/ca` | [`ClusterCaReply`] |
+//! | [`BucketSamplesRequest`] | `POST /settee/node/bucketSamples` | [`BucketSamples`] |
 //!
 //! The settee-only calls carry JSON; `doJoinCluster` is Couchbase's endpoint and keeps its form fields. Every call
 //! goes to the management port with the administrator's credentials (the probe with none).
@@ -163,6 +164,38 @@ impl PeerCall for HoldRequest {
     }
 }
 
+/// `POST /settee/node/bucketSamples`: a node's statistics samples of one bucket at one zoom level (Couchbase's
+/// `minute` ... `year`), from after `since_ms` (Unix ms) if given, for the cluster-wide
+/// `/pools/default/buckets/<b>/stats`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketSamplesRequest {
+    pub bucket: String,
+    pub zoom: String,
+    #[serde(default)]
+    pub since_ms: Option<u64>,
+}
+
+/// The answer to [`BucketSamplesRequest`]: sample times (Unix ms) and each statistic's values (rates already per
+/// second; null where the node had no value).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BucketSamples {
+    pub times: Vec<u64>,
+    pub series: BTreeMap<String, Vec<Option<f64>>>,
+}
+
+impl PeerCall for BucketSamplesRequest {
+    const METHOD: &'static str = "POST";
+    const PATH: &'static str = "/settee/node/bucketSamples";
+    type Reply = BucketSamples;
+    fn body(&self) -> Body {
+        // A struct of strings and numbers always serialises.
+        Body::Json(serde_json::to_string(self).expect("a samples request serialises"))
+    }
+    fn decode_reply(body: &[u8]) -> Result<BucketSamples, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
 /// `POST /node/controller/doJoinCluster`, sent by `/controller/addNode` to the newcomer: leave your own cluster and
 /// join the one at `host:port` with these credentials. Couchbase's form fields, since tools call it directly too.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,6 +278,11 @@ pub fn decode_request<T: DeserializeOwned>(body: &[u8]) -> Result<T, serde_json:
 }
 
 /// Percent-encodes one form component (RFC 3986 unreserved characters pass).
+/// A form body from `pairs`, each name and value percent-encoded.
+pub fn form(pairs: &[(&str, &str)]) -> Body {
+    Body::Form(pairs.iter().map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v))).collect::<Vec<_>>().join("&"))
+}
+
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

@@ -206,6 +206,25 @@ impl Bucket {
     pub fn mem_used(&self) -> u64 {
         self.mem_used.load(Ordering::Relaxed).max(0) as u64
     }
+    /// Items by the state of their vBucket, as Couchbase reports them: `curr_items` is the active vBuckets' alone
+    /// (`vb_active_curr_items`), replicas and pending copies counted apart, `total` every copy (`curr_items_tot`).
+    pub fn item_counts(&self) -> ItemCounts {
+        let mut counts = ItemCounts::default();
+        for v in &self.vbuckets {
+            let inner = v.inner.lock();
+            let items = (inner.live_items + inner.ejected_items) as u64;
+            match inner.state {
+                VbState::Active => counts.active += items,
+                VbState::Replica => counts.replica += items,
+                VbState::Pending => counts.pending += items,
+                VbState::Dead | VbState::Failed => continue,
+            }
+            counts.total += items;
+        }
+        counts
+    }
+
+    /// Items in every vBucket here, whatever its state (`curr_items_tot`).
     pub fn curr_items(&self) -> u64 {
         self.vbuckets
             .iter()
@@ -470,4 +489,14 @@ fn splitmix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)).max(1)
+}
+
+/// Items by vBucket state ([`Bucket::item_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ItemCounts {
+    pub active: u64,
+    pub replica: u64,
+    pub pending: u64,
+    /// Active, replica and pending copies (not dead ones a failed-over node keeps).
+    pub total: u64,
 }

@@ -16,6 +16,7 @@ mod abort_log;
 mod bucket;
 mod change_log;
 mod checkpoint;
+mod conflict;
 mod durability_monitor;
 mod error;
 mod eviction;
@@ -33,16 +34,17 @@ mod sync_write;
 mod table;
 mod vbucket;
 
-pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy};
+pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy, ItemCounts};
 pub use change_log::CursorId;
+pub use conflict::{incoming_wins, ConflictMode, VersionMeta};
 pub use error::EngineError;
 pub use eviction::{Watermark, HIGH_WATERMARK_DEFAULT, LOW_WATERMARK_DEFAULT};
 pub use expiry::absolute_expiry;
 pub use item::{DocKey, ItemView};
 pub use manifest::{Collection, Manifest, ManifestError, Scope, COLLECTIONS_MAX, SCOPES_MAX};
 pub use ops::{
-    ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MutateInOptions,
-    MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
+    ArithmeticOp, ArithmeticRequest, ArithmeticResult, DocFlags, GetMeta, LookupResult, MetaWrite, MetaWriteKind,
+    MutateInOptions, MutationResult, StoreMode, StoreRequest, SubdocMutationResult, WriteOptions,
 };
 pub use persistence::{DirtyBatch, ItemSnapshot, Refused};
 pub use replication::{ChangeKind, DcpChange, DcpRead, DcpSnapshot, ReplicaApply, VbStreamInfo};

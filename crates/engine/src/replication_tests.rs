@@ -169,6 +169,21 @@ fn set_sized(b: &Bucket, key: &str, fill: char) {
 }
 
 #[test]
+fn item_counts_keep_replica_copies_apart_from_active_items() {
+    // Proves curr_items as Couchbase reports it counts active vBuckets only: a replica's items are counted as
+    // replica items, and the total covers both.
+    let (active, replica) = (bucket(), replica());
+    for i in 0..5 {
+        set(&active, &format!("k{i}"), "v");
+    }
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    pump_in_pieces(&active, cursor, &mut position, &replica, 1 << 20);
+    assert_eq!(active.item_counts(), crate::ItemCounts { active: 5, replica: 0, pending: 0, total: 5 });
+    assert_eq!(replica.item_counts(), crate::ItemCounts { active: 0, replica: 5, pending: 0, total: 5 });
+}
+
+#[test]
 fn a_large_backfill_is_read_in_bounded_pieces_that_together_hold_everything() {
     // Regression (issue 17): a backfill copied a whole vBucket at once, so every stalled DCP consumer held a vBucket
     // in memory. Proves a backfill read with a 1,000-byte limit comes in several disk snapshots of a few documents

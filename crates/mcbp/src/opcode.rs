@@ -104,6 +104,9 @@ opcodes! {
     GetLocked = 0x94, "GET_LOCKED", WRITE;
     Unlock = 0x95, "UNLOCK", WRITE;
     GetMeta = 0xa0, "GET_META", READ;
+    SetWithMeta = 0xa2, "SET_WITH_META", WRITE;
+    AddWithMeta = 0xa4, "ADD_WITH_META", WRITE;
+    DelWithMeta = 0xa8, "DEL_WITH_META", WRITE;
     GetClusterConfig = 0xb5, "GET_CLUSTER_CONFIG", CONN;
     GetRandomKey = 0xb6, "GET_RANDOM_KEY", BUCKET;
     GetCollectionsManifest = 0xba, "GET_COLLECTIONS_MANIFEST", BUCKET;

@@ -124,6 +124,10 @@ pub struct ServerConfig {
     /// it, CREATE INDEX and BUILD INDEX fail with a clear error; the existing indexes keep being maintained.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
     pub index_memory_quota_mb: u64,
+    /// For tests only: serve `POST /settee/testing/faults`, which makes a persistent bucket's disk slow, failing
+    /// or full on request. Never set in production.
+    #[arg(long, hide = true)]
+    pub testing_fault_injection: bool,
 }
 
 /// Why the configuration cannot be used.

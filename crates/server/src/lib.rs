@@ -5,7 +5,9 @@
 //! Key types: [`node::Node`] (buckets, users, config revision), [`config::ServerConfig`] (the CLI contract),
 //! [`run`] (start every service and stop on a signal).
 
+pub mod audit;
 pub mod auth;
+pub mod cli;
 pub mod cluster;
 pub mod cluster_config;
 pub mod config;
@@ -17,6 +19,8 @@ pub mod persistence;
 pub mod query;
 pub mod rest;
 mod service;
+pub mod stats_history;
+mod stats_sampler;
 pub mod timings;
 pub mod tls;
 

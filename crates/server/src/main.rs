@@ -21,6 +21,11 @@ enum Command {
     /// Generate load against settee, Couchbase or memcached (pillowfight and YCSB workloads); `bench plot` and
     /// `bench compare` read result files.
     Bench(Box<settee_bench::BenchCommand>),
+    /// Operate a running cluster over its REST API (rolling restarts and upgrades).
+    #[command(subcommand)]
+    Cluster(settee_server::cli::ClusterCommand),
+    /// Back up and restore buckets, cbbackupmgr-style: `backup config|backup|restore|info|remove`.
+    Backup(settee_backup::BackupCommand),
     /// Per-command latency (count, p50/p90/p99/p99.9, max) of a node or a whole cluster, read over KV with
     /// GET_CMD_TIMER; `--watch SECS` repeats it for each interval.
     Timings(Box<settee_server::timings::cli::TimingsCommand>),
@@ -44,6 +49,11 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(settee_server::run(config))
         }
         Command::Bench(cmd) => Ok(settee_bench::run(*cmd)?),
+        Command::Cluster(cmd) => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(settee_server::cli::run(cmd))
+        }
+        Command::Backup(cmd) => Ok(settee_backup::run(cmd)?),
         Command::Timings(cmd) => settee_server::timings::cli::run(*cmd),
     }
 }

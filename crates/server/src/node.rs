@@ -82,11 +82,20 @@ pub struct Node {
     pub tls: Arc<crate::tls::NodeTls>,
     /// The query service: prepared statements, indexes, the request log.
     pub query: Arc<crate::query::QueryService>,
+    /// The audit log (off until `/settings/audit` turns it on).
+    pub audit: Arc<crate::audit::Audit>,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
     /// Latency of the commands run outside any bucket, and the slow-operation log.
     pub timings: crate::timings::NodeTimings,
+    /// The executable this process started from (re-executed by a restart), read at start: a binary replaced
+    /// in place since (an upgrade) is what a restart then runs.
+    pub executable: Option<std::path::PathBuf>,
+    /// Set by `POST /settee/node/restart`: the node stops cleanly and re-executes itself with the same arguments.
+    pub restart: tokio::sync::watch::Sender<Option<RestartRequest>>,
+    /// Every bucket's statistics sampled once a second, at Couchbase's zoom levels (`stats_sampler`).
+    pub stats_history: parking_lot::Mutex<crate::stats_history::History>,
 }
 
 impl Node {
@@ -103,6 +112,7 @@ impl Node {
         let read_budget = Arc::new(crate::kv::read_budget::ReadBudget::new(read_budget_bytes));
         let tls = Arc::new(crate::tls::NodeTls::open(&config)?);
         let timings = crate::timings::NodeTimings::new(config.slow_op_threshold_ms);
+        let audit = Arc::new(crate::audit::Audit::new(config.data_dir.join("logs"), &config.host, clock.clone())?);
         let node = Arc::new(Node {
             tls,
             timings,
@@ -117,8 +127,12 @@ impl Node {
             started: std::time::Instant::now(),
             cluster: std::sync::OnceLock::new(),
             query: Arc::default(),
+            audit,
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
+            stats_history: Default::default(),
+            executable: std::env::current_exe().ok(),
+            restart: tokio::sync::watch::Sender::new(None),
         });
         node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)
@@ -322,4 +336,10 @@ pub fn random_hex32(salt: u64) -> String {
     let a: u64 = rand::random::<u64>() ^ salt;
     let b: u64 = rand::random();
     format!("{a:016x}{b:016x}")
+}
+
+/// A restart asked for over REST: re-execute `binary` with this process's arguments once the node has stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartRequest {
+    pub binary: std::path::PathBuf,
 }

@@ -130,6 +130,7 @@ impl RunningNode {
         tasks.push(tokio::spawn(cluster.monitor(stopped.clone())));
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(crate::stats_sampler::run(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
         tracing::info!(%kv_addr, %mgmt_addr, %query_addr, ?kv_tls_addr, ?mgmt_tls_addr, ?query_tls_addr, "settee node ready");
         Ok(RunningNode {
@@ -251,11 +252,32 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let running = RunningNode::start(config).await?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = int.recv() => tracing::info!("SIGINT: stopping"),
-    }
+    let mut restart = running.node.restart.subscribe();
+    let restart = tokio::select! {
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: stopping");
+            None
+        }
+        _ = int.recv() => {
+            tracing::info!("SIGINT: stopping");
+            None
+        }
+        r = restart.wait_for(Option::is_some) => r.ok().and_then(|r| r.clone()),
+    };
     running.stop().await;
     tracing::info!("stopped");
-    Ok(())
+    match restart {
+        Some(r) => Err(reexec(&r.binary)),
+        None => Ok(()),
+    }
+}
+
+/// Replaces this process with `binary`, given this process's arguments (a rolling restart or upgrade). Returns
+/// only if that fails. Every descriptor settee opened is close-on-exec, so the new process binds the same ports
+/// and locks the same data directory afresh; stdout and stderr carry on.
+fn reexec(binary: &std::path::Path) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    tracing::warn!(binary = %binary.display(), "restarting: re-executing the node");
+    let error = std::process::Command::new(binary).args(std::env::args_os().skip(1)).exec();
+    anyhow::anyhow!("cannot re-execute {}: {error}", binary.display())
 }

@@ -10,6 +10,7 @@ mod failover;
 mod ids;
 pub mod limits;
 mod status;
+mod utc;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use datatype::Datatype;
@@ -17,3 +18,4 @@ pub use durability::DurabilityLevel;
 pub use failover::{FailoverEntry, FailoverLog, StreamStart, FAILOVER_ENTRY_BYTES};
 pub use ids::{vbucket_for_key, Cas, CollectionId, OnDisk, Seqno, VbId, VbUuid, LOCKED_CAS};
 pub use status::{ErrorAttr, Status};
+pub use utc::UtcTime;

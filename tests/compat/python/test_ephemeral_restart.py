@@ -14,9 +14,9 @@ from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.exceptions import DocumentNotFoundException
 from couchbase.options import UpsertOptions
 
-import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
+from cluster_fixture import formed_cluster
 from test_cluster import pool_nodes, rest, wait_rebalanced
 
 BUCKET = "sessions"
@@ -28,23 +28,8 @@ KEYS = 300
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     base = Path(tmp_path_factory.mktemp("ephemeral"))
-    servers = settee_server.cluster_servers(base, NODES)
-    for s in servers[1:]:
-        s.join = servers[0].mgmt_addr
-    try:
-        for s in servers:
-            s.start()
-        known = ",".join(f"ns_1@127.0.0.{i + 1}" for i in range(NODES))
-        wait_for(lambda: len(pool_nodes(servers[0])) == NODES, "every node to join")
-        status, body = rest(servers[0], "POST", "/controller/rebalance", {"knownNodes": known, "ejectedNodes": ""})
-        assert status == 200, body
-        wait_rebalanced(servers[0])
-        status, body = rest(servers[0], "POST", "/pools/default/buckets",
-                            {"name": BUCKET, "bucketType": "ephemeral", "ramQuota": 128, "replicaNumber": 1})
-        assert status == 202, body
+    with formed_cluster(base, NODES, BUCKET, bucket_type="ephemeral", replicas=1) as servers:
         yield servers
-    finally:
-        settee_server.stop_all(servers)
 
 
 def test_a_memory_only_node_restarted_before_failover_loses_no_acknowledged_write(nodes):

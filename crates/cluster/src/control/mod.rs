@@ -9,6 +9,8 @@
 //! - [`auto_failover`]: the leader's decision to fail a silent node over, or to refuse.
 //! - [`health`]: when each peer last answered, and [`NodeHealth`].
 //! - [`holds`]: the vBuckets a node holds for a takeover, and their lease.
+//! - [`rolling_restart`]: restart (or upgrade) every node in turn without clients seeing an error.
+//! - [`restart`]: which active copies a restarted member hands over to replicas that are ahead of it.
 //!
 //! Times are `Duration`s since an arbitrary origin, read by the driver from its monotonic clock.
 
@@ -19,6 +21,8 @@ pub mod holds;
 mod moves;
 pub mod rebalance;
 pub mod recovery;
+pub mod restart;
+pub mod rolling_restart;
 #[cfg(test)]
 mod testing;
 

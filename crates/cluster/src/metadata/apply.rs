@@ -32,7 +32,9 @@ impl ClusterMetadata {
             MetaCommand::SetMap { bucket, map } => self.set_map(bucket, map)?,
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
+            MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
+            MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();
@@ -236,6 +238,19 @@ impl ClusterMetadata {
         bucket.map = vbmap::reprovision(&bucket.map, node);
         bucket.failover_epoch += 1;
         retain_building(&mut bucket.building, |_, n| n != node);
+        Ok(())
+    }
+
+    fn promote_replicas(&mut self, name: &str, node: NodeId, promote: &BTreeMap<u16, NodeId>) -> Result<(), MetaError> {
+        if !self.nodes.contains_key(&node) {
+            return Err(MetaError::UnknownNode(node));
+        }
+        let bucket = self.buckets.get_mut(name).ok_or_else(|| MetaError::UnknownBucket(name.into()))?;
+        let map = vbmap::promote(&bucket.map, node, promote);
+        if map != bucket.map {
+            bucket.map = map;
+            bucket.failover_epoch += 1;
+        }
         Ok(())
     }
 

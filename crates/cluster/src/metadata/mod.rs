@@ -35,6 +35,10 @@ pub struct ClusterMetadata {
     pub recovery: BTreeMap<NodeId, Recovery>,
     #[serde(default)]
     pub rebalance: RebalanceSettings,
+    /// The audit settings (`/settings/audit`). Opaque to this crate, as the users are: the server owns the model
+    /// and validates it before proposing. Null until first set (audit off).
+    #[serde(default)]
+    pub audit: serde_json::Value,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -232,7 +236,19 @@ pub enum MetaCommand {
         bucket: String,
         node: NodeId,
     },
+    /// A restarted `node` hands the active copies of `bucket` it came back behind on to replicas that hold more
+    /// (`promote`: vBucket to the replica taking over), before it may serve: a persistent bucket's copies come
+    /// back with what reached the disk, while a `majority` write acknowledged just before the crash lives only in
+    /// its replicas' memory. Each named replica swaps places with `node` in the chain (see [`crate::vbmap::promote`]); a
+    /// vBucket the map has since given to another active is left alone.
+    PromoteReplicas {
+        bucket: String,
+        node: NodeId,
+        promote: BTreeMap<u16, NodeId>,
+    },
     SetUsers(serde_json::Value),
+    /// Replaces the audit settings (opaque, see `ClusterMetadata::audit`).
+    SetAudit(serde_json::Value),
     SetAutoFailover(AutoFailoverSettings),
     /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
     /// be set only while the node is inactiveFailed or already marked.

@@ -230,6 +230,30 @@ fn reprovision_promotes_replicas_of_an_ephemeral_bucket_only() {
     );
 }
 
+/// PromoteReplicas hands a restarted node's active copies over to the named replicas of a persistent bucket (the
+/// node stays in the chain as a replica), is a no-op for vBuckets the node no longer leads, and refuses unknown
+/// nodes and buckets.
+#[test]
+fn promote_replicas_swaps_the_restarted_active_with_the_replica_ahead() {
+    let mut meta = cluster();
+    let before = meta.buckets["b"].map.clone();
+    let vb = before.actives_of(1)[0];
+    let replica = before.chains[usize::from(vb)][1].expect("a replica");
+    let promote: BTreeMap<u16, NodeId> = [(vb, replica)].into_iter().collect();
+    let cmd = MetaCommand::PromoteReplicas { bucket: "b".into(), node: 1, promote: promote.clone() };
+    meta.apply(&cmd).expect("promote");
+    let b = &meta.buckets["b"];
+    assert_eq!(b.map.chains[usize::from(vb)][..2], [Some(replica), Some(1)]);
+    assert_eq!(b.map, vbmap::promote(&before, 1, &promote));
+    assert_eq!(b.failover_epoch, 1);
+    meta.apply(&cmd).expect("a repeated promotion is harmless");
+    assert_eq!(meta.buckets["b"].failover_epoch, 1, "nothing changed the second time");
+    let unknown_bucket = MetaCommand::PromoteReplicas { bucket: "x".into(), node: 1, promote: promote.clone() };
+    assert_eq!(refused(&mut meta, unknown_bucket), MetaError::UnknownBucket("x".into()));
+    let unknown_node = MetaCommand::PromoteReplicas { bucket: "b".into(), node: 9, promote };
+    assert_eq!(refused(&mut meta, unknown_node), MetaError::UnknownNode(9));
+}
+
 /// SetUsers stores the server's user model as given.
 #[test]
 fn set_users_stores_opaque_value() {
@@ -238,6 +262,19 @@ fn set_users_stores_opaque_value() {
     meta.apply(&MetaCommand::SetUsers(users.clone())).expect("set users");
     assert_eq!(meta.users, users);
     assert_eq!(meta.rev, 1);
+}
+
+/// SetAudit stores the server's audit settings as given, and metadata written before audit existed reads as null.
+#[test]
+fn set_audit_stores_opaque_value_and_old_metadata_reads_null() {
+    let mut meta = ClusterMetadata::default();
+    let audit = json!({"enabled": true, "disabled": [20488]});
+    meta.apply(&MetaCommand::SetAudit(audit.clone())).expect("set audit");
+    assert_eq!((meta.audit.clone(), meta.rev), (audit, 1));
+    let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
+    old.as_object_mut().expect("object").remove("audit");
+    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the field");
+    assert!(read.audit.is_null());
 }
 
 /// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.

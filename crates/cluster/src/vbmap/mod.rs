@@ -125,6 +125,24 @@ pub fn reprovision(current: &VbMap, node: NodeId) -> VbMap {
     VbMap { chains }
 }
 
+/// The map after a restarted `node` hands its active copies of the vBuckets of `promote` over to the replica named
+/// for each (a replica that holds writes the restarted copy came back without): the two swap places in the chain,
+/// so the restarted copy stays as a replica and catches up from the new active. A vBucket whose active is no longer
+/// `node`, or whose chain lacks the named replica, is left alone (the map changed since the decision).
+pub fn promote(current: &VbMap, node: NodeId, promote: &std::collections::BTreeMap<u16, NodeId>) -> VbMap {
+    let mut map = current.clone();
+    for (vb, to) in promote {
+        let Some(chain) = map.chains.get_mut(usize::from(*vb)) else { continue };
+        if chain.first() != Some(&Some(node)) {
+            continue;
+        }
+        if let Some(at) = chain.iter().skip(1).position(|n| *n == Some(*to)) {
+            chain.swap(0, at + 1);
+        }
+    }
+    map
+}
+
 /// The map with every missing replica (`None` after the active) placed on an Active node of `nodes` that holds no
 /// copy of that vBucket, choosing the node with the fewest copies so far (ties: lowest id). Actives never move,
 /// so no takeover is needed: a new replica is built by streaming from its active. A vBucket with no active, or
@@ -189,7 +207,6 @@ mod unit_tests {
         assert_eq!(after.chains[1], vec![Some(2), None, None]);
     }
 
-    /// A chain whose every copy is on failed nodes keeps None as active and is reported as data loss.
     #[test]
     fn reprovision_promotes_replicas_and_keeps_sole_copies() {
         // Proves a reprovisioned node leaves the chains that keep another copy (its actives' replicas promoted,
@@ -204,6 +221,34 @@ mod unit_tests {
         );
     }
 
+    /// Promotion swaps a restarted node's active copy with the named replica, and leaves a vBucket alone when the
+    /// node no longer leads it or the named node holds no copy (a decision the map outran).
+    #[test]
+    fn promote_swaps_the_restarted_active_with_the_named_replica_only() {
+        let map = VbMap {
+            chains: vec![
+                vec![Some(1), Some(2), Some(3)],
+                vec![Some(1), Some(2), Some(3)],
+                vec![Some(2), Some(1), None],
+                vec![Some(1), Some(2), None],
+                vec![Some(1), Some(2), None],
+            ],
+        };
+        let handover = [(0, 3), (1, 2), (2, 1), (3, 4), (9, 2)].into_iter().collect();
+        let got = promote(&map, 1, &handover);
+        assert_eq!(
+            got.chains,
+            vec![
+                vec![Some(3), Some(2), Some(1)],
+                vec![Some(2), Some(1), Some(3)],
+                vec![Some(2), Some(1), None],
+                vec![Some(1), Some(2), None],
+                vec![Some(1), Some(2), None],
+            ]
+        );
+    }
+
+    /// A chain whose every copy is on failed nodes keeps None as active and is reported as data loss.
     #[test]
     fn failover_without_survivor_leaves_no_active() {
         let map = VbMap { chains: vec![vec![Some(1), Some(2)], vec![Some(3), Some(1)], vec![None, None]] };

@@ -3,6 +3,7 @@
 mod arithmetic;
 mod read;
 mod subdoc;
+mod with_meta;
 mod write;
 
 use settee_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbUuid};
@@ -15,6 +16,7 @@ use crate::vbucket::VbInner;
 pub use arithmetic::{ArithmeticOp, ArithmeticRequest, ArithmeticResult};
 pub use read::GetMeta;
 pub use subdoc::{DocFlags, LookupResult, MutateInOptions, SubdocMutationResult};
+pub use with_meta::{MetaWrite, MetaWriteKind};
 pub use write::{StoreMode, StoreRequest};
 
 /// Options every mutation carries.

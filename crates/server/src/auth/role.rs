@@ -137,11 +137,16 @@ pub struct BucketAccess {
     pub dcp: bool,
     /// Read the bucket's statistics with STAT (`stats!read`, memcached's `SimpleStats`).
     pub stats: bool,
+    /// Write documents with the metadata the caller gives (SET/ADD/DEL_WITH_META: `data.meta!write`, memcached's
+    /// `MetaWrite`): what restores and XDCR need, not implied by writing documents.
+    pub meta_write: bool,
 }
 
 impl BucketAccess {
-    pub const NONE: BucketAccess = BucketAccess { read: false, write: false, manage: false, dcp: false, stats: false };
-    pub const ALL: BucketAccess = BucketAccess { read: true, write: true, manage: true, dcp: true, stats: true };
+    pub const NONE: BucketAccess =
+        BucketAccess { read: false, write: false, manage: false, dcp: false, stats: false, meta_write: false };
+    pub const ALL: BucketAccess =
+        BucketAccess { read: true, write: true, manage: true, dcp: true, stats: true, meta_write: true };
 
     pub fn union(self, other: BucketAccess) -> BucketAccess {
         BucketAccess {
@@ -150,6 +155,7 @@ impl BucketAccess {
             manage: self.manage || other.manage,
             dcp: self.dcp || other.dcp,
             stats: self.stats || other.stats,
+            meta_write: self.meta_write || other.meta_write,
         }
     }
 
@@ -180,10 +186,11 @@ impl Role {
     /// with admin, bucket_full_access, data_backup, mobile_sync_gateway and data_dcp_reader, never with
     /// data_reader; STAT (`stats!read`) with the administrators, bucket_full_access, data_backup,
     /// mobile_sync_gateway, data_monitoring and replication_target, never with data_reader, data_writer or
-    /// data_dcp_reader. Roles about query, search, views or analytics grant no KV access.
+    /// data_dcp_reader; the with-meta writes (`data.meta!write`) with admin, bucket_full_access, data_backup,
+    /// mobile_sync_gateway and replication_target, never with data_writer. Roles about query, search, views or analytics grant no KV access.
     pub fn bucket_access(&self, bucket: &str) -> BucketAccess {
         const fn access(read: bool, write: bool, dcp: bool, stats: bool) -> BucketAccess {
-            BucketAccess { read, write, manage: false, dcp, stats }
+            BucketAccess { read, write, manage: false, dcp, stats, meta_write: false }
         }
         let stats_only = access(false, false, false, true);
         match self {
@@ -195,12 +202,14 @@ impl Role {
                 // Couchbase's bucket_admin has no data access since 5.0; settee grants it, as its brief asks.
                 BucketRole::BucketAdmin => BucketAccess::ALL,
                 BucketRole::BucketFullAccess | BucketRole::DataBackup | BucketRole::MobileSyncGateway => {
-                    access(true, true, true, true)
+                    BucketAccess { meta_write: true, ..access(true, true, true, true) }
                 }
                 BucketRole::DataReader => access(true, false, false, false),
                 BucketRole::DataDcpReader => access(true, false, true, false),
                 BucketRole::DataWriter => access(false, true, false, false),
-                BucketRole::DataMonitoring | BucketRole::ReplicationTarget => stats_only,
+                BucketRole::DataMonitoring => stats_only,
+                // XDCR's inbound writes: `data.meta!write` and stats, no plain document access.
+                BucketRole::ReplicationTarget => BucketAccess { meta_write: true, ..stats_only },
                 _ => BucketAccess::NONE,
             },
             Role::Bucket(..) => BucketAccess::NONE,
@@ -358,7 +367,7 @@ mod tests {
     fn bucket_access_follows_role_and_target() {
         // Proves the access table: admin all, bucket_admin all on its bucket, data roles per flag, `*` wildcard.
         let access = |role: &str, bucket: &str| role.parse::<Role>().unwrap().bucket_access(bucket);
-        let rwm = |read, write, manage| BucketAccess { read, write, manage, dcp: false, stats: false };
+        let rwm = |read, write, manage| BucketAccess { read, write, manage, ..BucketAccess::NONE };
         let stats = BucketAccess { stats: true, ..BucketAccess::NONE };
         let full = BucketAccess { manage: false, ..BucketAccess::ALL };
         assert_eq!(access("admin", "any"), BucketAccess::ALL);
@@ -406,6 +415,19 @@ mod tests {
         }
         for refused in ["data_reader[b]", "data_writer[b]", "data_dcp_reader[b]", "query_select[b]"] {
             assert!(!stats(refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn with_meta_writes_need_a_role_that_grants_meta_write() {
+        // Proves SET/DEL_WITH_META's privilege follows ns_server's `data.meta!write`: the backup, XDCR-target and
+        // full-access roles hold it, data_writer (plain document writes) does not.
+        let meta = |role: &str| role.parse::<Role>().unwrap().bucket_access("b").meta_write;
+        for allowed in ["admin", "bucket_full_access[b]", "data_backup[b]", "replication_target[b]"] {
+            assert!(meta(allowed), "{allowed}");
+        }
+        for refused in ["data_writer[b]", "data_reader[b]", "data_dcp_reader[b]", "ro_admin", "data_backup[c]"] {
+            assert!(!meta(refused), "{refused}");
         }
     }
 }

@@ -264,12 +264,19 @@ impl ClusterDriver {
 
     /// A restarted member confirms its metadata with the cluster (a linearizable read through the leader) before
     /// it lets any vBucket be active; the memory-only buckets it held (`lost`: name and uuid) are reprovisioned
-    /// first.
+    /// first, and the persistent buckets' actives that replicas are ahead of are handed over to them (`takeback`).
     async fn catch_up(self: Arc<Self>, lost: Vec<(String, String)>) {
+        let began = self.now();
         loop {
             let confirmed = match self.handle.store().read_linearizable().await {
-                Ok(meta) => self.reprovision(meta, &lost).await,
-                Err(e) => Err(ProposeError::Consensus(e)),
+                Ok(meta) => match self.reprovision(meta, &lost).await {
+                    Ok(meta) => {
+                        let give_up = self.now().saturating_sub(began) >= super::takeback::SILENT_REPLICA_WAIT;
+                        self.take_back(meta, give_up).await.map_err(anyhow::Error::from)
+                    }
+                    Err(e) => Err(e.into()),
+                },
+                Err(e) => Err(ProposeError::Consensus(e).into()),
             };
             match confirmed {
                 Ok(meta) => {

@@ -9,6 +9,8 @@
 //!   handle's requests, and runs the control-plane state machines of `settee_cluster::control` (their decisions
 //!   are there; the driver carries out their commands): `rebalance`, `failover` (hard and graceful), `monitor`
 //!   (health probes, auto-failover, hold leases), `holds` (holding this node's actives for a takeover).
+//! - `takeback`: a restarted member hands the persistent actives its replicas are ahead of over to them before
+//!   it serves (`settee_cluster::control::restart` decides).
 //! - `reconcile`: makes the local buckets, vBucket states, replication feeds and users match the metadata.
 //! - `ops`: the changes REST makes (buckets, manifests, users), proposed to Raft first and then applied locally.
 //! - `peers`: the typed node-to-node calls (`settee_cluster::peer`) over `rest_client`.
@@ -26,6 +28,7 @@ pub(crate) mod peers;
 mod rebalance;
 mod reconcile;
 pub(crate) mod rest_client;
+mod takeback;
 
 use settee_cluster::BucketSpec;
 use settee_engine::{BucketConfig, BucketKind, EvictionPolicy};

@@ -148,3 +148,16 @@ impl Node {
         Ok(result)
     }
 }
+
+impl Node {
+    /// Makes `settings` the cluster's audit settings: proposed whole and applied on every node by its reconcile
+    /// (here before the call returns); a node without a cluster applies them locally.
+    pub async fn propose_audit_settings(&self, settings: &crate::audit::AuditSettings) -> Result<(), ClusterOpError> {
+        let Some(cluster) = self.cluster() else {
+            self.audit.apply(settings);
+            return Ok(());
+        };
+        let value = serde_json::to_value(settings).map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
+        cluster.propose(MetaCommand::SetAudit(value)).await.map(drop).map_err(unavailable)
+    }
+}

@@ -37,6 +37,8 @@ pub(super) struct Reconciler {
     feeds: HashMap<FeedKey, Feed>,
     /// The users value last applied from the metadata.
     users_applied: Option<serde_json::Value>,
+    /// The audit settings value last applied from the metadata.
+    audit_applied: Option<serde_json::Value>,
     /// The newest revision applied: an older state (a watcher that read it before a proposal's reconcile ran)
     /// is skipped, so it cannot undo a newer change.
     applied_rev: u64,
@@ -56,6 +58,7 @@ impl Reconciler {
         self.applied_rev = meta.rev;
         self.deferred = false;
         self.apply_users(node, meta);
+        self.apply_audit(node, meta);
         for local in node.buckets() {
             let cfg = local.config();
             if meta.buckets.get(&cfg.name).is_none_or(|b| b.spec.uuid != cfg.uuid) {
@@ -131,6 +134,15 @@ impl Reconciler {
         }
     }
 
+    /// Applies the cluster's audit settings on this node when they changed (null: audit off, the defaults).
+    fn apply_audit(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if self.audit_applied.as_ref() == Some(&meta.audit) {
+            return;
+        }
+        node.audit.apply(&crate::audit::AuditSettings::from_metadata(&meta.audit));
+        self.audit_applied = Some(meta.audit.clone());
+    }
+
     /// Starts, updates or stops feeds so that exactly `wanted` run. A feed whose vBucket list alone changed keeps
     /// its connection and opens or closes just the streams that differ.
     fn set_feeds(&mut self, wanted: BTreeMap<FeedKey, (Arc<BucketHandle>, FeedSpec)>) {
@@ -176,6 +188,7 @@ impl Reconciler {
     pub(super) fn forget_applied(&mut self) {
         self.applied_rev = 0;
         self.users_applied = None;
+        self.audit_applied = None;
     }
 
     pub(super) fn stop_feeds(&mut self) {

@@ -166,9 +166,11 @@ pub(crate) async fn serve_connection<S: KvStream>(
         Err(_) => return,
     };
     let _ = stream.tcp().set_nodelay(true);
+    let local = stream.tcp().local_addr().ok();
     node.kv_connections.fetch_add(1, Ordering::Relaxed);
     let (mut rd, mut wr) = stream.into_halves();
     let mut session = Session::new(peer);
+    session.local = local;
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
     // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
     let producer_shutdown = shutdown.clone();

@@ -7,7 +7,7 @@ use settee_engine::EngineError;
 use settee_mcbp::{Opcode, Request};
 use settee_types::Status;
 
-use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc, timings};
+use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc, timings, with_meta};
 use super::reply;
 use super::session::Session;
 use crate::node::Node;
@@ -73,6 +73,7 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::GetRandomKey => retrieval::get_random_key(s, req, out),
         Opcode::Set | Opcode::Add | Opcode::Replace => mutation::store(s, req, out, op),
         Opcode::Delete => mutation::delete(s, req, out),
+        Opcode::SetWithMeta | Opcode::AddWithMeta | Opcode::DelWithMeta => with_meta::write(s, req, out, op),
         Opcode::Increment | Opcode::Decrement => mutation::arithmetic(s, req, out, op),
         Opcode::Append | Opcode::Prepend => mutation::concat(s, req, out, op),
         Opcode::Stat => bucket::stat(node, s, req, out),
@@ -84,13 +85,44 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::SubdocMultiLookup => subdoc::multi_lookup(s, req, out),
         Opcode::SubdocMultiMutation => subdoc::multi_mutation(s, req, out),
         op if op.is_single_path_subdoc() => subdoc::single_path(s, req, out, op),
-        Opcode::DcpOpen => dcp::open(s, req, out),
+        Opcode::DcpOpen => dcp::open(node, s, req, out),
         op if op.is_dcp() => dcp::not_open(s, req),
         _ => Err(KvError::Status(Status::UnknownCommand)),
     };
-    if let Err(e) = result {
-        write_error(node, s, req, out, e);
+    match result {
+        Err(e) => write_error(node, s, req, out, e),
+        // One atomic load when document events are off (the default).
+        Ok(()) if node.audit.wants_data() => audit_document(node, s, req, op),
+        Ok(()) => {}
     }
+}
+
+/// Writes the document event (kv_engine's 20488-20491) of a request that succeeded, if it names a document.
+#[cold]
+fn audit_document(node: &Node, s: &Session, req: &Request<'_>, op: Opcode) {
+    use crate::audit::events::*;
+    let id = match op {
+        Opcode::Get | Opcode::GetReplica | Opcode::Gat | Opcode::SubdocMultiLookup => DOCUMENT_READ,
+        Opcode::SubdocGet | Opcode::SubdocExists | Opcode::SubdocGetCount => DOCUMENT_READ,
+        Opcode::GetLocked => DOCUMENT_LOCKED,
+        Opcode::Delete => DOCUMENT_DELETE,
+        op if op.flags().mutation || op == Opcode::Touch || op.is_single_path_subdoc() => DOCUMENT_MODIFY,
+        Opcode::SubdocMultiMutation => DOCUMENT_MODIFY,
+        _ => return,
+    };
+    if !node.audit.wants(id) {
+        return;
+    }
+    let Some(bucket) = &s.bucket else { return };
+    let (collection, key) = if s.collections() {
+        match settee_mcbp::decode_leb128(req.key) {
+            Some((cid, used)) => (cid, &req.key[used..]),
+            None => return,
+        }
+    } else {
+        (0, req.key)
+    };
+    node.audit.log_document(id, s.identity(), s.addrs(), bucket.name(), collection, key);
 }
 
 /// Re-reads the connection's user when the user store changed since the connection last looked (one atomic load

@@ -54,6 +54,12 @@ pub const SUPPORTED_FEATURES: &[Feature] = &[
 
 pub struct Session {
     pub peer: SocketAddr,
+    /// The node's end of the connection, for the audit log.
+    pub local: Option<SocketAddr>,
+    /// The user name the last SASL attempt named, for the audit log's failure events.
+    pub auth_attempt: String,
+    /// The SASL mechanism of the last attempt (`PLAIN`, `SCRAM-SHA512` ...), for the audit log.
+    pub auth_mechanism: &'static str,
     pub features: Features,
     /// The client's HELLO agent string, for logs.
     pub agent: String,
@@ -75,6 +81,9 @@ impl Session {
     pub fn new(peer: SocketAddr) -> Session {
         Session {
             peer,
+            local: None,
+            auth_attempt: String::new(),
+            auth_mechanism: "",
             features: Features::default(),
             agent: String::new(),
             user: None,
@@ -87,6 +96,16 @@ impl Session {
             dcp: None,
         }
     }
+    /// The connection's two ends, for audit events.
+    pub fn addrs(&self) -> crate::audit::Addrs {
+        crate::audit::Addrs { remote: Some(self.peer), local: self.local }
+    }
+
+    /// The authenticated user as audit events name it (kv_engine's domain for local users).
+    pub fn identity(&self) -> Option<crate::audit::Identity> {
+        self.user.as_ref().map(|u| crate::audit::Identity { domain: "local", user: u.clone() })
+    }
+
     pub fn has(&self, f: Feature) -> bool {
         self.features.has(f)
     }

@@ -13,8 +13,12 @@ use axum::http::{header, HeaderMap};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 
+use axum::extract::ConnectInfo;
+
+use super::conn_info::ConnAddrs;
 use super::error::RestError;
 use super::RestState;
+use crate::audit::{events, Addrs, Identity};
 use crate::auth::{run_derivation, verify_password, ClusterRole, Role, User};
 
 /// An authenticated caller.
@@ -22,14 +26,38 @@ pub(crate) struct Caller {
     pub(crate) user: Arc<User>,
     /// True for the administrator named on the command line: Couchbase's built-in admin (domain "admin").
     pub(crate) builtin: bool,
+    /// The connection's two ends, for the audit log (unknown in unit tests that call the router directly).
+    pub(crate) addrs: Addrs,
 }
 
 impl FromRequestParts<RestState> for Caller {
     type Rejection = RestError;
 
     async fn from_request_parts(parts: &mut Parts, state: &RestState) -> Result<Caller, RestError> {
-        let (id, password) = basic_credentials(&parts.headers).ok_or(RestError::Unauthorized)?;
-        authenticate(state, &id, &password).await
+        let addrs = parts.extensions.get::<ConnectInfo<ConnAddrs>>().map(|c| c.0 .0).unwrap_or_default();
+        let audit = &state.node.audit;
+        let Some((id, password)) = basic_credentials(&parts.headers) else {
+            return Err(RestError::Unauthorized);
+        };
+        match authenticate(state, &id, &password).await {
+            Ok(mut caller) => {
+                caller.addrs = addrs;
+                if audit.wants(events::LOGIN_SUCCESS) {
+                    let roles: Vec<String> = caller.user.roles.iter().map(|r| r.to_string()).collect();
+                    let fields = crate::audit_fields![("roles", roles)];
+                    audit.log(events::LOGIN_SUCCESS, Some(caller.identity()), addrs, fields);
+                }
+                Ok(caller)
+            }
+            Err(e) => {
+                if audit.wants(events::REST_AUTH_FAILURE) {
+                    let user = Identity { domain: "local", user: id };
+                    let fields = crate::audit_fields![("reason", "wrong user name or password")];
+                    audit.log(events::REST_AUTH_FAILURE, Some(user), addrs, fields);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -49,7 +77,7 @@ pub(crate) async fn authenticate(state: &RestState, id: &str, password: &str) ->
     }
     // Only a known user's own credentials can verify: the decoy never does.
     let user = user.ok_or(RestError::Unauthorized)?;
-    Ok(Caller { builtin: id == state.node.config.username, user })
+    Ok(Caller { builtin: id == state.node.config.username, user, addrs: Addrs::default() })
 }
 
 /// The user and password of an `Authorization: Basic` header.
@@ -65,6 +93,22 @@ pub(crate) fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)>
 }
 
 impl Caller {
+    /// The caller as the audit log names it: the command line's administrator is ns_server's `builtin` domain.
+    pub(crate) fn identity(&self) -> Identity {
+        Identity { domain: if self.builtin { "builtin" } else { "local" }, user: self.user.id.clone() }
+    }
+
+    /// The caller's identity as an event field (`identity` of ns_server's user events).
+    pub(crate) fn identity_json(&self) -> serde_json::Value {
+        let i = self.identity();
+        serde_json::json!({"domain": i.domain, "user": i.user})
+    }
+
+    /// Writes audit event `id` for this caller's request, with the event's own `fields`.
+    pub(crate) fn audit(&self, state: &RestState, id: u32, fields: serde_json::Map<String, serde_json::Value>) {
+        state.node.audit.log(id, Some(self.identity()), self.addrs, fields);
+    }
+
     /// Refuses with 403 naming `permission` unless `allowed`.
     pub(crate) fn require(&self, allowed: bool, permission: impl FnOnce() -> String) -> Result<(), RestError> {
         if allowed {

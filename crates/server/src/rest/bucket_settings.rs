@@ -16,6 +16,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
+use crate::audit::events;
 use crate::cluster::ClusterOpError;
 use crate::node::{BucketError, BUCKET_RAM_MB_MIN};
 
@@ -68,6 +69,7 @@ pub(crate) async fn create(
     if !errors.is_empty() {
         return Err(validation_failed(&state, errors, settings.ram_quota_mb));
     }
+    let audited = crate::audit_fields![("bucket_name", name), ("type", bucket_type_name(kind))];
     let config = BucketConfig {
         name,
         uuid: String::new(),
@@ -80,7 +82,10 @@ pub(crate) async fn create(
         durability_min_level: settings.durability.flatten(),
     };
     match state.node.propose_create_bucket(config).await {
-        Ok(()) => Ok(StatusCode::ACCEPTED),
+        Ok(()) => {
+            caller.audit(&state, events::CREATE_BUCKET, audited);
+            Ok(StatusCode::ACCEPTED)
+        }
         Err(ClusterOpError::Bucket(e)) => {
             let key = if e == BucketError::Exists { "name" } else { "_" };
             errors.insert(key.into(), json!(e.to_string()));
@@ -126,7 +131,17 @@ pub(crate) async fn edit(
     });
     edited.await.map_err(cluster_error)?;
     tracing::info!(%bucket, "bucket settings changed");
+    let fields = crate::audit_fields![("bucket_name", bucket), ("type", bucket_type_name(kind))];
+    caller.audit(&state, events::MODIFY_BUCKET, fields);
     Ok(StatusCode::OK)
+}
+
+/// The bucket type as ns_server's audit events name it.
+fn bucket_type_name(kind: BucketKind) -> &'static str {
+    match kind {
+        BucketKind::Couchbase => "membase",
+        BucketKind::Ephemeral => "ephemeral",
+    }
 }
 
 /// A cluster change that failed for another reason than the request itself: ns_server's global error.
@@ -146,7 +161,10 @@ pub(crate) async fn delete(
 ) -> Result<StatusCode, RestError> {
     caller.require(caller.can_manage_bucket(&bucket), || format!("cluster.bucket[{bucket}]!delete"))?;
     match state.node.propose_delete_bucket(&bucket).await {
-        Ok(()) => Ok(StatusCode::OK),
+        Ok(()) => {
+            caller.audit(&state, events::DELETE_BUCKET, crate::audit_fields![("bucket_name", bucket)]);
+            Ok(StatusCode::OK)
+        }
         Err(ClusterOpError::Bucket(BucketError::NotFound)) => Err(RestError::NotFound),
         Err(e) => Err(cluster_error(e)),
     }
@@ -169,6 +187,7 @@ pub(crate) async fn flush(
     match flushed {
         Ok(()) => {
             tracing::info!(%bucket, "bucket flushed");
+            caller.audit(&state, events::FLUSH_BUCKET, crate::audit_fields![("bucket_name", bucket)]);
             Ok(StatusCode::OK)
         }
         Err(e) => Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("flush failed: {e}"))),

@@ -136,7 +136,7 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
             "quotaPercentUsed": quota_percent,
             "opsPerSec": 0,
             "diskFetches": 0,
-            "itemCount": b.curr_items(),
+            "itemCount": b.item_counts().active,
             "diskUsed": b.persistence.as_ref().map_or(0, |p| p.store.disk_bytes()),
             "dataUsed": mem_used,
             "memUsed": mem_used,

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::auth::Caller;
 use super::error::RestError;
 use super::RestState;
+use crate::audit::events;
 use settee_cluster::peer::ClusterCaReply;
 
 /// `GET /pools/default/certificate`: the cluster CA, PEM.
@@ -36,7 +37,10 @@ pub(crate) async fn load_trusted_cas(State(state): State<RestState>, caller: Cal
     caller.require(caller.can_write_security(), || "cluster.admin.security!write".into())?;
     let tls = state.node.tls.clone();
     match tokio::task::spawn_blocking(move || tls.load_trusted_cas()).await {
-        Ok(Ok(added)) => Ok(Json(Value::Array(added.into_iter().map(|pem| json!({ "pem": pem })).collect()))),
+        Ok(Ok(added)) => {
+            caller.audit(&state, events::UPLOAD_CLUSTER_CA, crate::audit_fields![("added", added.len())]);
+            Ok(Json(Value::Array(added.into_iter().map(|pem| json!({ "pem": pem })).collect())))
+        }
         Ok(Err(e)) => Err(RestError::text(StatusCode::BAD_REQUEST, &e.to_string())),
         Err(e) => Err(RestError::text(StatusCode::INTERNAL_SERVER_ERROR, &format!("loading trusted CAs failed: {e}"))),
     }
@@ -59,7 +63,10 @@ pub(crate) async fn reload_certificate(State(state): State<RestState>, caller: C
     caller.require(caller.can_write_security(), || "cluster.admin.security!write".into())?;
     let tls = state.node.tls.clone();
     match tokio::task::spawn_blocking(move || tls.reload_from_inbox()).await {
-        Ok(Ok(())) => Ok(StatusCode::OK.into_response()),
+        Ok(Ok(())) => {
+            caller.audit(&state, events::RELOAD_NODE_CERTIFICATE, serde_json::Map::new());
+            Ok(StatusCode::OK.into_response())
+        }
         Ok(Err(e)) => Err(RestError::text(StatusCode::BAD_REQUEST, &e.to_string())),
         Err(e) => Err(RestError::text(StatusCode::INTERNAL_SERVER_ERROR, &format!("certificate reload failed: {e}"))),
     }

@@ -22,6 +22,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
+use crate::audit::events;
 use crate::cluster::peers::{self, PeerError};
 use crate::cluster::ClusterHandle;
 
@@ -124,6 +125,16 @@ pub(crate) async fn add_node(
     let added = meta.nodes.values().find(|n| n.mgmt_addr() == target);
     let otp = added.map_or_else(|| format!("ns_1@{}", target), |n| otp_node(&meta, n));
     tracing::info!(node = %target, "node added to the cluster");
+    let services = added.map(|n| n.services.clone()).unwrap_or_default();
+    let (host, port) = target.rsplit_once(':').unwrap_or((target.as_str(), ""));
+    let fields = crate::audit_fields![
+        ("node", otp),
+        ("hostname", host),
+        ("port", port.parse::<u16>().ok()),
+        ("services", services),
+        ("user", user),
+    ];
+    caller.audit(&state, events::ADD_NODE, fields);
     Ok(Json(json!({ "otpNode": otp })))
 }
 
@@ -182,6 +193,8 @@ pub(crate) async fn fail_over(
     match cluster.failover(id).await {
         Ok(_) => {
             tracing::warn!(node = id, "hard failover");
+            let fields = crate::audit_fields![("nodes", [node_name(&meta, id)]), ("type", "hard")];
+            caller.audit(&state, events::FAILOVER_NODES, fields);
             Ok(StatusCode::OK)
         }
         Err(ProposeError::Rejected(e)) => Err(bad_request(e.to_string())),
@@ -217,6 +230,8 @@ pub(crate) async fn graceful_fail_over(
     match cluster.graceful_failover(id).await {
         Ok(()) => {
             tracing::warn!(node = id, "graceful failover");
+            let fields = crate::audit_fields![("nodes", [node_name(&meta, id)]), ("type", "graceful")];
+            caller.audit(&state, events::FAILOVER_NODES, fields);
             Ok(StatusCode::OK)
         }
         Err(e) => Err(unavailable(e)),
@@ -327,11 +342,22 @@ pub(crate) async fn rebalance(
             .collect()
     };
     let ejected = names("ejectedNodes")?;
-    let _known = names("knownNodes")?;
+    let known = names("knownNodes")?;
     if ejected.contains(&cluster.me) {
         return Err(bad_request("This node cannot eject itself: ask another node to rebalance it out."));
     }
+    let ejected_names: Vec<String> = ejected.iter().map(|&n| node_name(&meta, n)).collect();
+    let known_names: Vec<String> = known.iter().map(|&n| node_name(&meta, n)).collect();
     cluster.start_rebalance(ejected).await.map_err(|e| bad_request(e.to_string()))?;
+    for name in &ejected_names {
+        caller.audit(&state, events::REMOVE_NODE, crate::audit_fields![("node", name)]);
+    }
+    let fields = crate::audit_fields![
+        ("known_nodes", known_names),
+        ("ejected_nodes", ejected_names),
+        ("delta_recovery_buckets", "all"),
+    ];
+    caller.audit(&state, events::REBALANCE_INITIATED, fields);
     Ok(StatusCode::OK)
 }
 
@@ -364,6 +390,8 @@ pub(crate) async fn set_recovery_type(
     let cmd = MetaCommand::SetRecovery { node: id, recovery: Some(recovery) };
     propose_or(cluster, cmd, |_| invalid("otpNode", not_failed)).await?;
     tracing::info!(node = id, recovery = recovery.as_str(), "node marked for recovery");
+    let fields = crate::audit_fields![("node", node_name(&meta, id)), ("type", recovery.as_str())];
+    caller.audit(&state, events::ENTER_NODE_RECOVERY, fields);
     Ok(Json(json!([])))
 }
 
@@ -479,7 +507,14 @@ pub(crate) async fn set_auto_failover(
                 RestError::field("maxCount", format!("The value must be an integer between 1 and {max}"))
             })?;
     }
+    let audited = if s.enabled {
+        let fields = crate::audit_fields![("timeout", s.timeout_secs), ("max_nodes", s.max_count)];
+        (events::ENABLE_AUTO_FAILOVER, fields)
+    } else {
+        (events::DISABLE_AUTO_FAILOVER, serde_json::Map::new())
+    };
     propose(cluster, MetaCommand::SetAutoFailover(s)).await?;
+    caller.audit(&state, audited.0, audited.1);
     Ok(StatusCode::OK)
 }
 
@@ -492,7 +527,13 @@ pub(crate) async fn reset_auto_failover_count(
     let cluster = cluster(&state)?;
     let s = AutoFailoverSettings { count: 0, ..cluster.metadata().auto_failover.clone() };
     propose(cluster, MetaCommand::SetAutoFailover(s)).await?;
+    caller.audit(&state, events::RESET_AUTO_FAILOVER_COUNT, serde_json::Map::new());
     Ok(StatusCode::OK)
+}
+
+/// A node as the audit events name it: its otpNode (`ns_1@host`), or its id if it is no longer a member.
+fn node_name(meta: &ClusterMetadata, id: NodeId) -> String {
+    meta.nodes.get(&id).map_or_else(|| id.to_string(), |n| otp_node(meta, n))
 }
 
 fn with_default_port(addr: &str) -> String {

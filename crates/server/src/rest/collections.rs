@@ -17,6 +17,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
+use crate::audit::events;
 use crate::cluster::ClusterOpError;
 use crate::node::BucketHandle;
 
@@ -42,7 +43,8 @@ pub(crate) async fn create_scope(
     let form = Form::parse(&body);
     let name = required_name(&form)?;
     let left = SCOPES_MAX.saturating_sub(counted_elsewhere(&state, &bucket, Manifest::user_scope_count));
-    edit(&state, &handle, |m| m.create_scope_limited(name, left).map(drop)).await
+    let audited = (&caller, events::CREATE_SCOPE, crate::audit_fields![("scope_name", name)]);
+    edit(&state, &handle, |m| m.create_scope_limited(name, left).map(drop), audited).await
 }
 
 /// `DELETE .../scopes/<s>`.
@@ -52,7 +54,8 @@ pub(crate) async fn drop_scope(
     Path((bucket, scope)): Path<(String, String)>,
 ) -> Result<Json<Value>, RestError> {
     let handle = manageable(&state, &caller, &bucket)?;
-    edit(&state, &handle, |m| m.drop_scope(&scope).map(drop)).await
+    let audited = (&caller, events::DROP_SCOPE, crate::audit_fields![("scope_name", scope)]);
+    edit(&state, &handle, |m| m.drop_scope(&scope).map(drop), audited).await
 }
 
 /// `POST .../scopes/<s>/collections` with form `name` and optional `maxTTL`, `history`.
@@ -68,7 +71,10 @@ pub(crate) async fn create_collection(
     let max_ttl = parse_max_ttl(&form)?;
     let history = parse_history(&form)?.unwrap_or(false);
     let left = COLLECTIONS_MAX.saturating_sub(counted_elsewhere(&state, &bucket, Manifest::user_collection_count));
-    edit(&state, &handle, |m| m.create_collection_limited(&scope, name, max_ttl, history, left).map(drop)).await
+    let fields = crate::audit_fields![("scope_name", scope), ("collection_name", name), ("max_ttl", max_ttl)];
+    let audited = (&caller, events::CREATE_COLLECTION, fields);
+    edit(&state, &handle, |m| m.create_collection_limited(&scope, name, max_ttl, history, left).map(drop), audited)
+        .await
 }
 
 /// What `count` finds in the manifests of every bucket but `bucket`: ns_server's scope and collection limits are
@@ -96,13 +102,14 @@ pub(crate) async fn update_collection(
             return Err(RestError::global(StatusCode::BAD_REQUEST, "Cannot modify history of an existing collection"));
         }
     }
-    edit(&state, &handle, |m| {
+    let change = |m: &mut Manifest| {
         // Read the current maxTTL from the manifest being changed, so that a PATCH without maxTTL cannot clear it.
         let current = m.scope(&scope).and_then(|s| s.collections.iter().find(|c| c.name == collection));
         let ttl = max_ttl.or(current.and_then(|c| c.max_ttl));
         m.update_collection(&scope, &collection, ttl).map(drop)
-    })
-    .await
+    };
+    let fields = crate::audit_fields![("scope_name", scope), ("collection_name", collection), ("max_ttl", max_ttl)];
+    edit(&state, &handle, change, (&caller, events::MODIFY_COLLECTION, fields)).await
 }
 
 /// `DELETE .../scopes/<s>/collections/<c>`.
@@ -112,7 +119,14 @@ pub(crate) async fn drop_collection(
     Path((bucket, scope, collection)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, RestError> {
     let handle = manageable(&state, &caller, &bucket)?;
-    edit(&state, &handle, |m| m.drop_collection(&scope, &collection).map(drop)).await
+    let fields = crate::audit_fields![("scope_name", scope), ("collection_name", collection)];
+    edit(
+        &state,
+        &handle,
+        |m| m.drop_collection(&scope, &collection).map(drop),
+        (&caller, events::DROP_COLLECTION, fields),
+    )
+    .await
 }
 
 /// The bucket, when it exists and the caller may change its collections.
@@ -122,11 +136,16 @@ fn manageable(state: &RestState, caller: &Caller, bucket: &str) -> Result<std::s
     state.node.bucket(bucket).ok_or(RestError::NotFound)
 }
 
+/// The audit event a manifest change writes once it succeeded: who, the event id, and its fields besides the
+/// bucket and the new manifest uid.
+type Audited<'a> = (&'a Caller, u32, serde_json::Map<String, Value>);
+
 /// Applies one manifest change, bumps the config revision and answers with the new uid.
 async fn edit(
     state: &RestState,
     handle: &BucketHandle,
     change: impl FnOnce(&mut Manifest) -> Result<(), ManifestError>,
+    audited: Audited<'_>,
 ) -> Result<Json<Value>, RestError> {
     let uid = match state.node.propose_manifest_change(handle, change).await {
         Ok(uid) => uid,
@@ -134,6 +153,10 @@ async fn edit(
         Err(e) => return Err(super::bucket_settings::cluster_error(e)),
     };
     tracing::info!(bucket = %handle.name(), manifest_uid = uid, "collections manifest changed");
+    let (caller, id, mut fields) = audited;
+    fields.insert("bucket_name".into(), json!(handle.name()));
+    fields.insert("new_manifest_uid".into(), json!(format!("{uid:x}")));
+    caller.audit(state, id, fields);
     Ok(Json(json!({"uid": format!("{uid:x}")})))
 }
 

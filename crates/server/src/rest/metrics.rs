@@ -143,6 +143,11 @@ fn gather(node: &Node) -> Families {
     }
     process_families(&mut f);
     cluster_families(&mut f, node);
+    let audit = &node.audit.counters;
+    f.counter("settee_audit_events_written", "Audit events written to the audit log", vec![], load(&audit.written));
+    let help = "Audit events dropped: the writer's queue was full or the file could not be written";
+    f.counter("settee_audit_events_dropped", help, vec![], load(&audit.dropped));
+    f.counter("settee_audit_rotations", "Audit log files rotated", vec![], load(&audit.rotations));
     f
 }
 
@@ -194,7 +199,13 @@ fn bucket_families(f: &mut Families, b: &BucketHandle) {
     let l = || labels(&name, &[]);
     let s = b.stats();
     op_families(f, &name, b);
-    f.gauge("kv_curr_items", "Items in the bucket", l(), b.curr_items() as f64);
+    let items = b.item_counts();
+    f.gauge("kv_curr_items", "Items in the bucket's active vBuckets", l(), items.active as f64);
+    f.gauge("kv_curr_items_tot", "Items in the bucket's active, replica and pending vBuckets", l(), items.total as f64);
+    for (state, count) in [("active", items.active), ("replica", items.replica), ("pending", items.pending)] {
+        let state = labels(&name, &[("state", state)]);
+        f.gauge("kv_vb_curr_items", "Items in the bucket's vBuckets of a state", state, count as f64);
+    }
     f.gauge("kv_mem_used_bytes", "Memory the bucket's items use", l(), b.mem_used() as f64);
     f.gauge("kv_ep_max_size_bytes", "The bucket's memory quota", l(), b.config().ram_quota_bytes as f64);
     let (low, high) = b.watermark_bytes();

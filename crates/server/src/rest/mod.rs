@@ -8,21 +8,27 @@
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
 //! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `certificates` (the TLS
 //! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
-//! (the query port), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
+//! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
+//! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
 //! privilege checks), `form` (urlencoded bodies), `error`.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
+mod audit;
 pub(crate) mod auth;
 mod bucket_settings;
+mod bucket_stats;
 mod buckets;
 mod certificates;
 mod cluster;
 mod collections;
+mod conn_info;
 pub(crate) mod error;
+mod faults;
 pub(crate) mod form;
 mod index_status;
 mod metrics;
+mod node_restart;
 mod pools;
 mod process_stats;
 mod roles;
@@ -68,7 +74,8 @@ pub async fn serve_mgmt(
 ) -> std::io::Result<()> {
     let write_timeout = std::time::Duration::from_secs(node.config.rest_write_timeout_secs);
     let listener = write_stall::GuardedListener { listener, write_timeout };
-    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    let app = mgmt_router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// Serves the management API over TLS on `listener` (`--mgmt-tls-port`) until `shutdown` completes.
@@ -78,7 +85,8 @@ pub async fn serve_mgmt_tls(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Mgmt)?;
-    axum::serve(listener, mgmt_router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    let app = mgmt_router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// The listener with TCP_NODELAY on every accepted connection. An answer goes out in several writes (the headers,
@@ -155,12 +163,19 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/rbac/groups", get(users::groups))
         .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::group))
         .route("/controller/changePassword", post(users::change_password))
+        .route("/settings/audit", get(audit::get_settings).post(audit::set_settings))
+        .route("/settings/audit/descriptors", get(audit::descriptors))
         .route("/controller/addNode", post(cluster::add_node))
         .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
         .route("/controller/failOver", post(cluster::fail_over))
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))
         .route("/settee/node/drain", post(cluster::drain))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
+        .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
+        .route("/settee/node/restart", post(node_restart::restart))
+        .route(&format!("{BUCKET}/stats"), get(bucket_stats::bucket_stats))
+        .route(&format!("{BUCKET}/nodes/{{node}}/stats"), get(bucket_stats::node_bucket_stats))
+        .route("/settee/testing/faults", post(faults::set_faults))
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
         .route("/controller/setRecoveryType", post(cluster::set_recovery_type))

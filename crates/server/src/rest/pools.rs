@@ -176,6 +176,10 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
             j["clusterMembership"] = json!(n.membership.as_str());
             j["recoveryType"] = json!(meta.recovery.get(&n.id).map_or("none", |r| r.as_str()));
             j["status"] = json!(cluster.health.status(n.id, cluster.me).as_str());
+            if n.id == cluster.me && state.node.buckets().iter().any(|b| b.is_warming_up()) {
+                // ns_server's status of a node whose buckets are still loading.
+                j["status"] = json!("warmup");
+            }
             j["nodeUUID"] = json!(format!("{:016x}", n.id));
             j
         })
@@ -186,10 +190,10 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
 /// entry as a u16.
 pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
     let node = &state.node;
-    let (items, mem_used) = node
-        .buckets()
-        .iter()
-        .fold((0u64, 0u64), |(i, m), b| (i.saturating_add(b.curr_items()), m.saturating_add(b.mem_used())));
+    let (items, items_tot, mem_used) = node.buckets().iter().fold((0u64, 0u64, 0u64), |(i, t, m), b| {
+        let counts = b.item_counts();
+        (i.saturating_add(counts.active), t.saturating_add(counts.total), m.saturating_add(b.mem_used()))
+    });
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     json!({
         "hostname": host_port(host, node.config.mgmt_port),
@@ -206,7 +210,7 @@ pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
         "cpuCount": cpus,
         "services": ["kv", "n1ql"],
         "ports": ports_json(node.config.kv_port, node.config.mgmt_tls_port),
-        "interestingStats": {"curr_items": items, "curr_items_tot": items, "mem_used": mem_used},
+        "interestingStats": {"curr_items": items, "curr_items_tot": items_tot, "mem_used": mem_used},
         "nodeEncryption": false,
         "addressFamily": "inet",
     })

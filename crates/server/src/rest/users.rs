@@ -16,6 +16,7 @@ use super::error::RestError;
 use super::form::Form;
 use super::roles::{catalogue, role_json};
 use super::RestState;
+use crate::audit::events;
 use crate::auth::{Role, User, UserError};
 use crate::node::Node;
 
@@ -64,12 +65,21 @@ pub(crate) async fn upsert(
         check_password(p)?;
     }
     let name = form.get("name").unwrap_or_default().to_owned();
+    let existed = state.node.users.get(&id).is_some();
+    let audited = crate::audit_fields![
+        ("identity", json!({"domain": "local", "user": id})),
+        ("roles", roles.iter().map(|r| r.to_string()).collect::<Vec<_>>()),
+        ("full_name", name),
+        ("groups", Vec::<String>::new()),
+        ("reason", if existed { "updated" } else { "added" }),
+    ];
     let user_id = id.clone();
     let stored =
         state.node.propose_user_change(move |users| users.upsert(&user_id, &name, password.as_deref(), roles)).await;
     match stored {
         Ok(Ok(())) => {
             tracing::info!(user = %id, "user saved");
+            caller.audit(&state, events::SET_USER, audited);
             Ok(StatusCode::OK)
         }
         Ok(Err(UserError::PasswordRequired)) => Err(RestError::field("password", "Password is required")),
@@ -95,6 +105,8 @@ pub(crate) async fn delete(
     match deleted.await {
         Ok(Ok(())) => {
             tracing::info!(user = %id, "user deleted");
+            let fields = crate::audit_fields![("identity", json!({"domain": "local", "user": id}))];
+            caller.audit(&state, events::DELETE_USER, fields);
             Ok(StatusCode::OK)
         }
         Ok(Err(())) => Err(RestError::text(StatusCode::NOT_FOUND, USER_NOT_FOUND)),
@@ -150,7 +162,11 @@ pub(crate) async fn change_password(
             .map_err(|e| e.to_string())
     };
     match stored {
-        Ok(Ok(())) => Ok(StatusCode::OK),
+        Ok(Ok(())) => {
+            let fields = crate::audit_fields![("identity", caller.identity_json())];
+            caller.audit(&state, events::PASSWORD_CHANGE, fields);
+            Ok(StatusCode::OK)
+        }
         Ok(Err(e)) => Err(RestError::field("password", e.to_string())),
         Err(e) => {
             Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("changing the password failed: {e}")))

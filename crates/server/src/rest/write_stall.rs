@@ -55,6 +55,11 @@ pub(crate) struct WriteStallGuard {
 }
 
 impl WriteStallGuard {
+    /// The node's end of the connection.
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        self.stream.local_addr().ok()
+    }
+
     /// The socket refused a write: starts (or checks) the stall timer; an error once it ran out.
     fn refused(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let limit = self.limit;

@@ -15,3 +15,4 @@ mod session;
 mod timings;
 mod tls;
 mod wire;
+mod with_meta;

@@ -33,7 +33,12 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvRes
             push("time", node.clock.now_secs().to_string());
             push("version", COUCHBASE_VERSION.to_string());
             push("curr_connections", node.kv_connections.load(Ordering::Relaxed).to_string());
-            push("curr_items", b.curr_items().to_string());
+            let items = b.item_counts();
+            push("curr_items", items.active.to_string());
+            push("curr_items_tot", items.total.to_string());
+            push("vb_active_curr_items", items.active.to_string());
+            push("vb_replica_curr_items", items.replica.to_string());
+            push("vb_pending_curr_items", items.pending.to_string());
             push("mem_used", b.mem_used().to_string());
             push("ep_max_size", cfg.ram_quota_bytes.to_string());
             push(

@@ -6,10 +6,12 @@ use settee_mcbp::dcp::{DcpOpen, DcpOpenFlags};
 use settee_mcbp::Request;
 use settee_types::Status;
 
+use crate::audit::events;
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::pending::Out;
 use crate::kv::reply;
 use crate::kv::session::Session;
+use crate::node::Node;
 
 /// What the connection loop needs to become a producer.
 pub struct DcpUpgrade {
@@ -17,7 +19,7 @@ pub struct DcpUpgrade {
     pub include_xattrs: bool,
 }
 
-pub fn open(s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
+pub fn open(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let open = DcpOpen::decode(req).map_err(|e| KvError::Status(e.status()))?;
     if !s.access.dcp {
         // Couchbase's DcpProducer privilege (data_dcp_reader, bucket_full_access, admin ...): reading documents
@@ -33,6 +35,12 @@ pub fn open(s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
         })
     })?;
     let include_xattrs = open.flags.contains(DcpOpenFlags::INCLUDE_XATTRS);
+    if node.audit.wants(events::DCP_OPEN) {
+        let bucket = s.bucket.as_ref().map(|b| b.name()).unwrap_or_default();
+        let name = String::from_utf8_lossy(req.key).into_owned();
+        let fields = crate::audit_fields![("bucket", bucket), ("name", name)];
+        node.audit.log(events::DCP_OPEN, s.identity(), s.addrs(), fields);
+    }
     s.dcp = Some(Box::new(DcpUpgrade { conn, include_xattrs }));
     reply::status(out, req, Status::Success);
     Ok(())

@@ -8,6 +8,7 @@ pub mod retrieval;
 pub mod session;
 pub mod subdoc;
 pub mod timings;
+pub mod with_meta;
 
 mod request;
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use settee_mcbp::{Feature, Request};
 use settee_types::Status;
 
+use crate::audit::{events, Identity};
 use crate::auth::{self, AuthError, Mechanism, PlainMessage, ScramServer};
 use crate::error_map::error_map_json;
 use crate::kv::dispatch::{KvError, KvResult};
@@ -69,7 +70,11 @@ pub fn auth_failure_delay(failures: u32) -> Duration {
 /// a PLAIN password that needs a derivation, and every failure, are left in `out.auth` for `finish_auth`.
 pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     s.scram = None;
-    let lookup = |user: &str| node.users.credentials(user);
+    let attempted = std::cell::RefCell::new(String::new());
+    let lookup = |user: &str| {
+        user.clone_into(&mut attempted.borrow_mut());
+        node.users.credentials(user)
+    };
     let started = Mechanism::parse(req.key).and_then(|mech| match mech {
         Mechanism::Plain => PlainMessage::parse(req.value).map(|m| {
             let credentials = lookup(m.user);
@@ -87,6 +92,8 @@ pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
             AuthStart::Continue(first)
         }),
     });
+    s.auth_attempt = attempted.into_inner();
+    s.auth_mechanism = Mechanism::parse(req.key).map_or("unknown", Mechanism::name);
     match started {
         Ok(AuthStart::Done(user)) => match authenticated(node, s, user) {
             true => reply::status(out, req, Status::Success),
@@ -149,6 +156,11 @@ pub async fn finish_auth(
     match outcome {
         Ok(()) => reply::status(out, req, Status::Success),
         Err(e) => {
+            if node.audit.wants(events::KV_AUTH_FAILED) {
+                let user = Identity { domain: "local", user: std::mem::take(&mut s.auth_attempt) };
+                let fields = crate::audit_fields![("reason", e.to_string()), ("mechanism", s.auth_mechanism)];
+                node.audit.log(events::KV_AUTH_FAILED, Some(user), s.addrs(), fields);
+            }
             s.auth_failures = s.auth_failures.saturating_add(1);
             let delay = auth_failure_delay(s.auth_failures);
             tracing::info!(peer = %s.peer, error = %e, failures = s.auth_failures, ?delay, "SASL authentication failed");
@@ -178,6 +190,11 @@ fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
         return false;
     }
     tracing::debug!(peer = %s.peer, %user, "authenticated");
+    if node.audit.wants(events::KV_AUTH_SUCCEEDED) {
+        let fields = crate::audit_fields![("mechanism", s.auth_mechanism)];
+        let id = Identity { domain: "local", user: user.clone() };
+        node.audit.log(events::KV_AUTH_SUCCEEDED, Some(id), s.addrs(), fields);
+    }
     s.user = Some(user);
     s.users_generation = generation;
     s.bucket = None;

@@ -1,0 +1,43 @@
+//! `settee cluster ...`: operator commands that drive a running cluster over its REST API.
+
+pub mod rolling_restart;
+
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand)]
+pub enum ClusterCommand {
+    /// Restart every node in turn (graceful failover, restart, warmup, delta recovery, rebalance), so that clients
+    /// see latency but no error; with `--binary`, upgrade every node to that executable.
+    RollingRestart(rolling_restart::RollingRestartArgs),
+}
+
+/// Where the cluster is and who the administrator is, as couchbase-cli takes them.
+#[derive(Args, Clone, Debug)]
+pub struct ClusterAccess {
+    /// A node of the cluster: `host:port` of its management port (`http://` accepted).
+    #[arg(short = 'c', long)]
+    pub cluster: String,
+    #[arg(short = 'u', long)]
+    pub username: String,
+    #[arg(short = 'p', long)]
+    pub password: String,
+}
+
+impl ClusterAccess {
+    /// The seed's `host:port`.
+    pub fn seed(&self) -> String {
+        let s = self.cluster.trim_start_matches("http://").trim_end_matches('/');
+        if s.contains(':') {
+            s.to_owned()
+        } else {
+            format!("{s}:8091")
+        }
+    }
+}
+
+/// Runs a `settee cluster` command.
+pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {
+    match command {
+        ClusterCommand::RollingRestart(args) => rolling_restart::run(args).await,
+    }
+}
