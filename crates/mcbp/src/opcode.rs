@@ -126,6 +126,7 @@ opcodes! {
     SubdocMultiMutation = 0xd1, "SUBDOC_MULTI_MUTATION", WRITE;
     SubdocGetCount = 0xd2, "SUBDOC_GET_COUNT", READ;
     SubdocReplaceBodyWithXattr = 0xd3, "SUBDOC_REPLACE_BODY_WITH_XATTR", WRITE;
+    GetCmdTimer = 0xf3, "GET_CMD_TIMER", CONN;
     GetErrorMap = 0xfe, "GET_ERROR_MAP", PRE_AUTH;
 }
 

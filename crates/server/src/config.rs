@@ -108,6 +108,10 @@ pub struct ServerConfig {
     /// stopped reading), and may stay open without sending anything after it was accepted.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub rest_write_timeout_secs: u64,
+    /// Milliseconds a KV operation may take (frame decoded to reply queued) before it is logged as a "Slow
+    /// operation" WARN line (at most 10 lines a second), as Couchbase's 500 ms default; 0 turns the log off.
+    #[arg(long, default_value_t = 500)]
+    pub slow_op_threshold_ms: u64,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]

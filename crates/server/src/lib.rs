@@ -21,6 +21,7 @@ pub mod rest;
 mod service;
 pub mod stats_history;
 mod stats_sampler;
+pub mod timings;
 pub mod tls;
 
 pub use service::{run, RunningNode};

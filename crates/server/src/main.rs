@@ -26,6 +26,9 @@ enum Command {
     Cluster(settee_server::cli::ClusterCommand),
     /// Back up and restore buckets, cbbackupmgr-style: `backup config|backup|restore|info|remove`.
     Backup(settee_backup::BackupCommand),
+    /// Per-command latency (count, p50/p90/p99/p99.9, max) of a node or a whole cluster, read over KV with
+    /// GET_CMD_TIMER; `--watch SECS` repeats it for each interval.
+    Timings(Box<settee_server::timings::cli::TimingsCommand>),
 }
 
 #[cfg(feature = "jemalloc")]
@@ -51,5 +54,6 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(settee_server::cli::run(cmd))
         }
         Command::Backup(cmd) => Ok(settee_backup::run(cmd)?),
+        Command::Timings(cmd) => settee_server::timings::cli::run(*cmd),
     }
 }

@@ -28,6 +28,8 @@ pub struct BucketHandle {
     pub persistence: Option<Arc<Persistence>>,
     /// Wakes this bucket's DCP producer connections when their vBuckets change.
     pub dcp_hub: Arc<crate::dcp::DcpHub>,
+    /// Latency by opcode of the KV commands run on this bucket (GET_CMD_TIMER, `kv_cmd_duration_seconds`).
+    pub timings: crate::timings::Timings,
     deleted: AtomicBool,
 }
 
@@ -85,6 +87,8 @@ pub struct Node {
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
+    /// Latency of the commands run outside any bucket, and the slow-operation log.
+    pub timings: crate::timings::NodeTimings,
     /// The executable this process started from (re-executed by a restart), read at start: a binary replaced
     /// in place since (an upgrade) is what a restart then runs.
     pub executable: Option<std::path::PathBuf>,
@@ -107,9 +111,11 @@ impl Node {
         let read_budget_bytes = usize::try_from(config.kv_read_buffer_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let read_budget = Arc::new(crate::kv::read_budget::ReadBudget::new(read_budget_bytes));
         let tls = Arc::new(crate::tls::NodeTls::open(&config)?);
+        let timings = crate::timings::NodeTimings::new(config.slow_op_threshold_ms);
         let audit = Arc::new(crate::audit::Audit::new(config.data_dir.join("logs"), &config.host, clock.clone())?);
         let node = Arc::new(Node {
             tls,
+            timings,
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
             config,
             clock,
@@ -241,7 +247,8 @@ impl Node {
         let dcp_hub = Arc::new(crate::dcp::DcpHub::default());
         let hub = dcp_hub.clone();
         bucket.set_change_notifier(Arc::new(move |vb| hub.wake(vb)));
-        let handle = Arc::new(BucketHandle { bucket, persistence, dcp_hub, deleted: AtomicBool::new(false) });
+        let timings = crate::timings::Timings::new();
+        let handle = Arc::new(BucketHandle { bucket, persistence, dcp_hub, timings, deleted: AtomicBool::new(false) });
         buckets.insert(config.name.clone(), handle.clone());
         drop(buckets);
         self.bump_rev();

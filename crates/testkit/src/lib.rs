@@ -8,7 +8,7 @@ mod process;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use process::{free_port, NodeProcess};
+pub use process::{free_port, settee_bin, NodeProcess};
 pub use settee_client::Connection;
 use settee_mcbp::Feature;
 use settee_server::config::ServerConfig;

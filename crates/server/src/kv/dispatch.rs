@@ -7,7 +7,7 @@ use settee_engine::EngineError;
 use settee_mcbp::{Opcode, Request};
 use settee_types::Status;
 
-use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc, with_meta};
+use super::handlers::{bucket, dcp, mutation, retrieval, session as sess, subdoc, timings, with_meta};
 use super::reply;
 use super::session::Session;
 use crate::node::Node;
@@ -81,6 +81,7 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Opcode::SetParam => bucket::set_param(s, req, out),
         Opcode::GetCollectionsManifest => bucket::get_collections_manifest(s, req, out),
         Opcode::GetCollectionId => bucket::get_collection_id(s, req, out),
+        Opcode::GetCmdTimer => timings::get_cmd_timer(node, s, req, out),
         Opcode::SubdocMultiLookup => subdoc::multi_lookup(s, req, out),
         Opcode::SubdocMultiMutation => subdoc::multi_mutation(s, req, out),
         op if op.is_single_path_subdoc() => subdoc::single_path(s, req, out, op),

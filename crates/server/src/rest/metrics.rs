@@ -3,7 +3,8 @@
 //! ns_server's `sysproc_*` and `sys_*`), and under `settee_` where it has none.
 //!
 //! Everything is gathered at scrape time from what the node already counts (the engine's `BucketStats` atomics,
-//! the buckets' memory and vBuckets, the connection count, the cluster handle) and `/proc`: nothing is added to the
+//! the buckets' memory and vBuckets, the connection count, the cluster handle, the per-opcode latency histograms the
+//! KV threads record in `crate::timings`, encoded by `timings::prometheus`) and `/proc`: a scrape adds nothing to the
 //! KV path. Gathering takes each vBucket's lock briefly (queue sizes, states) and walks every item for the resident
 //! ratio, as STAT's default group does, so it runs on the blocking pool.
 //!
@@ -128,7 +129,7 @@ impl Collector for NodeCollector {
                 }
             }
         }
-        Ok(())
+        crate::timings::prometheus::encode(&self.node, &mut encoder)
     }
 }
 

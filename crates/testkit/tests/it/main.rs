@@ -12,6 +12,7 @@ mod query;
 mod replication;
 mod security;
 mod session;
+mod timings;
 mod tls;
 mod wire;
 mod with_meta;

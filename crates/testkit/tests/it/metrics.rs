@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::helpers::{get, set};
 
 /// One HTTP/1.1 GET that closes the connection: (status code, body).
-async fn http_get(port: u16, path: &str, auth: Option<(&str, &str)>) -> (u16, String) {
+pub(crate) async fn http_get(port: u16, path: &str, auth: Option<(&str, &str)>) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect to mgmt");
     let mut request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
     if let Some((user, password)) = auth {
@@ -29,7 +29,7 @@ async fn http_get(port: u16, path: &str, auth: Option<(&str, &str)>) -> (u16, St
 /// Parses Prometheus text exposition (0.0.4) strictly enough to catch malformed lines: every line is a `# HELP` or
 /// `# TYPE` comment naming a valid metric, or `name{k="v",...} value` with a float value. Returns each sample as
 /// `name{labels}` -> value.
-fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
+pub(crate) fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
     let valid_name = |n: &str| {
         !n.is_empty()
             && !n.starts_with(|c: char| c.is_ascii_digit())

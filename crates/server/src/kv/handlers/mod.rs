@@ -7,6 +7,7 @@ pub mod mutation;
 pub mod retrieval;
 pub mod session;
 pub mod subdoc;
+pub mod timings;
 pub mod with_meta;
 
 mod request;
