@@ -112,6 +112,10 @@ pub struct ServerConfig {
     /// operation" WARN line (at most 10 lines a second), as Couchbase's 500 ms default; 0 turns the log off.
     #[arg(long, default_value_t = 500)]
     pub slow_op_threshold_ms: u64,
+    /// How log lines are written to stderr: `text`, or `json` (one object per line, for log shippers). The
+    /// filter comes from `SETTEE_LOG` and changes at run time with `POST /settings/logLevel`.
+    #[arg(long, value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
     /// Threads serving KV connections, each running its own single-threaded event loop with the connections
     /// given to it (as memcached's worker threads); 0 means one per CPU.
     #[arg(long, default_value_t = 0)]

@@ -14,6 +14,7 @@ pub mod config;
 pub mod dcp;
 pub mod error_map;
 pub mod kv;
+pub mod logging;
 pub mod node;
 pub mod persistence;
 pub mod query;

@@ -37,12 +37,11 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info,openraft=error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let format = match &cli.command {
+        Command::Server(config) => config.log_format,
+        _ => Default::default(),
+    };
+    settee_server::logging::init(format);
     match cli.command {
         Command::Server(config) => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

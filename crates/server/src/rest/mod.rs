@@ -27,6 +27,7 @@ pub(crate) mod error;
 mod faults;
 pub(crate) mod form;
 mod index_status;
+mod log_level;
 mod metrics;
 mod node_restart;
 mod pools;
@@ -173,6 +174,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
         .route("/settee/node/restart", post(node_restart::restart))
+        .route("/settings/logLevel", get(log_level::get_log_level).post(log_level::set_log_level))
         .route(&format!("{BUCKET}/stats"), get(bucket_stats::bucket_stats))
         .route(&format!("{BUCKET}/nodes/{{node}}/stats"), get(bucket_stats::node_bucket_stats))
         .route("/settee/testing/faults", post(faults::set_faults))
