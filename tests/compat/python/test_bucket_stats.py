@@ -92,3 +92,28 @@ def test_bucket_stats_refuse_bad_requests(nodes):
         assert e.code == 401
     hour = samples(nodes[0], query="?zoom=hour")
     assert hour["interval"] == 4000 and hour["samplesCount"] == 900
+
+
+def test_stats_range_answers_couchbase_7_metric_names(nodes):
+    """`/pools/default/stats/range`: one series per node, or one summed over the nodes, with the items written by
+    the first test; counters only as rates; names settee does not sample are reported in `errors`."""
+    def series(path):
+        status, body = rest(nodes[0], "GET", f"/pools/default/stats/range/{path}")
+        assert status == 200, body
+        return body
+
+    per_node = series(f"kv_curr_items?bucket={BUCKET}&start=-20&step=1")
+    assert per_node["errors"] == [] and len(per_node["data"]) == NODES, per_node
+    assert {n for d in per_node["data"] for n in d["metric"]["nodes"]} == {n.mgmt_addr for n in nodes}
+    assert sum(int(d["values"][-1][1]) for d in per_node["data"]) == DOCS
+    summed = series(f"kv_curr_items?bucket={BUCKET}&start=-20&step=5&aggregationFunction=sum")
+    [only] = summed["data"]
+    assert only["metric"]["name"] == "kv_curr_items" and int(only["values"][-1][1]) == DOCS
+    steps = [t for t, _ in only["values"]]
+    assert all(b - a == 5 for a, b in zip(steps, steps[1:])) and steps[-1] <= summed["endTimestamp"]
+    raw = series(f"kv_ops?bucket={BUCKET}")
+    assert raw["data"] == [] and "rate" in raw["errors"][0]["error"], raw
+    rates = series(f"kv_ops/rate?bucket={BUCKET}&start=-30&step=1&aggregationFunction=sum")
+    assert rates["errors"] == [] and rates["data"][0]["values"], rates
+    unknown = series("sys_cpu_utilization_rate")
+    assert unknown["data"] == [] and "does not sample" in unknown["errors"][0]["error"]

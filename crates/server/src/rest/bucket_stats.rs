@@ -6,7 +6,7 @@
 //!   "interval"}, "hot_keys": []}`;
 //! - `GET /pools/default/buckets/<b>/nodes/<host:port>/stats`: the same for one node;
 //! - `POST /settee/node/bucketSamples` (settee-only, administrators): one node's samples, which the first two
-//!   gather from each node.
+//!   (and `stats_range`) gather from each node.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,9 +40,9 @@ pub(crate) async fn bucket_stats(
     Query(params): Query<StatsParams>,
 ) -> Result<Json<Value>, RestError> {
     let request = checked(&state, &caller, bucket, &params)?;
-    let mut parts = vec![local(&state, &request)?];
+    let mut parts = vec![local_samples(&state, &request)?];
     for addr in peer_addrs(&state) {
-        match fetch(&state, &addr, &request).await {
+        match fetch_samples(&state, &addr, &request).await {
             Ok(samples) => parts.push(samples),
             Err(e) => tracing::info!(node = %addr, error = %e, "a node's statistics are left out of the bucket's"),
         }
@@ -59,9 +59,9 @@ pub(crate) async fn node_bucket_stats(
 ) -> Result<Json<Value>, RestError> {
     let request = checked(&state, &caller, bucket, &params)?;
     let samples = if node == my_addr(&state) {
-        local(&state, &request)?
+        local_samples(&state, &request)?
     } else if peer_addrs(&state).contains(&node) {
-        fetch(&state, &node, &request).await.map_err(|e| {
+        fetch_samples(&state, &node, &request).await.map_err(|e| {
             RestError::global(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("node {node}: {e}"))
         })?
     } else {
@@ -79,7 +79,7 @@ pub(crate) async fn node_samples(
     caller.require(caller.user.is_admin(), || "cluster.admin!write".to_owned())?;
     let request: BucketSamplesRequest = peer::decode_request(&body)
         .map_err(|e| RestError::global(axum::http::StatusCode::BAD_REQUEST, format!("Not a samples request: {e}")))?;
-    Ok(Json(local(&state, &request)?))
+    Ok(Json(local_samples(&state, &request)?))
 }
 
 /// The request for `bucket` after the checks every statistics endpoint makes: the caller may read the bucket's
@@ -102,7 +102,7 @@ fn checked(
     Ok(BucketSamplesRequest { bucket, zoom, since_ms: params.have_tstamp })
 }
 
-fn local(state: &RestState, request: &BucketSamplesRequest) -> Result<BucketSamples, RestError> {
+pub(crate) fn local_samples(state: &RestState, request: &BucketSamplesRequest) -> Result<BucketSamples, RestError> {
     let tier = Tier::named(Some(&request.zoom)).ok_or(RestError::NotFound)?;
     let samples = state.node.stats_history.lock().samples(tier, &request.bucket, request.since_ms);
     let series = samples.series.into_iter().map(|(name, values)| (name.to_owned(), values)).collect();
@@ -110,20 +110,20 @@ fn local(state: &RestState, request: &BucketSamplesRequest) -> Result<BucketSamp
 }
 
 /// This node's management address as the cluster lists it (`host:port`).
-fn my_addr(state: &RestState) -> String {
+pub(crate) fn my_addr(state: &RestState) -> String {
     let me = state.node.cluster().map(|c| (c.me, c.metadata()));
     me.and_then(|(me, meta)| meta.nodes.get(&me).map(|n| n.mgmt_addr()))
         .unwrap_or_else(|| format!("{}:{}", state.node.config.host, state.node.config.mgmt_port))
 }
 
 /// The management addresses of the cluster's other nodes.
-fn peer_addrs(state: &RestState) -> Vec<String> {
+pub(crate) fn peer_addrs(state: &RestState) -> Vec<String> {
     let Some(cluster) = state.node.cluster() else { return Vec::new() };
     let meta = cluster.metadata();
     meta.nodes.values().filter(|n| n.id != cluster.me).map(|n| n.mgmt_addr()).collect()
 }
 
-async fn fetch(
+pub(crate) async fn fetch_samples(
     state: &RestState,
     addr: &str,
     request: &BucketSamplesRequest,

@@ -33,6 +33,7 @@ mod node_restart;
 mod pools;
 mod process_stats;
 mod roles;
+mod stats_range;
 mod users;
 mod write_stall;
 
@@ -174,6 +175,8 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
         .route("/settee/node/restart", post(node_restart::restart))
+        .route("/pools/default/stats/range/{metric}", get(stats_range::range))
+        .route("/pools/default/stats/range/{metric}/{function}", get(stats_range::range_with_function))
         .route("/settings/logLevel", get(log_level::get_log_level).post(log_level::set_log_level))
         .route(&format!("{BUCKET}/stats"), get(bucket_stats::bucket_stats))
         .route(&format!("{BUCKET}/nodes/{{node}}/stats"), get(bucket_stats::node_bucket_stats))
