@@ -202,13 +202,20 @@ impl Bucket {
     pub fn resident_ratio(&self) -> u64 {
         let (mut live, mut resident) = (0u64, 0u64);
         for v in 0..self.num_vbuckets() {
-            if let Some(vb) = self.vbucket(VbId(v)) {
-                let inner = vb.inner.lock();
-                live += (inner.live_items + inner.ejected_items) as u64;
-                resident += inner.table.iter().filter(|i| !i.deleted() && i.resident()).count() as u64;
-            }
+            let (l, r) = self.resident_counts(VbId(v));
+            live += l;
+            resident += r;
         }
         (resident * 100).checked_div(live).unwrap_or(100)
+    }
+
+    /// (live items, items whose value is in memory) of one vBucket (none for an unknown one). Walks the
+    /// vBucket's items under its lock: callers that sample often take a few vBuckets at a time.
+    pub fn resident_counts(&self, vb: VbId) -> (u64, u64) {
+        let Some(vb) = self.vbucket(vb) else { return (0, 0) };
+        let inner = vb.inner.lock();
+        let live = (inner.live_items + inner.ejected_items) as u64;
+        (live, inner.table.iter().filter(|i| !i.deleted() && i.resident()).count() as u64)
     }
 }
 

@@ -1,6 +1,10 @@
 //! Samples every bucket's statistics once a second into the node's [`History`] (see `stats_history`), from what
 //! the node already counts: the engine's `BucketStats` atomics, memory, vBucket states and queue lengths. The
-//! resident ratio walks every item, so it is sampled every [`RESIDENT_EVERY`] samples and repeated between.
+//! resident ratio needs a walk of a vBucket's items under its lock, so each sample walks only
+//! [`RESIDENT_VBUCKETS_PER_SAMPLE`] vBuckets, in turn, and the ratio comes from each vBucket's last counts: the
+//! whole bucket is walked once every 1024 / 16 = 64 s, its cost spread thin instead of a full walk in one go.
+//!
+//! [`History`]: crate::stats_history::History
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -16,39 +20,60 @@ use crate::stats_history::SeriesKey;
 
 /// How often the node samples.
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
-/// Every how many samples the resident ratio is computed again.
-const RESIDENT_EVERY: u64 = 10;
+/// vBuckets whose items each sample walks for the resident ratio.
+const RESIDENT_VBUCKETS_PER_SAMPLE: u16 = 16;
+
+/// Per bucket (by name), each vBucket's last (live, resident) item counts, and the next vBucket to walk.
+#[derive(Default)]
+struct ResidentCounts(BTreeMap<String, (Vec<(u64, u64)>, u16)>);
+
+impl ResidentCounts {
+    /// Walks the next vBuckets of every bucket and returns each bucket's resident ratio in percent (100 with no
+    /// item), from the counts known so far. Buckets gone are forgotten.
+    fn advance(&mut self, node: &Node) -> BTreeMap<String, f64> {
+        let buckets = node.buckets();
+        self.0.retain(|name, _| buckets.iter().any(|b| b.name() == *name));
+        let mut ratios = BTreeMap::new();
+        for b in buckets {
+            let n = b.num_vbuckets();
+            let (counts, next) = self.0.entry(b.name()).or_insert_with(|| (vec![(0, 0); usize::from(n)], 0));
+            for _ in 0..RESIDENT_VBUCKETS_PER_SAMPLE.min(n) {
+                if let Some(slot) = counts.get_mut(usize::from(*next)) {
+                    *slot = b.resident_counts(VbId(*next));
+                }
+                *next = (*next + 1) % n.max(1);
+            }
+            let (live, resident) = counts.iter().fold((0u64, 0u64), |(l, r), (cl, cr)| (l + cl, r + cr));
+            ratios.insert(b.name(), (resident * 100).checked_div(live).map_or(100.0, |p| p as f64));
+        }
+        ratios
+    }
+}
 
 /// Samples until `stopped`, on the blocking pool (a sample takes every vBucket's lock briefly).
 pub(crate) async fn run(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut resident: Arc<BTreeMap<String, f64>> = Arc::default();
-    for n in 0u64.. {
+    let resident = Arc::new(parking_lot::Mutex::new(ResidentCounts::default()));
+    loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stopped.changed() => return,
         }
-        let (sampler, last) = (node.clone(), resident.clone());
+        let (sampler, counts) = (node.clone(), resident.clone());
         let sampled = tokio::task::spawn_blocking(move || {
-            let resident = if n % RESIDENT_EVERY == 0 { resident_ratios(&sampler) } else { (*last).clone() };
-            (sample(&sampler, &resident), resident)
+            let ratios = counts.lock().advance(&sampler);
+            sample(&sampler, &ratios)
         })
         .await;
         match sampled {
-            Ok((values, ratios)) => {
-                resident = Arc::new(ratios);
+            Ok(values) => {
                 let now_ms = node.clock.now_nanos() / 1_000_000;
                 node.stats_history.lock().record(now_ms, &values);
             }
             Err(e) => tracing::warn!(error = %e, "statistics sample failed"),
         }
     }
-}
-
-/// Each bucket's resident ratio (percent of items whose value is in memory).
-fn resident_ratios(node: &Node) -> BTreeMap<String, f64> {
-    node.buckets().iter().map(|b| (b.name(), b.resident_ratio() as f64)).collect()
 }
 
 /// One sample of every bucket's statistics, under Couchbase's names (`stats_history::STATS`).
@@ -117,5 +142,41 @@ fn bucket_sample(out: &mut BTreeMap<SeriesKey, f64>, b: &BucketHandle, resident:
     if let Some(ratio) = resident {
         put("vb_active_resident_items_ratio", ratio);
         put("ep_resident_items_rate", ratio);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use settee_engine::{DocKey, StoreMode, StoreRequest, WriteOptions};
+
+    use super::*;
+
+    /// Proves each sample walks the next 16 vBuckets only, keeps the others' last counts, and has walked the whole
+    /// bucket after 1024 / 16 samples; an empty bucket reads 100 %.
+    #[test]
+    fn the_resident_walk_takes_a_few_vbuckets_per_sample_in_turn() {
+        let node = Node::new(crate::config::ServerConfig::for_tests()).expect("node");
+        let b = node.create_bucket(node.default_bucket_config().expect("default")).expect("bucket");
+        let mut counts = ResidentCounts::default();
+        assert_eq!(counts.advance(&node)[&b.name()], 100.0, "nothing walked, nothing counted");
+        let store = |vb: u16, key: &[u8]| {
+            let req =
+                StoreRequest { mode: StoreMode::Set, value: b"v", flags: 0, expiry: 0, opts: WriteOptions::default() };
+            b.store(VbId(vb), &DocKey::new(0, key), req).expect("store");
+        };
+        store(3, b"walked-again-later");
+        store(40, b"walked-third");
+        counts.advance(&node);
+        let walked = |c: &ResidentCounts| c.0[&b.name()].0.iter().filter(|(live, _)| *live > 0).count();
+        assert_eq!(walked(&counts), 0, "vBuckets 16-31 hold nothing");
+        counts.advance(&node);
+        assert_eq!(walked(&counts), 1, "vBucket 40 walked in the third sample");
+        for _ in 3..64 {
+            counts.advance(&node);
+        }
+        assert_eq!(walked(&counts), 1, "vBucket 3 not walked again yet");
+        let ratios = counts.advance(&node);
+        assert_eq!(walked(&counts), 2, "a full turn later vBucket 3 is counted too");
+        assert_eq!(ratios[&b.name()], 100.0, "every value in memory");
     }
 }
