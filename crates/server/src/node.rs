@@ -94,6 +94,9 @@ pub struct Node {
     pub executable: Option<std::path::PathBuf>,
     /// Set by `POST /settee/node/restart`: the node stops cleanly and re-executes itself with the same arguments.
     pub restart: tokio::sync::watch::Sender<Option<RestartRequest>>,
+    /// Whether something acts on `restart`: the `settee` binary's main loop does; a node embedded in a test or
+    /// another program does not, and refuses the request instead of answering 202 for nothing.
+    pub restartable: std::sync::atomic::AtomicBool,
     /// Every bucket's statistics sampled once a second, at Couchbase's zoom levels (`stats_sampler`).
     pub stats_history: parking_lot::Mutex<crate::stats_history::History>,
 }
@@ -133,6 +136,7 @@ impl Node {
             stats_history: Default::default(),
             executable: std::env::current_exe().ok(),
             restart: tokio::sync::watch::Sender::new(None),
+            restartable: std::sync::atomic::AtomicBool::new(false),
         });
         node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)

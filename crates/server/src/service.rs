@@ -253,6 +253,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let running = RunningNode::start(config).await?;
     let mut restart = running.node.restart.subscribe();
+    running.node.restartable.store(true, std::sync::atomic::Ordering::Release);
     let restart = tokio::select! {
         _ = term.recv() => {
             tracing::info!("SIGTERM: stopping");

@@ -23,6 +23,10 @@ pub(crate) async fn restart(
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
     caller.require(caller.user.is_admin(), || "cluster.admin!write".to_owned())?;
+    if !state.node.restartable.load(std::sync::atomic::Ordering::Acquire) {
+        let why = "This node is embedded in another program and cannot restart itself.";
+        return Err(RestError::global(StatusCode::NOT_IMPLEMENTED, why));
+    }
     let form = Form::parse(&body);
     let running = state.node.executable.clone().ok_or_else(|| {
         RestError::global(StatusCode::INTERNAL_SERVER_ERROR, "This node cannot tell which executable it runs.")
@@ -76,6 +80,16 @@ mod tests {
         assert!(beside(&running, Path::new("/bin/sh")).unwrap_err().contains("directory of the running one"));
         assert!(beside(&running, &dir.join("absent")).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A node embedded in a test (no main loop to act on a restart) refuses the request instead of a 202.
+    #[tokio::test]
+    async fn an_embedded_node_refuses_to_restart() {
+        let app = crate::rest::testing::TestApp::new();
+        let admin = Some(crate::rest::testing::ADMIN);
+        let reply = app.call("POST", "/settee/node/restart", admin, Some("")).await;
+        assert_eq!(reply.status, StatusCode::NOT_IMPLEMENTED, "{}", reply.text);
+        assert_eq!(*app.state.node.restart.borrow(), None, "nothing was asked of the node");
     }
 
     fn scratch_dir() -> PathBuf {
