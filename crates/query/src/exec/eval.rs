@@ -619,8 +619,6 @@ fn object_for(
     Ok(unnamed.unwrap_or_else(|| Value::object(out)))
 }
 
-/// A LIMIT or OFFSET value as a count: a whole number, where a negative one counts as 0 (Couchbase's
-/// `getLimit` and `newOffsetLimitExpr`); anything else fails with 5030.
 /// The value of a count pushed into a scan (OFFSET, LIMIT), evaluated once per execution.
 pub(crate) fn pushed_count(
     p: Option<&crate::plan::Pushed>,
@@ -630,6 +628,8 @@ pub(crate) fn pushed_count(
     p.map(|p| count_value(&eval(&p.expr, &mut Row::default(), cx)?, what)).transpose()
 }
 
+/// A LIMIT or OFFSET value as a count: a whole number, where a negative one counts as 0 (Couchbase's
+/// `getLimit` and `newOffsetLimitExpr`); anything else fails with 5030.
 pub(crate) fn count_value(v: &Value, what: &str) -> Result<usize, QueryError> {
     match v.as_number().and_then(|n| n.to_exact_i64()) {
         Some(i) => Ok(usize::try_from(i).unwrap_or(0)),

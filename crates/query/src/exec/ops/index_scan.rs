@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::scan::{fetch_rows, wait_consistent, SCAN_CHUNK_MAX, SCAN_CHUNK_MIN};
+use super::scan::{fetch_rows, wait_consistent, Page, SCAN_CHUNK_MAX, SCAN_CHUNK_MIN};
 use super::{Op, Ready};
-use crate::exec::eval::{eval, pushed_count};
+use crate::exec::eval::eval;
 use crate::exec::{Cx, Row};
 use crate::index::{Bound, IndexEntry, ScanRange, Span};
 use crate::plan::{IndexScanPlan, KeyBound, Slot, SpanPlan};
@@ -24,21 +24,20 @@ pub(super) struct Entries<'p> {
     /// Document ids read so far, for an array index.
     seen: HashSet<Arc<str>>,
     chunk: usize,
-    /// Entries still to skip (OFFSET) and the most still to return (LIMIT).
-    skip: usize,
-    left: Option<usize>,
+    /// The pushed OFFSET and LIMIT, in entries.
+    page: Page,
 }
 
 impl<'p> Entries<'p> {
     pub(super) fn new(plan: &'p IndexScanPlan) -> Entries<'p> {
-        Entries { plan, range: None, done: false, seen: HashSet::new(), chunk: SCAN_CHUNK_MIN, skip: 0, left: None }
+        Entries { plan, range: None, done: false, seen: HashSet::new(), chunk: SCAN_CHUNK_MIN, page: Page::default() }
     }
 
     /// The next entries (at least one), or `None` when the scan is over. The first call waits for the request's
     /// scan consistency and computes the spans, the offset and the limit.
     pub(super) fn next_chunk(&mut self, base: &Row, cx: &Cx<'_>) -> Result<Option<Vec<IndexEntry>>, QueryError> {
         loop {
-            if self.done || self.left == Some(0) {
+            if self.done || self.page.is_full() {
                 return Ok(None);
             }
             cx.check()?;
@@ -49,15 +48,12 @@ impl<'p> Entries<'p> {
             let Some((range, after)) = &mut self.range else { continue };
             // Read no further than the entries still wanted; an array index may repeat documents, so it reads
             // whole chunks.
-            let want = match self.left {
-                Some(left) if !self.plan.distinct => (self.skip + left).clamp(1, self.chunk),
-                _ => self.chunk,
-            };
+            let want = if self.plan.distinct { self.chunk } else { self.page.want(self.chunk) };
             let entries = self.plan.ks.keyspace.scan(&self.plan.index, range, after.as_ref(), want)?;
             self.done = entries.len() < want;
             *after = entries.last().cloned();
             self.chunk = (self.chunk * 2).min(SCAN_CHUNK_MAX);
-            let mut out = Vec::with_capacity(entries.len());
+            let mut fresh = Vec::with_capacity(entries.len());
             for e in entries {
                 if self.plan.distinct {
                     if self.seen.contains(&e.doc_id) {
@@ -66,17 +62,9 @@ impl<'p> Entries<'p> {
                     cx.memory.charge(48 + e.doc_id.len())?;
                     self.seen.insert(e.doc_id.clone());
                 }
-                if self.skip > 0 {
-                    self.skip -= 1;
-                    continue;
-                }
-                match &mut self.left {
-                    Some(0) => break,
-                    Some(left) => *left -= 1,
-                    None => {}
-                }
-                out.push(e);
+                fresh.push(e);
             }
+            let out = self.page.apply(fresh);
             if !out.is_empty() {
                 return Ok(Some(out));
             }
@@ -85,8 +73,7 @@ impl<'p> Entries<'p> {
 
     fn start(&mut self, base: &Row, cx: &Cx<'_>) -> Result<(), QueryError> {
         wait_consistent(&self.plan.ks, &self.plan.index, cx)?;
-        self.skip = pushed_count(self.plan.offset.as_ref(), "OFFSET", cx)?.unwrap_or(0);
-        self.left = pushed_count(self.plan.limit.as_ref(), "LIMIT", cx)?;
+        self.page = Page::of(self.plan.offset.as_ref(), self.plan.limit.as_ref(), cx)?;
         let mut range = compute(&self.plan.span, base, cx)?;
         range.reverse = self.plan.reverse;
         self.done = range.spans.is_empty();

@@ -17,6 +17,48 @@ const FETCH_BATCH_MAX: usize = 1024;
 pub(super) const SCAN_CHUNK_MAX: usize = 4096;
 pub(super) const SCAN_CHUNK_MIN: usize = 64;
 
+/// OFFSET and LIMIT pushed into a scan: results still to skip, and the most still wanted.
+#[derive(Debug, Default)]
+pub(super) struct Page {
+    skip: usize,
+    left: Option<usize>,
+}
+
+impl Page {
+    /// The page of one execution: the pushed expressions evaluated once.
+    pub(super) fn of(
+        offset: Option<&crate::plan::Pushed>,
+        limit: Option<&crate::plan::Pushed>,
+        cx: &Cx<'_>,
+    ) -> Result<Page, QueryError> {
+        Ok(Page { skip: pushed_count(offset, "OFFSET", cx)?.unwrap_or(0), left: pushed_count(limit, "LIMIT", cx)? })
+    }
+
+    /// Every result wanted has been given.
+    pub(super) fn is_full(&self) -> bool {
+        self.left == Some(0)
+    }
+
+    /// How many entries to read next, when reads otherwise come `chunk` at a time: no more than the page still
+    /// needs, and, while skipping (skipped entries need no document), in the largest chunks.
+    pub(super) fn want(&self, chunk: usize) -> usize {
+        let cap = if self.skip > 0 { SCAN_CHUNK_MAX } else { chunk };
+        self.left.map_or(cap, |left| (self.skip + left).clamp(1, cap))
+    }
+
+    /// `items` without those still to skip at its front and those past the limit at its end.
+    pub(super) fn apply<T>(&mut self, mut items: Vec<T>) -> Vec<T> {
+        let skipped = self.skip.min(items.len());
+        self.skip -= skipped;
+        items.drain(..skipped);
+        if let Some(left) = self.left.as_mut() {
+            items.truncate(*left);
+            *left -= items.len();
+        }
+        items
+    }
+}
+
 pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
     match node {
         Node::KeyScan { ks, slot, keys, distinct } => {
@@ -30,8 +72,7 @@ pub(super) fn build<'p>(node: &'p Node, base: &Row) -> Box<dyn Op + 'p> {
             reverse: *reverse,
             offset: offset.as_ref(),
             limit: limit.as_ref(),
-            skip: 0,
-            left: None,
+            page: Page::default(),
             base: base.clone(),
             state: ScanState::Start,
             ready: Ready::new(),
@@ -127,9 +168,8 @@ struct PrimaryScan<'p> {
     reverse: bool,
     offset: Option<&'p crate::plan::Pushed>,
     limit: Option<&'p crate::plan::Pushed>,
-    /// Ids still to skip (the pushed OFFSET), and to read at most (the pushed LIMIT).
-    skip: usize,
-    left: Option<usize>,
+    /// The pushed OFFSET and LIMIT, in ids.
+    page: Page,
     base: Row,
     state: ScanState,
     ready: Ready,
@@ -152,8 +192,7 @@ pub(crate) fn wait_consistent(ks: &KeyspaceHandle, index: &Arc<str>, cx: &Cx<'_>
 
 impl PrimaryScan<'_> {
     fn start(&mut self, cx: &Cx<'_>) -> Result<ScanState, QueryError> {
-        self.skip = pushed_count(self.offset, "OFFSET", cx)?.unwrap_or(0);
-        self.left = pushed_count(self.limit, "LIMIT", cx)?;
+        self.page = Page::of(self.offset, self.limit, cx)?;
         let mut row = self.base.clone();
         Ok(match self.spans {
             IdSpans::All => ScanState::Range(ScanRange { reverse: self.reverse, ..ScanRange::all() }, None),
@@ -218,22 +257,15 @@ impl Op for PrimaryScan<'_> {
                     self.chunk = (self.chunk * 2).min(SCAN_CHUNK_MAX);
                 }
                 ScanState::Range(range, after) => {
-                    if self.left == Some(0) {
+                    if self.page.is_full() {
                         self.state = ScanState::Done;
                         continue;
                     }
-                    // Skipped ids need no document: read them in the largest chunks.
-                    let chunk = if self.skip > 0 { SCAN_CHUNK_MAX } else { self.chunk };
-                    let entries = self.ks.keyspace.scan(self.index, range, after.as_ref(), chunk)?;
-                    let finished = entries.len() < chunk;
+                    let want = self.page.want(self.chunk);
+                    let entries = self.ks.keyspace.scan(self.index, range, after.as_ref(), want)?;
+                    let finished = entries.len() < want;
                     *after = entries.last().cloned();
-                    let skipped = self.skip.min(entries.len());
-                    self.skip -= skipped;
-                    let mut keys: Vec<Arc<str>> = entries.into_iter().skip(skipped).map(|e| e.doc_id).collect();
-                    if let Some(left) = self.left.as_mut() {
-                        keys.truncate(*left);
-                        *left -= keys.len();
-                    }
+                    let keys: Vec<Arc<str>> = self.page.apply(entries.into_iter().map(|e| e.doc_id).collect());
                     fetch_rows(self.ks, &keys, &self.base, self.slot, cx, &mut self.ready)?;
                     if !keys.is_empty() {
                         self.chunk = (self.chunk * 2).min(SCAN_CHUNK_MAX);
