@@ -242,13 +242,13 @@ impl PeerCall for JoinRequest {
     type Reply = ();
     fn body(&self) -> Body {
         let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        Body::Form(format!(
-            "clusterMemberHostIp={}&clusterMemberPort={}&user={}&password={}",
-            urlencode(host),
-            self.port,
-            urlencode(&self.user),
-            urlencode(&self.password)
-        ))
+        let port = self.port.to_string();
+        form(&[
+            ("clusterMemberHostIp", host),
+            ("clusterMemberPort", &port),
+            ("user", &self.user),
+            ("password", &self.password),
+        ])
     }
     fn decode_reply(_: &[u8]) -> Result<(), serde_json::Error> {
         Ok(())
@@ -277,12 +277,12 @@ pub fn decode_request<T: DeserializeOwned>(body: &[u8]) -> Result<T, serde_json:
     serde_json::from_slice(body)
 }
 
-/// Percent-encodes one form component (RFC 3986 unreserved characters pass).
 /// A form body from `pairs`, each name and value percent-encoded.
 pub fn form(pairs: &[(&str, &str)]) -> Body {
     Body::Form(pairs.iter().map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v))).collect::<Vec<_>>().join("&"))
 }
 
+/// Percent-encodes one form component (RFC 3986 unreserved characters pass).
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

@@ -224,7 +224,8 @@ impl Bucket {
         counts
     }
 
-    /// Items in every vBucket here, whatever its state (`curr_items_tot`).
+    /// Items in every vBucket here, whatever its state, dead ones included (what tests of one bucket count; the
+    /// figures reported to users come from [`Bucket::item_counts`]).
     pub fn curr_items(&self) -> u64 {
         self.vbuckets
             .iter()

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 
-from couchbase.exceptions import CouchbaseException
+from couchbase.exceptions import CouchbaseException, DocumentNotFoundException
 from couchbase.options import UpsertOptions
 
 
@@ -19,6 +19,32 @@ def wait_for(check, what: str, timeout: float = 30.0, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def documents_not_reading(collection, expected: dict, timeout: float = 60.0) -> list:
+    """Reads every key of `expected` until each returns its value or `timeout` passes (any error but
+    not-found restarts the round: a vBucket changing hands); returns the keys that still read otherwise
+    (absent, or another value)."""
+    wrong: list = []
+
+    def all_read():
+        wrong.clear()
+        for key, value in expected.items():
+            try:
+                if collection.get(key, timeout=timedelta(seconds=5)).content_as[dict] != value:
+                    wrong.append(key)
+            except DocumentNotFoundException:
+                wrong.append(key)
+            except CouchbaseException:
+                return False
+        return not wrong
+
+    try:
+        wait_for(all_read, "every document to read its value", timeout=timeout)
+    except AssertionError:
+        if not wrong:
+            wrong.extend(expected)
+    return wrong
 
 
 class Writer:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from couchbase.durability import DurabilityLevel, ServerDurability
-from couchbase.exceptions import DocumentNotFoundException
 from couchbase.options import UpsertOptions
 
-from cluster_load import wait_for
+from cluster_load import documents_not_reading, wait_for
 from sdk_connect import connect
 from cluster_fixture import formed_cluster
 from test_cluster import pool_nodes, rest, wait_rebalanced
@@ -44,24 +43,8 @@ def test_a_memory_only_node_restarted_before_failover_loses_no_acknowledged_writ
     victim.kill()
     victim.start()
     wait_for(lambda: pool_nodes(nodes[0])[victim.mgmt_addr]["status"] == "healthy", "the node to answer again")
-    missing = []
-
-    def all_readable():
-        missing.clear()
-        for i in range(KEYS):
-            try:
-                if coll.get(f"s-{i}", timeout=timedelta(seconds=5)).content_as[dict] != {"i": i}:
-                    missing.append(i)
-            except DocumentNotFoundException:
-                missing.append(i)
-            except Exception:  # a vBucket being reprovisioned: retried
-                return False
-        return not missing
-
-    try:
-        wait_for(all_readable, "every document to be readable", timeout=60)
-    except AssertionError:
-        pass
+    written = {f"s-{i}": {"i": i} for i in range(KEYS)}
+    missing = documents_not_reading(coll, written)
     assert missing == [], f"{len(missing)} of {KEYS} acknowledged documents lost, e.g. {missing[:10]}"
     coll.upsert("after", {"ok": True}, UpsertOptions(timeout=timedelta(seconds=10)))
     assert coll.get("after").content_as[dict] == {"ok": True}
@@ -77,5 +60,5 @@ def test_a_memory_only_node_restarted_before_failover_loses_no_acknowledged_writ
     assert all(-1 not in r for r in rows), "every vBucket has an active and a replica again"
     victim_index = cfg["vBucketServerMap"]["serverList"].index(f"{victim.host}:{victim.kv_port}")
     assert any(r[0] == victim_index for r in rows), "the restarted node holds actives again"
-    wait_for(all_readable, "every document to be readable after the rebalance", timeout=60)
+    assert documents_not_reading(coll, written) == [], "every document readable after the rebalance"
     cluster.close()

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from couchbase.durability import DurabilityLevel, ServerDurability
-from couchbase.exceptions import DocumentNotFoundException
 from couchbase.options import UpsertOptions
 
 import settee_server
-from cluster_load import wait_for
+from cluster_load import documents_not_reading, wait_for
 from sdk_connect import connect
 from cluster_fixture import formed_cluster
 from test_cluster import pool_nodes, rest
@@ -72,24 +71,7 @@ def test_a_persistent_node_restarted_before_failover_loses_no_majority_write(nod
     victim.kill()
     victim.start()
     wait_for(lambda: pool_nodes(nodes[0])[victim.mgmt_addr]["status"] == "healthy", "the node to answer again")
-    stale: list[int] = []
-
-    def all_current():
-        stale.clear()
-        for i in range(KEYS):
-            try:
-                if coll.get(f"o-{i}", timeout=timedelta(seconds=5)).content_as[dict] != {"i": i, "v": 2}:
-                    stale.append(i)
-            except DocumentNotFoundException:
-                stale.append(i)
-            except Exception:  # a vBucket changing hands: retried
-                return False
-        return not stale
-
-    try:
-        wait_for(all_current, "every document to read its acknowledged value", timeout=60)
-    except AssertionError:
-        pass
+    stale = documents_not_reading(coll, {f"o-{i}": {"i": i, "v": 2} for i in range(KEYS)})
     assert stale == [], f"{len(stale)} of {KEYS} acknowledged majority writes lost, e.g. {stale[:10]}"
     for i in range(KEYS):
         coll.upsert(f"o-{i}", {"i": i, "v": 3}, durable)

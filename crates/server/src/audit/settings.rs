@@ -87,7 +87,7 @@ impl AuditSettings {
             match v.as_str() {
                 "true" => next.enabled = true,
                 "false" => next.enabled = false,
-                _ => fail("auditdEnabled", "The value must be one of the following: [true,false]".into()),
+                _ => fail("auditdEnabled", crate::rest::form::BOOL_EXPECTED.into()),
             }
         }
         if let Some(v) = get("logPath") {

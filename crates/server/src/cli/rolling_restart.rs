@@ -47,7 +47,8 @@ pub async fn run(args: RollingRestartArgs) -> anyhow::Result<()> {
     // they started.
     let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let first = read_view(access, &[access.seed()], None, now().as_secs()).await?;
-    let mut order: Vec<String> = first.nodes.iter().map(|n| n.addr.clone()).collect();
+    let members: Vec<String> = first.nodes.iter().map(|n| n.addr.clone()).collect();
+    let mut order = members.clone();
     if let Some(from) = &args.from {
         let at = order.iter().position(|a| a == from).with_context(|| format!("{from} is not in the cluster"))?;
         order.drain(..at);
@@ -59,7 +60,6 @@ pub async fn run(args: RollingRestartArgs) -> anyhow::Result<()> {
     let mut node_began = Instant::now();
     println!("rolling restart of {} nodes: {}", order.len(), order.join(", "));
     loop {
-        let members: Vec<String> = first.nodes.iter().map(|n| n.addr.clone()).collect();
         let view = read_view(access, &members, machine.current(), now().as_secs()).await?;
         let view = with_rebalance(access, view, orchestrator.as_deref()).await;
         let step = machine.step(&view, now());

@@ -40,9 +40,10 @@ pub(crate) async fn bucket_stats(
     Query(params): Query<StatsParams>,
 ) -> Result<Json<Value>, RestError> {
     let request = checked(&state, &caller, bucket, &params)?;
-    let mut parts = vec![local_samples(&state, &request)?];
-    for addr in peer_addrs(&state) {
-        match fetch_samples(&state, &addr, &request).await {
+    let mut parts = Vec::new();
+    // This node first: the merge aligns the others on its sample times.
+    for (addr, samples) in gather(&state, &request, &node_addrs(&state)).await {
+        match samples {
             Ok(samples) => parts.push(samples),
             Err(e) => tracing::info!(node = %addr, error = %e, "a node's statistics are left out of the bucket's"),
         }
@@ -58,14 +59,16 @@ pub(crate) async fn node_bucket_stats(
     Query(params): Query<StatsParams>,
 ) -> Result<Json<Value>, RestError> {
     let request = checked(&state, &caller, bucket, &params)?;
-    let samples = if node == my_addr(&state) {
-        local_samples(&state, &request)?
-    } else if peer_addrs(&state).contains(&node) {
-        fetch_samples(&state, &node, &request).await.map_err(|e| {
-            RestError::global(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("node {node}: {e}"))
-        })?
-    } else {
+    if !node_addrs(&state).contains(&node) {
         return Err(RestError::NotFound);
+    }
+    let samples = match gather(&state, &request, std::slice::from_ref(&node)).await.pop() {
+        Some((_, Ok(samples))) => samples,
+        Some((_, Err(e))) => {
+            let why = format!("node {node}: {e}");
+            return Err(RestError::global(axum::http::StatusCode::INTERNAL_SERVER_ERROR, why));
+        }
+        None => return Err(RestError::NotFound),
     };
     Ok(Json(render(&state, &request, &samples)))
 }
@@ -102,7 +105,7 @@ fn checked(
     Ok(BucketSamplesRequest { bucket, zoom, since_ms: params.have_tstamp })
 }
 
-pub(crate) fn local_samples(state: &RestState, request: &BucketSamplesRequest) -> Result<BucketSamples, RestError> {
+fn local_samples(state: &RestState, request: &BucketSamplesRequest) -> Result<BucketSamples, RestError> {
     let tier = Tier::named(Some(&request.zoom)).ok_or(RestError::NotFound)?;
     let samples = state.node.stats_history.lock().samples(tier, &request.bucket, request.since_ms);
     let series = samples.series.into_iter().map(|(name, values)| (name.to_owned(), values)).collect();
@@ -116,22 +119,37 @@ pub(crate) fn my_addr(state: &RestState) -> String {
         .unwrap_or_else(|| format!("{}:{}", state.node.config.host, state.node.config.mgmt_port))
 }
 
-/// The management addresses of the cluster's other nodes.
-pub(crate) fn peer_addrs(state: &RestState) -> Vec<String> {
-    let Some(cluster) = state.node.cluster() else { return Vec::new() };
-    let meta = cluster.metadata();
-    meta.nodes.values().filter(|n| n.id != cluster.me).map(|n| n.mgmt_addr()).collect()
+/// The management addresses of the cluster's nodes, this node's first.
+pub(crate) fn node_addrs(state: &RestState) -> Vec<String> {
+    let mut addrs = vec![my_addr(state)];
+    if let Some(cluster) = state.node.cluster() {
+        let meta = cluster.metadata();
+        addrs.extend(meta.nodes.values().filter(|n| n.id != cluster.me).map(|n| n.mgmt_addr()));
+    }
+    addrs
 }
 
-pub(crate) async fn fetch_samples(
+/// The samples of `request` from each node of `addrs` (this node's read here, the others' asked all at once),
+/// in the order of `addrs`; a node that does not answer gets why.
+pub(crate) async fn gather(
     state: &RestState,
-    addr: &str,
     request: &BucketSamplesRequest,
-) -> Result<BucketSamples, crate::cluster::peers::PeerError> {
+    addrs: &[String],
+) -> Vec<(String, Result<BucketSamples, String>)> {
+    let me = my_addr(state);
     let config = &state.node.config;
     let source = config.peer_source().ok().flatten();
     let creds = (config.username.as_str(), config.password.as_str());
-    crate::cluster::peers::call(addr, source, Some(creds), request, SAMPLES_TIMEOUT).await
+    let asked = addrs.iter().map(|addr| async {
+        let samples = if *addr == me {
+            local_samples(state, request).map_err(|_| format!("no bucket {} here", request.bucket))
+        } else {
+            let call = crate::cluster::peers::call(addr, source, Some(creds), request, SAMPLES_TIMEOUT);
+            call.await.map_err(|e| e.to_string())
+        };
+        (addr.clone(), samples)
+    });
+    futures_util::future::join_all(asked).await
 }
 
 /// The cluster's samples from each node's: aligned on the first part's times from the newest back (nodes sample

@@ -488,11 +488,7 @@ pub(crate) async fn set_auto_failover(
 ) -> Result<StatusCode, RestError> {
     let (cluster, form) = admin_form(&state, &caller, &body)?;
     let mut s = cluster.metadata().auto_failover.clone();
-    match form.get("enabled") {
-        Some("true") => s.enabled = true,
-        Some("false") => s.enabled = false,
-        _ => return Err(RestError::field("enabled", "The value must be one of the following: [true,false]")),
-    }
+    s.enabled = form.get_bool("enabled")?.ok_or_else(|| RestError::field("enabled", super::form::BOOL_EXPECTED))?;
     if let Some(t) = form.get("timeout") {
         let min = AutoFailoverSettings::TIMEOUT_SECS_MIN;
         let max = AutoFailoverSettings::TIMEOUT_SECS_MAX;

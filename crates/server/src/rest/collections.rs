@@ -69,7 +69,7 @@ pub(crate) async fn create_collection(
     let form = Form::parse(&body);
     let name = required_name(&form)?;
     let max_ttl = parse_max_ttl(&form)?;
-    let history = parse_history(&form)?.unwrap_or(false);
+    let history = form.get_bool("history")?.unwrap_or(false);
     let left = COLLECTIONS_MAX.saturating_sub(counted_elsewhere(&state, &bucket, Manifest::user_collection_count));
     let fields = crate::audit_fields![("scope_name", scope), ("collection_name", name), ("max_ttl", max_ttl)];
     let audited = (&caller, events::CREATE_COLLECTION, fields);
@@ -95,7 +95,7 @@ pub(crate) async fn update_collection(
     let handle = manageable(&state, &caller, &bucket)?;
     let form = Form::parse(&body);
     let max_ttl = parse_max_ttl(&form)?;
-    if let Some(wanted) = parse_history(&form)? {
+    if let Some(wanted) = form.get_bool("history")? {
         let manifest = handle.manifest();
         let current = manifest.scope(&scope).and_then(|s| s.collections.iter().find(|c| c.name == collection));
         if current.is_some_and(|c| c.history != wanted) {
@@ -186,15 +186,6 @@ fn parse_max_ttl(form: &Form) -> Result<Option<u32>, RestError> {
         Ok(ttl) if (0..=i64::from(i32::MAX)).contains(&ttl) => Ok(u32::try_from(ttl).ok()),
         Ok(-1) => Err(RestError::field("maxTTL", "maxTTL -1 (no expiry) is not supported by settee yet")),
         _ => Err(RestError::field("maxTTL", "The value must be an integer between 0 and 2147483647")),
-    }
-}
-
-fn parse_history(form: &Form) -> Result<Option<bool>, RestError> {
-    match form.get("history") {
-        None => Ok(None),
-        Some("true") => Ok(Some(true)),
-        Some("false") => Ok(Some(false)),
-        Some(_) => Err(RestError::field("history", "The value must be one of the following: [true,false]")),
     }
 }
 

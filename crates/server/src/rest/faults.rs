@@ -42,23 +42,15 @@ pub(crate) async fn set_faults(
         })?;
         faults.set_sync_delay(Duration::from_millis(ms));
     }
-    if let Some(full) = form.get("diskFull") {
-        faults.set_disk_full(flag("diskFull", full)?);
+    if let Some(full) = form.get_bool("diskFull")? {
+        faults.set_disk_full(full);
     }
-    if form.get("failNextWrite").map(|v| flag("failNextWrite", v)).transpose()? == Some(true) {
+    if form.get_bool("failNextWrite")? == Some(true) {
         faults.fail_next_write();
     }
-    if form.get("failNextSync").map(|v| flag("failNextSync", v)).transpose()? == Some(true) {
+    if form.get_bool("failNextSync")? == Some(true) {
         faults.fail_next_sync();
     }
     tracing::warn!(bucket = %name, form = %String::from_utf8_lossy(&body), "disk faults injected for a test");
     Ok(StatusCode::OK)
-}
-
-fn flag(field: &str, value: &str) -> Result<bool, RestError> {
-    match value {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(RestError::field(field, "The value must be one of the following: [true,false]")),
-    }
 }

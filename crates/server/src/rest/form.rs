@@ -4,6 +4,9 @@
 //! that extractor accepts, and because a body that is not valid form data must still reach the handler (ns_server
 //! then answers with a field error, not a 415).
 
+/// ns_server's error text for a boolean field holding something else.
+pub(crate) const BOOL_EXPECTED: &str = "The value must be one of the following: [true,false]";
+
 /// The fields of one form body, in the order sent.
 #[derive(Debug, Default)]
 pub(crate) struct Form {
@@ -35,6 +38,17 @@ impl Form {
     /// Every field, in the order sent.
     pub(crate) fn into_pairs(self) -> Vec<(String, String)> {
         self.pairs
+    }
+
+    /// The boolean `key`, as ns_server takes one (`true` or `false`); absent is None, anything else the field
+    /// error ns_server answers.
+    pub(crate) fn get_bool(&self, key: &str) -> Result<Option<bool>, super::error::RestError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some("true") => Ok(Some(true)),
+            Some("false") => Ok(Some(false)),
+            Some(_) => Err(super::error::RestError::field(key, BOOL_EXPECTED)),
+        }
     }
 
     /// The first of `keys` present, for fields with legacy aliases (`ramQuota` / `ramQuotaMB`).

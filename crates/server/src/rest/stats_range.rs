@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde_json::{json, Value};
-use settee_cluster::peer::{BucketSamples, BucketSamplesRequest};
+use settee_cluster::peer::BucketSamplesRequest;
 
 use super::auth::Caller;
-use super::bucket_stats::{fetch_samples, local_samples, my_addr, peer_addrs};
+use super::bucket_stats::{gather, my_addr, node_addrs};
 use super::error::RestError;
 use super::RestState;
 use crate::stats_history::Tier;
@@ -162,19 +162,13 @@ async fn answer(
         None => state.node.buckets().iter().map(|b| b.name()).collect(),
     };
     let wanted = |addr: &str| params.nodes.as_deref().is_none_or(|n| n.split(',').any(|x| x == addr));
-    let me = my_addr(&state);
-    let mut nodes: Vec<String> = std::iter::once(me.clone()).chain(peer_addrs(&state)).filter(|a| wanted(a)).collect();
+    let mut nodes: Vec<String> = node_addrs(&state).into_iter().filter(|a| wanted(a)).collect();
     nodes.sort();
     let mut data = Vec::new();
     for bucket in &buckets {
         let request = BucketSamplesRequest { bucket: bucket.clone(), zoom: tier.zoom.to_owned(), since_ms: None };
         let mut per_node = Vec::new();
-        for addr in &nodes {
-            let samples: Result<BucketSamples, String> = if *addr == me {
-                local_samples(&state, &request).map_err(|_| "no such bucket".to_owned())
-            } else {
-                fetch_samples(&state, addr, &request).await.map_err(|e| e.to_string())
-            };
+        for (addr, samples) in gather(&state, &request, &nodes).await {
             match samples {
                 Ok(s) => {
                     let values = s.series.get(metric.stat).cloned().unwrap_or_default();
