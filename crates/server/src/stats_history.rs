@@ -164,6 +164,12 @@ impl History {
         }
     }
 
+    /// The newest value of `bucket`'s statistic `stat`, if it has one.
+    pub fn latest(&self, bucket: &str, stat: &'static str) -> Option<f64> {
+        let column = self.tiers[0].series.get(&(bucket.to_owned(), stat))?;
+        column.iter().rev().find(|v| !v.is_nan()).map(|v| f64::from(*v))
+    }
+
     /// `bucket`'s series (and the node-wide ones, bucket "") in `tier`, from the samples after `since_ms`.
     pub fn samples(&self, tier: Tier, bucket: &str, since_ms: Option<u64>) -> Samples {
         let Some(at) = TIERS.iter().position(|t| *t == tier) else { return Samples::default() };

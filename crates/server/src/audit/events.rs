@@ -95,7 +95,19 @@ pub const EVENTS: &[Descriptor] = &[
 
 /// The event with `id`, and its bit in the enabled-events mask.
 pub fn lookup(id: u32) -> Option<(usize, &'static Descriptor)> {
-    EVENTS.iter().enumerate().find(|(_, d)| d.id == id)
+    position(id).map(|at| (at, &EVENTS[at]))
+}
+
+/// The position (and so the filter bit) of event `id` in [`EVENTS`]; usable in constants.
+pub const fn position(id: u32) -> Option<usize> {
+    let mut at = 0;
+    while at < EVENTS.len() {
+        if EVENTS[at].id == id {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
 }
 
 /// The filterable events off by default: what `disabled` holds until an administrator changes it.

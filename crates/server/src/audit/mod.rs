@@ -234,7 +234,7 @@ impl Audit {
     /// Whether any document event (read, lock, modify, delete) is written now: the one check the KV path makes.
     #[inline]
     pub fn wants_data(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed) && self.events.load(Ordering::Relaxed) & data_mask() != 0
+        self.enabled.load(Ordering::Relaxed) && self.events.load(Ordering::Relaxed) & DATA_MASK != 0
     }
 
     /// Queues event `id` if it is wanted and its user is not filtered out; never blocks.
@@ -245,7 +245,8 @@ impl Audit {
         self.log_anyway(id, user, addrs, fields);
     }
 
-    /// Queues document event `id` (20488-20491) if it is wanted, with its fields as the KV path has them.
+    /// Queues document event `id` (20488-20491), with its fields as the KV path has them; the caller checked
+    /// [`Audit::wants`] first (before gathering those fields).
     pub fn log_document(
         &self,
         id: u32,
@@ -255,9 +256,6 @@ impl Audit {
         collection: u32,
         key: &[u8],
     ) {
-        if !self.wants(id) {
-            return;
-        }
         self.enqueue(id, user, addrs, Fields::Document { bucket, collection, key: key.into() });
     }
 
@@ -302,16 +300,20 @@ pub struct Addrs {
     pub local: Option<SocketAddr>,
 }
 
-fn data_mask() -> u64 {
+/// The filter bits of the document events, the one test the KV path makes per request.
+const DATA_MASK: u64 = {
     use events::*;
+    let ids = [DOCUMENT_READ, DOCUMENT_LOCKED, DOCUMENT_MODIFY, DOCUMENT_DELETE];
     let mut mask = 0;
-    for id in [DOCUMENT_READ, DOCUMENT_LOCKED, DOCUMENT_MODIFY, DOCUMENT_DELETE] {
-        if let Some((bit, _)) = lookup(id) {
+    let mut i = 0;
+    while i < ids.len() {
+        if let Some(bit) = position(ids[i]) {
             mask |= 1 << bit;
         }
+        i += 1;
     }
     mask
-}
+};
 
 /// The fields of an event: `fields![("bucket_name", name), ...]`.
 #[macro_export]

@@ -5,8 +5,8 @@
 //! Everything is gathered at scrape time from what the node already counts (the engine's `BucketStats` atomics,
 //! the buckets' memory and vBuckets, the connection count, the cluster handle, the per-opcode latency histograms the
 //! KV threads record in `crate::timings`, encoded by `timings::prometheus`) and `/proc`: a scrape adds nothing to the
-//! KV path. Gathering takes each vBucket's lock briefly (queue sizes, states) and walks every item for the resident
-//! ratio, as STAT's default group does, so it runs on the blocking pool.
+//! KV path. Gathering takes each vBucket's lock briefly (queue sizes, states), so it runs on the blocking pool; the
+//! resident ratio is the statistics sampler's latest (`stats_sampler` walks the items a few vBuckets at a time).
 //!
 //! Couchbase's monotonic families without a `_total` suffix (`kv_ops`, `kv_cmd_lookup`, ...) are typed `gauge` here
 //! so that their names stay Couchbase's (the encoder would append `_total` to a counter); `rate()` works on them.
@@ -139,7 +139,7 @@ fn gather(node: &Node) -> Families {
     f.gauge("kv_curr_connections", "Open KV connections", vec![], node.kv_connections.load(Relaxed) as f64);
     f.gauge("kv_uptime_seconds", "Seconds since the node started", vec![], node.started.elapsed().as_secs_f64());
     for bucket in node.buckets() {
-        bucket_families(&mut f, &bucket);
+        bucket_families(&mut f, node, &bucket);
     }
     process_families(&mut f);
     cluster_families(&mut f, node);
@@ -194,7 +194,7 @@ fn op_families(f: &mut Families, name: &str, b: &BucketHandle) {
 }
 
 /// Items, memory, eviction, disk queue, vBuckets, DCP and warmup of one bucket.
-fn bucket_families(f: &mut Families, b: &BucketHandle) {
+fn bucket_families(f: &mut Families, node: &Node, b: &BucketHandle) {
     let name = b.name();
     let l = || labels(&name, &[]);
     let s = b.stats();
@@ -216,7 +216,10 @@ fn bucket_families(f: &mut Families, b: &BucketHandle) {
     f.gauge("kv_ep_tmp_oom_errors", "Mutations refused for lack of memory", l(), load(&s.tmp_oom_errors));
     let active = labels(&name, &[("state", "active")]);
     f.gauge("kv_vb_expired", "Items expired", active.clone(), load(&s.expired));
-    let resident = b.resident_ratio() as f64 / 100.0;
+    // The sampler's ratio (it walks a few vBuckets' items per second; a scrape walking them all held every
+    // vBucket lock in turn), or a walk before its first sample.
+    let sampled = node.stats_history.lock().latest(&name, "vb_active_resident_items_ratio");
+    let resident = sampled.unwrap_or_else(|| b.resident_ratio() as f64) / 100.0;
     f.gauge("kv_vb_perc_mem_resident_ratio", "Share of items whose value is in memory", active, resident);
     let mut queue = 0usize;
     let mut states = [("active", 0u64), ("replica", 0), ("pending", 0), ("dead", 0)];
