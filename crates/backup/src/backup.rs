@@ -15,7 +15,7 @@ use crate::layout::{
     check_name, list_backups, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta, VbPosition,
     BACKUP_META, FORMAT_VERSION,
 };
-use crate::rest::Rest;
+use crate::rest::{BucketMap, Rest};
 
 pub(crate) async fn run(a: &BackupArgs) -> Result<(), BackupError> {
     let repo = crate::repo::open(&a.repo.archive, &a.repo.repo)?;
@@ -74,7 +74,7 @@ async fn back_up_bucket(
     std::fs::create_dir_all(dir.join("data")).map_err(BackupError::file(&dir))?;
     let scopes_path = format!("/pools/default/buckets/{bucket}/scopes");
     let scopes_before = rest.get_json(&scopes_path).await?;
-    let nodes = tasks_by_node(&config, prev)?;
+    let nodes = tasks_by_node(&BucketMap::of(&config, rest)?, prev)?;
     let progress = Arc::new(AtomicU64::new(0));
     let mut reads = tokio::task::JoinSet::new();
     for (addr, tasks) in nodes {
@@ -158,24 +158,16 @@ fn save(dir: &Path, rel: &str, value: &serde_json::Value) -> Result<FileMeta, Ba
 /// Groups the bucket's vBuckets by the node holding each active copy (`vBucketServerMap`), each with where the
 /// previous backup left it.
 fn tasks_by_node(
-    config: &serde_json::Value,
+    map: &BucketMap,
     prev: Option<&BucketBackup>,
 ) -> Result<BTreeMap<SocketAddr, Vec<VbTask>>, BackupError> {
-    let map = &config["vBucketServerMap"];
-    let servers: Vec<&str> = map["serverList"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
-    let rows = map["vBucketMap"].as_array().ok_or_else(|| BackupError::Cluster("bucket has no vBucketMap".into()))?;
     let mut out: BTreeMap<SocketAddr, Vec<VbTask>> = BTreeMap::new();
-    for (vb, row) in rows.iter().enumerate() {
-        let active = row.get(0).and_then(|i| i.as_i64()).unwrap_or(-1);
-        let server = usize::try_from(active).ok().and_then(|i| servers.get(i)).ok_or_else(|| {
+    for (vb, active) in (0..=u16::MAX).zip(&map.actives) {
+        let addr = active.and_then(|i| map.nodes.get(i)).ok_or_else(|| {
             BackupError::Cluster(format!("vBucket {vb} has no active copy: the cluster must be healthy to back up"))
         })?;
-        let addr: SocketAddr = server
-            .parse()
-            .map_err(|_| BackupError::Cluster(format!("unusable KV address `{server}` in the vBucket map")))?;
-        let vb = u16::try_from(vb).map_err(|_| BackupError::Cluster("too many vBuckets".into()))?;
         let from: Option<VbPosition> = prev.and_then(|p| p.vbuckets.get(&vb).copied());
-        out.entry(addr).or_default().push(VbTask { vb, from });
+        out.entry(*addr).or_default().push(VbTask { vb, from });
     }
     Ok(out)
 }

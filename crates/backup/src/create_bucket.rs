@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::BackupError;
 use crate::layout::read_json;
-use crate::rest::Rest;
+use crate::rest::{BucketMap, Rest};
 
 /// How long a new bucket may take to get an active copy of every vBucket.
 const READY_WAIT_MAX: Duration = Duration::from_secs(60);
@@ -55,7 +55,7 @@ pub(crate) async fn create(rest: &Rest, bucket: &str, config_path: &Path) -> Res
     let started = Instant::now();
     loop {
         let (status, body) = rest.get(&format!("/pools/default/buckets/{bucket}")).await?;
-        if status == 200 && every_vbucket_active(&body) {
+        if status == 200 && every_vbucket_active(&body, rest) {
             return Ok(());
         }
         if started.elapsed() > READY_WAIT_MAX {
@@ -68,10 +68,7 @@ pub(crate) async fn create(rest: &Rest, bucket: &str, config_path: &Path) -> Res
     }
 }
 
-fn every_vbucket_active(body: &[u8]) -> bool {
+fn every_vbucket_active(body: &[u8], rest: &Rest) -> bool {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
-    let rows = v["vBucketServerMap"]["vBucketMap"].as_array();
-    rows.is_some_and(|rows| {
-        !rows.is_empty() && rows.iter().all(|r| r.get(0).and_then(|n| n.as_i64()).unwrap_or(-1) >= 0)
-    })
+    BucketMap::of(&v, rest).is_ok_and(|m| m.actives.iter().all(Option::is_some))
 }

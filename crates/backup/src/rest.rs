@@ -96,3 +96,29 @@ fn encode(s: &str) -> String {
     }
     out
 }
+
+/// A bucket's vBucket map, read by settee-client's `ClusterConfig` (the SDKs' rules: `serverList` order checked
+/// against `nodesExt`, `$HOST` replaced), with each KV node's address.
+pub(crate) struct BucketMap {
+    pub nodes: Vec<std::net::SocketAddr>,
+    /// Per vBucket, the index into `nodes` of its active copy; None when it has none.
+    pub actives: Vec<Option<usize>>,
+}
+
+impl BucketMap {
+    /// The map of the bucket config `config`, fetched from `rest`.
+    pub(crate) fn of(config: &serde_json::Value, rest: &Rest) -> Result<BucketMap, BackupError> {
+        let seed = rest.host.rsplit_once(':').map_or(rest.host.as_str(), |(host, _)| host);
+        let body = serde_json::to_vec(config).map_err(|e| BackupError::Cluster(e.to_string()))?;
+        let cfg = settee_client::ClusterConfig::parse(&body, seed)?;
+        let nodes = cfg
+            .kv_nodes
+            .iter()
+            .map(|n| {
+                n.parse().map_err(|_| BackupError::Cluster(format!("unusable KV address `{n}` in the vBucket map")))
+            })
+            .collect::<Result<_, _>>()?;
+        let actives = (0..cfg.num_vbuckets()).map(|vb| cfg.active_node(vb)).collect();
+        Ok(BucketMap { nodes, actives })
+    }
+}

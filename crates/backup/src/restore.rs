@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufReader;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
@@ -21,7 +20,7 @@ use crate::cli::RestoreArgs;
 use crate::error::BackupError;
 use crate::layout::{list_backups, read_json, BackupMeta, BucketBackup};
 use crate::record::{Record, RecordKind, RecordReader};
-use crate::rest::Rest;
+use crate::rest::{BucketMap, Rest};
 
 /// Requests in flight per node connection.
 const WINDOW: usize = 512;
@@ -293,14 +292,9 @@ impl Writers {
             .get_json(&format!("/pools/default/buckets/{bucket}"))
             .await
             .map_err(|e| BackupError::Cluster(format!("target bucket `{bucket}` (create it before restoring): {e}")))?;
-        let m = &config["vBucketServerMap"];
-        let servers: Vec<SocketAddr> =
-            m["serverList"].as_array().into_iter().flatten().filter_map(|s| s.as_str()?.parse().ok()).collect();
-        let map: Vec<usize> = m["vBucketMap"]
-            .as_array()
+        let BucketMap { nodes: servers, actives } = BucketMap::of(&config, rest)?;
+        let map: Vec<usize> = actives
             .into_iter()
-            .flatten()
-            .map(|row| row.get(0).and_then(|n| n.as_u64()).map(|n| n as usize).filter(|&n| n < servers.len()))
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| BackupError::Cluster(format!("bucket `{bucket}`: a vBucket has no active copy")))?;
         let mut nodes = Vec::new();
