@@ -50,21 +50,34 @@ pub(crate) fn doc_key<'a>(s: &Session, raw: &'a [u8]) -> Result<DocKey<'a>, KvEr
 /// The request value, Snappy-decompressed when the datatype says so. Values with unknown datatype bits, or
 /// compressed without Snappy negotiated, are EINVAL; a value that would decompress beyond the limit is E2BIG.
 pub(crate) fn request_value<'a>(s: &Session, req: &Request<'a>) -> Result<Cow<'a, [u8]>, KvError> {
-    let dt = Datatype(req.datatype);
-    if dt.0 & !Datatype::ALL.0 != 0 || dt.has_xattr() {
-        return Err(KvError::Status(Status::Einval));
+    decompressed(s, Datatype(req.datatype), req.value, false).map(|(value, _)| value)
+}
+
+/// `value` without Snappy compression, and its datatype `dt` without the SNAPPY bit. Unknown bits, Snappy the
+/// connection did not negotiate, xattrs unless `xattrs` allows them and the connection negotiated them, and a value
+/// that would decompress beyond the limit (E2BIG) are refused.
+pub(crate) fn decompressed<'a>(
+    s: &Session,
+    dt: Datatype,
+    value: &'a [u8],
+    xattrs: bool,
+) -> Result<(Cow<'a, [u8]>, Datatype), KvError> {
+    let invalid = || KvError::Status(Status::Einval);
+    if dt.0 & !Datatype::ALL.0 != 0 || (dt.has_xattr() && !(xattrs && s.has(Feature::Xattr))) {
+        return Err(invalid());
     }
     if !dt.is_snappy() {
-        return Ok(Cow::Borrowed(req.value));
+        return Ok((Cow::Borrowed(value), dt));
     }
     if !s.has(Feature::Snappy) {
-        return Err(KvError::Status(Status::Einval));
+        return Err(invalid());
     }
-    let len = snap::raw::decompress_len(req.value).map_err(|_| KvError::Status(Status::Einval))?;
+    let len = snap::raw::decompress_len(value).map_err(|_| invalid())?;
     if len > limits::VALUE_BYTES_MAX {
         return Err(KvError::Status(Status::E2big));
     }
-    snap::raw::Decoder::new().decompress_vec(req.value).map(Cow::Owned).map_err(|_| KvError::Status(Status::Einval))
+    let plain = snap::raw::Decoder::new().decompress_vec(value).map_err(|_| invalid())?;
+    Ok((Cow::Owned(plain), dt.without(Datatype::SNAPPY)))
 }
 
 /// CAS, durability and preserve-TTL for a mutation.

@@ -7,13 +7,11 @@
 //! ignored, as Couchbase 4.6+ ignores it): 24, 26, 28 or 30 bytes. A nonzero header CAS must match the document's.
 //! Needs the bucket's meta-write privilege (`data.meta!write`), which data_writer does not carry.
 
-use std::borrow::Cow;
-
 use settee_engine::{ConflictMode, DocKey, MetaWrite, MetaWriteKind};
-use settee_mcbp::{Feature, Opcode, Request, RequestFrameInfos};
-use settee_types::{limits, Datatype, Status, VbId};
+use settee_mcbp::{Opcode, Request, RequestFrameInfos};
+use settee_types::{Datatype, Status, VbId};
 
-use super::request::{be_u32, be_u64};
+use super::request::{be_u32, be_u64, decompressed};
 use super::{doc_key, selected_bucket};
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::pending::Out;
@@ -53,7 +51,7 @@ pub fn write(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
         return Err(KvError::Status(Status::Einval));
     }
     let raw = req.value.len().checked_sub(usize::from(ext_meta)).ok_or(KvError::Status(Status::Einval))?;
-    let (value, datatype) = decompressed(s, req, &req.value[..raw])?;
+    let (value, datatype) = decompressed(s, Datatype(req.datatype), &req.value[..raw], true)?;
     let kind = match op {
         Opcode::AddWithMeta => MetaWriteKind::Add,
         Opcode::DelWithMeta => MetaWriteKind::Delete,
@@ -80,26 +78,4 @@ pub fn write(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
     )?;
     out.mutation_reply(b, &m, req, |out| reply::mutation(out, req, s, &m));
     Ok(())
-}
-
-/// The value without Snappy compression, and its datatype without the SNAPPY bit. Unknown bits, Snappy or xattrs
-/// the connection did not negotiate, and a value that would decompress beyond the limit are refused.
-fn decompressed<'a>(s: &Session, req: &Request<'_>, value: &'a [u8]) -> Result<(Cow<'a, [u8]>, Datatype), KvError> {
-    let dt = Datatype(req.datatype);
-    let invalid = KvError::Status(Status::Einval);
-    if dt.0 & !Datatype::ALL.0 != 0 || (dt.has_xattr() && !s.has(Feature::Xattr)) {
-        return Err(invalid);
-    }
-    if !dt.is_snappy() {
-        return Ok((Cow::Borrowed(value), dt));
-    }
-    if !s.has(Feature::Snappy) {
-        return Err(invalid);
-    }
-    let len = snap::raw::decompress_len(value).map_err(|_| KvError::Status(Status::Einval))?;
-    if len > limits::VALUE_BYTES_MAX {
-        return Err(KvError::Status(Status::E2big));
-    }
-    let plain = snap::raw::Decoder::new().decompress_vec(value).map_err(|_| KvError::Status(Status::Einval))?;
-    Ok((Cow::Owned(plain), dt.without(Datatype::SNAPPY)))
 }
