@@ -26,20 +26,18 @@ type event struct {
 }
 
 // cluster is the run's view of the nodes: which slots are members (active or failed over), which are spares
-// (stopped, no data), and what is wrong with them right now (killed, paused, partitioned).
+// (stopped, no data), and what happened to them (the timeline, anomalies and notes).
 type cluster struct {
 	nodes   []*node
 	members map[*node]bool
 	started time.Time
-	verbose bool
 
 	mu        sync.Mutex
 	timeline  []event
 	anomalies []anomaly
 	// notes are observations that are not anomalies (a refused auto-failover, a rebalance that failed while a
 	// fault was active).
-	notes       []string
-	partitioned bool
+	notes []string
 }
 
 func (c *cluster) now() int64 { return int64(time.Since(c.started)) }

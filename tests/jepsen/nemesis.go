@@ -343,9 +343,6 @@ func (n *nemesis) partition(members []*node, victim *node, shape partitionShape,
 			}
 		}
 	}
-	n.c.mu.Lock()
-	n.c.partitioned = true
-	n.c.mu.Unlock()
 	if err := isolate(side, rest, shape == oneWay); err != nil {
 		n.c.note("partition: %v", err)
 	}
@@ -354,9 +351,6 @@ func (n *nemesis) partition(members []*node, victim *node, shape partitionShape,
 	if err := healPartitions(); err != nil {
 		n.c.note("healing the partition: %v", err)
 	}
-	n.c.mu.Lock()
-	n.c.partitioned = false
-	n.c.mu.Unlock()
 	n.c.log("partition healed")
 }
 

@@ -66,7 +66,7 @@ impl KeyWriter {
 }
 
 /// Appends `n` in decimal, left-padded with zeros to `width` digits.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64, width: usize) {
+pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {

@@ -84,13 +84,12 @@ pub(crate) async fn ensure_index(
     work: &QueryWork,
     bucket: &str,
     collection: Option<&str>,
-    mode: Option<QueryMode>,
 ) -> Result<Duration, BenchError> {
     let started = Instant::now();
     let ks = keyspace_path(bucket, collection);
     let endpoint = work.endpoints.first().cloned().ok_or_else(|| failed("no query endpoint".into()))?;
     let mut http = HttpLink::connect(endpoint).await.map_err(|e| failed(e.to_string()))?;
-    let by_field = mode.is_some_and(QueryMode::by_field);
+    let by_field = work.lookup_field.is_some();
     let (create_text, probe_text) = if by_field {
         (
             format!("CREATE INDEX `{FIELD_INDEX}` ON {ks}(field0)"),

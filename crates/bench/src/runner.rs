@@ -111,7 +111,7 @@ pub fn run_bench(args: &RunArgs) -> Result<BenchResult, BenchError> {
     let mut histograms = Vec::new();
     let load = if args.no_population { None } else { Some(run_phase(&setup, &rt, PhaseKind::Load, &mut histograms)?) };
     if let (Some(work), Spec::Couchbase { bucket, .. }) = (&setup.query, &setup.spec) {
-        let took = rt.block_on(ensure_index(work, bucket, args.collection.as_deref(), args.query))?;
+        let took = rt.block_on(ensure_index(work, bucket, args.collection.as_deref()))?;
         if !args.quiet {
             let which = if args.query.is_some_and(QueryMode::by_field) { "field0" } else { "primary" };
             eprintln!("settee bench: the {which} index is online and current ({:.1} s)", took.as_secs_f64());

@@ -120,19 +120,12 @@ fn ycsb_record(record: u64, fields: usize, length: usize, doc: &mut Vec<u8>) {
             doc.push(b',');
         }
         doc.extend_from_slice(b"\"field");
-        push_number(doc, f);
+        crate::keys::push_decimal(doc, f as u64, 0);
         doc.extend_from_slice(b"\":\"");
         ycsb_field(record, f, length, doc);
         doc.push(b'"');
     }
     doc.push(b'}');
-}
-
-fn push_number(out: &mut Vec<u8>, n: usize) {
-    if n >= 10 {
-        push_number(out, n / 10);
-    }
-    out.push(b'0' + (n % 10) as u8);
 }
 
 #[cfg(test)]

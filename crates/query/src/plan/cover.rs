@@ -263,14 +263,7 @@ fn stars_read(node: &Node, term: Slot) -> bool {
             terms.iter().any(|t| matches!(t, ProjTerm::Star(aliases) if aliases.iter().any(|(_, s)| *s == term)))
                 || stars_read(input, term)
         }
-        Node::Limit { input, .. }
-        | Node::Offset { input, .. }
-        | Node::Order { input, .. }
-        | Node::Distinct { input, .. }
-        | Node::Filter { input, .. }
-        | Node::Let { input, .. }
-        | Node::Group { input, .. } => stars_read(input, term),
-        _ => false,
+        other => other.block_input().is_some_and(|input| stars_read(input, term)),
     }
 }
 
