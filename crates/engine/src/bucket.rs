@@ -209,19 +209,31 @@ impl Bucket {
     /// Items by the state of their vBucket, as Couchbase reports them: `curr_items` is the active vBuckets' alone
     /// (`vb_active_curr_items`), replicas and pending copies counted apart, `total` every copy (`curr_items_tot`).
     pub fn item_counts(&self) -> ItemCounts {
-        let mut counts = ItemCounts::default();
+        self.summary().items
+    }
+
+    /// Items, vBuckets and the disk write queue by vBucket state, in one pass taking each vBucket's lock once
+    /// (what statistics report every second).
+    pub fn summary(&self) -> BucketSummary {
+        let mut s = BucketSummary::default();
         for v in &self.vbuckets {
             let inner = v.inner.lock();
+            s.dirty += inner.dirty.len();
             let items = (inner.live_items + inner.ejected_items) as u64;
-            match inner.state {
-                VbState::Active => counts.active += items,
-                VbState::Replica => counts.replica += items,
-                VbState::Pending => counts.pending += items,
-                VbState::Dead | VbState::Failed => continue,
-            }
-            counts.total += items;
+            let (count, vbuckets) = match inner.state {
+                VbState::Active => (&mut s.items.active, &mut s.vbuckets.active),
+                VbState::Replica => (&mut s.items.replica, &mut s.vbuckets.replica),
+                VbState::Pending => (&mut s.items.pending, &mut s.vbuckets.pending),
+                VbState::Dead | VbState::Failed => {
+                    s.vbuckets.dead += 1;
+                    continue;
+                }
+            };
+            *count += items;
+            *vbuckets += 1;
+            s.items.total += items;
         }
-        counts
+        s
     }
 
     /// Items in every vBucket here, whatever its state, dead ones included (what tests of one bucket count; the
@@ -500,4 +512,22 @@ pub struct ItemCounts {
     pub pending: u64,
     /// Active, replica and pending copies (not dead ones a failed-over node keeps).
     pub total: u64,
+}
+
+/// vBuckets by state ([`Bucket::summary`]); failed ones count as dead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VbCounts {
+    pub active: u64,
+    pub replica: u64,
+    pub pending: u64,
+    pub dead: u64,
+}
+
+/// One pass over a bucket's vBuckets ([`Bucket::summary`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BucketSummary {
+    pub items: ItemCounts,
+    pub vbuckets: VbCounts,
+    /// Items waiting to be written to disk (the disk write queue).
+    pub dirty: usize,
 }

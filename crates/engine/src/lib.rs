@@ -34,7 +34,7 @@ mod sync_write;
 mod table;
 mod vbucket;
 
-pub use bucket::{Bucket, BucketConfig, BucketKind, EvictionPolicy, ItemCounts};
+pub use bucket::{Bucket, BucketConfig, BucketKind, BucketSummary, EvictionPolicy, ItemCounts, VbCounts};
 pub use change_log::CursorId;
 pub use conflict::{incoming_wins, ConflictMode, VersionMeta};
 pub use error::EngineError;

@@ -181,6 +181,8 @@ fn item_counts_keep_replica_copies_apart_from_active_items() {
     pump_in_pieces(&active, cursor, &mut position, &replica, 1 << 20);
     assert_eq!(active.item_counts(), crate::ItemCounts { active: 5, replica: 0, pending: 0, total: 5 });
     assert_eq!(replica.item_counts(), crate::ItemCounts { active: 0, replica: 5, pending: 0, total: 5 });
+    let summary = replica.summary();
+    assert_eq!((summary.vbuckets.replica, summary.vbuckets.active), (1, u64::from(replica.num_vbuckets()) - 1));
 }
 
 #[test]

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use settee_engine::VbState;
 use settee_types::VbId;
 use tokio::sync::watch;
 
@@ -115,7 +114,8 @@ fn bucket_sample(out: &mut BTreeMap<SeriesKey, f64>, b: &BucketHandle, resident:
         put(stat, load(counter));
     }
     put("ep_tmp_oom_errors", load(&s.tmp_oom_errors));
-    let items = b.item_counts();
+    let summary = b.summary();
+    let items = summary.items;
     put("curr_items", items.active as f64);
     put("curr_items_tot", items.total as f64);
     put("vb_replica_curr_items", items.replica as f64);
@@ -124,21 +124,11 @@ fn bucket_sample(out: &mut BTreeMap<SeriesKey, f64>, b: &BucketHandle, resident:
     let (low, high) = b.watermark_bytes();
     put("ep_mem_low_wat", low as f64);
     put("ep_mem_high_wat", high as f64);
-    let (mut queue, mut active, mut replica, mut pending) = (0usize, 0u32, 0u32, 0u32);
-    for vb in (0..b.num_vbuckets()).filter_map(|v| b.vbucket(VbId(v))) {
-        queue += vb.dirty_len();
-        match vb.state() {
-            VbState::Active => active += 1,
-            VbState::Replica => replica += 1,
-            VbState::Pending => pending += 1,
-            VbState::Dead | VbState::Failed => {}
-        }
-    }
-    put("ep_queue_size", queue as f64);
-    put("disk_write_queue", queue as f64);
-    put("vb_active_num", f64::from(active));
-    put("vb_replica_num", f64::from(replica));
-    put("vb_pending_num", f64::from(pending));
+    put("ep_queue_size", summary.dirty as f64);
+    put("disk_write_queue", summary.dirty as f64);
+    put("vb_active_num", summary.vbuckets.active as f64);
+    put("vb_replica_num", summary.vbuckets.replica as f64);
+    put("vb_pending_num", summary.vbuckets.pending as f64);
     if let Some(ratio) = resident {
         put("vb_active_resident_items_ratio", ratio);
         put("ep_resident_items_rate", ratio);

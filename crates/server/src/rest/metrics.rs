@@ -23,8 +23,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use settee_engine::VbState;
-use settee_types::VbId;
 
 use super::auth::Caller;
 use super::error::RestError;
@@ -199,7 +197,8 @@ fn bucket_families(f: &mut Families, node: &Node, b: &BucketHandle) {
     let l = || labels(&name, &[]);
     let s = b.stats();
     op_families(f, &name, b);
-    let items = b.item_counts();
+    let summary = b.summary();
+    let items = summary.items;
     f.gauge("kv_curr_items", "Items in the bucket's active vBuckets", l(), items.active as f64);
     f.gauge("kv_curr_items_tot", "Items in the bucket's active, replica and pending vBuckets", l(), items.total as f64);
     for (state, count) in [("active", items.active), ("replica", items.replica), ("pending", items.pending)] {
@@ -221,20 +220,9 @@ fn bucket_families(f: &mut Families, node: &Node, b: &BucketHandle) {
     let sampled = node.stats_history.lock().latest(&name, "vb_active_resident_items_ratio");
     let resident = sampled.unwrap_or_else(|| b.resident_ratio() as f64) / 100.0;
     f.gauge("kv_vb_perc_mem_resident_ratio", "Share of items whose value is in memory", active, resident);
-    let mut queue = 0usize;
-    let mut states = [("active", 0u64), ("replica", 0), ("pending", 0), ("dead", 0)];
-    for vb in (0..b.num_vbuckets()).filter_map(|v| b.vbucket(VbId(v))) {
-        queue += vb.dirty_len();
-        let state = match vb.state() {
-            VbState::Active => 0,
-            VbState::Replica => 1,
-            VbState::Pending => 2,
-            VbState::Dead | VbState::Failed => 3,
-        };
-        states[state].1 += 1;
-    }
-    f.gauge("kv_ep_queue_size", "Items waiting to be written to disk", l(), queue as f64);
-    for (state, count) in states {
+    f.gauge("kv_ep_queue_size", "Items waiting to be written to disk", l(), summary.dirty as f64);
+    let v = summary.vbuckets;
+    for (state, count) in [("active", v.active), ("replica", v.replica), ("pending", v.pending), ("dead", v.dead)] {
         f.gauge("kv_num_vbuckets", "vBuckets by state", labels(&name, &[("state", state)]), count as f64);
     }
     settee_bucket_families(f, &name, b);

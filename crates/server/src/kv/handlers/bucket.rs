@@ -33,7 +33,8 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvRes
             push("time", node.clock.now_secs().to_string());
             push("version", COUCHBASE_VERSION.to_string());
             push("curr_connections", node.kv_connections.load(Ordering::Relaxed).to_string());
-            let items = b.item_counts();
+            let summary = b.summary();
+            let items = summary.items;
             push("curr_items", items.active.to_string());
             push("curr_items_tot", items.total.to_string());
             push("vb_active_curr_items", items.active.to_string());
@@ -50,8 +51,7 @@ pub fn stat(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvRes
             for (k, v) in b.stats().pairs() {
                 push(k, v.to_string());
             }
-            let queue: usize = (0..b.num_vbuckets()).filter_map(|v| b.vbucket(VbId(v))).map(|vb| vb.dirty_len()).sum();
-            push("ep_queue_size", queue.to_string());
+            push("ep_queue_size", summary.dirty.to_string());
             push("ep_warmup_thread", if b.is_warming_up() { "running" } else { "complete" }.to_string());
             push("vb_active_perc_mem_resident", b.resident_ratio().to_string());
             push("ep_persistence_failed", u8::from(b.store_failed()).to_string());
