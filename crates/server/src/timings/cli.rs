@@ -177,7 +177,7 @@ pub fn render(table: &Table, header: &str) -> String {
         return out;
     }
     for (opcode, h) in table {
-        let name = Opcode::from_byte(*opcode).map_or_else(|| format!("0x{opcode:02x}"), |o| o.name().to_owned());
+        let name = super::opcode_label(*opcode);
         // A percentile is its bucket's upper bound, which may lie above the exact maximum: show the maximum then.
         let max_us = h.max_us();
         let p = |q: f64| {

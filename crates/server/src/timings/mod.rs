@@ -39,7 +39,12 @@ impl NodeTimings {
 /// SASL replies wait on purpose (a failed attempt is answered late, a PLAIN password is derived): their time says
 /// nothing about the node's health, so they are timed but never logged as slow.
 fn deliberately_slow(opcode: u8) -> bool {
-    matches!(opcode, 0x21 | 0x22)
+    opcode == settee_mcbp::Opcode::SaslAuth as u8 || opcode == settee_mcbp::Opcode::SaslStep as u8
+}
+
+/// The name a timed opcode is shown under (kv_engine's, as `mctimings` prints it), or its hex value.
+pub(crate) fn opcode_label(opcode: u8) -> String {
+    settee_mcbp::Opcode::from_byte(opcode).map_or_else(|| format!("0x{opcode:02x}"), |o| o.name().to_owned())
 }
 
 /// One operation being timed, from its frame decoded.

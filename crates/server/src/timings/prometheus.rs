@@ -22,8 +22,7 @@ pub fn encode(node: &Node, encoder: &mut DescriptorEncoder<'_>) -> Result<(), st
             if snapshot.count() == 0 {
                 continue;
             }
-            let op = settee_mcbp::Opcode::from_byte(opcode)
-                .map_or_else(|| format!("0x{opcode:02x}"), |o| o.name().to_owned());
+            let op = super::opcode_label(opcode);
             series.push((vec![("bucket", name.clone()), ("opcode", op)], snapshot));
         }
     }

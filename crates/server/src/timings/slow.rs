@@ -72,8 +72,7 @@ impl SlowOps {
             return false;
         }
         let suppressed = self.suppressed.swap(0, Relaxed);
-        let command = settee_mcbp::Opcode::from_byte(op.opcode)
-            .map_or_else(|| format!("0x{:02x}", op.opcode), |o| o.name().to_owned());
+        let command = super::opcode_label(op.opcode);
         tracing::warn!(
             command = command.as_str(),
             vbucket = op.vbucket,
