@@ -264,17 +264,22 @@ fn set_users_stores_opaque_value() {
     assert_eq!(meta.rev, 1);
 }
 
-/// SetAudit stores the server's audit settings as given, and metadata written before audit existed reads as null.
+/// SetAudit and SetSecurity store the server's settings as given, and metadata written before they existed reads
+/// them as null.
 #[test]
-fn set_audit_stores_opaque_value_and_old_metadata_reads_null() {
+fn set_audit_and_security_store_opaque_values_and_old_metadata_reads_null() {
     let mut meta = ClusterMetadata::default();
     let audit = json!({"enabled": true, "disabled": [20488]});
     meta.apply(&MetaCommand::SetAudit(audit.clone())).expect("set audit");
     assert_eq!((meta.audit.clone(), meta.rev), (audit, 1));
+    let security = json!({"tlsMinVersion": "tlsv1.3"});
+    meta.apply(&MetaCommand::SetSecurity(security.clone())).expect("set security");
+    assert_eq!((meta.security.clone(), meta.rev), (security, 2));
     let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
     old.as_object_mut().expect("object").remove("audit");
-    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the field");
-    assert!(read.audit.is_null());
+    old.as_object_mut().expect("object").remove("security");
+    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the fields");
+    assert!(read.audit.is_null() && read.security.is_null());
 }
 
 /// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.

@@ -160,4 +160,16 @@ impl Node {
         let value = serde_json::to_value(settings).map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
         cluster.propose(MetaCommand::SetAudit(value)).await.map(drop).map_err(unavailable)
     }
+
+    /// Makes `settings` the cluster's security settings, as [`Node::propose_audit_settings`] does the audit ones.
+    pub async fn propose_security_settings(
+        &self,
+        settings: crate::auth::SecuritySettings,
+    ) -> Result<(), ClusterOpError> {
+        let Some(cluster) = self.cluster() else {
+            self.apply_security(settings);
+            return Ok(());
+        };
+        cluster.propose(MetaCommand::SetSecurity(settings.to_metadata())).await.map(drop).map_err(unavailable)
+    }
 }

@@ -39,6 +39,8 @@ pub(super) struct Reconciler {
     users_applied: Option<serde_json::Value>,
     /// The audit settings value last applied from the metadata.
     audit_applied: Option<serde_json::Value>,
+    /// The security settings value last applied from the metadata.
+    security_applied: Option<serde_json::Value>,
     /// The newest revision applied: an older state (a watcher that read it before a proposal's reconcile ran)
     /// is skipped, so it cannot undo a newer change.
     applied_rev: u64,
@@ -59,6 +61,7 @@ impl Reconciler {
         self.deferred = false;
         self.apply_users(node, meta);
         self.apply_audit(node, meta);
+        self.apply_security(node, meta);
         for local in node.buckets() {
             let cfg = local.config();
             if meta.buckets.get(&cfg.name).is_none_or(|b| b.spec.uuid != cfg.uuid) {
@@ -143,6 +146,15 @@ impl Reconciler {
         self.audit_applied = Some(meta.audit.clone());
     }
 
+    /// Applies the cluster's security settings on this node when they changed (null: the defaults).
+    fn apply_security(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if self.security_applied.as_ref() == Some(&meta.security) {
+            return;
+        }
+        node.apply_security(crate::auth::SecuritySettings::from_metadata(&meta.security));
+        self.security_applied = Some(meta.security.clone());
+    }
+
     /// Starts, updates or stops feeds so that exactly `wanted` run. A feed whose vBucket list alone changed keeps
     /// its connection and opens or closes just the streams that differ.
     fn set_feeds(&mut self, wanted: BTreeMap<FeedKey, (Arc<BucketHandle>, FeedSpec)>) {
@@ -189,6 +201,7 @@ impl Reconciler {
         self.applied_rev = 0;
         self.users_applied = None;
         self.audit_applied = None;
+        self.security_applied = None;
     }
 
     pub(super) fn stop_feeds(&mut self) {

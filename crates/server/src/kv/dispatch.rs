@@ -57,7 +57,7 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
     }
     let result = match op {
         Opcode::Hello => sess::hello(s, req, out),
-        Opcode::SaslListMechs => sess::sasl_list_mechs(req, out),
+        Opcode::SaslListMechs => sess::sasl_list_mechs(node, s, req, out),
         Opcode::SaslAuth => sess::sasl_auth(node, s, req, out),
         Opcode::SaslStep => sess::sasl_step(node, s, req, out),
         Opcode::GetErrorMap => sess::get_error_map(req, out),

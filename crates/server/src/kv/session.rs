@@ -56,6 +56,8 @@ pub struct Session {
     pub peer: SocketAddr,
     /// The node's end of the connection, for the audit log.
     pub local: Option<SocketAddr>,
+    /// Whether the connection came to the TLS port (PLAIN may be refused elsewhere).
+    pub tls: bool,
     /// The user name the last SASL attempt named, for the audit log's failure events.
     pub auth_attempt: String,
     /// The SASL mechanism of the last attempt (`PLAIN`, `SCRAM-SHA512` ...), for the audit log.
@@ -82,6 +84,7 @@ impl Session {
         Session {
             peer,
             local: None,
+            tls: false,
             auth_attempt: String::new(),
             auth_mechanism: "",
             features: Features::default(),

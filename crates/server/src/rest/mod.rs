@@ -33,6 +33,7 @@ mod node_restart;
 mod pools;
 mod process_stats;
 mod roles;
+mod security;
 mod stats_range;
 mod users;
 mod write_stall;
@@ -123,7 +124,10 @@ pub async fn serve_query_tls(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Query)?;
-    axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    // With the connection's client certificate, which may authenticate its requests (`/settings/clientCertAuth`).
+    let app =
+        crate::query::http::router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
@@ -167,6 +171,8 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/changePassword", post(users::change_password))
         .route("/settings/audit", get(audit::get_settings).post(audit::set_settings))
         .route("/settings/audit/descriptors", get(audit::descriptors))
+        .route("/settings/security", get(security::get_settings).post(security::set_settings))
+        .route("/settings/clientCertAuth", get(security::get_client_cert_auth).post(security::set_client_cert_auth))
         .route("/controller/addNode", post(cluster::add_node))
         .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
         .route("/controller/failOver", post(cluster::fail_over))
