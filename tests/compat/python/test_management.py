@@ -220,6 +220,72 @@ def test_data_writer_can_write_but_not_read(server, users, collection, key):
         users.drop_user(name)
 
 
+def connect_as(server, name: str, password: str):
+    """A cluster connection as `name`, once the new user's credentials work."""
+    holder = []
+    wait_until(lambda: holder.append(connect(server, username=name, password=password)) or True, READY_SECONDS,
+               "the new user to be able to connect")
+    return holder[0]
+
+
+def test_roles_narrowed_to_a_collection_or_scope_reach_only_it(server, users, bucket):
+    """Regression (issue 17): data_reader[default:s:c1] read every collection of the bucket. Proves a reader of one
+    collection reads it and is refused the scope's other collection and the default collection, and a writer of a
+    scope writes any collection of it and nothing outside."""
+    scope, c1, c2 = unique("rbac"), "c1", "c2"
+    manager = bucket.collections()
+    manager.create_scope(scope)
+    for c in (c1, c2):
+        manager.create_collection(scope, c)
+    admin_scope = bucket.scope(scope)
+    for c in (c1, c2):
+        wait_until(lambda c=c: admin_scope.collection(c).upsert("doc", {"in": c}) is not None, READY_SECONDS,
+                   f"collection {c} to accept writes")
+    bucket.default_collection().upsert("rbac-default-doc", {"in": "_default"})
+    name = unique("narrow")
+    roles = {Role(name="data_reader", bucket="default", scope=scope, collection=c1),
+             Role(name="data_writer", bucket="default", scope=scope)}
+    users.upsert_user(User(username=name, password="narrow-pw", roles=roles))
+    c = None
+    try:
+        c = connect_as(server, name, "narrow-pw")
+        b = c.bucket("default")
+        short = GetOptions(timeout=timedelta(seconds=5))
+        assert b.scope(scope).collection(c1).get("doc", short).content_as[dict] == {"in": c1}
+        with pytest.raises(AuthenticationException):
+            b.scope(scope).collection(c2).get("doc", short)
+        with pytest.raises(AuthenticationException):
+            b.default_collection().get("rbac-default-doc", short)
+        b.scope(scope).collection(c2).upsert("written", {"by": name}, UpsertOptions(timeout=timedelta(seconds=5)))
+        assert admin_scope.collection(c2).get("written").content_as[dict] == {"by": name}
+        with pytest.raises(AuthenticationException):
+            b.default_collection().upsert("rbac-default-doc", {"by": name}, UpsertOptions(timeout=timedelta(seconds=5)))
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+        manager.drop_scope(scope)
+
+
+def test_bucket_admin_manages_the_bucket_but_cannot_read_its_data(server, users, seeded):
+    """bucket_admin has no data access, as Couchbase's since 5.0: it may open the bucket, but reading or writing a
+    document is refused."""
+    name = unique("badmin")
+    users.upsert_user(User(username=name, password="badmin-pw", roles={Role(name="bucket_admin", bucket="default")}))
+    c = None
+    try:
+        c = connect_as(server, name, "badmin-pw")
+        coll = c.bucket("default").default_collection()
+        with pytest.raises(AuthenticationException):
+            coll.get(seeded, GetOptions(timeout=timedelta(seconds=5)))
+        with pytest.raises(AuthenticationException):
+            coll.upsert(seeded, {"seeded": False}, UpsertOptions(timeout=timedelta(seconds=5)))
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+
+
 def test_dropped_user_can_no_longer_connect(server, users):
     """After drop_user the credentials stop working: connecting raises AuthenticationException."""
     name = unique("gone")

@@ -37,7 +37,7 @@ pub use mechanism::{Mechanism, ScramHash};
 #[cfg(test)]
 pub(crate) use plain::decoy_checks;
 pub use plain::{authenticate_plain, verify_password, PlainMessage};
-pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget};
+pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget, ScopedGrant};
 pub use scram::ScramServer;
 pub use security::{CertNames, ClientCertAuth, ClientCertState, SecuritySettings, TlsMinVersion};
 pub use users::{User, UserError, UserStore};

@@ -35,6 +35,16 @@ impl User {
         self.roles.iter().fold(BucketAccess::NONE, |acc, role| acc.union(role.bucket_access(bucket)))
     }
 
+    /// What the user's roles narrowed to a scope or collection of `bucket` allow there.
+    pub fn scoped_grants(&self, bucket: &str) -> Vec<super::ScopedGrant> {
+        self.roles.iter().filter_map(|role| role.scoped_grant(bucket)).collect()
+    }
+
+    /// Whether the user may do anything with `bucket` or part of it (SELECT_BUCKET, seeing the bucket listed).
+    pub fn any_access(&self, bucket: &str) -> bool {
+        self.bucket_access(bucket).any() || self.roles.iter().any(|role| role.scoped_grant(bucket).is_some())
+    }
+
     /// Full administrator: every bucket, every setting, user management.
     pub fn is_admin(&self) -> bool {
         self.roles.contains(&Role::Cluster(super::ClusterRole::Admin))
@@ -247,7 +257,8 @@ mod tests {
         assert_eq!(store.bucket_access("ro", "b1"), BucketAccess { stats: true, ..BucketAccess::NONE });
         let rw = BucketAccess { read: true, write: true, ..BucketAccess::NONE };
         assert_eq!(store.bucket_access("app", "b1"), rw);
-        assert_eq!(store.bucket_access("app", "b2"), BucketAccess::ALL);
+        let bucket_admin = BucketAccess { manage: true, stats: true, ..BucketAccess::NONE };
+        assert_eq!(store.bucket_access("app", "b2"), bucket_admin, "bucket_admin reaches no data");
         assert_eq!(store.bucket_access("app", "b3"), BucketAccess::NONE);
         assert!(!store.is_admin("app") && !store.can_read_settings("app"));
         assert_eq!(store.bucket_access("nobody", "b1"), BucketAccess::NONE);

@@ -140,8 +140,8 @@ fn check_user_still_exists(node: &Node, s: &mut Session) -> bool {
         s.close = true;
         return false;
     };
-    if let Some(b) = &s.bucket {
-        s.access = current.bucket_access(&b.name());
+    if let Some(b) = s.bucket.clone() {
+        s.set_access(&current, &b.name());
     }
     s.users_generation = generation;
     true

@@ -168,8 +168,7 @@ impl Caller {
 
     /// May list `bucket` and read its settings: any access to it, or the right to read cluster settings.
     pub(crate) fn can_see_bucket(&self, bucket: &str) -> bool {
-        let access = self.user.bucket_access(bucket);
-        self.user.can_read_settings() || access.any()
+        self.user.can_read_settings() || self.user.any_access(bucket)
     }
 
     /// May edit, flush or delete `bucket` and manage its scopes and collections.

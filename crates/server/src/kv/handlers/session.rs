@@ -210,6 +210,7 @@ pub(crate) fn authenticated(node: &Node, s: &mut Session, user: String) -> bool 
     s.users_generation = generation;
     s.bucket = None;
     s.access = crate::auth::BucketAccess::NONE;
+    s.scoped.clear();
     true
 }
 
@@ -231,18 +232,17 @@ pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut 
         reply::status(out, req, Status::Success);
         return Ok(());
     }
-    let user = s.user.as_deref().unwrap_or_default();
     s.users_generation = node.users.generation();
-    let access = node.users.bucket_access(user, name);
-    let bucket = node.bucket(name).filter(|_| access.any());
-    match bucket {
-        Some(b) => {
+    let user = s.user.as_deref().and_then(|u| node.users.get(u));
+    let bucket = node.bucket(name).filter(|_| user.as_ref().is_some_and(|u| u.any_access(name)));
+    match (bucket, user) {
+        (Some(b), Some(user)) => {
             s.bucket = Some(b);
-            s.access = access;
+            s.set_access(&user, name);
             reply::status(out, req, Status::Success);
             Ok(())
         }
-        None => Err(KvError::Status(Status::Eaccess)),
+        _ => Err(KvError::Status(Status::Eaccess)),
     }
 }
 
