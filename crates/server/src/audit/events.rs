@@ -49,6 +49,7 @@ pub const RESET_AUTO_FAILOVER_COUNT: u32 = 8222;
 pub const UPLOAD_CLUSTER_CA: u32 = 8229;
 pub const RELOAD_NODE_CERTIFICATE: u32 = 8230;
 pub const SET_USER: u32 = 8232;
+pub const PASSWORD_POLICY: u32 = 8235;
 pub const CLIENT_CERT_AUTH: u32 = 8236;
 pub const SECURITY_SETTINGS: u32 = 8237;
 pub const MODIFY_AUDIT_SETTINGS: u32 = 8240;
@@ -86,6 +87,7 @@ pub const EVENTS: &[Descriptor] = &[
     rest(UPLOAD_CLUSTER_CA, "upload cluster ca", "Trusted CA certificates were loaded", true, true),
     rest(RELOAD_NODE_CERTIFICATE, "reload node certificate", "The node certificate was reloaded", true, true),
     rest(SET_USER, "set user", "User was added or updated", true, true),
+    rest(PASSWORD_POLICY, "password policy", "Password policy was changed", false, true),
     rest(CLIENT_CERT_AUTH, "client cert auth", "Client certificate authentication settings were changed", false, true),
     rest(SECURITY_SETTINGS, "security settings", "Security settings were changed", false, true),
     rest(MODIFY_AUDIT_SETTINGS, "modify audit settings", "Audit configuration was changed", false, true),

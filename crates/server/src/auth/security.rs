@@ -26,6 +26,7 @@ pub struct SecuritySettings {
     /// Couchbase always accepts it; an operator who wants passwords only over TLS or through SCRAM turns it off.
     pub allow_plain_auth_without_tls: bool,
     pub client_cert_auth: ClientCertAuth,
+    pub password_policy: PasswordPolicy,
 }
 
 impl Default for SecuritySettings {
@@ -37,7 +38,103 @@ impl Default for SecuritySettings {
             scram_sha512_enabled: true,
             allow_plain_auth_without_tls: true,
             client_cert_auth: ClientCertAuth::default(),
+            password_policy: PasswordPolicy::default(),
         }
+    }
+}
+
+/// `/settings/passwordPolicy`: what a password set from now on must contain (passwords set before stay valid).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PasswordPolicy {
+    pub min_length: u32,
+    pub enforce_uppercase: bool,
+    pub enforce_lowercase: bool,
+    pub enforce_digits: bool,
+    pub enforce_special_chars: bool,
+}
+
+impl Default for PasswordPolicy {
+    /// Couchbase's default: six characters, nothing else required.
+    fn default() -> Self {
+        PasswordPolicy {
+            min_length: 6,
+            enforce_uppercase: false,
+            enforce_lowercase: false,
+            enforce_digits: false,
+            enforce_special_chars: false,
+        }
+    }
+}
+
+/// The characters `enforceSpecialChars` asks for one of (ns_server's list).
+pub const PASSWORD_SPECIAL_CHARS: &str = "@%+\\/'\"!#$^?:,(){}[]~`-_";
+
+impl PasswordPolicy {
+    /// Parses `POST /settings/passwordPolicy` (ns_server's validators: `minLength` required, 0 to 100, the four
+    /// flags booleans, nothing else).
+    pub fn from_form(fields: &[(String, String)]) -> Result<PasswordPolicy, serde_json::Map<String, Value>> {
+        let mut policy = PasswordPolicy { min_length: u32::MAX, ..PasswordPolicy::default() };
+        let mut errors = serde_json::Map::new();
+        for (name, value) in fields {
+            let flag = match name.as_str() {
+                "minLength" => {
+                    match value.parse::<u32>() {
+                        Ok(n) if n <= 100 => policy.min_length = n,
+                        _ => {
+                            errors.insert(name.clone(), json!("The value must be an integer between 0 and 100"));
+                        }
+                    }
+                    continue;
+                }
+                "enforceUppercase" => &mut policy.enforce_uppercase,
+                "enforceLowercase" => &mut policy.enforce_lowercase,
+                "enforceDigits" => &mut policy.enforce_digits,
+                "enforceSpecialChars" => &mut policy.enforce_special_chars,
+                _ => {
+                    errors.insert(name.clone(), json!("Unsupported key"));
+                    continue;
+                }
+            };
+            match value.as_str() {
+                "true" => *flag = true,
+                "false" => *flag = false,
+                _ => {
+                    errors.insert(name.clone(), json!("The value must be one of the following: [true,false]"));
+                }
+            }
+        }
+        if policy.min_length == u32::MAX && !errors.contains_key("minLength") {
+            errors.insert("minLength".to_owned(), json!("The value must be supplied"));
+        }
+        if errors.is_empty() {
+            Ok(policy)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The first rule `password` breaks, with ns_server's message; None when it meets the policy.
+    pub fn violation(&self, password: &str) -> Option<String> {
+        if password.chars().count() < self.min_length as usize {
+            return Some(format!("The password must be at least {} characters long.", self.min_length));
+        }
+        if password.chars().any(char::is_control) {
+            return Some("The password must not contain control characters".to_owned());
+        }
+        let rules: [(bool, fn(char) -> bool, &str); 4] = [
+            (self.enforce_uppercase, char::is_uppercase, "The password must contain at least one uppercase letter"),
+            (self.enforce_lowercase, char::is_lowercase, "The password must contain at least one lowercase letter"),
+            (self.enforce_digits, |c| c.is_ascii_digit(), "The password must contain at least one digit"),
+            (self.enforce_special_chars, |c| PASSWORD_SPECIAL_CHARS.contains(c), ""),
+        ];
+        rules.iter().find(|(on, test, _)| *on && !password.chars().any(*test)).map(|(_, _, message)| {
+            if message.is_empty() {
+                format!("The password must contain at least one of the following characters: {PASSWORD_SPECIAL_CHARS}")
+            } else {
+                (*message).to_owned()
+            }
+        })
     }
 }
 
@@ -269,6 +366,7 @@ impl SecuritySettings {
         let mut v = self.to_metadata();
         if let Some(fields) = v.as_object_mut() {
             fields.remove("clientCertAuth");
+            fields.remove("passwordPolicy");
             fields.insert("clusterEncryptionLevel".to_owned(), json!("control"));
         }
         v
@@ -379,6 +477,42 @@ mod tests {
         keys.sort_unstable();
         assert_eq!(keys, ["bogus", "clusterEncryptionLevel", "scramSha1Enabled", "tlsMinVersion"]);
         assert!(base.edited(&form(&[("clusterEncryptionLevel", "control")])).is_ok());
+    }
+
+    /// The policy's form follows ns_server's validators, and each rule refuses a password without what it asks for
+    /// with ns_server's message; the default is six characters and nothing else.
+    #[test]
+    fn password_policy_parses_and_checks_like_ns_server() {
+        let form =
+            |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        assert_eq!(
+            PasswordPolicy::default().violation("abcde").as_deref(),
+            Some("The password must be at least 6 characters long.")
+        );
+        assert_eq!(PasswordPolicy::default().violation("abcdef"), None);
+        let strict = PasswordPolicy::from_form(&form(&[
+            ("minLength", "8"),
+            ("enforceUppercase", "true"),
+            ("enforceLowercase", "true"),
+            ("enforceDigits", "true"),
+            ("enforceSpecialChars", "true"),
+        ]))
+        .expect("valid");
+        assert!(strict.violation("Abcdefg1").expect("no special").contains("following characters"));
+        assert!(strict.violation("abcdefg1!").expect("no upper").contains("uppercase"));
+        assert!(strict.violation("ABCDEFG1!").expect("no lower").contains("lowercase"));
+        assert!(strict.violation("Abcdefgh!").expect("no digit").contains("digit"));
+        assert!(strict.violation("Ab1!").expect("short").contains("at least 8"));
+        assert!(strict.violation("Abc\tdefg1!").expect("control").contains("control"));
+        assert_eq!(strict.violation("Abcdefg1!"), None);
+        let errors = PasswordPolicy::from_form(&form(&[("minLength", "101"), ("enforceDigits", "yes"), ("x", "1")]))
+            .expect_err("refused");
+        assert_eq!(errors.len(), 3);
+        assert!(PasswordPolicy::from_form(&form(&[("enforceDigits", "true")]))
+            .expect_err("no minLength")
+            .contains_key("minLength"));
+        let zero = PasswordPolicy::from_form(&form(&[("minLength", "0")])).expect("zero allowed");
+        assert_eq!(zero.violation(""), None);
     }
 
     /// PLAIN is listed and allowed on the plain port only while the setting allows it, always over TLS; a

@@ -173,6 +173,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/audit/descriptors", get(audit::descriptors))
         .route("/settings/security", get(security::get_settings).post(security::set_settings))
         .route("/settings/clientCertAuth", get(security::get_client_cert_auth).post(security::set_client_cert_auth))
+        .route("/settings/passwordPolicy", get(security::get_password_policy).post(security::set_password_policy))
         .route("/controller/addNode", post(cluster::add_node))
         .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
         .route("/controller/failOver", post(cluster::fail_over))

@@ -1,4 +1,4 @@
-//! `/settings/security` and `/settings/clientCertAuth`: the cluster's security settings (`auth::SecuritySettings`),
+//! `/settings/security`, `/settings/clientCertAuth` and `/settings/passwordPolicy`: the cluster's security settings (`auth::SecuritySettings`),
 //! replicated and applied by every node without a restart. Reading and changing them needs
 //! `cluster.admin.security!read` / `!write`: the full administrator or a security administrator.
 
@@ -13,7 +13,7 @@ use super::error::RestError;
 use super::form::Form;
 use super::RestState;
 use crate::audit::events;
-use crate::auth::{ClientCertAuth, SecuritySettings};
+use crate::auth::{ClientCertAuth, PasswordPolicy, SecuritySettings};
 
 /// `GET /settings/security`.
 pub(crate) async fn get_settings(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
@@ -69,6 +69,30 @@ pub(crate) async fn set_client_cert_auth(
     save(&state, SecuritySettings { client_cert_auth: auth, ..(*settings).clone() }).await?;
     caller.audit(&state, events::CLIENT_CERT_AUTH, fields);
     Ok(StatusCode::ACCEPTED)
+}
+
+/// `GET /settings/passwordPolicy`.
+pub(crate) async fn get_password_policy(
+    State(state): State<RestState>,
+    caller: Caller,
+) -> Result<Json<Value>, RestError> {
+    caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
+    Ok(Json(serde_json::to_value(&current(&state).password_policy).unwrap_or(Value::Null)))
+}
+
+/// `POST /settings/passwordPolicy` with `minLength` (required) and the `enforce*` flags: applies to passwords set
+/// from now on.
+pub(crate) async fn set_password_policy(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_write_security(), || "cluster.admin.security!write".to_owned())?;
+    let policy = PasswordPolicy::from_form(&Form::parse(&body).into_pairs()).map_err(RestError::fields)?;
+    let fields = crate::audit_fields![("policy", serde_json::to_value(&policy).unwrap_or(Value::Null))];
+    save(&state, SecuritySettings { password_policy: policy, ..(*current(&state)).clone() }).await?;
+    caller.audit(&state, events::PASSWORD_POLICY, fields);
+    Ok(StatusCode::OK)
 }
 
 /// The cluster's settings as last committed (a change just proposed by another node may not be applied here yet).

@@ -20,8 +20,6 @@ use crate::audit::events;
 use crate::auth::{Role, User, UserError};
 use crate::node::Node;
 
-/// Couchbase's default password policy: at least six characters.
-const PASSWORD_CHARS_MIN: usize = 6;
 const UNKNOWN_USER: &str = "Unknown user.";
 const USER_NOT_FOUND: &str = "User was not found.";
 
@@ -62,7 +60,7 @@ pub(crate) async fn upsert(
     }
     let password = form.get("password").map(str::to_owned);
     if let Some(p) = &password {
-        check_password(p)?;
+        check_password(&state.node, p)?;
     }
     let name = form.get("name").unwrap_or_default().to_owned();
     let existed = state.node.users.get(&id).is_some();
@@ -146,7 +144,7 @@ pub(crate) async fn change_password(
 ) -> Result<StatusCode, RestError> {
     let form = Form::parse(&body);
     let password = form.get("password").ok_or_else(|| RestError::field("password", "Password is required"))?;
-    check_password(password)?;
+    check_password(&state.node, password)?;
     let (user, password) = (caller.user.clone(), password.to_owned());
     let stored = if caller.builtin {
         // The command line's administrator is per node and never shared.
@@ -184,11 +182,12 @@ fn refuse_builtin(node: &Node, id: &str) -> Result<(), RestError> {
     Ok(())
 }
 
-fn check_password(password: &str) -> Result<(), RestError> {
-    if password.chars().count() < PASSWORD_CHARS_MIN {
-        return Err(RestError::field("password", "The password must be at least 6 characters long."));
+/// Refuses a password the cluster's password policy (`/settings/passwordPolicy`) does not allow.
+fn check_password(node: &Node, password: &str) -> Result<(), RestError> {
+    match node.security().password_policy.violation(password) {
+        Some(message) => Err(RestError::field("password", message)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Parses a comma-separated role list. Like ns_server, a role naming a bucket, scope or collection that does

@@ -1,6 +1,7 @@
-"""The cluster's security settings on a real node (issue 17, item 1): client-certificate authentication
+"""The cluster's security settings on a real node (issue 17, items 1-2): client-certificate authentication
 (`/settings/clientCertAuth`) through the official Python SDK's CertificateAuthenticator and curl, PLAIN refused on
-the plain KV port (`allowPlainAuthWithoutTls`), SCRAM variants turned off, and `tlsMinVersion`. Client certificates
+the plain KV port (`allowPlainAuthWithoutTls`), SCRAM variants turned off, `tlsMinVersion`, and the password policy
+(`/settings/passwordPolicy`). Client certificates
 are made with the openssl command and signed by the node's own CA, as an operator would sign them.
 """
 
@@ -268,3 +269,27 @@ def test_a_certificate_on_the_kv_port_that_maps_to_nobody_is_refused(node, certs
                 cluster.close()
     finally:
         client_cert_auth(node, "disable", [])
+
+
+def test_the_password_policy_applies_to_passwords_set_after_it(node):
+    """Proves `/settings/passwordPolicy`: ns_server's defaults, a stricter policy refusing a user's weak password
+    with ns_server's message while an existing password keeps working, and the defaults restored."""
+    status, body = admin(node, "GET", "/settings/passwordPolicy")
+    assert (status, json.loads(body)) == (200, {"minLength": 6, "enforceUppercase": False, "enforceLowercase": False,
+                                                "enforceDigits": False, "enforceSpecialChars": False})
+    strict = {"minLength": "10", "enforceUppercase": "true", "enforceDigits": "true", "enforceSpecialChars": "true"}
+    assert admin(node, "POST", "/settings/passwordPolicy", strict)[0] == 200
+    try:
+        status, body = admin(node, "PUT", "/settings/rbac/users/local/weak", {"password": "password1", "roles": ""})
+        assert status == 400 and "at least 10 characters" in json.loads(body)["errors"]["password"]
+        status, body = admin(node, "PUT", "/settings/rbac/users/local/weak", {"password": "Password123", "roles": ""})
+        assert status == 400 and "following characters" in json.loads(body)["errors"]["password"]
+        status, body = admin(node, "PUT", "/settings/rbac/users/local/strong", {"password": "Pass-word123", "roles": ""})
+        assert status == 200, body
+        with socket.create_connection((node.host, node.kv_port), timeout=5) as sock:
+            assert sasl_plain(sock) == 0, "a password set before the policy still authenticates"
+        status, body = admin(node, "POST", "/settings/passwordPolicy", {"minLength": "101"})
+        assert status == 400 and "minLength" in json.loads(body)["errors"]
+    finally:
+        admin(node, "DELETE", "/settings/rbac/users/local/strong")
+        assert admin(node, "POST", "/settings/passwordPolicy", {"minLength": "6"})[0] == 200
