@@ -97,7 +97,7 @@ fn to_json(v: &settee_query::value::Value) -> Json {
     serde_json::from_str(&v.to_json_string()).unwrap_or(Json::Null)
 }
 
-async fn service_get(
+pub(crate) async fn service_get(
     State(state): State<RestState>,
     headers: HeaderMap,
     Query(q): Query<Vec<(String, String)>>,
@@ -106,7 +106,12 @@ async fn service_get(
     service(state, headers, Ok((fields, true))).await
 }
 
-async fn service_post(State(state): State<RestState>, method: Method, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn service_post(
+    State(state): State<RestState>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let _ = method;
     let form = headers
         .get(header::CONTENT_TYPE)
