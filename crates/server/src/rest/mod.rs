@@ -10,7 +10,7 @@
 //! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
 //! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
 //! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
-//! privilege checks), `form` (urlencoded bodies), `error`,
+//! privilege checks), `form` (urlencoded bodies), `error`, `console` (the web console's built-in files at `/ui/`),
 //! `documents` (the REST document endpoint the console edits documents through), `timings` (per-opcode latency
 //! percentiles as JSON); `/_p/query/query/service` is the query service answered in-process on this port, as
 //! Couchbase's console proxies it.
@@ -26,6 +26,7 @@ mod certificates;
 mod cluster;
 mod collections;
 mod conn_info;
+mod console;
 mod documents;
 pub(crate) mod error;
 mod faults;
@@ -206,8 +207,12 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
             get(documents::get).post(documents::post).delete(documents::delete),
         )
         .route("/_p/query/query/service", get(crate::query::http::service_get).post(crate::query::http::service_post))
+        .route("/ui", get(console::redirect))
+        .route("/ui/", get(console::index))
+        .route("/ui/{file}", get(console::file))
         .fallback(|| async { error::RestError::NotFound })
         .layer(middleware::from_fn(log_failures))
+        .layer(middleware::from_fn(console::no_browser_prompt))
         .with_state(state)
 }
 
