@@ -94,7 +94,7 @@ fn to_json(v: &settee_query::value::Value) -> Json {
     serde_json::from_str(&v.to_json_string()).unwrap_or(Json::Null)
 }
 
-async fn service_get(
+pub(crate) async fn service_get(
     State(state): State<RestState>,
     headers: HeaderMap,
     extensions: Extensions,
@@ -104,7 +104,7 @@ async fn service_get(
     service(state, headers, extensions, Ok((fields, true))).await
 }
 
-async fn service_post(
+pub(crate) async fn service_post(
     State(state): State<RestState>,
     method: Method,
     headers: HeaderMap,

@@ -10,7 +10,10 @@
 //! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
 //! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
 //! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
-//! privilege checks), `form` (urlencoded bodies), `error`.
+//! privilege checks), `form` (urlencoded bodies), `error`, `console` (the web console's built-in files at `/ui/`),
+//! `documents` (the REST document endpoint the console edits documents through), `timings` (per-opcode latency
+//! percentiles as JSON); `/_p/query/query/service` is the query service answered in-process on this port, as
+//! Couchbase's console proxies it.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
@@ -23,6 +26,8 @@ mod certificates;
 mod cluster;
 mod collections;
 mod conn_info;
+mod console;
+mod documents;
 pub(crate) mod error;
 mod faults;
 pub(crate) mod form;
@@ -35,6 +40,7 @@ mod process_stats;
 mod roles;
 mod security;
 mod stats_range;
+mod timings;
 mod users;
 mod write_stall;
 
@@ -197,8 +203,23 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))
         .route("/settings/autoFailover/resetCount", post(cluster::reset_auto_failover_count))
         .route("/settee/raft/{*rest}", post(cluster::raft))
+        .route("/settee/timings", get(timings::cluster_timings))
+        .route("/settee/node/timings", get(timings::node_timings))
+        .route(
+            &format!("{BUCKET}/docs/{{id}}"),
+            get(documents::get_default).post(documents::post_default).delete(documents::delete_default),
+        )
+        .route(
+            &format!("{BUCKET}/scopes/{{scope}}/collections/{{collection}}/docs/{{id}}"),
+            get(documents::get).post(documents::post).delete(documents::delete),
+        )
+        .route("/_p/query/query/service", get(crate::query::http::service_get).post(crate::query::http::service_post))
+        .route("/ui", get(console::redirect))
+        .route("/ui/", get(console::index))
+        .route("/ui/{file}", get(console::file))
         .fallback(|| async { error::RestError::NotFound })
         .layer(middleware::from_fn(log_failures))
+        .layer(middleware::from_fn(console::no_browser_prompt))
         .with_state(state)
 }
 
@@ -250,6 +271,20 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.expect("read");
         answer
+    }
+
+    #[tokio::test]
+    async fn the_management_port_proxies_the_query_service() {
+        // Proves `/_p/query/query/service` (the console's workbench) runs a statement as the query port does, with
+        // the caller's credentials: rows for the administrator, 401 without credentials.
+        let app = testing::TestApp::new();
+        let reply = app
+            .call("POST", "/_p/query/query/service", Some(testing::ADMIN), Some("statement=SELECT%201%20AS%20one"))
+            .await;
+        assert_eq!(reply.status, axum::http::StatusCode::OK, "{}", reply.text);
+        assert_eq!(reply.json["results"], serde_json::json!([{"one": 1}]));
+        let refused = app.call("POST", "/_p/query/query/service", None, Some("statement=SELECT%201")).await;
+        assert_eq!(refused.status, axum::http::StatusCode::UNAUTHORIZED);
     }
 
     #[tokio::test]
