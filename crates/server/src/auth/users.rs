@@ -40,6 +40,15 @@ impl User {
         self.roles.iter().filter_map(|role| role.scoped_grant(bucket)).collect()
     }
 
+    /// What the user may do with the documents of collection `collection` in scope `scope` of `bucket`: the
+    /// whole-bucket roles, and those narrowed to that scope or collection.
+    pub fn collection_access(&self, bucket: &str, scope: &str, collection: &str) -> BucketAccess {
+        let narrowed = self.roles.iter().filter_map(|role| role.scoped_grant(bucket));
+        narrowed
+            .filter(|grant| grant.covers(scope, collection))
+            .fold(self.bucket_access(bucket), |acc, grant| acc.union(grant.access))
+    }
+
     /// Whether the user may do anything with `bucket` or part of it (SELECT_BUCKET, seeing the bucket listed).
     pub fn any_access(&self, bucket: &str) -> bool {
         self.bucket_access(bucket).any() || self.roles.iter().any(|role| role.scoped_grant(bucket).is_some())

@@ -75,7 +75,7 @@ pub(crate) async fn get(
     caller: Caller,
     Path((bucket, scope, collection, id)): Path<(String, String, String, String)>,
 ) -> Result<Json<Json_>, RestError> {
-    let allowed = caller.user.bucket_access(&bucket).read;
+    let allowed = caller.user.collection_access(&bucket, &scope, &collection).read;
     caller.require(allowed, || format!("cluster.collection[{bucket}:{scope}:{collection}].data.docs!read"))?;
     let name = KeyspaceName::new(&bucket, &scope, &collection);
     let key: Arc<str> = checked_key(&id)?.into();
@@ -98,7 +98,7 @@ pub(crate) async fn post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Json_>, RestError> {
-    let allowed = caller.user.bucket_access(&bucket).write;
+    let allowed = caller.user.collection_access(&bucket, &scope, &collection).write;
     caller.require(allowed, || format!("cluster.collection[{bucket}:{scope}:{collection}].data.docs!upsert"))?;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     if content_type.is_some_and(|t| !t.starts_with("application/x-www-form-urlencoded")) {
@@ -140,7 +140,7 @@ pub(crate) async fn delete(
     caller: Caller,
     Path((bucket, scope, collection, id)): Path<(String, String, String, String)>,
 ) -> Result<Json<Json_>, RestError> {
-    let allowed = caller.user.bucket_access(&bucket).write;
+    let allowed = caller.user.collection_access(&bucket, &scope, &collection).write;
     caller.require(allowed, || format!("cluster.collection[{bucket}:{scope}:{collection}].data.docs!delete"))?;
     let mutation = Mutation {
         kind: MutationKind::Delete { cas: 0 },
