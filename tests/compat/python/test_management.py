@@ -11,7 +11,7 @@ from couchbase.exceptions import (AuthenticationException, BucketAlreadyExistsEx
                                   BucketDoesNotExistException, BucketNotFlushableException, DocumentNotFoundException,
                                   UserNotFoundException)
 from couchbase.management.buckets import BucketSettings, BucketType, CreateBucketSettings
-from couchbase.management.users import Role, User
+from couchbase.management.users import Group, Role, User
 from couchbase.options import GetOptions, UpsertOptions
 
 from conditions import wait_until
@@ -284,6 +284,50 @@ def test_bucket_admin_manages_the_bucket_but_cannot_read_its_data(server, users,
         if c is not None:
             c.close()
         users.drop_user(name)
+
+
+def test_a_group_gives_its_roles_to_its_members(server, users, seeded):
+    """Groups through the SDK's user manager: a group is created, listed and read back; a member with no role of
+    its own reads documents through the group's data_reader role (shown with the group as its origin); changing
+    the group reaches the member's open connection; dropping the group takes its roles away."""
+    group, name = unique("readers"), unique("member")
+    users.upsert_group(Group(name=group, description="reads default", roles={Role(name="data_reader", bucket="default")}))
+    c = None
+    try:
+        fetched = users.get_group(group)
+        assert (fetched.name, fetched.description) == (group, "reads default")
+        assert {(r.name, r.bucket) for r in fetched.roles} == {("data_reader", "default")}
+        assert group in {g.name for g in users.get_all_groups()}
+        users.upsert_user(User(username=name, password="member-pw", groups={group}))
+        meta = users.get_user(name)
+        assert meta.user.groups == {group}
+        origins = [(o.type, o.name) for r in meta.effective_roles for o in r.origins]
+        assert origins == [("group", group)], origins
+        c = connect_as(server, name, "member-pw")
+        coll = c.bucket("default").default_collection()
+        short = GetOptions(timeout=timedelta(seconds=5))
+        assert coll.get(seeded, short).content_as[dict] == {"seeded": True}
+        users.upsert_group(Group(name=group, roles={Role(name="data_writer", bucket="default")}))
+        wait_until(lambda: _refused(lambda: coll.get(seeded, short)), READY_SECONDS, "the group's change to apply")
+        coll.upsert(seeded, {"seeded": True}, UpsertOptions(timeout=timedelta(seconds=5)))
+        users.drop_group(group)
+        wait_until(lambda: _refused(lambda: coll.upsert(seeded, {"seeded": True}, UpsertOptions(timeout=timedelta(seconds=5)))),
+                   READY_SECONDS, "the dropped group's roles to go")
+        assert not users.get_user(name).user.groups, "the membership goes with the group"
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+        if group in {g.name for g in users.get_all_groups()}:
+            users.drop_group(group)
+
+
+def _refused(operation) -> bool:
+    try:
+        operation()
+        return False
+    except AuthenticationException:
+        return True
 
 
 def test_dropped_user_can_no_longer_connect(server, users):

@@ -28,6 +28,9 @@ pub struct ClusterMetadata {
     pub buckets: BTreeMap<String, BucketMeta>,
     /// Opaque to this crate: the server owns the user model (salted credentials and roles) and stores it whole.
     pub users: serde_json::Value,
+    /// The user groups (`/settings/rbac/groups`), opaque as the users are. Null until first set (no groups).
+    #[serde(default)]
+    pub groups: serde_json::Value,
     pub auto_failover: AutoFailoverSettings,
     /// How each failed-over node marked for recovery rejoins at the next rebalance; the entry stays while that
     /// rebalance runs (a delta-recovering node keeps its data until then) and goes when it ends.
@@ -251,6 +254,8 @@ pub enum MetaCommand {
         promote: BTreeMap<u16, NodeId>,
     },
     SetUsers(serde_json::Value),
+    /// Replaces the user groups (opaque, see `ClusterMetadata::groups`).
+    SetGroups(serde_json::Value),
     /// Replaces the audit settings (opaque, see `ClusterMetadata::audit`).
     SetAudit(serde_json::Value),
     /// Replaces the security settings (opaque, see `ClusterMetadata::security`).

@@ -264,10 +264,10 @@ fn set_users_stores_opaque_value() {
     assert_eq!(meta.rev, 1);
 }
 
-/// SetAudit and SetSecurity store the server's settings as given, and metadata written before they existed reads
+/// SetAudit, SetSecurity and SetGroups store the server's values as given, and metadata written before they existed reads
 /// them as null.
 #[test]
-fn set_audit_and_security_store_opaque_values_and_old_metadata_reads_null() {
+fn set_audit_security_and_groups_store_opaque_values_and_old_metadata_reads_null() {
     let mut meta = ClusterMetadata::default();
     let audit = json!({"enabled": true, "disabled": [20488]});
     meta.apply(&MetaCommand::SetAudit(audit.clone())).expect("set audit");
@@ -275,11 +275,15 @@ fn set_audit_and_security_store_opaque_values_and_old_metadata_reads_null() {
     let security = json!({"tlsMinVersion": "tlsv1.3"});
     meta.apply(&MetaCommand::SetSecurity(security.clone())).expect("set security");
     assert_eq!((meta.security.clone(), meta.rev), (security, 2));
+    let groups = json!([{"id": "g", "roles": ["admin"]}]);
+    meta.apply(&MetaCommand::SetGroups(groups.clone())).expect("set groups");
+    assert_eq!((meta.groups.clone(), meta.rev), (groups, 3));
     let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
     old.as_object_mut().expect("object").remove("audit");
     old.as_object_mut().expect("object").remove("security");
+    old.as_object_mut().expect("object").remove("groups");
     let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the fields");
-    assert!(read.audit.is_null() && read.security.is_null());
+    assert!(read.audit.is_null() && read.security.is_null() && read.groups.is_null());
 }
 
 /// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.

@@ -40,7 +40,7 @@ pub use plain::{authenticate_plain, verify_password, PlainMessage};
 pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget, ScopedGrant};
 pub use scram::ScramServer;
 pub use security::{CertNames, ClientCertAuth, ClientCertState, PasswordPolicy, SecuritySettings, TlsMinVersion};
-pub use users::{User, UserError, UserStore};
+pub use users::{validate_id, Group, User, UserError, UserStore};
 
 use settee_types::Status;
 

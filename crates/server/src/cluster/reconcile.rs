@@ -41,6 +41,8 @@ pub(super) struct Reconciler {
     audit_applied: Option<serde_json::Value>,
     /// The security settings value last applied from the metadata.
     security_applied: Option<serde_json::Value>,
+    /// The user groups value last applied from the metadata.
+    groups_applied: Option<serde_json::Value>,
     /// The newest revision applied: an older state (a watcher that read it before a proposal's reconcile ran)
     /// is skipped, so it cannot undo a newer change.
     applied_rev: u64,
@@ -59,6 +61,7 @@ impl Reconciler {
         }
         self.applied_rev = meta.rev;
         self.deferred = false;
+        self.apply_groups(node, meta);
         self.apply_users(node, meta);
         self.apply_audit(node, meta);
         self.apply_security(node, meta);
@@ -114,6 +117,25 @@ impl Reconciler {
         }
         self.set_feeds(wanted);
         node.query.indexes.reconcile(node, meta);
+    }
+
+    /// Applies the cluster's user groups when they changed (before the users, whose roles they extend).
+    fn apply_groups(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if self.groups_applied.as_ref() == Some(&meta.groups) {
+            return;
+        }
+        let groups: Vec<crate::auth::Group> = match &meta.groups {
+            serde_json::Value::Null => Vec::new(),
+            value => match serde_json::from_value(value.clone()) {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::error!(error = %e, "the cluster's user groups cannot be read; keeping the local ones");
+                    return;
+                }
+            },
+        };
+        node.users.set_groups(groups);
+        self.groups_applied = Some(meta.groups.clone());
     }
 
     fn apply_users(&mut self, node: &Node, meta: &ClusterMetadata) {
@@ -202,6 +224,7 @@ impl Reconciler {
         self.users_applied = None;
         self.audit_applied = None;
         self.security_applied = None;
+        self.groups_applied = None;
     }
 
     pub(super) fn stop_feeds(&mut self) {

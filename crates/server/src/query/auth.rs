@@ -51,7 +51,7 @@ impl Privilege {
 
 /// Whether `user` has `privilege` on `ks`.
 pub fn allowed(user: &User, privilege: Privilege, ks: &KeyspaceName) -> bool {
-    user.roles.iter().any(|r| match r {
+    user.all_roles().any(|r| match r {
         Role::Cluster(ClusterRole::Admin) => true,
         Role::Cluster(_) => false,
         Role::Bucket(role, target) => {
@@ -65,7 +65,7 @@ pub fn allowed(user: &User, privilege: Privilege, ks: &KeyspaceName) -> bool {
 
 /// Whether `user` holds any query role on `bucket` (so its keyspaces are visible in the catalog).
 pub fn has_any_query_role(user: &User, bucket: &str) -> bool {
-    user.roles.iter().any(|r| {
+    user.all_roles().any(|r| {
         matches!(r, Role::Bucket(
             BucketRole::QuerySelect | BucketRole::QueryInsert | BucketRole::QueryUpdate | BucketRole::QueryDelete
                 | BucketRole::QueryManageIndex,

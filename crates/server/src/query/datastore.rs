@@ -63,7 +63,12 @@ impl NodeDatastore {
             Some(u) => {
                 let a = u.bucket_access(bucket);
                 let narrowed = || !u.scoped_grants(bucket).is_empty();
-                u.is_admin() || a.read || a.write || a.manage || narrowed() || super::auth::has_any_query_role(u, bucket)
+                u.is_admin()
+                    || a.read
+                    || a.write
+                    || a.manage
+                    || narrowed()
+                    || super::auth::has_any_query_role(u, bucket)
             }
         }
     }

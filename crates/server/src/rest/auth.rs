@@ -38,7 +38,7 @@ impl FromRequestParts<RestState> for Caller {
         match authenticate_request(state, &parts.headers, &parts.extensions).await {
             Ok(caller) => {
                 if audit.wants(events::LOGIN_SUCCESS) {
-                    let roles: Vec<String> = caller.user.roles.iter().map(|r| r.to_string()).collect();
+                    let roles: Vec<String> = caller.user.all_roles().map(|r| r.to_string()).collect();
                     let fields = crate::audit_fields![("roles", roles)];
                     audit.log(events::LOGIN_SUCCESS, Some(caller.identity()), caller.addrs, fields);
                 }
@@ -163,7 +163,7 @@ impl Caller {
     }
 
     fn has(&self, role: ClusterRole) -> bool {
-        self.user.roles.contains(&Role::Cluster(role))
+        self.user.all_roles().any(|r| *r == Role::Cluster(role))
     }
 
     /// May list `bucket` and read its settings: any access to it, or the right to read cluster settings.
@@ -184,6 +184,26 @@ impl Caller {
     /// May create, change and delete local users (`cluster.admin.security.local!write`).
     pub(crate) fn can_write_security(&self) -> bool {
         self.user.is_admin() || self.has(ClusterRole::SecurityAdmin) || self.has(ClusterRole::SecurityAdminLocal)
+    }
+
+    /// Refuses (403, `cluster.admin.security.admin!write`) unless the caller may hand out, change or take away
+    /// `roles`: only a full administrator may touch the administrative roles (admin and the security
+    /// administrators), as ns_server guards them, so a security_admin_local cannot make anyone, itself included, an
+    /// administrator.
+    pub(crate) fn require_grantable<'r>(&self, roles: impl IntoIterator<Item = &'r Role>) -> Result<(), RestError> {
+        let administrative = |r: &&Role| {
+            matches!(
+                r,
+                Role::Cluster(
+                    ClusterRole::Admin
+                        | ClusterRole::SecurityAdmin
+                        | ClusterRole::SecurityAdminLocal
+                        | ClusterRole::SecurityAdminExternal
+                )
+            )
+        };
+        let touches_admin = roles.into_iter().any(|r| administrative(&r));
+        self.require(!touches_admin || self.user.is_admin(), || "cluster.admin.security.admin!write".to_owned())
     }
 
     /// May scrape `/metrics` (Couchbase's `cluster.stats!read`): the administrators, ro_admin and

@@ -35,6 +35,11 @@ impl Form {
         self.pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
+    /// The field names, in the order sent.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        self.pairs.iter().map(|(k, _)| k.as_str())
+    }
+
     /// Every field, in the order sent.
     pub(crate) fn into_pairs(self) -> Vec<(String, String)> {
         self.pairs

@@ -173,7 +173,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/rbac/users/local/{user}", get(users::get).put(users::upsert).delete(users::delete))
         .route("/settings/rbac/roles", get(users::roles))
         .route("/settings/rbac/groups", get(users::groups))
-        .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::group))
+        .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::delete_group))
         .route("/controller/changePassword", post(users::change_password))
         .route("/settings/audit", get(audit::get_settings).post(audit::set_settings))
         .route("/settings/audit/descriptors", get(audit::descriptors))

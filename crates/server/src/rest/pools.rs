@@ -30,7 +30,7 @@ pub(crate) async fn root() -> impl IntoResponse {
 
 /// `GET /whoami`.
 pub(crate) async fn whoami(caller: Caller) -> Json<Value> {
-    let roles: Vec<Value> = caller.user.roles.iter().map(role_json).collect();
+    let roles: Vec<Value> = caller.user.all_roles().map(role_json).collect();
     let domain = if caller.builtin { "admin" } else { "local" };
     Json(json!({"id": caller.user.id, "domain": domain, "roles": roles, "name": caller.user.name}))
 }
