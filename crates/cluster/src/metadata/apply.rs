@@ -35,6 +35,14 @@ impl ClusterMetadata {
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
             MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
+            MetaCommand::SetSettings { key, value } => {
+                if !self.settings.is_object() {
+                    self.settings = serde_json::Value::Object(serde_json::Map::new());
+                }
+                if let Some(sections) = self.settings.as_object_mut() {
+                    sections.insert(key.clone(), value.clone());
+                }
+            }
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();

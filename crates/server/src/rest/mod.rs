@@ -21,6 +21,7 @@ mod bucket_stats;
 mod buckets;
 mod certificates;
 mod cluster;
+mod cluster_settings;
 mod collections;
 mod conn_info;
 pub(crate) mod error;
@@ -29,6 +30,7 @@ pub(crate) mod form;
 mod index_status;
 mod log_level;
 mod metrics;
+mod node_init;
 mod node_restart;
 mod pools;
 mod process_stats;
@@ -50,6 +52,7 @@ use axum::response::Response;
 use axum::routing::{delete, get, patch, post};
 use axum::Router;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 
 use crate::node::Node;
 use crate::tls::http_listener::TlsListener;
@@ -126,14 +129,50 @@ pub async fn serve_query_tls(
     axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
-/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
+/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found". A trailing
+/// slash is ignored, as ns_server ignores it (the Java SDK's bucket manager asks for `/pools/default/buckets/`).
 pub(crate) fn mgmt_router(state: RestState) -> Router {
+    trailing_slash_ignored(mgmt_routes(state))
+}
+
+/// `inner` reached with any trailing `/` of the path removed (the root path `/` stays).
+fn trailing_slash_ignored(inner: Router) -> Router {
+    Router::new().fallback_service(tower::service_fn(move |mut request: Request| {
+        let inner = inner.clone();
+        let path = request.uri().path();
+        if path.len() > 1 && path.ends_with('/') {
+            let trimmed = path.trim_end_matches('/');
+            let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+            let rewritten = match request.uri().query() {
+                Some(query) => format!("{trimmed}?{query}"),
+                None => trimmed.to_owned(),
+            };
+            // A path that was valid stays valid without its trailing slashes; should it not, the request goes on
+            // unchanged and gets the 404 it would have had.
+            if let Ok(uri) = rewritten.parse::<axum::http::Uri>() {
+                *request.uri_mut() = uri;
+            }
+        }
+        inner.oneshot(request)
+    }))
+}
+
+fn mgmt_routes(state: RestState) -> Router {
     const BUCKET: &str = "/pools/default/buckets/{bucket}";
     Router::new()
         .route("/", get(pools::root))
         .route("/whoami", get(pools::whoami))
         .route("/pools", get(pools::pools))
-        .route("/pools/default", get(pools::pool_default))
+        .route("/pools/default", get(pools::pool_default).post(cluster_settings::set_pool))
+        .route("/nodes/self", get(pools::node_self))
+        .route("/nodeInit", post(node_init::node_init))
+        .route("/settings/indexes", get(cluster_settings::get_indexes).post(cluster_settings::set_indexes))
+        .route("/settings/stats", get(cluster_settings::get_stats).post(cluster_settings::set_stats))
+        .route(
+            "/settings/retryRebalance",
+            get(cluster_settings::get_retry_rebalance).post(cluster_settings::set_retry_rebalance),
+        )
+        .route("/pools/default/pendingRetryRebalance", get(cluster_settings::pending_retry_rebalance))
         .route("/pools/nodes", get(pools::pool_nodes))
         .route("/pools/default/nodeServices", get(pools::node_services))
         .route("/indexStatus", get(index_status::index_status))
@@ -184,6 +223,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
         .route("/controller/setRecoveryType", post(cluster::set_recovery_type))
+        .route("/controller/reAddNode", post(cluster::re_add_node))
         .route("/settings/rebalance", get(cluster::get_rebalance_settings).post(cluster::set_rebalance_settings))
         .route("/pools/default/rebalanceProgress", get(cluster::rebalance_progress))
         .route("/pools/default/tasks", get(cluster::tasks))
