@@ -63,6 +63,8 @@ def nodes(tmp_path_factory):
         status, body = rest(servers[0], "POST", "/pools/default/buckets",
                             {"name": BUCKET, "bucketType": "couchbase", "ramQuota": 128, "replicaNumber": 1})
         assert status == 202, body
+        for s in servers:
+            wait_for(lambda: rest(s, "GET", f"/pools/default/buckets/{BUCKET}")[0] == 200, f"{BUCKET} on {s.host}")
         cluster = connect(servers[0])
         try:
             cluster.wait_until_ready(timedelta(seconds=20))
@@ -226,3 +228,25 @@ def test_a_stopped_rebalance_leaves_the_cluster_unbalanced(nodes):
     rebalance(nodes[0], nodes)
     wait_rebalanced(nodes[0])
     assert pool(nodes[0])["balanced"] is True
+
+
+def test_flush_empties_the_bucket_on_every_node(nodes):
+    """Regression (issue 22, `bucket-flush` on a cluster): a flush reached only the node that received it, so the
+    documents whose active vBuckets live on the other nodes survived. Every node now flushes its actives (the
+    deletions replicate), whichever node is asked."""
+    status, body = rest(nodes[1], "POST", f"/pools/default/buckets/{BUCKET}", {"flushEnabled": 1})
+    assert status == 200, body
+    cluster = connect(nodes[0])
+    try:
+        cluster.wait_until_ready(timedelta(seconds=20))
+        collection = cluster.bucket(BUCKET).default_collection()
+        keys = [f"doc-{i}" for i in range(0, DOCS, 10)]
+        assert all(collection.exists(k).exists for k in keys)
+        status, body = rest(nodes[2], "POST", f"/pools/default/buckets/{BUCKET}/controller/doFlush")
+        assert status == 200, body
+        left = [k for k in keys if collection.exists(k).exists]
+        assert left == [], f"{len(left)} of {len(keys)} documents survived the flush"
+        collection.upsert("after-flush", {"ok": True})
+        assert collection.get("after-flush").content_as[dict] == {"ok": True}
+    finally:
+        cluster.close()

@@ -211,6 +211,7 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/controller/failOver", post(cluster::fail_over))
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))
         .route("/settee/node/drain", post(cluster::drain))
+        .route("/settee/node/flush", post(bucket_settings::node_flush))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
         .route("/settee/node/restart", post(node_restart::restart))
