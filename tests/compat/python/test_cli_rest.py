@@ -156,6 +156,15 @@ def test_node_init_accepts_the_nodes_own_name_and_refuses_another(nodes):
     assert "--host" in body["errors"]["hostname"] and "--data-dir" in body["errors"]["dataPath"], body
 
 
+def test_add_node_over_https_is_refused_with_the_reason(nodes):
+    """`server-add --server-add https://HOST:TLSPORT` (ns_server then joins over TLS) gets a 400 that says to give
+    the plain management address, instead of an unreachable-node error."""
+    status, body = rest(nodes[0], "POST", "/controller/addNode",
+                        {"hostname": f"https://{nodes[2].host}:{nodes[2].mgmt_tls_port}", "user": USERNAME,
+                         "password": PASSWORD})
+    assert status == 400 and "plain management address" in body["errors"]["_"], body
+
+
 def test_bucket_list_ignores_a_trailing_slash(nodes):
     """Regression (issue 22): `GET /pools/default/buckets/` (the Java SDK's bucket manager) was 404; ns_server
     ignores trailing slashes."""
