@@ -123,7 +123,7 @@ def test_index_settings_read_and_change(nodes):
     status, changed = rest(nodes[1], "POST", "/settings/indexes", {"indexerThreads": 4, "logLevel": "debug"})
     assert status == 200, changed
     assert (changed["indexerThreads"], changed["logLevel"]) == (4, "debug")
-    assert rest(nodes[2], "GET", "/settings/indexes")[1]["indexerThreads"] == 4
+    wait_for(lambda: rest(nodes[2], "GET", "/settings/indexes")[1]["indexerThreads"] == 4, "the change to spread")
     status, body = rest(nodes[0], "POST", "/settings/indexes", {"storageMode": "plasma", "indexerThreads": -1})
     assert status == 400 and set(body["errors"]) == {"storageMode", "indexerThreads"}, body
 

@@ -124,14 +124,16 @@ def test_bucket_create_edit_list_flush(nodes):
        "--enable-flush", "1", "--wait", expect="Bucket created")
     ok(nodes[0], "bucket-create", "--bucket", "e1", "--bucket-type", "ephemeral", "--bucket-ramsize", "100",
        "--bucket-replica", "2", "--bucket-eviction-policy", "nruEviction", expect="Bucket created")
+    wait_for(lambda: rest(nodes[1], "GET", "/pools/default/buckets/e1")[0] == 200, "e1 on the second node")
     b1, e1 = bucket(nodes[1], "b1"), bucket(nodes[1], "e1")
     assert (b1["bucketType"], b1["replicaNumber"], b1["evictionPolicy"], b1["durabilityMinLevel"]) == \
         ("membase", 1, "fullEviction", "majority"), b1
     assert (e1["bucketType"], e1["replicaNumber"], e1["evictionPolicy"]) == ("ephemeral", 2, "nruEviction"), e1
     ok(nodes[0], "bucket-edit", "--bucket", "b1", "--bucket-ramsize", "150", "--durability-min-level",
        "persistToMajority", expect="Bucket edited")
-    b1 = bucket(nodes[2], "b1")
-    assert (b1["quota"]["rawRAM"], b1["durabilityMinLevel"]) == (150 * 1024 * 1024, "persistToMajority"), b1
+    edited = (150 * 1024 * 1024, "persistToMajority")
+    wait_for(lambda: (bucket(nodes[2], "b1")["quota"]["rawRAM"], bucket(nodes[2], "b1")["durabilityMinLevel"]) == edited,
+             "the edit to reach the third node")
     listed = ok(nodes[0], "bucket-list", expect="b1")
     assert "e1" in listed and "ephemeral" in listed
     for s in nodes:
@@ -174,11 +176,11 @@ def test_user_manage(nodes):
 def test_cluster_wide_settings(nodes):
     ok(nodes[0], "setting-cluster", "--cluster-name", "cli-cluster", "--cluster-ramsize", "2048",
        expect="Cluster settings modified")
-    p = pool(nodes[2])
-    assert (p["clusterName"], p["memoryQuota"]) == ("cli-cluster", 2048), p
+    wait_for(lambda: (pool(nodes[2])["clusterName"], pool(nodes[2])["memoryQuota"]) == ("cli-cluster", 2048),
+             "the settings to reach the third node")
     ok(nodes[0], "setting-autofailover", "--enable-auto-failover", "1", "--auto-failover-timeout", "30",
        "--max-failovers", "2", expect="Auto-failover settings modified")
-    assert rest(nodes[1], "GET", "/settings/autoFailover")[1]["timeout"] == 30
+    wait_for(lambda: rest(nodes[1], "GET", "/settings/autoFailover")[1]["timeout"] == 30, "auto-failover settings")
     ok(nodes[0], "setting-notification", "--enable-notifications", "0", expect="notification settings updated")
     ok(nodes[0], "setting-rebalance", "--set", "--moves-per-node", "8", "--enable", "0",
        expect="Rebalance settings updated")
