@@ -259,3 +259,20 @@ def test_flush_empties_the_bucket_on_every_node(nodes):
         assert collection.get("after-flush").content_as[dict] == {"ok": True}
     finally:
         cluster.close()
+
+
+def test_a_node_rebalanced_out_can_be_added_back(nodes):
+    """Regression (issue 22, "Prepare join failed"): a node rebalanced out of the cluster kept the cluster's
+    metadata and refused to join again ("Node is already part of a cluster."), so `server-add` after a
+    `rebalance --server-remove` failed. It belongs to no cluster once it is out, and joins again."""
+    rebalance(nodes[0], nodes, [nodes[2]])
+    wait_rebalanced(nodes[0])
+    assert otp(nodes[2]) not in [n["otpNode"] for n in pool(nodes[0])["nodes"]]
+    status, body = rest(nodes[0], "POST", "/controller/addNode",
+                        {"hostname": nodes[2].mgmt_addr, "user": USERNAME, "password": PASSWORD})
+    assert status == 200, body
+    rebalance(nodes[0], nodes)
+    wait_rebalanced(nodes[0])
+    assert {n["otpNode"]: n["clusterMembership"] for n in pool(nodes[0])["nodes"]} == \
+        {otp(s): "active" for s in nodes}
+    assert pool(nodes[0])["balanced"] is True

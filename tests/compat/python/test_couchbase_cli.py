@@ -231,6 +231,15 @@ def test_rebalance_status_and_rebalance_stop(nodes):
     assert status["status"] == "notRunning", status
 
 
+def test_server_add_brings_a_removed_node_back(nodes):
+    """A node rebalanced out is added back with server-add (it was refused with "Prepare join failed")."""
+    ok(nodes[0], "server-add", "--server-add", nodes[2].mgmt_addr, "--server-add-username", USERNAME,
+       "--server-add-password", PASSWORD, "--services", "data", expect="Server added")
+    ok(nodes[0], "rebalance", expect="Rebalance complete")
+    assert members(nodes[0]) == {f"ns_1@{s.host}": "active" for s in nodes}
+    wait_balanced(nodes[0])
+
+
 def test_bucket_delete(nodes):
     ok(nodes[0], "bucket-delete", "--bucket", "e1", expect="Bucket deleted")
     assert rest(nodes[0], "GET", "/pools/default/buckets/e1")[0] == 404
