@@ -102,9 +102,9 @@ pub(crate) async fn add_node(
         form.get("hostname").filter(|h| !h.is_empty()).ok_or_else(|| bad_request("Hostname is required."))?;
     if hostname.starts_with("https://") {
         // settee's node-to-node calls use the plain management port; ns_server would switch to TLS here.
-        return Err(bad_request(format!(
-            "Cannot add {hostname}: give the node's plain management address (host:--mgmt-port); settee does not add nodes over HTTPS"
-        )));
+        let message =
+            "give the node's plain management address (host:--mgmt-port); settee does not add nodes over HTTPS";
+        return Err(bad_request(format!("Cannot add {hostname}: {message}")));
     }
     let target = with_default_port(hostname.trim_start_matches("http://"));
     let user = form.get("user").unwrap_or(&state.node.config.username).to_owned();

@@ -7,8 +7,8 @@
 //! Layout: `pools` (cluster and node views), `buckets` (reading bucket settings and configs), `bucket_settings`
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
 //! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `cluster_settings` (the
-//! cluster name, quotas and the other settings couchbase-cli writes), `node_init` (`/nodeInit`), `certificates` (the TLS
-//! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
+//! cluster name, quotas and the other settings couchbase-cli writes), `node_init` (`/nodeInit`), `certificates`
+//! (the TLS CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
 //! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
 //! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
 //! privilege checks), `form` (urlencoded bodies), `error`.
