@@ -37,6 +37,14 @@ impl ClusterMetadata {
             MetaCommand::SetGroups(groups) => self.groups = groups.clone(),
             MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
             MetaCommand::SetSecurity(security) => self.security = security.clone(),
+            MetaCommand::SetSettings { key, value } => {
+                if !self.settings.is_object() {
+                    self.settings = serde_json::Value::Object(serde_json::Map::new());
+                }
+                if let Some(sections) = self.settings.as_object_mut() {
+                    sections.insert(key.clone(), value.clone());
+                }
+            }
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();

@@ -46,6 +46,11 @@ pub struct ClusterMetadata {
     /// settings are. Null until first set (the defaults).
     #[serde(default)]
     pub security: serde_json::Value,
+    /// The cluster-wide management settings that change nothing inside this crate (`clusterName` and the service
+    /// quotas of `POST /pools/default`, `/settings/indexes`, `/settings/stats`), one JSON object per endpoint.
+    /// Opaque, as the audit settings are: the server validates them before proposing. Null until first set.
+    #[serde(default)]
+    pub settings: serde_json::Value,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -260,6 +265,11 @@ pub enum MetaCommand {
     SetAudit(serde_json::Value),
     /// Replaces the security settings (opaque, see `ClusterMetadata::security`).
     SetSecurity(serde_json::Value),
+    /// Replaces one section (`key`) of the opaque management settings (see `ClusterMetadata::settings`).
+    SetSettings {
+        key: String,
+        value: serde_json::Value,
+    },
     SetAutoFailover(AutoFailoverSettings),
     /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
     /// be set only while the node is inactiveFailed or already marked.

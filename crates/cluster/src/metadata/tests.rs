@@ -286,6 +286,24 @@ fn set_audit_security_and_groups_store_opaque_values_and_old_metadata_reads_null
     assert!(read.audit.is_null() && read.security.is_null() && read.groups.is_null());
 }
 
+/// SetSettings replaces one section of the opaque management settings and keeps the others; metadata written
+/// before the settings existed reads as null.
+#[test]
+fn set_settings_replaces_one_section_and_keeps_the_others() {
+    let mut meta = ClusterMetadata::default();
+    let pool = json!({"clusterName": "prod"});
+    meta.apply(&MetaCommand::SetSettings { key: "pool".into(), value: pool.clone() }).expect("set pool");
+    meta.apply(&MetaCommand::SetSettings { key: "stats".into(), value: json!({"sendStats": false}) }).expect("stats");
+    let renamed = json!({"clusterName": "staging"});
+    meta.apply(&MetaCommand::SetSettings { key: "pool".into(), value: renamed.clone() }).expect("rename");
+    assert_eq!(meta.settings, json!({"pool": renamed, "stats": {"sendStats": false}}));
+    assert_eq!(meta.rev, 3);
+    let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
+    old.as_object_mut().expect("object").remove("settings");
+    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the field");
+    assert!(read.settings.is_null());
+}
+
 /// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.
 #[test]
 fn set_auto_failover_checks_ranges() {

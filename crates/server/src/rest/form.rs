@@ -8,7 +8,7 @@
 pub(crate) const BOOL_EXPECTED: &str = "The value must be one of the following: [true,false]";
 
 /// The fields of one form body, in the order sent.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Form {
     pairs: Vec<(String, String)>,
 }

@@ -6,8 +6,9 @@
 //!
 //! Layout: `pools` (cluster and node views), `buckets` (reading bucket settings and configs), `bucket_settings`
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
-//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `certificates` (the TLS
-//! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
+//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `cluster_settings` (the
+//! cluster name, quotas and the other settings couchbase-cli writes), `node_init` (`/nodeInit`), `certificates`
+//! (the TLS CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
 //! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
 //! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
 //! privilege checks), `form` (urlencoded bodies), `error`, `console` (the web console's built-in files at `/ui/`),
@@ -24,6 +25,7 @@ mod bucket_stats;
 mod buckets;
 mod certificates;
 mod cluster;
+mod cluster_settings;
 mod collections;
 mod conn_info;
 mod console;
@@ -34,6 +36,7 @@ pub(crate) mod form;
 mod index_status;
 mod log_level;
 mod metrics;
+mod node_init;
 mod node_restart;
 mod pools;
 mod process_stats;
@@ -57,6 +60,7 @@ use axum::response::Response;
 use axum::routing::{delete, get, patch, post};
 use axum::Router;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 
 use crate::node::Node;
 use crate::tls::http_listener::TlsListener;
@@ -136,14 +140,50 @@ pub async fn serve_query_tls(
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
-/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
+/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found". A trailing
+/// slash is ignored, as ns_server ignores it (the Java SDK's bucket manager asks for `/pools/default/buckets/`).
 pub(crate) fn mgmt_router(state: RestState) -> Router {
+    trailing_slash_ignored(mgmt_routes(state))
+}
+
+/// `inner` reached with any trailing `/` of the path removed (the root path `/` stays).
+fn trailing_slash_ignored(inner: Router) -> Router {
+    Router::new().fallback_service(tower::service_fn(move |mut request: Request| {
+        let inner = inner.clone();
+        let path = request.uri().path();
+        if path.len() > 1 && path.ends_with('/') {
+            let trimmed = path.trim_end_matches('/');
+            let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+            let rewritten = match request.uri().query() {
+                Some(query) => format!("{trimmed}?{query}"),
+                None => trimmed.to_owned(),
+            };
+            // A path that was valid stays valid without its trailing slashes; should it not, the request goes on
+            // unchanged and gets the 404 it would have had.
+            if let Ok(uri) = rewritten.parse::<axum::http::Uri>() {
+                *request.uri_mut() = uri;
+            }
+        }
+        inner.oneshot(request)
+    }))
+}
+
+fn mgmt_routes(state: RestState) -> Router {
     const BUCKET: &str = "/pools/default/buckets/{bucket}";
     Router::new()
         .route("/", get(pools::root))
         .route("/whoami", get(pools::whoami))
         .route("/pools", get(pools::pools))
-        .route("/pools/default", get(pools::pool_default))
+        .route("/pools/default", get(pools::pool_default).post(cluster_settings::set_pool))
+        .route("/nodes/self", get(pools::node_self))
+        .route("/nodeInit", post(node_init::node_init))
+        .route("/settings/indexes", get(cluster_settings::get_indexes).post(cluster_settings::set_indexes))
+        .route("/settings/stats", get(cluster_settings::get_stats).post(cluster_settings::set_stats))
+        .route(
+            "/settings/retryRebalance",
+            get(cluster_settings::get_retry_rebalance).post(cluster_settings::set_retry_rebalance),
+        )
+        .route("/pools/default/pendingRetryRebalance", get(cluster_settings::pending_retry_rebalance))
         .route("/pools/nodes", get(pools::pool_nodes))
         .route("/pools/default/nodeServices", get(pools::node_services))
         .route("/indexStatus", get(index_status::index_status))
@@ -185,6 +225,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/failOver", post(cluster::fail_over))
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))
         .route("/settee/node/drain", post(cluster::drain))
+        .route("/settee/node/flush", post(bucket_settings::node_flush))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
         .route("/settee/node/restart", post(node_restart::restart))
@@ -197,6 +238,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
         .route("/controller/setRecoveryType", post(cluster::set_recovery_type))
+        .route("/controller/reAddNode", post(cluster::re_add_node))
         .route("/settings/rebalance", get(cluster::get_rebalance_settings).post(cluster::set_rebalance_settings))
         .route("/pools/default/rebalanceProgress", get(cluster::rebalance_progress))
         .route("/pools/default/tasks", get(cluster::tasks))

@@ -206,12 +206,26 @@ pub(crate) fn authenticated(node: &Node, s: &mut Session, user: String) -> bool 
         let id = Identity { domain: "local", user: user.clone() };
         node.audit.log(events::KV_AUTH_SUCCEEDED, Some(id), s.addrs(), fields);
     }
-    s.user = Some(user);
     s.users_generation = generation;
     s.bucket = None;
     s.access = crate::auth::BucketAccess::NONE;
     s.scoped.clear();
+    bind_bucket_named_as_user(node, s, &user);
+    s.user = Some(user);
     true
+}
+
+/// kv_engine's rule for pre-RBAC clients (java-client 2.x, YCSB's Couchbase binding, memcached clients that log in
+/// with the bucket's name and password): after authenticating as `user`, the connection is bound to the bucket of
+/// the same name when it exists and the user may access it, as if it had sent SELECT_BUCKET; otherwise it stays on
+/// no bucket. A later SELECT_BUCKET replaces the binding as usual.
+fn bind_bucket_named_as_user(node: &Node, s: &mut Session, user: &str) {
+    let Some(account) = node.users.get(user).filter(|u| u.any_access(user)) else { return };
+    if let Some(bucket) = node.bucket(user) {
+        tracing::debug!(peer = %s.peer, %user, "connection bound to the bucket named as its user");
+        s.bucket = Some(bucket);
+        s.set_access(&account, user);
+    }
 }
 
 pub fn get_error_map(req: &Request<'_>, out: &mut Out) -> KvResult {
