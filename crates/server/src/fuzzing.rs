@@ -37,7 +37,9 @@ pub fn rest_form(data: &[u8]) {
     let written = pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&");
     let again = Form::parse(written.as_bytes()).into_pairs();
     // Empty keys with empty values vanish (`&=&` is an empty pair both times), so compare the non-empty ones.
-    let kept = |p: &Vec<(String, String)>| p.iter().filter(|(k, v)| !k.is_empty() || !v.is_empty()).cloned().collect::<Vec<_>>();
+    let kept = |p: &Vec<(String, String)>| {
+        p.iter().filter(|(k, v)| !k.is_empty() || !v.is_empty()).cloned().collect::<Vec<_>>()
+    };
     assert_eq!(kept(&pairs), kept(&again), "{written}");
 }
 
@@ -109,12 +111,11 @@ mod tests {
     /// property reads the escapes ns_server's clients send.
     #[test]
     fn the_properties_reach_the_parsers() {
-        let (server, reply) = ScramServer::start(
-            ScramHash::Sha512,
-            format!("n,,n={SCRAM_USER},r=abc").as_bytes(),
-            |u| (u == SCRAM_USER).then(|| scram_credentials().clone()),
-        )
-        .expect("a well-formed client-first");
+        let (server, reply) =
+            ScramServer::start(ScramHash::Sha512, format!("n,,n={SCRAM_USER},r=abc").as_bytes(), |u| {
+                (u == SCRAM_USER).then(|| scram_credentials().clone())
+            })
+            .expect("a well-formed client-first");
         assert!(reply.starts_with(b"r=abc"));
         assert!(server.step(b"c=biws,r=abc,p=AAAA").is_err());
         rest_form(b"name=a%2Bb+c&roles=data_reader%5Bdefault%5D&&flag&x=%zz%4");

@@ -146,12 +146,14 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
     trailing_slash_ignored(mgmt_routes(state))
 }
 
-/// `inner` reached with any trailing `/` of the path removed (the root path `/` stays).
+/// `inner` reached with any trailing `/` of the path removed (the root path `/` and the console's `/ui/...` stay).
 fn trailing_slash_ignored(inner: Router) -> Router {
     Router::new().fallback_service(tower::service_fn(move |mut request: Request| {
         let inner = inner.clone();
         let path = request.uri().path();
-        if path.len() > 1 && path.ends_with('/') {
+        // The console's files are a directory of their own (`/ui/` is its index, `/ui/app.js/` is nothing).
+        let console = path == "/ui" || path.starts_with("/ui/");
+        if path.len() > 1 && path.ends_with('/') && !console {
             let trimmed = path.trim_end_matches('/');
             let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
             let rewritten = match request.uri().query() {
