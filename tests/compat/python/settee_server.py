@@ -240,6 +240,14 @@ class SetteeServer:
             return "(no log)"
 
 
+def new_tls_server(base: Path) -> SetteeServer:
+    """A not-yet-started node with its three TLS ports on, all ports free, an ephemeral default bucket, under `base`."""
+    kv, mgmt, query, kv_tls, mgmt_tls, query_tls = free_ports(6)
+    return SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, kv_tls_port=kv_tls, mgmt_tls_port=mgmt_tls,
+                        query_tls_port=query_tls, data_dir=base / "data", log_path=base / "settee.log",
+                        bucket_type="ephemeral")
+
+
 def _all_threads_stopped(pid: int) -> bool:
     """Whether every thread of `pid` is in the stopped state (`T` in /proc/<pid>/task/<tid>/stat)."""
     try:

@@ -176,6 +176,14 @@ def test_get_missing_user_raises_user_not_found(users):
         users.get_user(unique("ghost"))
 
 
+def connect_as(server, name: str, password: str):
+    """A cluster connection as `name`, once the new user's credentials work."""
+    holder = []
+    wait_until(lambda: holder.append(connect(server, username=name, password=password)) or True, READY_SECONDS,
+               "the new user to be able to connect")
+    return holder[0]
+
+
 def test_data_reader_can_read_but_not_write(server, users, seeded):
     """A data_reader[default] user authenticates over KV, reads documents, and is refused writes (EACCESS →
     AuthenticationException)."""
@@ -183,11 +191,7 @@ def test_data_reader_can_read_but_not_write(server, users, seeded):
     users.upsert_user(User(username=name, password="reader-pw", roles={Role(name="data_reader", bucket="default")}))
     c = None
     try:
-        def connected():
-            nonlocal c
-            c = connect(server, username=name, password="reader-pw")
-            return c
-        wait_until(connected, READY_SECONDS, "the new user to be able to connect")
+        c = connect_as(server, name, "reader-pw")
         coll = c.bucket("default").default_collection()
         assert coll.get(seeded, GetOptions(timeout=timedelta(seconds=5))).content_as[dict] == {"seeded": True}
         with pytest.raises(AuthenticationException):
@@ -204,11 +208,7 @@ def test_data_writer_can_write_but_not_read(server, users, collection, key):
     users.upsert_user(User(username=name, password="writer-pw", roles={Role(name="data_writer", bucket="default")}))
     c = None
     try:
-        def connected():
-            nonlocal c
-            c = connect(server, username=name, password="writer-pw")
-            return c
-        wait_until(connected, READY_SECONDS, "the new user to be able to connect")
+        c = connect_as(server, name, "writer-pw")
         coll = c.bucket("default").default_collection()
         coll.upsert(key, {"by": "writer"}, UpsertOptions(timeout=timedelta(seconds=5)))
         assert collection.get(key).content_as[dict] == {"by": "writer"}
@@ -218,14 +218,6 @@ def test_data_writer_can_write_but_not_read(server, users, collection, key):
         if c is not None:
             c.close()
         users.drop_user(name)
-
-
-def connect_as(server, name: str, password: str):
-    """A cluster connection as `name`, once the new user's credentials work."""
-    holder = []
-    wait_until(lambda: holder.append(connect(server, username=name, password=password)) or True, READY_SECONDS,
-               "the new user to be able to connect")
-    return holder[0]
 
 
 def test_roles_narrowed_to_a_collection_or_scope_reach_only_it(server, users, bucket):

@@ -26,7 +26,7 @@ from couchbase.exceptions import CouchbaseException
 from couchbase.options import ClusterOptions, ClusterTimeoutOptions
 
 import kv_raw
-from settee_server import BUCKET, PASSWORD, USERNAME, SetteeServer, free_ports
+from settee_server import BUCKET, PASSWORD, USERNAME, SetteeServer, new_tls_server
 
 CERT_USER = "certuser"
 STATUS_AUTH_ERROR = 0x20
@@ -35,11 +35,7 @@ STATUS_AUTH_ERROR = 0x20
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> SetteeServer:
     """A node with its TLS ports on and a user the certificates below map to."""
-    base = Path(tmp_path_factory.mktemp("settee-client-cert"))
-    kv, mgmt, query, kv_tls, mgmt_tls, query_tls = free_ports(6)
-    srv = SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, kv_tls_port=kv_tls, mgmt_tls_port=mgmt_tls,
-                       query_tls_port=query_tls, data_dir=base / "data", log_path=base / "settee.log",
-                       bucket_type="ephemeral")
+    srv = new_tls_server(Path(tmp_path_factory.mktemp("settee-client-cert")))
     srv.start()
     status, body = admin(srv, "PUT", f"/settings/rbac/users/local/{CERT_USER}",
                          {"password": "unused-password", "roles": f"bucket_full_access[{BUCKET}]"})
