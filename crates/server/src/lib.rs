@@ -24,5 +24,6 @@ pub mod stats_history;
 mod stats_sampler;
 pub mod timings;
 pub mod tls;
+pub mod xdcr;
 
 pub use service::{run, RunningNode};

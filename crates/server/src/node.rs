@@ -84,6 +84,8 @@ pub struct Node {
     pub query: Arc<crate::query::QueryService>,
     /// The audit log (off until `/settings/audit` turns it on).
     pub audit: Arc<crate::audit::Audit>,
+    /// XDCR: the remote clusters and replications, and the runners of this node.
+    pub xdcr: crate::xdcr::Xdcr,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
@@ -131,6 +133,7 @@ impl Node {
             cluster: std::sync::OnceLock::new(),
             query: Arc::default(),
             audit,
+            xdcr: crate::xdcr::Xdcr::default(),
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
             stats_history: Default::default(),

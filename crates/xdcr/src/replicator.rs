@@ -201,6 +201,8 @@ impl Replicator {
     fn on_map(&mut self, vbuckets: Vec<u16>, nodes: usize) {
         self.map = vbuckets;
         self.map_requested = false;
+        // This map answers every request for one still waiting to be taken.
+        self.out.retain(|c| *c != Command::RefreshMap);
         if nodes != self.nodes.len() {
             // Node indexes now name other nodes: everything queued or in flight is routed again (a write that did
             // land meanwhile is refused by conflict resolution the second time, which is harmless).

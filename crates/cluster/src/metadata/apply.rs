@@ -35,6 +35,7 @@ impl ClusterMetadata {
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
             MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
+            MetaCommand::SetXdcr(xdcr) => self.xdcr = xdcr.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();

@@ -1,0 +1,112 @@
+//! The checkpoints of a replication on this node: one JSON file per replication under `<data dir>/xdcr/`, a map of
+//! source vBucket → (vbuuid, seqno), replaced whole by rename so a crash leaves the old file or the new one.
+//!
+//! Per node, not cluster-wide: a vBucket that a rebalance moves to another node is read there from that node's
+//! checkpoint (zero if it never held it), which resends what the target already has; conflict resolution refuses
+//! those writes (counted as lost conflicts), so nothing is applied twice.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use settee_xdcr::Checkpoint;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    /// Source vBucket → [vbuuid, seqno].
+    vbuckets: BTreeMap<u16, (u64, u64)>,
+}
+
+/// The checkpoint file of one replication.
+#[derive(Debug)]
+pub struct CheckpointStore {
+    path: PathBuf,
+    current: BTreeMap<u16, (u64, u64)>,
+}
+
+impl CheckpointStore {
+    /// The file of replication `id` under `dir`; its name is the id with every byte outside `[A-Za-z0-9_-]` hex
+    /// escaped, so any id maps to one safe file name.
+    pub fn path_for(dir: &Path, id: &str) -> PathBuf {
+        let mut name = String::new();
+        for b in id.bytes() {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                name.push(char::from(b));
+            } else {
+                name.push_str(&format!("%{b:02x}"));
+            }
+        }
+        dir.join(format!("{name}.ckpt.json"))
+    }
+
+    /// Opens the file (a missing or unreadable one starts empty: the replication reads from zero, which is safe).
+    pub fn open(dir: &Path, id: &str) -> CheckpointStore {
+        let path = Self::path_for(dir, id);
+        let current = match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
+                Ok(f) => f.vbuckets,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable XDCR checkpoints; starting from zero");
+                    BTreeMap::new()
+                }
+            },
+            Err(_) => BTreeMap::new(),
+        };
+        CheckpointStore { path, current }
+    }
+
+    pub fn checkpoints(&self) -> Vec<Checkpoint> {
+        self.current.iter().map(|(&vb, &(vbuuid, seqno))| Checkpoint { vb, vbuuid, seqno }).collect()
+    }
+
+    /// Records `saved` and writes the file (tmp + fsync + rename).
+    pub fn save(&mut self, saved: &[Checkpoint]) -> std::io::Result<()> {
+        for c in saved {
+            self.current.insert(c.vb, (c.vbuuid, c.seqno));
+        }
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let bytes = serde_json::to_vec(&File { vbuckets: self.current.clone() }).map_err(std::io::Error::other)?;
+        let tmp = self.path.with_extension("tmp");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &self.path)
+    }
+
+    /// Removes the file (the replication was deleted).
+    pub fn remove(dir: &Path, id: &str) {
+        let _ = std::fs::remove_file(Self::path_for(dir, id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves saved checkpoints are read back by a new store (a restart), merged per vBucket, and that an id with
+    /// slashes maps to a file inside the directory.
+    #[test]
+    fn checkpoints_read_back_when_the_store_is_opened_again() {
+        let dir = std::env::temp_dir().join(format!("settee-xdcr-ckpt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let id = "abc/src/dst";
+        assert!(CheckpointStore::path_for(&dir, id).starts_with(&dir));
+        let mut s = CheckpointStore::open(&dir, id);
+        assert!(s.checkpoints().is_empty());
+        s.save(&[Checkpoint { vb: 1, vbuuid: 5, seqno: 10 }]).unwrap();
+        s.save(&[Checkpoint { vb: 2, vbuuid: 6, seqno: 3 }, Checkpoint { vb: 1, vbuuid: 5, seqno: 12 }]).unwrap();
+        let again = CheckpointStore::open(&dir, id);
+        assert_eq!(
+            again.checkpoints(),
+            vec![Checkpoint { vb: 1, vbuuid: 5, seqno: 12 }, Checkpoint { vb: 2, vbuuid: 6, seqno: 3 }]
+        );
+        CheckpointStore::remove(&dir, id);
+        assert!(CheckpointStore::open(&dir, id).checkpoints().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
