@@ -273,3 +273,17 @@ fn replies_for_a_vbucket_read_again_do_not_move_its_new_progress() {
     r.handle(T0, Event::Reply { node, id: ids[0], outcome: Outcome::Success }).unwrap();
     assert_eq!(r.through(0), Some(0), "the new reading's seqno 1 is still pending");
 }
+
+#[test]
+fn map_answers_a_refresh_request_still_waiting_to_be_taken() {
+    // Proves a map handled before the driver took a pending RefreshMap cancels it: the driver, which reports the
+    // old nodes down and then hands over the new map in one go, does not refresh again forever.
+    let mut r = ready();
+    let cmds = deliver(&mut r, &["a"]);
+    let (node, _) = sends(&cmds)[0].clone();
+    r.handle(T0, Event::NodeDown { node }).unwrap();
+    r.handle(T0, two_node_map()).unwrap();
+    let after = r.take_commands();
+    assert!(!after.contains(&Command::RefreshMap), "{after:?}");
+    assert_eq!(sends(&after).len(), 1, "the parked write is sent again");
+}
