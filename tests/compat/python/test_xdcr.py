@@ -211,3 +211,42 @@ def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
+    src = start(tmp_path / "src")
+    dst = start(tmp_path / "dst")
+    try:
+        rid = replicate(src, dst, "dc2", checkpointInterval="1")
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        for i in range(300):
+            source.upsert(f"k-{i}", {"i": i})
+        caught_up(src, rid, written_at_least=300)
+        # Checkpoints are saved once a second: wait until one covers everything, then crash the source.
+        ckpt_dir = src.data_dir / "xdcr"
+        wait_until(lambda: task(src, rid)["numCheckpoints"] > 0 and list(ckpt_dir.glob("*.ckpt.json")),
+                   timeout_seconds=10, what="a checkpoint file")
+        time.sleep(2)
+        c.close()
+        src.kill()
+        src.start()
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        source.upsert("after-crash", {"c": 1})
+        t = caught_up(src, rid, written_at_least=1)
+        # Only what came after the checkpoint (and what the crash lost to the disk) is read again, never all 300.
+        assert t["docsChecked"] < 300, t
+        d = connect(dst)
+        d.wait_until_ready(timedelta(seconds=20))
+        target = d.bucket("default").default_collection()
+        wait_until(lambda: target.exists("after-crash").exists, timeout_seconds=30, what="a write after the crash")
+        keys = [f"k-{i}" for i in range(300)]
+        assert snapshot(source, keys) == snapshot(target, keys)
+        c.close()
+        d.close()
+    finally:
+        src.stop()
+        dst.stop()
