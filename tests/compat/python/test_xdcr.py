@@ -250,3 +250,30 @@ def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
     finally:
         src.stop()
         dst.stop()
+
+
+def test_three_node_source_replicates_each_nodes_active_vbuckets(tmp_path):
+    from cluster_fixture import formed_cluster
+
+    dst = new_server(base_dir=tmp_path / "dst", bucket_type="couchbase", ip="127.0.0.4").start()
+    try:
+        with formed_cluster(tmp_path / "src", 3, "default") as src:
+            rid = replicate(src[0], dst, "dc2")
+            c = connect(src[0], connection_string=f"couchbase://{src[0].host}:{src[0].kv_port}")
+            c.wait_until_ready(timedelta(seconds=30))
+            source = c.bucket("default").default_collection()
+            keys = [f"k-{i}" for i in range(600)]
+            for k in keys:
+                source.upsert(k, {"k": k})
+            d = connect(dst)
+            d.wait_until_ready(timedelta(seconds=20))
+            target = d.bucket("default").default_collection()
+            wait_until(lambda: snapshot(source, keys) == snapshot(target, keys), timeout_seconds=60,
+                       what="every document on the target")
+            # Every node replicated the vBuckets active on it: each one's task shows its own share.
+            shares = [caught_up(node, rid)["docsWritten"] for node in src]
+            assert all(s > 0 for s in shares) and sum(shares) >= 600, shares
+            c.close()
+            d.close()
+    finally:
+        dst.stop()
