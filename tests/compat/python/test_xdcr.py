@@ -252,7 +252,7 @@ def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
         dst.stop()
 
 
-def test_three_node_source_replicates_each_nodes_active_vbuckets(tmp_path):
+def test_three_node_source_replicates_each_nodes_active_vbuckets_and_follows_failover(tmp_path):
     from cluster_fixture import formed_cluster
 
     dst = new_server(base_dir=tmp_path / "dst", bucket_type="couchbase", ip="127.0.0.4").start()
@@ -273,6 +273,16 @@ def test_three_node_source_replicates_each_nodes_active_vbuckets(tmp_path):
             # Every node replicated the vBuckets active on it: each one's task shows its own share.
             shares = [caught_up(node, rid)["docsWritten"] for node in src]
             assert all(s > 0 for s in shares) and sum(shares) >= 600, shares
+
+            # Failover: the replicas promoted on the survivors are read there, so later writes to them replicate.
+            src[2].kill()
+            status, body = rest(src[0], "POST", "/controller/failOver", {"otpNode": f"ns_1@{src[2].host}"})
+            assert status == 200, body
+            more = [f"after-failover-{i}" for i in range(300)]
+            for k in more:
+                source.upsert(k, {"k": k}, UpsertOptions(timeout=timedelta(seconds=20)))
+            wait_until(lambda: snapshot(source, keys + more) == snapshot(target, keys + more), timeout_seconds=60,
+                       what="the writes after the failover on the target")
             c.close()
             d.close()
     finally:
