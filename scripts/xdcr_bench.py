@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """XDCR throughput on this machine: loads N documents into a 1-node source with `settee bench --populate-only`,
 then creates a replication to a 1-node target and times the initial copy until the task shows every document
-written and no change left. Prints documents/s and MB/s of values.
+written and no change left (documents/s and MB/s of values); then writes `--latency-samples` documents one at a
+time through the Python SDK and times each from the source's acknowledgement to the first successful read of
+the document on the target (polled back to back), reporting p50 and p99.
 
 Usage: SETTEE_BIN=target/release/settee scripts/xdcr_bench.py [--items N] [--size BYTES]
 """
@@ -20,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compat" 
 import settee_server  # noqa: E402
 from settee_server import PASSWORD, USERNAME, new_server  # noqa: E402
 from test_cluster import rest  # noqa: E402
+from sdk_connect import connect  # noqa: E402
+from couchbase.exceptions import DocumentNotFoundException  # noqa: E402
 
 
 def main() -> None:
@@ -27,6 +31,7 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--bucket-type", default="couchbase")
+    ap.add_argument("--latency-samples", type=int, default=500)
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="settee-xdcr-bench-"))
     src = new_server(base_dir=root / "src", bucket_type=a.bucket_type, ram_mb=2048).start()
@@ -55,9 +60,37 @@ def main() -> None:
         secs = time.monotonic() - started
         print(f"items={a.items} value_bytes={a.size} bucket={a.bucket_type} seconds={secs:.2f} "
               f"docs_per_s={a.items / secs:.0f} MB_per_s={a.items * a.size / secs / 1e6:.1f} task={t}")
+        latencies = write_to_visible(src, dst, a.latency_samples)
+        if latencies:
+            p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
+            print(f"write_to_visible samples={len(latencies)} p50_ms={p(0.5):.2f} p99_ms={p(0.99):.2f} "
+                  f"max_ms={latencies[-1] * 1000:.2f}")
     finally:
         src.stop()
         dst.stop()
+
+
+def write_to_visible(src, dst, samples: int) -> list:
+    """Seconds from each write's acknowledgement on the source to its first successful read on the target, sorted."""
+    cs, cd = connect(src), connect(dst)
+    source = cs.bucket("default").default_collection()
+    target = cd.bucket("default").default_collection()
+    out = []
+    for i in range(samples):
+        key = f"latency-{i}"
+        source.upsert(key, {"i": i})
+        t0 = time.monotonic()
+        while True:
+            try:
+                target.get(key)
+                break
+            except DocumentNotFoundException:
+                if time.monotonic() - t0 > 30:
+                    raise SystemExit(f"{key} not visible after 30 s")
+        out.append(time.monotonic() - t0)
+    cs.close()
+    cd.close()
+    return sorted(out)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from couchbase.exceptions import DocumentNotFoundException
 from couchbase.options import GetOptions, UpsertOptions
 from couchbase.transcoder import RawBinaryTranscoder, Transcoder
 
+import couchbase.subdocument as SD
+
 from conditions import wait_until
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer, new_server
@@ -46,10 +48,11 @@ def snapshot(coll, keys):
     return out
 
 
-def replicate(src: SetteeServer, dst: SetteeServer, name: str, **settings) -> str:
-    """Creates a remote cluster reference to `dst` on `src` and a replication of bucket default; returns its id."""
+def replicate(src: SetteeServer, dst: SetteeServer, name: str, user: tuple = (USERNAME, PASSWORD), **settings) -> str:
+    """Creates a remote cluster reference to `dst` on `src` (as `user`) and a replication of bucket default; returns
+    its id."""
     status, body = rest(src, "POST", "/pools/default/remoteClusters",
-                        {"name": name, "hostname": dst.mgmt_addr, "username": USERNAME, "password": PASSWORD})
+                        {"name": name, "hostname": dst.mgmt_addr, "username": user[0], "password": user[1]})
     assert status == 200, body
     assert body["name"] == name and body["uuid"], body
     form = {"fromBucket": "default", "toCluster": name, "toBucket": "default", "replicationType": "continuous"}
@@ -103,6 +106,9 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
         for k in deleted:
             source.remove(k)
         source.upsert("short-lived", {"ttl": 2}, UpsertOptions(expiry=timedelta(seconds=2)))
+        # User and system xattrs travel with their documents.
+        source.mutate_in("doc-1", [SD.upsert("meta.owner", "alice", xattr=True, create_parents=True),
+                                   SD.upsert("_sys.tag", 7, xattr=True, create_parents=True)])
         keys = [f"early-{i}" for i in range(100)] + [f"bin-{i}" if i % 4 == 0 else f"doc-{i}" for i in range(200)]
         caught_up(src, rid, written_at_least=300)
 
@@ -114,6 +120,8 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
         assert before == after
         assert all(after[k] is None for k in deleted)
         assert after["bin-0"][0] == (b"binary 0", before["bin-0"][0][1])
+        got = target.lookup_in("doc-1", [SD.get("meta.owner", xattr=True), SD.get("_sys.tag", xattr=True)])
+        assert (got.content_as[str](0), got.content_as[int](1)) == ("alice", 7)
         # The expiry replicated as the document's own: it is gone on the target too once its time passed.
         wait_until(lambda: not target.exists("short-lived").exists, timeout_seconds=30, what="the expiry on the target")
         # Reading it on the source turns it into a tombstone there, which replicates as a deletion.
@@ -217,7 +225,11 @@ def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
     src = start(tmp_path / "src")
     dst = start(tmp_path / "dst")
     try:
-        rid = replicate(src, dst, "dc2", checkpointInterval="1")
+        # The target user holds only replication_target on the bucket, as Couchbase recommends.
+        status, body = rest(dst, "PUT", "/settings/rbac/users/local/xdcr",
+                            {"password": "xdcr-pass", "roles": "replication_target[default]"})
+        assert status == 200, body
+        rid = replicate(src, dst, "dc2", user=("xdcr", "xdcr-pass"), checkpointInterval="1")
         c = connect(src)
         c.wait_until_ready(timedelta(seconds=20))
         source = c.bucket("default").default_collection()

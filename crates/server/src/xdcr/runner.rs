@@ -91,73 +91,8 @@ pub async fn run(
             _ = tokio::time::sleep(SCAN_EVERY) => {}
         }
     };
-    let dir = node.config.data_dir.join("xdcr");
-    let store = CheckpointStore::open(&dir, &spec.id);
-    let settings = Settings {
-        batch_count: spec.settings.worker_batch_size as usize,
-        checkpoint_interval: Duration::from_secs(spec.settings.checkpoint_interval),
-        ..Settings::default()
-    };
-    let window = settings.inflight_per_node_max;
-    let core = Replicator::new(settings, store.checkpoints(), now(&node));
-    let (reports, mut replies) = mpsc::channel(REPORTS_MAX);
-    let target = Target::new(remote, spec.target_bucket.clone(), window);
-    let base = status.lock().stats;
-    status.lock().running = true;
-    let mut r = Runner {
-        node,
-        bucket,
-        spec,
-        core,
-        store,
-        target,
-        reading: BTreeMap::new(),
-        behind: BTreeSet::new(),
-        reports,
-        need_map: true,
-        status,
-        base,
-    };
-    let waker = r.bucket.dcp_hub.subscribe();
-    for vb in 0..NUM_VBUCKETS {
-        waker.interested.insert(VbId(vb));
-    }
-    let mut tick = tokio::time::interval(TICK);
-    let mut last_scan: Option<Duration> = None;
-    loop {
-        tokio::select! {
-            _ = stop.changed() => break,
-            report = replies.recv() => {
-                let Some(report) = report else { break };
-                r.on_report(report);
-                while let Ok(more) = replies.try_recv() {
-                    r.on_report(more);
-                }
-            }
-            _ = waker.notify.notified() => {
-                let vbs: Vec<u16> = waker.pending.take().into_iter().map(|v| v.0).collect();
-                r.read(vbs).await;
-            }
-            _ = tick.tick() => {
-                let t = now(&r.node);
-                r.handle(Event::Tick);
-                let vbs: Vec<u16> = if last_scan.is_none_or(|s| t.saturating_sub(s) >= SCAN_EVERY) {
-                    last_scan = Some(t);
-                    if r.need_map {
-                        r.refresh_map().await;
-                    }
-                    r.scan_actives();
-                    r.publish();
-                    // Once a second every vBucket, in case a wake-up was missed.
-                    r.reading.keys().copied().collect()
-                } else {
-                    r.behind.iter().copied().collect()
-                };
-                r.read(vbs).await;
-            }
-        }
-        r.execute().await;
-    }
+    let (mut r, mut replies) = Runner::new(node, bucket, spec, remote, status);
+    r.serve(&mut replies, &mut stop).await;
     r.core.checkpoint_now(now(&r.node));
     r.execute().await;
     for (&vb, &(cursor, _)) in &r.reading {
@@ -168,6 +103,90 @@ pub async fn run(
 }
 
 impl Runner {
+    fn new(
+        node: Arc<Node>,
+        bucket: Arc<BucketHandle>,
+        spec: Replication,
+        remote: RemoteCluster,
+        status: Arc<Mutex<ReplStatus>>,
+    ) -> (Runner, mpsc::Receiver<WriterReport>) {
+        let dir = node.config.data_dir.join("xdcr");
+        let store = CheckpointStore::open(&dir, &spec.id);
+        let settings = Settings {
+            batch_count: spec.settings.worker_batch_size as usize,
+            checkpoint_interval: Duration::from_secs(spec.settings.checkpoint_interval),
+            ..Settings::default()
+        };
+        let window = settings.inflight_per_node_max;
+        let core = Replicator::new(settings, store.checkpoints(), now(&node));
+        let (reports, replies) = mpsc::channel(REPORTS_MAX);
+        let target = Target::new(remote, spec.target_bucket.clone(), window);
+        let base = {
+            let mut st = status.lock();
+            st.running = true;
+            st.stats
+        };
+        let r = Runner {
+            node,
+            bucket,
+            spec,
+            core,
+            store,
+            target,
+            reading: BTreeMap::new(),
+            behind: BTreeSet::new(),
+            reports,
+            need_map: true,
+            status,
+            base,
+        };
+        (r, replies)
+    }
+
+    /// The event loop: replies, source wake-ups and the tick, until `stop`.
+    async fn serve(&mut self, replies: &mut mpsc::Receiver<WriterReport>, stop: &mut watch::Receiver<bool>) {
+        let waker = self.bucket.dcp_hub.subscribe();
+        for vb in 0..NUM_VBUCKETS {
+            waker.interested.insert(VbId(vb));
+        }
+        let mut tick = tokio::time::interval(TICK);
+        let mut last_scan: Option<Duration> = None;
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                report = replies.recv() => {
+                    let Some(report) = report else { return };
+                    self.on_report(report);
+                    while let Ok(more) = replies.try_recv() {
+                        self.on_report(more);
+                    }
+                }
+                _ = waker.notify.notified() => {
+                    let vbs: Vec<u16> = waker.pending.take().into_iter().map(|v| v.0).collect();
+                    self.read(vbs).await;
+                }
+                _ = tick.tick() => {
+                    let t = now(&self.node);
+                    self.handle(Event::Tick);
+                    let vbs: Vec<u16> = if last_scan.is_none_or(|s| t.saturating_sub(s) >= SCAN_EVERY) {
+                        last_scan = Some(t);
+                        if self.need_map {
+                            self.refresh_map().await;
+                        }
+                        self.scan_actives();
+                        self.publish();
+                        // Once a second every vBucket, in case a wake-up was missed.
+                        self.reading.keys().copied().collect()
+                    } else {
+                        self.behind.iter().copied().collect()
+                    };
+                    self.read(vbs).await;
+                }
+            }
+            self.execute().await;
+        }
+    }
+
     fn handle(&mut self, event: Event) {
         let vb = match &event {
             Event::Snapshot { vb, .. } | Event::Change { vb, .. } | Event::SnapshotDone { vb } => Some(*vb),

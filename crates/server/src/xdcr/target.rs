@@ -18,6 +18,8 @@ pub struct Target {
     bucket: String,
     pub generation: u64,
     writers: Vec<mpsc::Sender<Vec<Write>>>,
+    /// Nodes of the last map handed to the core (kept while disconnected: their writes in flight are lost).
+    map_nodes: usize,
     /// The bootstrap connection, kept for GET_COLLECTION_ID.
     meta: Option<Connection>,
     /// Source collection path (`scope.collection`) → target collection id, or None when the target lacks it.
@@ -36,7 +38,16 @@ pub struct NewMap {
 
 impl Target {
     pub fn new(remote: RemoteCluster, bucket: String, queue: usize) -> Target {
-        Target { remote, bucket, generation: 0, writers: Vec::new(), meta: None, collections: HashMap::new(), queue }
+        Target {
+            remote,
+            bucket,
+            generation: 0,
+            writers: Vec::new(),
+            map_nodes: 0,
+            meta: None,
+            collections: HashMap::new(),
+            queue,
+        }
     }
 
     /// Bootstraps from the remote's KV nodes, opens one writer per node and returns the map.
@@ -53,22 +64,29 @@ impl Target {
         let (cluster, meta) =
             Cluster::bootstrap(&seeds, options).await.map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
         let config = cluster.config().clone();
-        let previous_nodes = self.writers.len();
-        self.writers.clear();
-        self.generation += 1;
+        let previous_nodes = self.map_nodes;
+        let generation = self.generation + 1;
+        let mut writers = Vec::with_capacity(config.kv_nodes.len());
         for (node, addr) in config.kv_nodes.iter().enumerate() {
             let sock = resolve(addr).await.map_err(|e| format!("{addr}: {e}"))?;
             let conn = Connection::connect(sock, &r.username, &r.password, Some(&self.bucket), FEATURES)
                 .await
                 .map_err(|e| format!("connecting to target node {addr}: {e}"))?;
+            writers.push((node, conn));
+        }
+        // Only a complete set of connections replaces the old writers (dropping their senders ends them).
+        self.generation = generation;
+        self.writers.clear();
+        for (node, conn) in writers {
             let (tx, rx) = mpsc::channel(self.queue);
-            tokio::spawn(writer::run(conn, self.generation, node, rx, reports.clone()));
+            tokio::spawn(writer::run(conn, generation, node, rx, reports.clone()));
             self.writers.push(tx);
         }
         self.meta = Some(meta);
         self.collections.clear();
         let vbuckets = config.vbucket_map.iter().map(|&n| u16::try_from(n).unwrap_or(u16::MAX)).collect::<Vec<u16>>();
-        Ok(NewMap { vbuckets, nodes: config.kv_nodes.len(), previous_nodes })
+        self.map_nodes = config.kv_nodes.len();
+        Ok(NewMap { vbuckets, nodes: self.map_nodes, previous_nodes })
     }
 
     pub fn connected(&self) -> bool {
