@@ -110,7 +110,13 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
         source.mutate_in("doc-1", [SD.upsert("meta.owner", "alice", xattr=True, create_parents=True),
                                    SD.upsert("_sys.tag", 7, xattr=True, create_parents=True)])
         keys = [f"early-{i}" for i in range(100)] + [f"bin-{i}" if i % 4 == 0 else f"doc-{i}" for i in range(200)]
-        caught_up(src, rid, written_at_least=300)
+        t = caught_up(src, rid, written_at_least=300)
+        # The same counts in /metrics, under Couchbase's XDCR names and labels.
+        status, text = rest(src, "GET", "/metrics")
+        assert status == 200
+        written = [line for line in text.splitlines() if line.startswith("xdcr_docs_written_total{")]
+        assert len(written) == 1 and 'sourceBucketName="default"' in written[0], written
+        assert float(written[0].rsplit(" ", 1)[1]) >= t["docsWritten"], (written, t)
 
         d = connect(dst)
         d.wait_until_ready(timedelta(seconds=20))

@@ -68,15 +68,24 @@ impl Xdcr {
         self.statuses.lock().entry(id.to_owned()).or_default().clone()
     }
 
-    /// The `"type":"xdcr"` entries of `/pools/default/tasks`, one per replication.
-    pub fn task_entries(&self, node: &Node) -> Vec<Value> {
-        let model = self.model(node);
-        model
+    /// Every replication of the model with this node's status of it (default when it never ran here).
+    pub fn statuses(&self, node: &Node) -> Vec<(Replication, ReplStatus)> {
+        self.model(node)
             .replications
-            .iter()
+            .into_iter()
             .map(|r| {
                 let shared = self.statuses.lock().get(&r.id).cloned();
                 let st = shared.map(|s| s.lock().clone()).unwrap_or_default();
+                (r, st)
+            })
+            .collect()
+    }
+
+    /// The `"type":"xdcr"` entries of `/pools/default/tasks`, one per replication.
+    pub fn task_entries(&self, node: &Node) -> Vec<Value> {
+        self.statuses(node)
+            .into_iter()
+            .map(|(r, st)| {
                 // Paused once the runner has stopped (and saved its checkpoints), not when the pause was asked.
                 let status = if st.running {
                     "running"
