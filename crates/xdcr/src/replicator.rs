@@ -38,6 +38,8 @@ pub struct Replicator {
     vbs: BTreeMap<u16, VbProgress>,
     next_epoch: u64,
     held: HashMap<u64, Held>,
+    /// Bytes of keys and values of the held writes.
+    held_bytes: usize,
     next_id: u64,
     /// Target vBucket → node index; empty until the first map.
     map: Vec<u16>,
@@ -61,6 +63,7 @@ impl Replicator {
             vbs: BTreeMap::new(),
             next_epoch: 0,
             held: HashMap::new(),
+            held_bytes: 0,
             next_id: 0,
             map: Vec::new(),
             nodes: Vec::new(),
@@ -101,9 +104,10 @@ impl Replicator {
         std::mem::take(&mut self.out)
     }
 
-    /// Whether the driver may read more changes: the writes the core holds are under `pending_max`.
+    /// Whether the driver may read more changes: the writes the core holds are under `pending_max` and their
+    /// bytes under `pending_bytes_max` (one read may pass either by what it returns at once).
     pub fn accepting(&self) -> bool {
-        self.held.len() < self.settings.pending_max
+        self.held.len() < self.settings.pending_max && self.held_bytes < self.settings.pending_bytes_max
     }
 
     pub fn stats(&self) -> Stats {
@@ -165,6 +169,7 @@ impl Replicator {
         self.stats.changes_read += 1;
         let id = self.next_id;
         self.next_id += 1;
+        self.held_bytes += change.bytes();
         self.held.insert(id, Held { vb, epoch, change: Arc::new(change), attempts: 0, node: None });
         if let Some(node) = self.route(id) {
             if self.nodes[node].queued.len() >= self.settings.batch_count {
@@ -264,6 +269,7 @@ impl Replicator {
 
     fn settle(&mut self, id: u64) {
         let Some(held) = self.held.remove(&id) else { return };
+        self.held_bytes = self.held_bytes.saturating_sub(held.change.bytes());
         if let Some(p) = self.vbs.get_mut(&held.vb) {
             if p.epoch == held.epoch {
                 p.on_settled(held.change.seqno);

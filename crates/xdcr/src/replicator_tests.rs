@@ -287,3 +287,20 @@ fn map_answers_a_refresh_request_still_waiting_to_be_taken() {
     assert!(!after.contains(&Command::RefreshMap), "{after:?}");
     assert_eq!(sends(&after).len(), 1, "the parked write is sent again");
 }
+
+#[test]
+fn reading_stops_when_the_held_bytes_reach_their_bound() {
+    // Proves large documents stop reading by bytes long before the count bound, and that settling them resumes it.
+    let mut r = Replicator::new(Settings { pending_bytes_max: 100, ..settings() }, [], T0);
+    r.handle(T0, two_node_map()).unwrap();
+    started(&mut r, 0);
+    r.take_commands();
+    r.handle(T0, Event::Snapshot { vb: 0, start: 1, end: 1 }).unwrap();
+    let big = Change { value: vec![b'x'; 200], ..change("a", 1) };
+    r.handle(T0, Event::Change { vb: 0, change: big }).unwrap();
+    r.handle(T0, Event::SnapshotDone { vb: 0 }).unwrap();
+    assert!(!r.accepting(), "one 200-byte write passes a 100-byte bound");
+    let (node, ids) = sends(&r.take_commands())[0].clone();
+    r.handle(T0, Event::Reply { node, id: ids[0], outcome: Outcome::Success }).unwrap();
+    assert!(r.accepting());
+}

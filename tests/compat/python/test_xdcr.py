@@ -163,6 +163,8 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
         assert status == 200
         status, tasks = rest(src, "GET", "/pools/default/tasks")
         assert not [t for t in tasks if t.get("type") == "xdcr"], tasks
+        wait_until(lambda: not list((src.data_dir / "xdcr").glob("*.ckpt.json")), timeout_seconds=10,
+                   what="the checkpoints of the cancelled replication to go")
         c.close()
         d.close()
     finally:

@@ -29,6 +29,8 @@ const VB_READ_BYTES: usize = 256 << 10;
 const ROUND_READ_BYTES: usize = 2 << 20;
 /// Replies the writers may queue for the runner (each node's window bounds them anyway).
 const REPORTS_MAX: usize = 65_536;
+/// The longest wait between two failed map refreshes (the target unreachable or refusing).
+const REFRESH_BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Errors kept for the task list.
 const ERRORS_KEPT: usize = 10;
 
@@ -65,6 +67,9 @@ struct Runner {
     behind: BTreeSet<u16>,
     reports: mpsc::Sender<WriterReport>,
     need_map: bool,
+    /// Failed map refreshes in a row, and when the next may be tried.
+    refresh_failures: u32,
+    refresh_after: Duration,
     status: Arc<Mutex<ReplStatus>>,
     /// Stats counted before this run (the core starts at zero each run).
     base: Stats,
@@ -137,6 +142,8 @@ impl Runner {
             behind: BTreeSet::new(),
             reports,
             need_map: true,
+            refresh_failures: 0,
+            refresh_after: Duration::ZERO,
             status,
             base,
         };
@@ -242,17 +249,26 @@ impl Runner {
         }
     }
 
+    /// Asks the target for its map, unless a failed attempt's backoff (1 s doubling to 30 s) has not elapsed.
     async fn refresh_map(&mut self) {
+        let t = now(&self.node);
+        if t < self.refresh_after {
+            return;
+        }
         match self.target.refresh(&self.reports).await {
             Ok(map) => {
                 self.need_map = false;
+                self.refresh_failures = 0;
                 for node in 0..map.previous_nodes {
                     let _ = self.core.handle(now(&self.node), Event::NodeDown { node });
                 }
                 self.handle(Event::Map { vbuckets: map.vbuckets, nodes: map.nodes });
             }
             Err(e) => {
-                tracing::warn!(replication = %self.spec.id, error = %e, "xdcr: target map refresh failed");
+                self.refresh_failures = self.refresh_failures.saturating_add(1);
+                let backoff = (SCAN_EVERY * (1 << self.refresh_failures.min(5))).min(REFRESH_BACKOFF_MAX);
+                self.refresh_after = t + backoff;
+                tracing::warn!(replication = %self.spec.id, error = %e, retry_in = ?backoff, "xdcr: target map refresh failed");
                 self.status.lock().error(e);
             }
         }
