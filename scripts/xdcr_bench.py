@@ -11,6 +11,7 @@ Usage: SETTEE_BIN=target/release/settee scripts/xdcr_bench.py [--items N] [--siz
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--bucket-type", default="couchbase")
     ap.add_argument("--latency-samples", type=int, default=500)
+    ap.add_argument("--kv-rounds", type=int, default=0,
+                    help="then alternate N times a 10 s write-heavy `settee bench` run on the source with the "
+                         "replication running and paused, and print the source's ops/s in each")
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="settee-xdcr-bench-"))
     src = new_server(base_dir=root / "src", bucket_type=a.bucket_type, ram_mb=2048).start()
@@ -65,6 +69,24 @@ def main() -> None:
             p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
             print(f"write_to_visible samples={len(latencies)} p50_ms={p(0.5):.2f} p99_ms={p(0.99):.2f} "
                   f"max_ms={latencies[-1] * 1000:.2f}")
+        for round_ in range(a.kv_rounds):
+            for paused in ("false", "true"):
+                status, body = rest(src, "POST", "/settings/replications/" + rid.replace("/", "%2F"),
+                                    {"pauseRequested": paused})
+                assert status == 200, body
+                want = "paused" if paused == "true" else "running"
+                while [x for x in rest(src, "GET", "/pools/default/tasks")[1]
+                       if x.get("type") == "xdcr"][0]["status"] != want:
+                    time.sleep(0.1)
+                out = root / f"kv-{round_}-{paused}.json"
+                subprocess.run([str(settee_server.settee_binary()), "bench", "-U", spec, "-n", "-I", str(a.items),
+                                "-m", str(a.size), "-M", str(a.size), "-r", "50", "-t", "2", "-d", "10",
+                                "--json", str(out)], check=True, capture_output=True)
+                result = json.loads(out.read_text())
+                run = result["run"]
+                t = [x for x in rest(src, "GET", "/pools/default/tasks")[1] if x.get("type") == "xdcr"][0]
+                print(f"kv round={round_} replication={'paused' if paused == 'true' else 'running'} "
+                      f"ops_per_s={run['ops_per_sec']:.0f} errors={run['errors']} docs_written={t['docsWritten']}")
     finally:
         src.stop()
         dst.stop()
