@@ -222,6 +222,18 @@ def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
         assert status == 400, "a duplicate replication is refused"
         status, remotes = rest(a, "GET", "/pools/default/remoteClusters")
         assert status == 200 and [r["name"] for r in remotes] == ["to-b"] and "password" not in remotes[0]
+
+        # A paused replication cancelled: its checkpoints (saved by the pause) go although no runner is stopped.
+        status, _ = rest(a, "POST", settings_path(a_to_b), {"pauseRequested": "true"})
+        assert status == 200
+        wait_until(lambda: task(a, a_to_b)["status"] == "paused", timeout_seconds=10, what="the pause")
+        assert list((a.data_dir / "xdcr").glob("*.ckpt.json"))
+        status, _ = rest(a, "DELETE", "/controller/cancelXDCR/" + urllib.parse.quote(a_to_b, safe=""))
+        assert status == 200
+        wait_until(lambda: not list((a.data_dir / "xdcr").glob("*.ckpt.json")), timeout_seconds=10,
+                   what="the cancelled replication's checkpoints to go")
+        status, _ = rest(a, "DELETE", "/pools/default/remoteClusters/to-b")
+        assert status == 200, "no replication uses it any more"
         ca.close()
         cb.close()
     finally:

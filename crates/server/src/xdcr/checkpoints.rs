@@ -78,9 +78,20 @@ impl CheckpointStore {
         std::fs::rename(&tmp, &self.path)
     }
 
-    /// Removes the file (the replication was deleted).
-    pub fn remove(dir: &Path, id: &str) {
-        let _ = std::fs::remove_file(Self::path_for(dir, id));
+    /// Removes the checkpoint files under `dir` of every replication not in `keep` (deleted ones, also those
+    /// deleted while this node was down); returns how many went.
+    pub fn remove_others<'a>(dir: &Path, keep: impl IntoIterator<Item = &'a str>) -> usize {
+        let kept: std::collections::HashSet<PathBuf> = keep.into_iter().map(|id| Self::path_for(dir, id)).collect();
+        let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let ours = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".ckpt.json"));
+            if ours && !kept.contains(&path) && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
     }
 }
 
@@ -88,10 +99,10 @@ impl CheckpointStore {
 mod tests {
     use super::*;
 
-    /// Proves saved checkpoints are read back by a new store (a restart), merged per vBucket, and that an id with
-    /// slashes maps to a file inside the directory.
+    /// Proves saved checkpoints are read back by a new store (a restart), merged per vBucket, that an id with
+    /// slashes maps to a file inside the directory, and that only the files of replications still kept stay.
     #[test]
-    fn checkpoints_read_back_when_the_store_is_opened_again() {
+    fn checkpoints_read_back_when_opened_again_and_go_with_their_replication() {
         let dir = std::env::temp_dir().join(format!("settee-xdcr-ckpt-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let id = "abc/src/dst";
@@ -105,8 +116,11 @@ mod tests {
             again.checkpoints(),
             vec![Checkpoint { vb: 1, vbuuid: 5, seqno: 12 }, Checkpoint { vb: 2, vbuuid: 6, seqno: 3 }]
         );
-        CheckpointStore::remove(&dir, id);
+        let mut other = CheckpointStore::open(&dir, "other");
+        other.save(&[Checkpoint { vb: 0, vbuuid: 1, seqno: 1 }]).unwrap();
+        assert_eq!(CheckpointStore::remove_others(&dir, ["other"]), 1);
         assert!(CheckpointStore::open(&dir, id).checkpoints().is_empty());
+        assert_eq!(CheckpointStore::open(&dir, "other").checkpoints().len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -54,6 +54,18 @@ impl Xdcr {
         }
     }
 
+    /// The model only when it certainly is the cluster's: metadata applied (revision above 0) and readable. Files
+    /// are deleted on its word, so a node whose metadata is not loaded yet must not read "no replications".
+    fn authoritative_model(&self, node: &Node) -> Option<XdcrModel> {
+        match node.cluster() {
+            Some(cluster) => {
+                let meta = cluster.metadata();
+                (meta.rev > 0).then(|| XdcrModel::parse_metadata(&meta.xdcr)).flatten()
+            }
+            None => Some(self.local.lock().clone()),
+        }
+    }
+
     /// Replaces the model cluster-wide (through Raft when the node has a cluster).
     pub async fn save(&self, node: &Node, model: &XdcrModel) -> Result<(), String> {
         let Some(cluster) = node.cluster() else {
@@ -125,6 +137,10 @@ impl Xdcr {
 /// saves its checkpoints).
 pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     let mut running: HashMap<String, Running> = HashMap::new();
+    // The replication ids of the last model seen; None before the first, so files of replications deleted while
+    // this node was down go at start.
+    let mut known: Option<Vec<String>> = None;
+    let dir = node.config.data_dir.join("xdcr");
     let mut tick = tokio::time::interval(MANAGE_EVERY);
     loop {
         tokio::select! {
@@ -147,11 +163,17 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             if let Some(r) = running.remove(&id) {
                 stop(r).await;
             }
-            if model.replication(&id).is_none() {
-                checkpoints::CheckpointStore::remove(&node.config.data_dir.join("xdcr"), &id);
-                node.xdcr.statuses.lock().remove(&id);
-                tracing::info!(replication = %id, "xdcr replication deleted");
+        }
+        let Some(authoritative) = node.xdcr.authoritative_model(&node) else { continue };
+        let ids: Vec<String> = authoritative.replications.iter().map(|r| r.id.clone()).collect();
+        if known.as_ref() != Some(&ids) {
+            // Runners of deleted replications stopped above: their checkpoints and counts go now.
+            node.xdcr.statuses.lock().retain(|id, _| ids.contains(id));
+            let removed = checkpoints::CheckpointStore::remove_others(&dir, ids.iter().map(String::as_str));
+            if removed > 0 {
+                tracing::info!(removed, "xdcr: checkpoints of deleted replications removed");
             }
+            known = Some(ids);
         }
         for (id, spec) in wanted {
             if running.contains_key(id) {

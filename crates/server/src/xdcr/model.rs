@@ -132,6 +132,14 @@ impl XdcrModel {
         })
     }
 
+    /// The model stored in the metadata, or None when it cannot be read (never treated as "no replications").
+    pub fn parse_metadata(value: &Value) -> Option<XdcrModel> {
+        if value.is_null() {
+            return Some(XdcrModel::default());
+        }
+        serde_json::from_value(value.clone()).ok()
+    }
+
     pub fn remote(&self, name: &str) -> Option<&RemoteCluster> {
         self.remotes.iter().find(|r| r.name == name)
     }
