@@ -279,6 +279,8 @@ impl Runner {
     /// at its byte budget is remembered as behind and read again at the next tick.
     async fn read(&mut self, vbs: Vec<u16>) {
         if !self.target.connected() || !self.core.accepting() {
+            // Not now (back-pressure, or no target): the next tick tries these again, not only the next scan.
+            self.behind.extend(vbs.into_iter().filter(|vb| self.reading.contains_key(vb)));
             return;
         }
         let wanted: Vec<(u16, u64, u64)> = vbs
