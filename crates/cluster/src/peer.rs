@@ -126,6 +126,30 @@ impl PeerCall for ClusterCaRequest {
     }
 }
 
+/// A bucket flush reaching every node: each flushes its part of the bucket (`Bucket::flush`: a persistent
+/// bucket's actives, whose deletions replicate; all of a memory-only bucket's copies).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushRequest {
+    pub bucket: String,
+}
+
+/// A node's answer to a [`FlushRequest`]: done.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushReply {}
+
+impl PeerCall for FlushRequest {
+    const METHOD: &'static str = "POST";
+    const PATH: &'static str = "/settee/node/flush";
+    type Reply = FlushReply;
+    fn body(&self) -> Body {
+        // A struct of one string always serialises.
+        Body::Json(serde_json::to_string(self).expect("a flush request serialises"))
+    }
+    fn decode_reply(body: &[u8]) -> Result<FlushReply, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
 /// Which active vBuckets a [`HoldRequest`] covers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

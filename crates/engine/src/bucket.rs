@@ -425,13 +425,18 @@ impl Bucket {
     }
 
     /// Removes every item, as a bucket flush does. Seqnos keep growing so mutation tokens stay meaningful. A
-    /// persistent bucket deletes every document (tombstones the flusher writes), so nothing comes back at warmup.
-    /// Sync writes in flight are aborted (their writers get SYNC_WRITE_AMBIGUOUS).
+    /// persistent bucket deletes every document of its active vBuckets (tombstones the flusher writes, and DCP
+    /// carries to the replicas, whose own seqnos only their active may advance), so nothing comes back at warmup;
+    /// a cluster flushes every node's actives. Sync writes in flight are aborted (their writers get
+    /// SYNC_WRITE_AMBIGUOUS).
     pub fn flush(&self) {
         let (now_ns, now) = self.now();
         let mut ambiguous = Vec::new();
         for vb in self.vbuckets.iter() {
             let mut inner = vb.inner.lock();
+            if inner.persistent && inner.state != VbState::Active {
+                continue;
+            }
             ambiguous.extend(self.discard_prepares(&mut inner, |_| true));
             if inner.persistent {
                 for k in inner.table.keys_where(|i| !i.deleted()) {

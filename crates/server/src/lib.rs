@@ -13,6 +13,8 @@ pub mod cluster_config;
 pub mod config;
 pub mod dcp;
 pub mod error_map;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kv;
 pub mod logging;
 pub mod node;

@@ -84,6 +84,8 @@ pub struct Node {
     pub query: Arc<crate::query::QueryService>,
     /// The audit log (off until `/settings/audit` turns it on).
     pub audit: Arc<crate::audit::Audit>,
+    /// The cluster's security settings as last applied (`security()`; replaced whole by `apply_security`).
+    security: RwLock<Arc<crate::auth::SecuritySettings>>,
     /// XDCR: the remote clusters and replications, and the runners of this node.
     pub xdcr: crate::xdcr::Xdcr,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
@@ -133,6 +135,7 @@ impl Node {
             cluster: std::sync::OnceLock::new(),
             query: Arc::default(),
             audit,
+            security: RwLock::default(),
             xdcr: crate::xdcr::Xdcr::default(),
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
@@ -143,6 +146,18 @@ impl Node {
         });
         node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)
+    }
+
+    /// The cluster's security settings (`/settings/security`, `/settings/clientCertAuth`) this node applies.
+    pub fn security(&self) -> Arc<crate::auth::SecuritySettings> {
+        self.security.read().clone()
+    }
+
+    /// Applies new security settings: the SASL rules at the next attempt, the TLS rules at the next handshake
+    /// (connections already open keep theirs).
+    pub fn apply_security(&self, settings: crate::auth::SecuritySettings) {
+        self.tls.apply_settings(&settings);
+        *self.security.write() = Arc::new(settings);
     }
 
     pub fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterHandle>> {

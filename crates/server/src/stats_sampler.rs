@@ -92,7 +92,22 @@ fn bucket_sample(out: &mut BTreeMap<SeriesKey, f64>, b: &BucketHandle, resident:
     };
     let s = b.stats();
     let load = |c: &AtomicU64| c.load(Relaxed) as f64;
-    put("ops", load(&s.cmd_lookup) + load(&s.cmd_mutation));
+    // Every data operation, as ns_server's `ops` sums them: gets, sets, deletes, increments and decrements (hit or
+    // miss), and the sub-document lookups and mutations.
+    let ops = [
+        &s.get_hits,
+        &s.get_misses,
+        &s.cmd_set,
+        &s.delete_hits,
+        &s.delete_misses,
+        &s.incr_hits,
+        &s.incr_misses,
+        &s.decr_hits,
+        &s.decr_misses,
+        &s.cmd_lookup,
+        &s.cmd_mutation,
+    ];
+    put("ops", ops.iter().map(|c| load(c)).sum());
     put("cmd_get", load(&s.get_hits) + load(&s.get_misses));
     put("cmd_set", load(&s.cmd_set));
     let counters: [(&'static str, &AtomicU64); 13] = [
@@ -140,6 +155,23 @@ mod tests {
     use settee_engine::{DocKey, StoreMode, StoreRequest, WriteOptions};
 
     use super::*;
+
+    /// Regression (found by the console's browser test): `ops` summed only the sub-document counters, so a bucket
+    /// taking plain gets and sets showed 0 ops/s. It now counts every data operation.
+    #[test]
+    fn ops_counts_gets_sets_and_deletes() {
+        let node = Node::new(crate::config::ServerConfig::for_tests()).expect("node");
+        let b = node.create_bucket(node.default_bucket_config().expect("default")).expect("bucket");
+        let key = DocKey::new(0, b"k");
+        let req =
+            StoreRequest { mode: StoreMode::Set, value: b"v", flags: 0, expiry: 0, opts: WriteOptions::default() };
+        b.store(VbId(0), &key, req).expect("store");
+        b.get(VbId(0), &key, |_| ()).expect("get");
+        let _ = b.get(VbId(0), &DocKey::new(0, b"missing"), |_| ());
+        b.delete(VbId(0), &key, WriteOptions::default()).expect("delete");
+        let values = sample(&node, &BTreeMap::new());
+        assert_eq!(values[&(b.name(), "ops")], 4.0, "one set, a hit, a miss and a delete");
+    }
 
     /// Proves each sample walks the next 16 vBuckets only, keeps the others' last counts, and has walked the whole
     /// bucket after 1024 / 16 samples; an empty bucket reads 100 %.

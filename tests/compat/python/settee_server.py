@@ -216,11 +216,50 @@ class SetteeServer:
             self._log_file.close()
             self._log_file = None
 
+    def pause(self, timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> None:
+        """SIGSTOP, returning once every thread of the process is stopped. Linux stops a multi-threaded process
+        thread by thread as each next enters the kernel, so on a loaded machine a thread can go on running (and,
+        say, acknowledge a replicated write) for milliseconds after the signal is sent."""
+        assert self.process is not None and self.process.poll() is None, "pause needs a running process"
+        self.process.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout_seconds
+        while not _all_threads_stopped(self.process.pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"process {self.process.pid} not stopped {timeout_seconds}s after SIGSTOP")
+            time.sleep(0.001)
+
+    def resume(self) -> None:
+        """SIGCONT, undoing [`pause`]."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def new_tls_server(base: Path) -> SetteeServer:
+    """A not-yet-started node with its three TLS ports on, all ports free, an ephemeral default bucket, under `base`."""
+    kv, mgmt, query, kv_tls, mgmt_tls, query_tls = free_ports(6)
+    return SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, kv_tls_port=kv_tls, mgmt_tls_port=mgmt_tls,
+                        query_tls_port=query_tls, data_dir=base / "data", log_path=base / "settee.log",
+                        bucket_type="ephemeral")
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is in the stopped state (`T` in /proc/<pid>/task/<tid>/stat)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        states = []
+        for tid in tasks:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                # The state follows the command name, which is in parentheses and may hold spaces.
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+    except (OSError, IndexError):
+        return False
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 def new_server(base_dir: Optional[Path] = None, default_ports: bool = False, **kwargs) -> SetteeServer:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import struct
 from datetime import timedelta
 from pathlib import Path
@@ -61,13 +60,15 @@ def test_a_rebalance_moving_vbuckets_whose_last_change_is_an_abort_ends(tmp_path
         with kv_raw.session(nodes[0], chaos.BUCKET) as sock:
             for key in keys:
                 assert kv_raw.call(sock, 0x01, key, b'{"v":1}', vb=vbucket_of(key), extras=bytes(8))[0] == 0
-            os.kill(nodes[1].process.pid, signal.SIGSTOP)
+            # Every thread stopped before the first durable write leaves: a replica thread still running would
+            # acknowledge it, and the write would rightly succeed.
+            nodes[1].pause()
             try:
                 for opaque, key in enumerate(keys):
                     durable_set_raw(sock, key, b'{"v":2}', vbucket_of(key), 300, opaque)
                 statuses = [kv_raw.receive(sock)[0] for _ in keys]
             finally:
-                os.kill(nodes[1].process.pid, signal.SIGCONT)
+                nodes[1].resume()
         assert set(statuses) == {0xA3}, "every durable write is aborted (SYNC_WRITE_AMBIGUOUS)"
         nodes[2].start()
         orchestrator.rebalance("rebalance in", nodes, [])
@@ -81,8 +82,7 @@ def test_a_rebalance_moving_vbuckets_whose_last_change_is_an_abort_ends(tmp_path
             cluster.close()
     finally:
         for n in nodes:
-            if n.process is not None and n.process.poll() is None:
-                os.kill(n.process.pid, signal.SIGCONT)
+            n.resume()
             n.stop()
 
 

@@ -11,7 +11,7 @@ from couchbase.exceptions import (AuthenticationException, BucketAlreadyExistsEx
                                   BucketDoesNotExistException, BucketNotFlushableException, DocumentNotFoundException,
                                   UserNotFoundException)
 from couchbase.management.buckets import BucketSettings, BucketType, CreateBucketSettings
-from couchbase.management.users import Role, User
+from couchbase.management.users import Group, Role, User
 from couchbase.options import GetOptions, UpsertOptions
 
 from conditions import wait_until
@@ -176,6 +176,14 @@ def test_get_missing_user_raises_user_not_found(users):
         users.get_user(unique("ghost"))
 
 
+def connect_as(server, name: str, password: str):
+    """A cluster connection as `name`, once the new user's credentials work."""
+    holder = []
+    wait_until(lambda: holder.append(connect(server, username=name, password=password)) or True, READY_SECONDS,
+               "the new user to be able to connect")
+    return holder[0]
+
+
 def test_data_reader_can_read_but_not_write(server, users, seeded):
     """A data_reader[default] user authenticates over KV, reads documents, and is refused writes (EACCESS →
     AuthenticationException)."""
@@ -183,11 +191,7 @@ def test_data_reader_can_read_but_not_write(server, users, seeded):
     users.upsert_user(User(username=name, password="reader-pw", roles={Role(name="data_reader", bucket="default")}))
     c = None
     try:
-        def connected():
-            nonlocal c
-            c = connect(server, username=name, password="reader-pw")
-            return c
-        wait_until(connected, READY_SECONDS, "the new user to be able to connect")
+        c = connect_as(server, name, "reader-pw")
         coll = c.bucket("default").default_collection()
         assert coll.get(seeded, GetOptions(timeout=timedelta(seconds=5))).content_as[dict] == {"seeded": True}
         with pytest.raises(AuthenticationException):
@@ -204,11 +208,7 @@ def test_data_writer_can_write_but_not_read(server, users, collection, key):
     users.upsert_user(User(username=name, password="writer-pw", roles={Role(name="data_writer", bucket="default")}))
     c = None
     try:
-        def connected():
-            nonlocal c
-            c = connect(server, username=name, password="writer-pw")
-            return c
-        wait_until(connected, READY_SECONDS, "the new user to be able to connect")
+        c = connect_as(server, name, "writer-pw")
         coll = c.bucket("default").default_collection()
         coll.upsert(key, {"by": "writer"}, UpsertOptions(timeout=timedelta(seconds=5)))
         assert collection.get(key).content_as[dict] == {"by": "writer"}
@@ -218,6 +218,108 @@ def test_data_writer_can_write_but_not_read(server, users, collection, key):
         if c is not None:
             c.close()
         users.drop_user(name)
+
+
+def test_roles_narrowed_to_a_collection_or_scope_reach_only_it(server, users, bucket):
+    """Regression (issue 17): data_reader[default:s:c1] read every collection of the bucket. Proves a reader of one
+    collection reads it and is refused the scope's other collection and the default collection, and a writer of a
+    scope writes any collection of it and nothing outside."""
+    scope, c1, c2 = unique("rbac"), "c1", "c2"
+    manager = bucket.collections()
+    manager.create_scope(scope)
+    for c in (c1, c2):
+        manager.create_collection(scope, c)
+    admin_scope = bucket.scope(scope)
+    for c in (c1, c2):
+        wait_until(lambda c=c: admin_scope.collection(c).upsert("doc", {"in": c}) is not None, READY_SECONDS,
+                   f"collection {c} to accept writes")
+    bucket.default_collection().upsert("rbac-default-doc", {"in": "_default"})
+    name = unique("narrow")
+    roles = {Role(name="data_reader", bucket="default", scope=scope, collection=c1),
+             Role(name="data_writer", bucket="default", scope=scope)}
+    users.upsert_user(User(username=name, password="narrow-pw", roles=roles))
+    c = None
+    try:
+        c = connect_as(server, name, "narrow-pw")
+        b = c.bucket("default")
+        short = GetOptions(timeout=timedelta(seconds=5))
+        assert b.scope(scope).collection(c1).get("doc", short).content_as[dict] == {"in": c1}
+        with pytest.raises(AuthenticationException):
+            b.scope(scope).collection(c2).get("doc", short)
+        with pytest.raises(AuthenticationException):
+            b.default_collection().get("rbac-default-doc", short)
+        b.scope(scope).collection(c2).upsert("written", {"by": name}, UpsertOptions(timeout=timedelta(seconds=5)))
+        assert admin_scope.collection(c2).get("written").content_as[dict] == {"by": name}
+        with pytest.raises(AuthenticationException):
+            b.default_collection().upsert("rbac-default-doc", {"by": name}, UpsertOptions(timeout=timedelta(seconds=5)))
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+        manager.drop_scope(scope)
+
+
+def test_bucket_admin_manages_the_bucket_but_cannot_read_its_data(server, users, seeded):
+    """bucket_admin has no data access, as Couchbase's since 5.0: it may open the bucket, but reading or writing a
+    document is refused."""
+    name = unique("badmin")
+    users.upsert_user(User(username=name, password="badmin-pw", roles={Role(name="bucket_admin", bucket="default")}))
+    c = None
+    try:
+        c = connect_as(server, name, "badmin-pw")
+        coll = c.bucket("default").default_collection()
+        with pytest.raises(AuthenticationException):
+            coll.get(seeded, GetOptions(timeout=timedelta(seconds=5)))
+        with pytest.raises(AuthenticationException):
+            coll.upsert(seeded, {"seeded": False}, UpsertOptions(timeout=timedelta(seconds=5)))
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+
+
+def test_a_group_gives_its_roles_to_its_members(server, users, seeded):
+    """Groups through the SDK's user manager: a group is created, listed and read back; a member with no role of
+    its own reads documents through the group's data_reader role (shown with the group as its origin); changing
+    the group reaches the member's open connection; dropping the group takes its roles away."""
+    group, name = unique("readers"), unique("member")
+    users.upsert_group(Group(name=group, description="reads default", roles={Role(name="data_reader", bucket="default")}))
+    c = None
+    try:
+        fetched = users.get_group(group)
+        assert (fetched.name, fetched.description) == (group, "reads default")
+        assert {(r.name, r.bucket) for r in fetched.roles} == {("data_reader", "default")}
+        assert group in {g.name for g in users.get_all_groups()}
+        users.upsert_user(User(username=name, password="member-pw", groups={group}))
+        meta = users.get_user(name)
+        assert meta.user.groups == {group}
+        origins = [(o.type, o.name) for r in meta.effective_roles for o in r.origins]
+        assert origins == [("group", group)], origins
+        c = connect_as(server, name, "member-pw")
+        coll = c.bucket("default").default_collection()
+        short = GetOptions(timeout=timedelta(seconds=5))
+        assert coll.get(seeded, short).content_as[dict] == {"seeded": True}
+        users.upsert_group(Group(name=group, roles={Role(name="data_writer", bucket="default")}))
+        wait_until(lambda: _refused(lambda: coll.get(seeded, short)), READY_SECONDS, "the group's change to apply")
+        coll.upsert(seeded, {"seeded": True}, UpsertOptions(timeout=timedelta(seconds=5)))
+        users.drop_group(group)
+        wait_until(lambda: _refused(lambda: coll.upsert(seeded, {"seeded": True}, UpsertOptions(timeout=timedelta(seconds=5)))),
+                   READY_SECONDS, "the dropped group's roles to go")
+        assert not users.get_user(name).user.groups, "the membership goes with the group"
+    finally:
+        if c is not None:
+            c.close()
+        users.drop_user(name)
+        if group in {g.name for g in users.get_all_groups()}:
+            users.drop_group(group)
+
+
+def _refused(operation) -> bool:
+    try:
+        operation()
+        return False
+    except AuthenticationException:
+        return True
 
 
 def test_dropped_user_can_no_longer_connect(server, users):

@@ -17,7 +17,7 @@ from couchbase.cluster import Cluster
 from couchbase.exceptions import CouchbaseException
 from couchbase.options import ClusterOptions, ClusterTimeoutOptions
 
-from settee_server import BUCKET, PASSWORD, USERNAME, SetteeServer, free_ports
+from settee_server import BUCKET, PASSWORD, USERNAME, SetteeServer, free_ports, new_tls_server
 
 # A trust store that holds public CAs but not the node's own.
 SYSTEM_CAS = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -26,11 +26,7 @@ SYSTEM_CAS = Path("/etc/ssl/certs/ca-certificates.crt")
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory) -> SetteeServer:
     """A node with its three TLS ports on, on free ports."""
-    base = Path(tmp_path_factory.mktemp("settee-tls"))
-    kv, mgmt, query, kv_tls, mgmt_tls, query_tls = free_ports(6)
-    srv = SetteeServer(kv_port=kv, mgmt_port=mgmt, query_port=query, kv_tls_port=kv_tls, mgmt_tls_port=mgmt_tls,
-                       query_tls_port=query_tls, data_dir=base / "data", log_path=base / "settee.log",
-                       bucket_type="ephemeral")
+    srv = new_tls_server(Path(tmp_path_factory.mktemp("settee-tls")))
     srv.start()
     yield srv
     srv.stop()

@@ -34,7 +34,17 @@ impl ClusterMetadata {
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
+            MetaCommand::SetGroups(groups) => self.groups = groups.clone(),
             MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
+            MetaCommand::SetSecurity(security) => self.security = security.clone(),
+            MetaCommand::SetSettings { key, value } => {
+                if !self.settings.is_object() {
+                    self.settings = serde_json::Value::Object(serde_json::Map::new());
+                }
+                if let Some(sections) = self.settings.as_object_mut() {
+                    sections.insert(key.clone(), value.clone());
+                }
+            }
             MetaCommand::SetXdcr(xdcr) => self.xdcr = xdcr.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;

@@ -28,6 +28,9 @@ pub struct ClusterMetadata {
     pub buckets: BTreeMap<String, BucketMeta>,
     /// Opaque to this crate: the server owns the user model (salted credentials and roles) and stores it whole.
     pub users: serde_json::Value,
+    /// The user groups (`/settings/rbac/groups`), opaque as the users are. Null until first set (no groups).
+    #[serde(default)]
+    pub groups: serde_json::Value,
     pub auto_failover: AutoFailoverSettings,
     /// How each failed-over node marked for recovery rejoins at the next rebalance; the entry stays while that
     /// rebalance runs (a delta-recovering node keeps its data until then) and goes when it ends.
@@ -39,6 +42,15 @@ pub struct ClusterMetadata {
     /// and validates it before proposing. Null until first set (audit off).
     #[serde(default)]
     pub audit: serde_json::Value,
+    /// The security settings (`/settings/security`, `/settings/clientCertAuth`). Opaque to this crate, as the audit
+    /// settings are. Null until first set (the defaults).
+    #[serde(default)]
+    pub security: serde_json::Value,
+    /// The cluster-wide management settings that change nothing inside this crate (`clusterName` and the service
+    /// quotas of `POST /pools/default`, `/settings/indexes`, `/settings/stats`), one JSON object per endpoint.
+    /// Opaque, as the audit settings are: the server validates them before proposing. Null until first set.
+    #[serde(default)]
+    pub settings: serde_json::Value,
     /// XDCR's remote clusters and replications (`/pools/default/remoteClusters`, `/controller/createReplication`).
     /// Opaque to this crate like the audit settings: the server's `xdcr` module owns and validates the model.
     #[serde(default)]
@@ -251,8 +263,17 @@ pub enum MetaCommand {
         promote: BTreeMap<u16, NodeId>,
     },
     SetUsers(serde_json::Value),
+    /// Replaces the user groups (opaque, see `ClusterMetadata::groups`).
+    SetGroups(serde_json::Value),
     /// Replaces the audit settings (opaque, see `ClusterMetadata::audit`).
     SetAudit(serde_json::Value),
+    /// Replaces the security settings (opaque, see `ClusterMetadata::security`).
+    SetSecurity(serde_json::Value),
+    /// Replaces one section (`key`) of the opaque management settings (see `ClusterMetadata::settings`).
+    SetSettings {
+        key: String,
+        value: serde_json::Value,
+    },
     /// Replaces the XDCR remote clusters and replications (opaque, see `ClusterMetadata::xdcr`).
     SetXdcr(serde_json::Value),
     SetAutoFailover(AutoFailoverSettings),

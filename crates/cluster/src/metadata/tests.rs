@@ -264,17 +264,44 @@ fn set_users_stores_opaque_value() {
     assert_eq!(meta.rev, 1);
 }
 
-/// SetAudit stores the server's audit settings as given, and metadata written before audit existed reads as null.
+/// SetAudit, SetSecurity and SetGroups store the server's values as given, and metadata written before they existed reads
+/// them as null.
 #[test]
-fn set_audit_stores_opaque_value_and_old_metadata_reads_null() {
+fn set_audit_security_and_groups_store_opaque_values_and_old_metadata_reads_null() {
     let mut meta = ClusterMetadata::default();
     let audit = json!({"enabled": true, "disabled": [20488]});
     meta.apply(&MetaCommand::SetAudit(audit.clone())).expect("set audit");
     assert_eq!((meta.audit.clone(), meta.rev), (audit, 1));
+    let security = json!({"tlsMinVersion": "tlsv1.3"});
+    meta.apply(&MetaCommand::SetSecurity(security.clone())).expect("set security");
+    assert_eq!((meta.security.clone(), meta.rev), (security, 2));
+    let groups = json!([{"id": "g", "roles": ["admin"]}]);
+    meta.apply(&MetaCommand::SetGroups(groups.clone())).expect("set groups");
+    assert_eq!((meta.groups.clone(), meta.rev), (groups, 3));
     let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
     old.as_object_mut().expect("object").remove("audit");
+    old.as_object_mut().expect("object").remove("security");
+    old.as_object_mut().expect("object").remove("groups");
+    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the fields");
+    assert!(read.audit.is_null() && read.security.is_null() && read.groups.is_null());
+}
+
+/// SetSettings replaces one section of the opaque management settings and keeps the others; metadata written
+/// before the settings existed reads as null.
+#[test]
+fn set_settings_replaces_one_section_and_keeps_the_others() {
+    let mut meta = ClusterMetadata::default();
+    let pool = json!({"clusterName": "prod"});
+    meta.apply(&MetaCommand::SetSettings { key: "pool".into(), value: pool.clone() }).expect("set pool");
+    meta.apply(&MetaCommand::SetSettings { key: "stats".into(), value: json!({"sendStats": false}) }).expect("stats");
+    let renamed = json!({"clusterName": "staging"});
+    meta.apply(&MetaCommand::SetSettings { key: "pool".into(), value: renamed.clone() }).expect("rename");
+    assert_eq!(meta.settings, json!({"pool": renamed, "stats": {"sendStats": false}}));
+    assert_eq!(meta.rev, 3);
+    let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
+    old.as_object_mut().expect("object").remove("settings");
     let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the field");
-    assert!(read.audit.is_null());
+    assert!(read.settings.is_null());
 }
 
 /// SetXdcr stores the server's XDCR model as given, and metadata written before XDCR existed reads as null.

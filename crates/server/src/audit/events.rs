@@ -49,7 +49,12 @@ pub const RESET_AUTO_FAILOVER_COUNT: u32 = 8222;
 pub const UPLOAD_CLUSTER_CA: u32 = 8229;
 pub const RELOAD_NODE_CERTIFICATE: u32 = 8230;
 pub const SET_USER: u32 = 8232;
+pub const PASSWORD_POLICY: u32 = 8235;
+pub const CLIENT_CERT_AUTH: u32 = 8236;
+pub const SECURITY_SETTINGS: u32 = 8237;
 pub const MODIFY_AUDIT_SETTINGS: u32 = 8240;
+pub const SET_USER_GROUP: u32 = 8244;
+pub const DELETE_USER_GROUP: u32 = 8245;
 pub const CREATE_SCOPE: u32 = 8259;
 pub const DROP_SCOPE: u32 = 8260;
 pub const CREATE_COLLECTION: u32 = 8261;
@@ -84,7 +89,12 @@ pub const EVENTS: &[Descriptor] = &[
     rest(UPLOAD_CLUSTER_CA, "upload cluster ca", "Trusted CA certificates were loaded", true, true),
     rest(RELOAD_NODE_CERTIFICATE, "reload node certificate", "The node certificate was reloaded", true, true),
     rest(SET_USER, "set user", "User was added or updated", true, true),
+    rest(PASSWORD_POLICY, "password policy", "Password policy was changed", false, true),
+    rest(CLIENT_CERT_AUTH, "client cert auth", "Client certificate authentication settings were changed", false, true),
+    rest(SECURITY_SETTINGS, "security settings", "Security settings were changed", false, true),
     rest(MODIFY_AUDIT_SETTINGS, "modify audit settings", "Audit configuration was changed", false, true),
+    rest(SET_USER_GROUP, "set user group", "User group was added or updated", true, true),
+    rest(DELETE_USER_GROUP, "delete user group", "User group was deleted", true, true),
     rest(CREATE_SCOPE, "create scope", "Scope was created", true, true),
     rest(DROP_SCOPE, "drop scope", "Scope was dropped", true, true),
     rest(CREATE_COLLECTION, "create collection", "Collection was created", true, true),

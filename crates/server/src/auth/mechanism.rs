@@ -31,6 +31,9 @@ const MECHANISMS: [(Mechanism, &str); 4] = [
 ];
 
 impl Mechanism {
+    /// Every mechanism, strongest first (SASL_LIST_MECHS's order).
+    pub const ALL: [Mechanism; 4] = [MECHANISMS[0].0, MECHANISMS[1].0, MECHANISMS[2].0, MECHANISMS[3].0];
+
     /// Parses the key of a SASL_AUTH or SASL_STEP request. Names are matched exactly: the clients send them in
     /// upper case and the RFC spellings (`SCRAM-SHA-256`) are not what Couchbase lists.
     pub fn parse(name: &[u8]) -> Result<Mechanism, AuthError> {
@@ -109,7 +112,7 @@ mod tests {
     fn names_round_trip_and_match_the_advertised_list() {
         // Proves every mechanism parses from its own name and that LIST_MECHS advertises exactly the table.
         let names: Vec<&str> = MECHANISMS.iter().map(|(m, _)| m.name()).collect();
-        assert_eq!(names.join(" "), crate::auth::supported_mechanisms());
+        assert_eq!(names.join(" "), crate::auth::SecuritySettings::default().mechanisms(false));
         for (mech, name) in MECHANISMS {
             assert_eq!(Mechanism::parse(name.as_bytes()).unwrap(), mech);
         }

@@ -12,7 +12,8 @@
 //! unknown user's decoy salt made with two HMACs) nor the proof check derives anything; the client does the PBKDF2.
 //!
 //! A connection's SASL handling, in full:
-//! - SASL_LIST_MECHS: reply `supported_mechanisms()`.
+//! - SASL_LIST_MECHS: reply `SecuritySettings::mechanisms`, the mechanisms the cluster's settings allow on the
+//!   connection's port.
 //! - SASL_AUTH: `Mechanism::parse(key)`; PLAIN → `PlainMessage::parse`, then `verify_password` through
 //!   `run_derivation` (unless `PlainCache` remembers the password); SCRAM → `ScramServer::start`, reply
 //!   AUTH_CONTINUE with the server-first message and keep the `ScramServer` until SASL_STEP.
@@ -27,6 +28,7 @@ mod plain;
 mod plain_cache;
 mod role;
 mod scram;
+mod security;
 mod users;
 
 pub use credentials::{Credentials, PlainVerifier, ScramKeys, DEFAULT_ITERATIONS, SALT_BYTES};
@@ -35,19 +37,15 @@ pub use mechanism::{Mechanism, ScramHash};
 #[cfg(test)]
 pub(crate) use plain::decoy_checks;
 pub use plain::{authenticate_plain, verify_password, PlainMessage};
-pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget};
+pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget, ScopedGrant};
 pub use scram::ScramServer;
-pub use users::{User, UserError, UserStore};
+pub use security::{CertNames, ClientCertAuth, ClientCertState, PasswordPolicy, SecuritySettings, TlsMinVersion};
+pub use users::{validate_id, Group, User, UserError, UserStore};
 
 use settee_types::Status;
 
 /// Longest SASL_AUTH or SASL_STEP value accepted; real messages are under 200 bytes.
 pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
-
-/// The value of a SASL_LIST_MECHS reply, strongest first.
-pub fn supported_mechanisms() -> &'static str {
-    "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1 PLAIN"
-}
 
 /// Why a SASL exchange ended without authenticating. All variants are AUTH_ERROR on the wire; they differ only
 /// for logs and tests.

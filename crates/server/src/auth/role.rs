@@ -1,9 +1,11 @@
 //! Couchbase RBAC roles as strings (`admin`, `data_reader[travel-sample]`, `data_reader[b:s:c]`) and what each
 //! one allows settee to do.
 //!
-//! Scope and collection qualifiers are parsed and kept, so that they print back unchanged, but enforcement is per
-//! bucket: `data_reader[b:s:c]` reads all of `b` (and `data_dcp_reader[b:s:c]` streams all of it). That is wider
-//! than Couchbase and is a deliberate simplification.
+//! A role on a whole bucket (`data_reader[b]`, `[*]`) counts in [`Role::bucket_access`]; one narrowed to a scope or
+//! a collection (`data_reader[b:s]`, `[b:s:c]`) counts only in [`Role::scoped_grant`], for the documents of that
+//! scope or collection: the KV port checks it per request against the collection the request names, as kv_engine
+//! checks collection privileges. Privileges that are about the whole bucket (DCP, STAT, the bucket's settings)
+//! come only from roles on the whole bucket.
 
 use std::fmt;
 use std::str::FromStr;
@@ -53,6 +55,31 @@ pub enum BucketRole {
     MobileSyncGateway,
     AnalyticsManager,
     AnalyticsSelect,
+}
+
+impl BucketRole {
+    /// What the role allows on its bucket, following ns_server's role definitions (see [`Role::bucket_access`]).
+    fn access(self) -> BucketAccess {
+        const fn access(read: bool, write: bool, dcp: bool, stats: bool) -> BucketAccess {
+            BucketAccess { read, write, manage: false, dcp, stats, meta_write: false }
+        }
+        let stats_only = access(false, false, false, true);
+        match self {
+            // No data access, as Couchbase's bucket_admin since 5.0: the bucket's settings, its scopes and
+            // collections, and its statistics.
+            BucketRole::BucketAdmin => BucketAccess { manage: true, ..stats_only },
+            BucketRole::BucketFullAccess | BucketRole::DataBackup | BucketRole::MobileSyncGateway => {
+                BucketAccess { meta_write: true, ..access(true, true, true, true) }
+            }
+            BucketRole::DataReader => access(true, false, false, false),
+            BucketRole::DataDcpReader => access(true, false, true, false),
+            BucketRole::DataWriter => access(false, true, false, false),
+            BucketRole::DataMonitoring => stats_only,
+            // XDCR's inbound writes: `data.meta!write` and stats, no plain document access.
+            BucketRole::ReplicationTarget => BucketAccess { meta_write: true, ..stats_only },
+            _ => BucketAccess::NONE,
+        }
+    }
 }
 
 /// Every cluster role with its Couchbase name; the only place names are written.
@@ -114,6 +141,28 @@ impl RoleTarget {
 
     pub fn matches_bucket(&self, bucket: &str) -> bool {
         self.bucket == "*" || self.bucket == bucket
+    }
+
+    /// Whether the target is a whole bucket (no scope named).
+    pub fn is_whole_bucket(&self) -> bool {
+        self.scope.is_none()
+    }
+}
+
+/// What a role narrowed to a scope or a collection of one bucket allows on the documents there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopedGrant {
+    pub scope: String,
+    /// None: every collection of the scope.
+    pub collection: Option<String>,
+    pub access: BucketAccess,
+}
+
+impl ScopedGrant {
+    /// Whether the grant covers collection `collection` of scope `scope` (`*` matches any name).
+    pub fn covers(&self, scope: &str, collection: &str) -> bool {
+        let names = |granted: &str, name: &str| granted == "*" || granted == name;
+        names(&self.scope, scope) && self.collection.as_deref().is_none_or(|c| names(c, collection))
     }
 }
 
@@ -188,32 +237,28 @@ impl Role {
     /// mobile_sync_gateway, data_monitoring and replication_target, never with data_reader, data_writer or
     /// data_dcp_reader; the with-meta writes (`data.meta!write`) with admin, bucket_full_access, data_backup,
     /// mobile_sync_gateway and replication_target, never with data_writer. Roles about query, search, views or analytics grant no KV access.
+    /// Only a role on the whole bucket counts here; see [`Role::scoped_grant`] for narrower ones.
     pub fn bucket_access(&self, bucket: &str) -> BucketAccess {
-        const fn access(read: bool, write: bool, dcp: bool, stats: bool) -> BucketAccess {
-            BucketAccess { read, write, manage: false, dcp, stats, meta_write: false }
-        }
-        let stats_only = access(false, false, false, true);
+        let stats_only = BucketAccess { stats: true, ..BucketAccess::NONE };
         match self {
             Role::Cluster(ClusterRole::Admin) => BucketAccess::ALL,
             Role::Cluster(ClusterRole::ClusterAdmin) => BucketAccess { manage: true, ..stats_only },
             Role::Cluster(ClusterRole::RoAdmin) => stats_only,
             Role::Cluster(_) => BucketAccess::NONE,
-            Role::Bucket(role, target) if target.matches_bucket(bucket) => match role {
-                // Couchbase's bucket_admin has no data access since 5.0; settee grants it, as its brief asks.
-                BucketRole::BucketAdmin => BucketAccess::ALL,
-                BucketRole::BucketFullAccess | BucketRole::DataBackup | BucketRole::MobileSyncGateway => {
-                    BucketAccess { meta_write: true, ..access(true, true, true, true) }
-                }
-                BucketRole::DataReader => access(true, false, false, false),
-                BucketRole::DataDcpReader => access(true, false, true, false),
-                BucketRole::DataWriter => access(false, true, false, false),
-                BucketRole::DataMonitoring => stats_only,
-                // XDCR's inbound writes: `data.meta!write` and stats, no plain document access.
-                BucketRole::ReplicationTarget => BucketAccess { meta_write: true, ..stats_only },
-                _ => BucketAccess::NONE,
-            },
+            Role::Bucket(role, target) if target.matches_bucket(bucket) && target.is_whole_bucket() => role.access(),
             Role::Bucket(..) => BucketAccess::NONE,
         }
+    }
+
+    /// What a role narrowed to a scope or collection of `bucket` allows on the documents there: read and write
+    /// only (the privileges a collection can carry; DCP, STAT and settings are about the whole bucket). None for
+    /// other roles, other buckets, and roles on a whole bucket.
+    pub fn scoped_grant(&self, bucket: &str) -> Option<ScopedGrant> {
+        let Role::Bucket(role, target) = self else { return None };
+        let scope = target.scope.as_ref().filter(|_| target.matches_bucket(bucket))?;
+        let full = role.access();
+        let access = BucketAccess { read: full.read, write: full.write, ..BucketAccess::NONE };
+        access.any().then(|| ScopedGrant { scope: scope.clone(), collection: target.collection.clone(), access })
     }
 
     /// True for roles that may read cluster-wide settings (pools, bucket list, RBAC listings).
@@ -365,7 +410,8 @@ mod tests {
 
     #[test]
     fn bucket_access_follows_role_and_target() {
-        // Proves the access table: admin all, bucket_admin all on its bucket, data roles per flag, `*` wildcard.
+        // Proves the access table: admin all, bucket_admin its bucket's settings and stats but no data (as
+        // Couchbase since 5.0), data roles per flag, `*` wildcard, and a narrowed role nothing bucket-wide.
         let access = |role: &str, bucket: &str| role.parse::<Role>().unwrap().bucket_access(bucket);
         let rwm = |read, write, manage| BucketAccess { read, write, manage, ..BucketAccess::NONE };
         let stats = BucketAccess { stats: true, ..BucketAccess::NONE };
@@ -373,12 +419,13 @@ mod tests {
         assert_eq!(access("admin", "any"), BucketAccess::ALL);
         assert_eq!(access("ro_admin", "any"), stats);
         assert_eq!(access("cluster_admin", "any"), BucketAccess { manage: true, ..stats });
-        assert_eq!(access("bucket_admin[b]", "b"), BucketAccess::ALL);
+        assert_eq!(access("bucket_admin[b]", "b"), BucketAccess { manage: true, ..stats });
         assert_eq!(access("bucket_admin[b]", "c"), BucketAccess::NONE);
         assert_eq!(access("bucket_full_access[b]", "b"), full);
         assert_eq!(access("bucket_full_access[*]", "zzz"), full);
         assert_eq!(access("data_backup[b]", "b"), full);
-        assert_eq!(access("data_reader[b:s:c]", "b"), rwm(true, false, false));
+        assert_eq!(access("data_reader[b:s:c]", "b"), BucketAccess::NONE);
+        assert_eq!(access("data_reader[b]", "b"), rwm(true, false, false));
         assert_eq!(access("data_writer[b]", "b"), rwm(false, true, false));
         assert_eq!(access("data_monitoring[b]", "b"), stats);
         assert_eq!(access("query_select[b]", "b"), BucketAccess::NONE);
@@ -391,13 +438,15 @@ mod tests {
         // Regression (issue 17): data_reader could open a DCP producer and stream the whole bucket. Proves only
         // the roles ns_server gives `data.dcp!read` grant it, with scope/collection qualifiers parsed alike.
         let dcp = |role: &str| role.parse::<Role>().unwrap().bucket_access("b").dcp;
-        for allowed in ["admin", "bucket_admin[b]", "bucket_full_access[b]", "data_backup[b]", "data_dcp_reader[b]"] {
+        for allowed in ["admin", "bucket_full_access[b]", "data_backup[b]", "data_dcp_reader[b]", "data_dcp_reader[*]"]
+        {
             assert!(dcp(allowed), "{allowed}");
         }
-        for allowed in ["data_dcp_reader[b:s]", "data_dcp_reader[b:s:c]", "data_dcp_reader[*]"] {
-            assert!(dcp(allowed), "{allowed}");
+        // A narrowed DCP reader cannot stream the whole bucket (Couchbase would filter its streams instead).
+        for refused in ["data_dcp_reader[b:s]", "data_dcp_reader[b:s:c]", "bucket_admin[b]", "data_dcp_reader[c]"] {
+            assert!(!dcp(refused), "{refused}");
         }
-        for refused in ["data_reader[b]", "data_writer[b]", "ro_admin", "cluster_admin", "data_dcp_reader[c]"] {
+        for refused in ["data_reader[b]", "data_writer[b]", "ro_admin", "cluster_admin"] {
             assert!(!dcp(refused), "{refused}");
         }
     }
@@ -416,6 +465,24 @@ mod tests {
         for refused in ["data_reader[b]", "data_writer[b]", "data_dcp_reader[b]", "query_select[b]"] {
             assert!(!stats(refused), "{refused}");
         }
+    }
+
+    #[test]
+    fn narrowed_roles_grant_their_scope_or_collection_only() {
+        // Regression (issue 17): `data_reader[b:s:c]` read every collection of `b`. Proves a narrowed role grants
+        // read or write on exactly its scope or collection of its bucket, and nothing for other roles or buckets.
+        let grant = |role: &str, bucket: &str| role.parse::<Role>().unwrap().scoped_grant(bucket);
+        let reader = grant("data_reader[b:s:c]", "b").expect("a grant");
+        assert!(reader.access.read && !reader.access.write && !reader.access.dcp);
+        assert!(reader.covers("s", "c") && !reader.covers("s", "d") && !reader.covers("t", "c"));
+        let writer = grant("data_writer[b:s]", "b").expect("a grant");
+        assert!(writer.access.write && !writer.access.read);
+        assert!(writer.covers("s", "c") && writer.covers("s", "d") && !writer.covers("_default", "c"));
+        assert!(grant("data_reader[b:s:c]", "other").is_none());
+        assert!(grant("data_reader[*:s:c]", "any").is_some());
+        assert!(grant("data_reader[b]", "b").is_none(), "whole-bucket roles count in bucket_access");
+        assert!(grant("data_monitoring[b:s]", "b").is_none(), "no document privilege to narrow");
+        assert!(grant("query_select[b:s:c]", "b").is_none(), "query roles grant no KV access");
     }
 
     #[test]

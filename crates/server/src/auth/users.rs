@@ -23,26 +23,67 @@ pub struct User {
     pub id: String,
     /// Display name; may be empty.
     pub name: String,
+    /// The roles given to the user itself.
     pub roles: Vec<Role>,
+    /// The groups the user belongs to (`/settings/rbac/groups`), each adding its roles.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// The roles the user's groups give, with the group giving each: filled by the store from the current groups,
+    /// never stored (a group's change reaches its members at once).
+    #[serde(skip)]
+    pub group_roles: Vec<(String, Role)>,
     pub credentials: Credentials,
     /// When the password was last set, in seconds since the Unix epoch.
     pub password_change_date_secs: Option<u64>,
 }
 
+/// A group of users (`/settings/rbac/groups`): roles its members get besides their own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub id: String,
+    #[serde(default)]
+    pub description: String,
+    pub roles: Vec<Role>,
+}
+
 impl User {
+    /// Every role the user holds: its own, then its groups'.
+    pub fn all_roles(&self) -> impl Iterator<Item = &Role> {
+        self.roles.iter().chain(self.group_roles.iter().map(|(_, role)| role))
+    }
+
     /// The union of what each of the user's roles allows on `bucket`.
     pub fn bucket_access(&self, bucket: &str) -> BucketAccess {
-        self.roles.iter().fold(BucketAccess::NONE, |acc, role| acc.union(role.bucket_access(bucket)))
+        self.all_roles().fold(BucketAccess::NONE, |acc, role| acc.union(role.bucket_access(bucket)))
+    }
+
+    /// What the user's roles narrowed to a scope or collection of `bucket` allow there.
+    pub fn scoped_grants(&self, bucket: &str) -> Vec<super::ScopedGrant> {
+        self.all_roles().filter_map(|role| role.scoped_grant(bucket)).collect()
+    }
+
+    /// What the user may do with the documents of collection `collection` in scope `scope` of `bucket`: the
+    /// whole-bucket roles, and those narrowed to that scope or collection.
+    pub fn collection_access(&self, bucket: &str, scope: &str, collection: &str) -> BucketAccess {
+        let narrowed = self.all_roles().filter_map(|role| role.scoped_grant(bucket));
+        narrowed
+            .filter(|grant| grant.covers(scope, collection))
+            .fold(self.bucket_access(bucket), |acc, grant| acc.union(grant.access))
+    }
+
+    /// Whether the user may do anything with `bucket` or part of it (SELECT_BUCKET, seeing the bucket listed).
+    pub fn any_access(&self, bucket: &str) -> bool {
+        self.bucket_access(bucket).any() || self.all_roles().any(|role| role.scoped_grant(bucket).is_some())
     }
 
     /// Full administrator: every bucket, every setting, user management.
     pub fn is_admin(&self) -> bool {
-        self.roles.contains(&Role::Cluster(super::ClusterRole::Admin))
+        self.all_roles().any(|role| *role == Role::Cluster(super::ClusterRole::Admin))
     }
 
     /// May read cluster-wide settings (admin, ro_admin, cluster_admin).
     pub fn can_read_settings(&self) -> bool {
-        self.roles.iter().any(Role::can_read_settings)
+        self.all_roles().any(Role::can_read_settings)
     }
 }
 
@@ -55,6 +96,8 @@ pub enum UserError {
     PasswordRequired,
     #[error("invalid password: {0}")]
     InvalidPassword(&'static str),
+    #[error("Groups do not exist: {0}")]
+    UnknownGroups(String),
 }
 
 /// The set of local users; clones share one store.
@@ -63,8 +106,10 @@ pub struct UserStore {
     inner: Arc<Inner>,
 }
 
+/// Lock order: `users` before `groups`; `set_groups` releases `groups` before it takes `users`.
 struct Inner {
     users: RwLock<BTreeMap<String, Arc<User>>>,
+    groups: RwLock<BTreeMap<String, Arc<Group>>>,
     generation: AtomicU64,
     clock: Arc<dyn Clock>,
 }
@@ -83,14 +128,39 @@ impl UserStore {
 
     /// An empty store that dates password changes with `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> UserStore {
-        let inner = Inner { users: RwLock::new(BTreeMap::new()), generation: AtomicU64::new(0), clock };
+        let inner = Inner {
+            users: RwLock::new(BTreeMap::new()),
+            groups: RwLock::new(BTreeMap::new()),
+            generation: AtomicU64::new(0),
+            clock,
+        };
         UserStore { inner: Arc::new(inner) }
     }
 
     /// Creates or replaces a user. `password: None` keeps the existing password, and is refused for a new user.
     /// Deriving credentials is slow (PBKDF2), so it happens before the lock is taken.
+    /// The user keeps the groups it belongs to.
     pub fn upsert(&self, id: &str, name: &str, password: Option<&str>, roles: Vec<Role>) -> Result<(), UserError> {
-        validate_user_id(id)?;
+        self.upsert_member(id, name, password, roles, None)
+    }
+
+    /// [`UserStore::upsert`] that also sets the user's groups (`Some`), each of which must exist.
+    pub fn upsert_member(
+        &self,
+        id: &str,
+        name: &str,
+        password: Option<&str>,
+        roles: Vec<Role>,
+        groups: Option<Vec<String>>,
+    ) -> Result<(), UserError> {
+        validate_id(id)?;
+        if let Some(groups) = &groups {
+            let known = self.inner.groups.read();
+            let missing: Vec<&str> = groups.iter().filter(|g| !known.contains_key(*g)).map(String::as_str).collect();
+            if !missing.is_empty() {
+                return Err(UserError::UnknownGroups(missing.join(",")));
+            }
+        }
         if password.is_some_and(|p| p.contains('\0')) {
             // PLAIN cannot carry a NUL, and PBKDF2 would treat `pw\0` as `pw` (see `PlainVerifier::verify`).
             return Err(UserError::InvalidPassword("contains NUL"));
@@ -105,7 +175,17 @@ impl UserStore {
             (None, Some(existing)) => (existing.credentials.clone(), existing.password_change_date_secs),
             (None, None) => return Err(UserError::PasswordRequired),
         };
-        let user = User { id: id.to_owned(), name: name.to_owned(), roles, credentials, password_change_date_secs };
+        let groups = groups.unwrap_or_else(|| users.get(id).map(|u| u.groups.clone()).unwrap_or_default());
+        let mut user = User {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            roles,
+            groups,
+            group_roles: Vec::new(),
+            credentials,
+            password_change_date_secs,
+        };
+        user.group_roles = group_roles(&user.groups, &self.inner.groups.read());
         users.insert(id.to_owned(), Arc::new(user));
         self.inner.generation.fetch_add(1, Ordering::Release);
         Ok(())
@@ -114,10 +194,18 @@ impl UserStore {
     /// Replaces every user with `users`, e.g. when loading a saved store. Ids are checked before anything changes.
     pub fn restore(&self, users: Vec<User>) -> Result<(), UserError> {
         for user in &users {
-            validate_user_id(&user.id)?;
+            validate_id(&user.id)?;
         }
-        let map = users.into_iter().map(|user| (user.id.clone(), Arc::new(user))).collect();
-        *self.inner.users.write() = map;
+        let mut map = self.inner.users.write();
+        let groups = self.inner.groups.read();
+        *map = users
+            .into_iter()
+            .map(|mut user| {
+                user.group_roles = group_roles(&user.groups, &groups);
+                (user.id.clone(), Arc::new(user))
+            })
+            .collect();
+        drop((groups, map));
         self.inner.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -158,14 +246,48 @@ impl UserStore {
         self.get(user).is_some_and(|u| u.can_read_settings())
     }
 
+    /// Replaces every group; each member's roles follow at once (the groups it names that no longer exist give
+    /// nothing).
+    pub fn set_groups(&self, groups: Vec<Group>) {
+        let groups: BTreeMap<String, Arc<Group>> = groups.into_iter().map(|g| (g.id.clone(), Arc::new(g))).collect();
+        *self.inner.groups.write() = groups.clone();
+        let mut users = self.inner.users.write();
+        for user in users.values_mut() {
+            let roles = group_roles(&user.groups, &groups);
+            if roles != user.group_roles {
+                Arc::make_mut(user).group_roles = roles;
+            }
+        }
+        drop(users);
+        self.inner.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn group(&self, id: &str) -> Option<Arc<Group>> {
+        self.inner.groups.read().get(id).cloned()
+    }
+
+    /// Every group, ordered by id.
+    pub fn groups(&self) -> Vec<Arc<Group>> {
+        self.inner.groups.read().values().cloned().collect()
+    }
+
     /// A counter that changes whenever any user is added, changed or removed.
     pub fn generation(&self) -> u64 {
         self.inner.generation.load(Ordering::Acquire)
     }
 }
 
+/// The roles `groups` give, each with its group, from the known groups (unknown names give nothing).
+fn group_roles(groups: &[String], known: &BTreeMap<String, Arc<Group>>) -> Vec<(String, Role)> {
+    groups
+        .iter()
+        .filter_map(|g| known.get(g))
+        .flat_map(|g| g.roles.iter().map(|role| (g.id.clone(), role.clone())))
+        .collect()
+}
+
 /// Couchbase's rules for local user ids: 1 to 128 characters, no control characters and none of `()<>@,;:\"/[]?={}`.
-fn validate_user_id(id: &str) -> Result<(), UserError> {
+pub fn validate_id(id: &str) -> Result<(), UserError> {
     if id.is_empty() {
         return Err(UserError::InvalidId("empty"));
     }
@@ -186,6 +308,28 @@ mod tests {
 
     fn roles(list: &str) -> Vec<Role> {
         Role::parse_list(list).unwrap()
+    }
+
+    #[test]
+    fn group_roles_reach_members_and_follow_group_changes() {
+        // Proves a member gets its groups' roles besides its own, a group's change or removal reaches members at
+        // once (and moves the generation), a plain upsert keeps the memberships, and unknown groups are refused.
+        let store = UserStore::new();
+        let group = |id: &str, list: &str| Group { id: id.into(), description: String::new(), roles: roles(list) };
+        store.set_groups(vec![group("readers", "data_reader[b]")]);
+        let missing = store.upsert_member("u", "", Some("pw"), vec![], Some(vec!["nope".into()]));
+        assert_eq!(missing, Err(UserError::UnknownGroups("nope".into())));
+        store.upsert_member("u", "", Some("pw"), roles("data_writer[b]"), Some(vec!["readers".into()])).unwrap();
+        let access = store.bucket_access("u", "b");
+        assert!(access.read && access.write);
+        let generation = store.generation();
+        store.set_groups(vec![group("readers", "admin")]);
+        assert!(store.is_admin("u") && store.generation() > generation);
+        store.upsert("u", "renamed", None, roles("data_writer[b]")).unwrap();
+        assert_eq!(store.get("u").unwrap().groups, ["readers"]);
+        store.set_groups(vec![]);
+        assert!(!store.is_admin("u") && !store.bucket_access("u", "b").read);
+        assert!(store.bucket_access("u", "b").write, "its own role stays");
     }
 
     #[test]
@@ -247,7 +391,8 @@ mod tests {
         assert_eq!(store.bucket_access("ro", "b1"), BucketAccess { stats: true, ..BucketAccess::NONE });
         let rw = BucketAccess { read: true, write: true, ..BucketAccess::NONE };
         assert_eq!(store.bucket_access("app", "b1"), rw);
-        assert_eq!(store.bucket_access("app", "b2"), BucketAccess::ALL);
+        let bucket_admin = BucketAccess { manage: true, stats: true, ..BucketAccess::NONE };
+        assert_eq!(store.bucket_access("app", "b2"), bucket_admin, "bucket_admin reaches no data");
         assert_eq!(store.bucket_access("app", "b3"), BucketAccess::NONE);
         assert!(!store.is_admin("app") && !store.can_read_settings("app"));
         assert_eq!(store.bucket_access("nobody", "b1"), BucketAccess::NONE);

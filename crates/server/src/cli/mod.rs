@@ -1,6 +1,8 @@
 //! `settee cluster ...`: operator commands that drive a running cluster over its REST API.
 
+pub mod collect_info;
 pub mod rolling_restart;
+mod zip;
 
 use clap::{Args, Subcommand};
 
@@ -9,6 +11,9 @@ pub enum ClusterCommand {
     /// Restart every node in turn (graceful failover, restart, warmup, delta recovery, rebalance), so that clients
     /// see latency but no error; with `--binary`, upgrade every node to that executable.
     RollingRestart(rolling_restart::RollingRestartArgs),
+    /// Write one ZIP file with every node's views, statistics, settings, timings and metrics, and the log files
+    /// named with `--log-file`, for a bug report (Couchbase's cbcollect_info).
+    CollectInfo(collect_info::CollectInfoArgs),
 }
 
 /// Where the cluster is and who the administrator is, as couchbase-cli takes them.
@@ -39,5 +44,6 @@ impl ClusterAccess {
 pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {
     match command {
         ClusterCommand::RollingRestart(args) => rolling_restart::run(args).await,
+        ClusterCommand::CollectInfo(args) => collect_info::run(args).await,
     }
 }

@@ -247,7 +247,10 @@ impl ClusterDriver {
             .context("this node is still starting")?
             .context("this node is stopping")?;
         let old = self.handle.store();
-        if old.current().nodes.len() > 1 {
+        // A node rebalanced out of its cluster keeps that cluster's metadata, without itself among the nodes: it
+        // belongs to no cluster any more and may join one, as an ejected Couchbase node may be added back.
+        let current = old.current();
+        if current.nodes.len() > 1 && current.nodes.contains_key(&self.me()) {
             anyhow::bail!("Node is already part of a cluster.");
         }
         old.shutdown().await;

@@ -124,9 +124,12 @@ impl Node {
         E: Send + 'static,
     {
         let current: Vec<User> = self.users.list().iter().map(|u| (**u).clone()).collect();
+        let groups: Vec<crate::auth::Group> = self.users.groups().iter().map(|g| (**g).clone()).collect();
         let clock = self.clock.clone();
         let (result, list) = tokio::task::spawn_blocking(move || {
             let scratch = UserStore::with_clock(clock);
+            // The groups a change may name (and that give members their roles).
+            scratch.set_groups(groups);
             // The ids were validated when these users were stored.
             let _ = scratch.restore(current);
             let result = change(&scratch);
@@ -150,6 +153,28 @@ impl Node {
 }
 
 impl Node {
+    /// Changes the user groups on every node: `change` edits a copy of the current groups; the result is proposed
+    /// whole and applied by each node's reconcile (here before the call returns). A refused change proposes
+    /// nothing.
+    pub async fn propose_group_change<R, E>(
+        &self,
+        change: impl FnOnce(&mut Vec<crate::auth::Group>) -> Result<R, E>,
+    ) -> Result<Result<R, E>, ClusterOpError> {
+        let mut groups: Vec<crate::auth::Group> = self.users.groups().iter().map(|g| (**g).clone()).collect();
+        let result = change(&mut groups);
+        if result.is_err() {
+            return Ok(result);
+        }
+        match self.cluster() {
+            None => self.users.set_groups(groups),
+            Some(cluster) => {
+                let value = serde_json::to_value(&groups).map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
+                cluster.propose(MetaCommand::SetGroups(value)).await.map_err(unavailable)?;
+            }
+        }
+        Ok(result)
+    }
+
     /// Makes `settings` the cluster's audit settings: proposed whole and applied on every node by its reconcile
     /// (here before the call returns); a node without a cluster applies them locally.
     pub async fn propose_audit_settings(&self, settings: &crate::audit::AuditSettings) -> Result<(), ClusterOpError> {
@@ -159,5 +184,17 @@ impl Node {
         };
         let value = serde_json::to_value(settings).map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
         cluster.propose(MetaCommand::SetAudit(value)).await.map(drop).map_err(unavailable)
+    }
+
+    /// Makes `settings` the cluster's security settings, as [`Node::propose_audit_settings`] does the audit ones.
+    pub async fn propose_security_settings(
+        &self,
+        settings: crate::auth::SecuritySettings,
+    ) -> Result<(), ClusterOpError> {
+        let Some(cluster) = self.cluster() else {
+            self.apply_security(settings);
+            return Ok(());
+        };
+        cluster.propose(MetaCommand::SetSecurity(settings.to_metadata())).await.map(drop).map_err(unavailable)
     }
 }

@@ -39,6 +39,10 @@ pub(super) struct Reconciler {
     users_applied: Option<serde_json::Value>,
     /// The audit settings value last applied from the metadata.
     audit_applied: Option<serde_json::Value>,
+    /// The security settings value last applied from the metadata.
+    security_applied: Option<serde_json::Value>,
+    /// The user groups value last applied from the metadata.
+    groups_applied: Option<serde_json::Value>,
     /// The newest revision applied: an older state (a watcher that read it before a proposal's reconcile ran)
     /// is skipped, so it cannot undo a newer change.
     applied_rev: u64,
@@ -57,8 +61,10 @@ impl Reconciler {
         }
         self.applied_rev = meta.rev;
         self.deferred = false;
+        self.apply_groups(node, meta);
         self.apply_users(node, meta);
         self.apply_audit(node, meta);
+        self.apply_security(node, meta);
         for local in node.buckets() {
             let cfg = local.config();
             if meta.buckets.get(&cfg.name).is_none_or(|b| b.spec.uuid != cfg.uuid) {
@@ -113,6 +119,25 @@ impl Reconciler {
         node.query.indexes.reconcile(node, meta);
     }
 
+    /// Applies the cluster's user groups when they changed (before the users, whose roles they extend).
+    fn apply_groups(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if self.groups_applied.as_ref() == Some(&meta.groups) {
+            return;
+        }
+        let groups: Vec<crate::auth::Group> = match &meta.groups {
+            serde_json::Value::Null => Vec::new(),
+            value => match serde_json::from_value(value.clone()) {
+                Ok(g) => g,
+                Err(e) => {
+                    tracing::error!(error = %e, "the cluster's user groups cannot be read; keeping the local ones");
+                    return;
+                }
+            },
+        };
+        node.users.set_groups(groups);
+        self.groups_applied = Some(meta.groups.clone());
+    }
+
     fn apply_users(&mut self, node: &Node, meta: &ClusterMetadata) {
         if meta.users.is_null() || self.users_applied.as_ref() == Some(&meta.users) {
             return;
@@ -141,6 +166,15 @@ impl Reconciler {
         }
         node.audit.apply(&crate::audit::AuditSettings::from_metadata(&meta.audit));
         self.audit_applied = Some(meta.audit.clone());
+    }
+
+    /// Applies the cluster's security settings on this node when they changed (null: the defaults).
+    fn apply_security(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if self.security_applied.as_ref() == Some(&meta.security) {
+            return;
+        }
+        node.apply_security(crate::auth::SecuritySettings::from_metadata(&meta.security));
+        self.security_applied = Some(meta.security.clone());
     }
 
     /// Starts, updates or stops feeds so that exactly `wanted` run. A feed whose vBucket list alone changed keeps
@@ -189,6 +223,8 @@ impl Reconciler {
         self.applied_rev = 0;
         self.users_applied = None;
         self.audit_applied = None;
+        self.security_applied = None;
+        self.groups_applied = None;
     }
 
     pub(super) fn stop_feeds(&mut self) {

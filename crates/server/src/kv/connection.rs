@@ -152,11 +152,18 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8], limit: Duration, 
     true
 }
 
+/// Which port a connection came to, and for the TLS port the user its client certificate authenticated.
+pub(crate) enum Transport {
+    Plain,
+    Tls { cert_user: Option<String> },
+}
+
 /// Serves one connection on the current (worker) thread; a connection that becomes a DCP producer continues on
 /// `main`, the node's multi-threaded runtime, because a producer reads the store.
 pub(crate) async fn serve_connection<S: KvStream>(
     node: Arc<Node>,
     stream: S,
+    transport: Transport,
     pre_auth: PreAuth,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     main: tokio::runtime::Handle,
@@ -171,6 +178,13 @@ pub(crate) async fn serve_connection<S: KvStream>(
     let (mut rd, mut wr) = stream.into_halves();
     let mut session = Session::new(peer);
     session.local = local;
+    if let Transport::Tls { cert_user } = transport {
+        session.tls = true;
+        if let Some(user) = cert_user {
+            session.auth_mechanism = "X.509";
+            crate::kv::handlers::session::authenticated(&node, &mut session, user);
+        }
+    }
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register
     // and unregister with the watch's shared waiter list (a mutex all connections share) on every batch.
     let producer_shutdown = shutdown.clone();

@@ -57,7 +57,7 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
     }
     let result = match op {
         Opcode::Hello => sess::hello(s, req, out),
-        Opcode::SaslListMechs => sess::sasl_list_mechs(req, out),
+        Opcode::SaslListMechs => sess::sasl_list_mechs(node, s, req, out),
         Opcode::SaslAuth => sess::sasl_auth(node, s, req, out),
         Opcode::SaslStep => sess::sasl_step(node, s, req, out),
         Opcode::GetErrorMap => sess::get_error_map(req, out),
@@ -140,8 +140,8 @@ fn check_user_still_exists(node: &Node, s: &mut Session) -> bool {
         s.close = true;
         return false;
     };
-    if let Some(b) = &s.bucket {
-        s.access = current.bucket_access(&b.name());
+    if let Some(b) = s.bucket.clone() {
+        s.set_access(&current, &b.name());
     }
     s.users_generation = generation;
     true

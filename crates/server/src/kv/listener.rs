@@ -16,8 +16,9 @@ use std::thread::JoinHandle;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
-use super::connection::serve_connection;
+use super::connection::{serve_connection, Transport};
 use super::unauthenticated::{PreAuth, Unauthenticated};
+use crate::auth::ClientCertState;
 use crate::node::Node;
 
 /// A connection handed to a worker thread, with its slot under `--max-connections`, its place among the
@@ -155,7 +156,7 @@ async fn run_worker(
                     if tls {
                         serve_tls(node, stream, pre_auth, shutdown, main).await;
                     } else {
-                        serve_connection(node, stream, pre_auth, shutdown, main).await;
+                        serve_connection(node, stream, Transport::Plain, pre_auth, shutdown, main).await;
                     }
                     drop(permit);
                 });
@@ -187,7 +188,19 @@ async fn serve_tls(
         }
         _ = shutdown.changed() => None,
     };
-    if let Some(stream) = stream {
-        serve_connection(node, stream, pre_auth, shutdown, main).await;
-    }
+    let Some(stream) = stream else { return };
+    let settings = node.security();
+    let names = crate::tls::client_cert_names(stream.get_ref().1.peer_certificates());
+    let cert_user = match (settings.client_cert_auth.state, names) {
+        (ClientCertState::Disable, _) | (_, None) => None,
+        (_, Some(names)) => match settings.client_cert_auth.user_for(&names, |u| node.users.get(u).is_some()) {
+            Some(user) => Some(user),
+            None => {
+                // As kv_engine: a certificate that names no user is refused, not treated as absent.
+                tracing::info!(%peer, ?names, "closing kv tls connection: the client certificate maps to no user");
+                return;
+            }
+        },
+    };
+    serve_connection(node, stream, Transport::Tls { cert_user }, pre_auth, shutdown, main).await;
 }

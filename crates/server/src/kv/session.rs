@@ -56,6 +56,8 @@ pub struct Session {
     pub peer: SocketAddr,
     /// The node's end of the connection, for the audit log.
     pub local: Option<SocketAddr>,
+    /// Whether the connection came to the TLS port (PLAIN may be refused elsewhere).
+    pub tls: bool,
     /// The user name the last SASL attempt named, for the audit log's failure events.
     pub auth_attempt: String,
     /// The SASL mechanism of the last attempt (`PLAIN`, `SCRAM-SHA512` ...), for the audit log.
@@ -66,7 +68,10 @@ pub struct Session {
     pub user: Option<String>,
     pub scram: Option<ScramServer>,
     pub bucket: Option<Arc<BucketHandle>>,
+    /// What the user may do with the whole selected bucket (the fast path of every check).
     pub access: BucketAccess,
+    /// The user's roles narrowed to scopes or collections of the selected bucket; empty for most users.
+    pub scoped: Vec<crate::auth::ScopedGrant>,
     /// The user store's generation `access` was computed at; a role change makes it stale.
     pub users_generation: u64,
     /// Failed SASL attempts on this connection; each one is answered later than the one before.
@@ -82,6 +87,7 @@ impl Session {
         Session {
             peer,
             local: None,
+            tls: false,
             auth_attempt: String::new(),
             auth_mechanism: "",
             features: Features::default(),
@@ -90,12 +96,41 @@ impl Session {
             scram: None,
             bucket: None,
             access: BucketAccess::NONE,
+            scoped: Vec::new(),
             users_generation: 0,
             auth_failures: 0,
             close: false,
             dcp: None,
         }
     }
+    /// Takes what `user` may do with `bucket` (just selected, or the user's roles changed).
+    pub fn set_access(&mut self, user: &crate::auth::User, bucket: &str) {
+        self.access = user.bucket_access(bucket);
+        self.scoped = user.scoped_grants(bucket);
+    }
+
+    /// Whether the user may do what `wanted` asks with the documents of collection `cid` of the selected bucket:
+    /// a role on the whole bucket (one field test, the usual case), else a role narrowed to the collection or its
+    /// scope (the names looked up in the bucket's manifest).
+    pub fn may(&self, cid: u32, wanted: fn(&BucketAccess) -> bool) -> bool {
+        if wanted(&self.access) {
+            return true;
+        }
+        if self.scoped.is_empty() {
+            return false;
+        }
+        let Some(bucket) = &self.bucket else { return false };
+        let manifest = bucket.manifest();
+        let Some((scope, collection)) = manifest
+            .scopes
+            .iter()
+            .find_map(|s| s.collections.iter().find(|c| c.uid == cid).map(|c| (s.name.as_str(), c.name.as_str())))
+        else {
+            return false;
+        };
+        self.scoped.iter().any(|g| wanted(&g.access) && g.covers(scope, collection))
+    }
+
     /// The connection's two ends, for audit events.
     pub fn addrs(&self) -> crate::audit::Addrs {
         crate::audit::Addrs { remote: Some(self.peer), local: self.local }

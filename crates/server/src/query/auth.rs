@@ -3,8 +3,8 @@
 //!
 //! Roles as Couchbase 7.6 grants them for the query service: `admin` everything; `bucket_full_access[b]` every
 //! query privilege on `b`; `query_select`, `query_insert`, `query_update`, `query_delete` and `query_manage_index`
-//! on a bucket, scope or collection (`[b]`, `[b:s]`, `[b:s:c]`, or `[*]`). `bucket_admin[b]` (which settee lets
-//! reach the data, see docs/compat.md) grants them too. The `system:` keyspaces are readable by any authenticated
+//! on a bucket, scope or collection (`[b]`, `[b:s]`, `[b:s:c]`, or `[*]`). `bucket_admin[b]` grants none (it cannot
+//! read data, as in Couchbase). The `system:` keyspaces are readable by any authenticated
 //! user; their rows are filtered to what the user may see.
 
 use settee_query::ast::{
@@ -51,22 +51,21 @@ impl Privilege {
 
 /// Whether `user` has `privilege` on `ks`.
 pub fn allowed(user: &User, privilege: Privilege, ks: &KeyspaceName) -> bool {
-    user.roles.iter().any(|r| match r {
+    user.all_roles().any(|r| match r {
         Role::Cluster(ClusterRole::Admin) => true,
         Role::Cluster(_) => false,
         Role::Bucket(role, target) => {
             let covers = target.matches_bucket(&ks.bucket)
                 && target.scope.as_deref().is_none_or(|s| s == "*" || s == ks.scope)
                 && target.collection.as_deref().is_none_or(|c| c == "*" || c == ks.collection);
-            covers
-                && (*role == privilege.role() || matches!(role, BucketRole::BucketFullAccess | BucketRole::BucketAdmin))
+            covers && (*role == privilege.role() || *role == BucketRole::BucketFullAccess)
         }
     })
 }
 
 /// Whether `user` holds any query role on `bucket` (so its keyspaces are visible in the catalog).
 pub fn has_any_query_role(user: &User, bucket: &str) -> bool {
-    user.roles.iter().any(|r| {
+    user.all_roles().any(|r| {
         matches!(r, Role::Bucket(
             BucketRole::QuerySelect | BucketRole::QueryInsert | BucketRole::QueryUpdate | BucketRole::QueryDelete
                 | BucketRole::QueryManageIndex,

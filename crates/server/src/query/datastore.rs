@@ -62,7 +62,13 @@ impl NodeDatastore {
             None => true,
             Some(u) => {
                 let a = u.bucket_access(bucket);
-                u.is_admin() || a.read || a.write || a.manage || super::auth::has_any_query_role(u, bucket)
+                let narrowed = || !u.scoped_grants(bucket).is_empty();
+                u.is_admin()
+                    || a.read
+                    || a.write
+                    || a.manage
+                    || narrowed()
+                    || super::auth::has_any_query_role(u, bucket)
             }
         }
     }

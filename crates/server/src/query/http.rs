@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, Extensions, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Json as AxumJson, Router};
@@ -78,11 +78,8 @@ async fn vitals(State(state): State<RestState>) -> AxumJson<Json> {
 }
 
 /// `GET /admin/active_requests`: the running requests (administrators only).
-async fn active_requests(State(state): State<RestState>, headers: HeaderMap) -> Response {
-    let Some((id, password)) = auth::basic_credentials(&headers) else {
-        return StatusCode::UNAUTHORIZED.into_response();
-    };
-    match auth::authenticate(&state, &id, &password).await {
+async fn active_requests(State(state): State<RestState>, headers: HeaderMap, extensions: Extensions) -> Response {
+    match auth::authenticate_request(&state, &headers, &extensions).await {
         Ok(c) if c.user.is_admin() => {
             let rows: Vec<Json> =
                 state.node.query.requests.active_rows().into_iter().map(|(_, v)| to_json(&v)).collect();
@@ -97,16 +94,23 @@ fn to_json(v: &settee_query::value::Value) -> Json {
     serde_json::from_str(&v.to_json_string()).unwrap_or(Json::Null)
 }
 
-async fn service_get(
+pub(crate) async fn service_get(
     State(state): State<RestState>,
     headers: HeaderMap,
+    extensions: Extensions,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Response {
     let fields = q.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
-    service(state, headers, Ok((fields, true))).await
+    service(state, headers, extensions, Ok((fields, true))).await
 }
 
-async fn service_post(State(state): State<RestState>, method: Method, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn service_post(
+    State(state): State<RestState>,
+    method: Method,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: Bytes,
+) -> Response {
     let _ = method;
     let form = headers
         .get(header::CONTENT_TYPE)
@@ -124,7 +128,7 @@ async fn service_post(State(state): State<RestState>, method: Method, headers: H
             Ok(_) | Err(_) => Err(QueryError::BadValue("request body: a JSON object is expected".into())),
         }
     };
-    service(state, headers, fields).await
+    service(state, headers, extensions, fields).await
 }
 
 fn form_fields(body: &[u8]) -> Vec<(String, Json)> {
@@ -134,6 +138,7 @@ fn form_fields(body: &[u8]) -> Vec<(String, Json)> {
 async fn service(
     state: RestState,
     headers: HeaderMap,
+    extensions: Extensions,
     fields: Result<(Vec<(String, Json)>, bool), QueryError>,
 ) -> Response {
     let started = Instant::now();
@@ -148,10 +153,7 @@ async fn service(
         Json::String(s) => s.clone(),
         other => other.to_string(),
     });
-    let Some((id, password)) = auth::basic_credentials(&headers) else {
-        return early(&request_id, context_id.as_deref(), no_credentials(), started);
-    };
-    let caller = match auth::authenticate(&state, &id, &password).await {
+    let caller = match auth::authenticate_request(&state, &headers, &extensions).await {
         Ok(c) => c,
         Err(_) => return early(&request_id, context_id.as_deref(), no_credentials(), started),
     };
@@ -173,7 +175,7 @@ async fn service(
         id: request_id.clone(),
         client_context_id: context_id.clone().unwrap_or_default(),
         statement: req.statement.clone().or_else(|| req.prepared.clone()).unwrap_or_default(),
-        user: id.clone(),
+        user: caller.user.id.clone(),
         started,
         request_time: request_time(&node),
         consistency: req.consistency_name,

@@ -34,31 +34,75 @@ impl FromRequestParts<RestState> for Caller {
     type Rejection = RestError;
 
     async fn from_request_parts(parts: &mut Parts, state: &RestState) -> Result<Caller, RestError> {
-        let addrs = parts.extensions.get::<ConnectInfo<ConnAddrs>>().map(|c| c.0 .0).unwrap_or_default();
         let audit = &state.node.audit;
-        let Some((id, password)) = basic_credentials(&parts.headers) else {
-            return Err(RestError::Unauthorized);
-        };
-        match authenticate(state, &id, &password).await {
-            Ok(mut caller) => {
-                caller.addrs = addrs;
+        match authenticate_request(state, &parts.headers, &parts.extensions).await {
+            Ok(caller) => {
                 if audit.wants(events::LOGIN_SUCCESS) {
-                    let roles: Vec<String> = caller.user.roles.iter().map(|r| r.to_string()).collect();
+                    let roles: Vec<String> = caller.user.all_roles().map(|r| r.to_string()).collect();
                     let fields = crate::audit_fields![("roles", roles)];
-                    audit.log(events::LOGIN_SUCCESS, Some(caller.identity()), addrs, fields);
+                    audit.log(events::LOGIN_SUCCESS, Some(caller.identity()), caller.addrs, fields);
                 }
                 Ok(caller)
             }
-            Err(e) => {
-                if audit.wants(events::REST_AUTH_FAILURE) {
-                    let user = Identity { domain: "local", user: id };
-                    let fields = crate::audit_fields![("reason", "wrong user name or password")];
-                    audit.log(events::REST_AUTH_FAILURE, Some(user), addrs, fields);
+            Err(refused) => {
+                if let (Some(user), true) = (refused.user, audit.wants(events::REST_AUTH_FAILURE)) {
+                    let fields = crate::audit_fields![("reason", refused.reason)];
+                    audit.log(
+                        events::REST_AUTH_FAILURE,
+                        Some(Identity { domain: "local", user }),
+                        refused.addrs,
+                        fields,
+                    );
                 }
-                Err(e)
+                Err(RestError::Unauthorized)
             }
         }
     }
+}
+
+/// Why a request was not authenticated, for the audit log.
+pub(crate) struct Refused {
+    /// The user it claimed (None without any credentials: nothing to audit).
+    pub(crate) user: Option<String>,
+    pub(crate) reason: &'static str,
+    pub(crate) addrs: Addrs,
+}
+
+/// Authenticates a management or query request: by its client certificate when `/settings/clientCertAuth` is
+/// enabled and the connection gave one (as ns_server, the certificate wins over an Authorization header, and one
+/// that maps to no user is refused), else by its Basic credentials.
+pub(crate) async fn authenticate_request(
+    state: &RestState,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Result<Caller, Refused> {
+    let conn = extensions.get::<ConnectInfo<ConnAddrs>>().map(|c| &c.0);
+    let addrs = conn.map(|c| c.0).unwrap_or_default();
+    let settings = state.node.security();
+    let cert = conn.and_then(|c| c.1.as_deref()).filter(|_| settings.client_cert_auth.enabled());
+    let caller = match cert {
+        Some(names) => {
+            let id = settings.client_cert_auth.user_for(names, |u| state.node.users.get(u).is_some());
+            let user = id.as_deref().and_then(|id| state.node.users.get(id));
+            let Some((id, user)) = id.zip(user) else {
+                tracing::info!(remote = ?addrs.remote, ?names, "rest request refused: the client certificate maps to no user");
+                let reason = "client certificate maps to no user";
+                return Err(Refused { user: Some(String::new()), reason, addrs });
+            };
+            Caller { builtin: id == state.node.config.username, user, addrs: Addrs::default() }
+        }
+        None => {
+            let Some((id, password)) = basic_credentials(headers) else {
+                return Err(Refused { user: None, reason: "no credentials", addrs });
+            };
+            authenticate(state, &id, &password).await.map_err(|_| Refused {
+                user: Some(id),
+                reason: "wrong user name or password",
+                addrs,
+            })?
+        }
+    };
+    Ok(Caller { addrs, ..caller })
 }
 
 /// Checks `password` for user `id`. An unknown user costs the same derivation as a known one with a wrong
@@ -119,13 +163,12 @@ impl Caller {
     }
 
     fn has(&self, role: ClusterRole) -> bool {
-        self.user.roles.contains(&Role::Cluster(role))
+        self.user.all_roles().any(|r| *r == Role::Cluster(role))
     }
 
     /// May list `bucket` and read its settings: any access to it, or the right to read cluster settings.
     pub(crate) fn can_see_bucket(&self, bucket: &str) -> bool {
-        let access = self.user.bucket_access(bucket);
-        self.user.can_read_settings() || access.any()
+        self.user.can_read_settings() || self.user.any_access(bucket)
     }
 
     /// May edit, flush or delete `bucket` and manage its scopes and collections.
@@ -141,6 +184,26 @@ impl Caller {
     /// May create, change and delete local users (`cluster.admin.security.local!write`).
     pub(crate) fn can_write_security(&self) -> bool {
         self.user.is_admin() || self.has(ClusterRole::SecurityAdmin) || self.has(ClusterRole::SecurityAdminLocal)
+    }
+
+    /// Refuses (403, `cluster.admin.security.admin!write`) unless the caller may hand out, change or take away
+    /// `roles`: only a full administrator may touch the administrative roles (admin and the security
+    /// administrators), as ns_server guards them, so a security_admin_local cannot make anyone, itself included, an
+    /// administrator.
+    pub(crate) fn require_grantable<'r>(&self, roles: impl IntoIterator<Item = &'r Role>) -> Result<(), RestError> {
+        let administrative = |r: &&Role| {
+            matches!(
+                r,
+                Role::Cluster(
+                    ClusterRole::Admin
+                        | ClusterRole::SecurityAdmin
+                        | ClusterRole::SecurityAdminLocal
+                        | ClusterRole::SecurityAdminExternal
+                )
+            )
+        };
+        let touches_admin = roles.into_iter().any(|r| administrative(&r));
+        self.require(!touches_admin || self.user.is_admin(), || "cluster.admin.security.admin!write".to_owned())
     }
 
     /// May scrape `/metrics` (Couchbase's `cluster.stats!read`): the administrators, ro_admin and

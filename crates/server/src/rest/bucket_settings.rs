@@ -182,16 +182,56 @@ pub(crate) async fn flush(
     if !handle.config().flush_enabled {
         return Err(RestError::Json(StatusCode::BAD_REQUEST, json!({"_": "Flush is disabled for the bucket"})));
     }
-    // Flushing walks every vBucket under its lock: keep it off the async workers.
-    let flushed = tokio::task::spawn_blocking(move || handle.flush()).await;
-    match flushed {
-        Ok(()) => {
-            tracing::info!(%bucket, "bucket flushed");
-            caller.audit(&state, events::FLUSH_BUCKET, crate::audit_fields![("bucket_name", bucket)]);
-            Ok(StatusCode::OK)
-        }
-        Err(e) => Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("flush failed: {e}"))),
+    flush_here(handle).await?;
+    flush_other_nodes(&state, &bucket).await?;
+    tracing::info!(%bucket, "bucket flushed");
+    caller.audit(&state, events::FLUSH_BUCKET, crate::audit_fields![("bucket_name", bucket)]);
+    Ok(StatusCode::OK)
+}
+
+/// How long another node may take to flush its part of a bucket.
+const NODE_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Flushes this node's part of `handle` (`Bucket::flush`) on the blocking pool: it walks every vBucket under its
+/// lock.
+async fn flush_here(handle: std::sync::Arc<crate::node::BucketHandle>) -> Result<(), RestError> {
+    tokio::task::spawn_blocking(move || handle.flush())
+        .await
+        .map_err(|e| RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("flush failed: {e}")))
+}
+
+/// Asks every other active member to flush its part of `bucket` (each flushes its own actives; a node's flush
+/// alone left the documents whose actives live elsewhere).
+async fn flush_other_nodes(state: &RestState, bucket: &str) -> Result<(), RestError> {
+    use settee_cluster::{peer::FlushRequest, Membership};
+    let Some(cluster) = state.node.cluster() else { return Ok(()) };
+    let meta = cluster.metadata();
+    let config = &state.node.config;
+    let source = config.peer_source().ok().flatten();
+    let request = FlushRequest { bucket: bucket.to_owned() };
+    for n in meta.nodes.values().filter(|n| n.id != cluster.me && n.membership == Membership::Active) {
+        let credentials = Some((config.username.as_str(), config.password.as_str()));
+        let addr = n.mgmt_addr();
+        crate::cluster::peers::call(&addr, source, credentials, &request, NODE_FLUSH_TIMEOUT).await.map_err(|e| {
+            RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("flush failed on {addr}: {e}"))
+        })?;
     }
+    Ok(())
+}
+
+/// `POST /settee/node/flush` (a JSON `FlushRequest`, administrators): the node-to-node step of a bucket flush.
+pub(crate) async fn node_flush(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<axum::Json<settee_cluster::peer::FlushReply>, RestError> {
+    caller.require(caller.user.is_admin(), || "cluster.admin!write".to_owned())?;
+    let request: settee_cluster::peer::FlushRequest = settee_cluster::peer::decode_request(&body)
+        .map_err(|e| RestError::global(StatusCode::BAD_REQUEST, format!("Not a flush request: {e}")))?;
+    let handle = state.node.bucket(&request.bucket).ok_or(RestError::NotFound)?;
+    flush_here(handle).await?;
+    tracing::info!(bucket = %request.bucket, "this node's part of the bucket flushed");
+    Ok(axum::Json(settee_cluster::peer::FlushReply {}))
 }
 
 /// `POST .../controller/compactBucket`: starts a compaction (tombstone purge and space reclaim) and answers at

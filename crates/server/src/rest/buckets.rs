@@ -134,7 +134,8 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
         "quota": {"ram": cfg.ram_quota_bytes, "rawRAM": cfg.ram_quota_bytes},
         "basicStats": {
             "quotaPercentUsed": quota_percent,
-            "opsPerSec": 0,
+            // This node's data operations per second over the last sampled second (not the cluster's sum).
+            "opsPerSec": state.node.stats_history.lock().latest(name, "ops").unwrap_or(0.0),
             "diskFetches": 0,
             "itemCount": b.item_counts().active,
             "diskUsed": b.persistence.as_ref().map_or(0, |p| p.store.disk_bytes()),
@@ -185,6 +186,19 @@ mod tests {
         assert!(n["services"].is_array() && n["ports"]["direct"].is_u64());
         assert_eq!(b["vBucketServerMap"]["vBucketMap"].as_array().unwrap().len(), 1024);
         assert_eq!(b["basicStats"]["itemCount"], 0);
+        assert_eq!(b["basicStats"]["opsPerSec"], 0.0, "no sample yet");
+    }
+
+    #[tokio::test]
+    async fn ops_per_sec_is_the_last_sampled_rate() {
+        // Regression: basicStats.opsPerSec was always 0 (the console and couchbase-cli show it).
+        let app = TestApp::new();
+        // `ops` is sampled as a running total; the history turns two samples into a rate.
+        let total = |n: f64| std::collections::BTreeMap::from([(("default".to_owned(), "ops"), n)]);
+        app.state.node.stats_history.lock().record(1_000, &total(1_000.0));
+        app.state.node.stats_history.lock().record(3_000, &total(1_250.0));
+        let b = app.get_ok("/pools/default/buckets/default").await;
+        assert_eq!(b["basicStats"]["opsPerSec"], 125.0);
     }
 
     #[tokio::test]

@@ -100,6 +100,12 @@ pub(crate) async fn add_node(
     let (cluster, form) = admin_form(&state, &caller, &body)?;
     let hostname =
         form.get("hostname").filter(|h| !h.is_empty()).ok_or_else(|| bad_request("Hostname is required."))?;
+    if hostname.starts_with("https://") {
+        // settee's node-to-node calls use the plain management port; ns_server would switch to TLS here.
+        let message =
+            "give the node's plain management address (host:--mgmt-port); settee does not add nodes over HTTPS";
+        return Err(bad_request(format!("Cannot add {hostname}: {message}")));
+    }
     let target = with_default_port(hostname.trim_start_matches("http://"));
     let user = form.get("user").unwrap_or(&state.node.config.username).to_owned();
     let password = form.get("password").unwrap_or(&state.node.config.password).to_owned();
@@ -212,6 +218,11 @@ pub(crate) async fn graceful_fail_over(
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
     let FailoverTarget { cluster, meta, id, .. } = failover_target(&state, &caller, &body)?;
+    // ns_server refuses a graceful failover during a rebalance (503 "Cannot failover during rebalance"): the
+    // rebalance this node runs, or one another node runs while copies are being built.
+    if cluster.rebalance.lock().running || meta.buckets.values().any(|b| !b.building.is_empty()) {
+        return Err(RestError::text(StatusCode::SERVICE_UNAVAILABLE, "Cannot failover during rebalance"));
+    }
     if !meta.nodes.get(&id).is_some_and(|n| n.membership == Membership::Active) {
         return Err(bad_request("Only an active node can be failed over gracefully."));
     }
@@ -378,21 +389,43 @@ pub(crate) async fn set_recovery_type(
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
     let (cluster, form) = admin_form(&state, &caller, &body)?;
+    let otp = form.get("otpNode").unwrap_or_default();
+    mark_recovery(&state, &caller, cluster, otp, form.get("recoveryType")).await
+}
+
+/// Marks the failed-over node `otp` for `recovery_type` recovery (`setRecoveryType`, `reAddNode`).
+async fn mark_recovery(
+    state: &RestState,
+    caller: &Caller,
+    cluster: &ClusterHandle,
+    otp: &str,
+    recovery_type: Option<&str>,
+) -> Result<Json<Value>, RestError> {
     let invalid = |field: &str, message: &str| RestError::Json(StatusCode::BAD_REQUEST, json!({ field: message }));
-    let recovery = match form.get("recoveryType") {
+    let recovery = match recovery_type {
         Some("delta") => Recovery::Delta,
         Some("full") => Recovery::Full,
         _ => return Err(invalid("recoveryType", "recoveryType must be one of: delta, full")),
     };
     let meta = cluster.metadata();
     let not_failed = "invalid node name or node can't be used for delta recovery";
-    let id = find_node(&meta, form.get("otpNode").unwrap_or_default()).ok_or_else(|| invalid("otpNode", not_failed))?;
+    let id = find_node(&meta, otp).ok_or_else(|| invalid("otpNode", not_failed))?;
     let cmd = MetaCommand::SetRecovery { node: id, recovery: Some(recovery) };
     propose_or(cluster, cmd, |_| invalid("otpNode", not_failed)).await?;
     tracing::info!(node = id, recovery = recovery.as_str(), "node marked for recovery");
     let fields = crate::audit_fields![("node", node_name(&meta, id)), ("type", recovery.as_str())];
-    caller.audit(&state, events::ENTER_NODE_RECOVERY, fields);
+    caller.audit(state, events::ENTER_NODE_RECOVERY, fields);
     Ok(Json(json!([])))
+}
+
+/// `POST /controller/reAddNode` (`otpNode`): couchbase-cli's `server-readd`, the pre-4.0 name of a full recovery.
+pub(crate) async fn re_add_node(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<Value>, RestError> {
+    let (cluster, form) = admin_form(&state, &caller, &body)?;
+    mark_recovery(&state, &caller, cluster, form.get("otpNode").unwrap_or_default(), Some("full")).await
 }
 
 /// `GET /settings/rebalance`.
@@ -430,7 +463,17 @@ pub(crate) async fn tasks(State(state): State<RestState>, _caller: Caller) -> Js
     let status = state.node.cluster().map(|c| c.rebalance.lock().clone()).unwrap_or_default();
     let mut task = if status.running {
         let progress = if status.total == 0 { 0.0 } else { 100.0 * status.done as f64 / status.total as f64 };
-        json!({"type": "rebalance", "status": "running", "progress": progress, "subtype": "rebalance"})
+        // couchbase-cli's rebalance-status and progress bar read `recommendedRefreshPeriod` (seconds) and
+        // `detailedProgress`; settee moves every bucket's vBuckets in one plan, so there is no current bucket.
+        let buckets = state.node.buckets().len();
+        json!({
+            "type": "rebalance",
+            "subtype": "rebalance",
+            "status": "running",
+            "progress": progress,
+            "recommendedRefreshPeriod": 0.25,
+            "detailedProgress": {"bucketsCount": buckets},
+        })
     } else {
         json!({"type": "rebalance", "status": "notRunning", "statusIsStale": false, "masterRequestTimedOut": false})
     };

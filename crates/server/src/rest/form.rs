@@ -8,7 +8,7 @@
 pub(crate) const BOOL_EXPECTED: &str = "The value must be one of the following: [true,false]";
 
 /// The fields of one form body, in the order sent.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Form {
     pairs: Vec<(String, String)>,
 }
@@ -33,6 +33,11 @@ impl Form {
     /// The value of `key`; when a key is repeated the last value wins, as in ns_server.
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The field names, in the order sent.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        self.pairs.iter().map(|(k, _)| k.as_str())
     }
 
     /// Every field, in the order sent.

@@ -6,11 +6,15 @@
 //!
 //! Layout: `pools` (cluster and node views), `buckets` (reading bucket settings and configs), `bucket_settings`
 //! (create, edit, delete, flush), `collections` (scopes and collections), `users` and `roles` (RBAC), `cluster`
-//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `certificates` (the TLS
-//! CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
+//! (adding nodes, failover, auto-failover settings, the metadata store's Raft endpoints), `cluster_settings` (the
+//! cluster name, quotas and the other settings couchbase-cli writes), `node_init` (`/nodeInit`), `certificates`
+//! (the TLS CA and `reloadCertificate`; the TLS ports serve these same routers), `query`
 //! (the query port), `audit` (`/settings/audit`; `conn_info` records each connection's addresses for the audit
 //! events), `metrics` (`/metrics` for Prometheus, with `process_stats` reading `/proc`), `auth` (Basic auth and
-//! privilege checks), `form` (urlencoded bodies), `error`.
+//! privilege checks), `form` (urlencoded bodies), `error`, `console` (the web console's built-in files at `/ui/`),
+//! `documents` (the REST document endpoint the console edits documents through), `timings` (per-opcode latency
+//! percentiles as JSON); `/_p/query/query/service` is the query service answered in-process on this port, as
+//! Couchbase's console proxies it.
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
@@ -21,19 +25,25 @@ mod bucket_stats;
 mod buckets;
 mod certificates;
 mod cluster;
+mod cluster_settings;
 mod collections;
 mod conn_info;
+mod console;
+mod documents;
 pub(crate) mod error;
 mod faults;
 pub(crate) mod form;
 mod index_status;
 mod log_level;
 mod metrics;
+mod node_init;
 mod node_restart;
 mod pools;
 mod process_stats;
 mod roles;
+mod security;
 mod stats_range;
+mod timings;
 mod users;
 mod write_stall;
 mod xdcr;
@@ -51,6 +61,7 @@ use axum::response::Response;
 use axum::routing::{delete, get, patch, post};
 use axum::Router;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 
 use crate::node::Node;
 use crate::tls::http_listener::TlsListener;
@@ -124,17 +135,58 @@ pub async fn serve_query_tls(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = TlsListener::new(listener, node.tls.clone(), crate::tls::TlsPort::Query)?;
-    axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
+    // With the connection's client certificate, which may authenticate its requests (`/settings/clientCertAuth`).
+    let app =
+        crate::query::http::router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
-/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found".
+/// Every management endpoint. Unknown paths get ns_server's 404 text, which the SDKs read as "not found". A trailing
+/// slash is ignored, as ns_server ignores it (the Java SDK's bucket manager asks for `/pools/default/buckets/`).
 pub(crate) fn mgmt_router(state: RestState) -> Router {
+    trailing_slash_ignored(mgmt_routes(state))
+}
+
+/// `inner` reached with any trailing `/` of the path removed (the root path `/` and the console's `/ui/...` stay).
+fn trailing_slash_ignored(inner: Router) -> Router {
+    Router::new().fallback_service(tower::service_fn(move |mut request: Request| {
+        let inner = inner.clone();
+        let path = request.uri().path();
+        // The console's files are a directory of their own (`/ui/` is its index, `/ui/app.js/` is nothing).
+        let console = path == "/ui" || path.starts_with("/ui/");
+        if path.len() > 1 && path.ends_with('/') && !console {
+            let trimmed = path.trim_end_matches('/');
+            let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+            let rewritten = match request.uri().query() {
+                Some(query) => format!("{trimmed}?{query}"),
+                None => trimmed.to_owned(),
+            };
+            // A path that was valid stays valid without its trailing slashes; should it not, the request goes on
+            // unchanged and gets the 404 it would have had.
+            if let Ok(uri) = rewritten.parse::<axum::http::Uri>() {
+                *request.uri_mut() = uri;
+            }
+        }
+        inner.oneshot(request)
+    }))
+}
+
+fn mgmt_routes(state: RestState) -> Router {
     const BUCKET: &str = "/pools/default/buckets/{bucket}";
     Router::new()
         .route("/", get(pools::root))
         .route("/whoami", get(pools::whoami))
         .route("/pools", get(pools::pools))
-        .route("/pools/default", get(pools::pool_default))
+        .route("/pools/default", get(pools::pool_default).post(cluster_settings::set_pool))
+        .route("/nodes/self", get(pools::node_self))
+        .route("/nodeInit", post(node_init::node_init))
+        .route("/settings/indexes", get(cluster_settings::get_indexes).post(cluster_settings::set_indexes))
+        .route("/settings/stats", get(cluster_settings::get_stats).post(cluster_settings::set_stats))
+        .route(
+            "/settings/retryRebalance",
+            get(cluster_settings::get_retry_rebalance).post(cluster_settings::set_retry_rebalance),
+        )
+        .route("/pools/default/pendingRetryRebalance", get(cluster_settings::pending_retry_rebalance))
         .route("/pools/nodes", get(pools::pool_nodes))
         .route("/pools/default/nodeServices", get(pools::node_services))
         .route("/indexStatus", get(index_status::index_status))
@@ -164,15 +216,19 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/rbac/users/local/{user}", get(users::get).put(users::upsert).delete(users::delete))
         .route("/settings/rbac/roles", get(users::roles))
         .route("/settings/rbac/groups", get(users::groups))
-        .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::group))
+        .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::delete_group))
         .route("/controller/changePassword", post(users::change_password))
         .route("/settings/audit", get(audit::get_settings).post(audit::set_settings))
         .route("/settings/audit/descriptors", get(audit::descriptors))
+        .route("/settings/security", get(security::get_settings).post(security::set_settings))
+        .route("/settings/clientCertAuth", get(security::get_client_cert_auth).post(security::set_client_cert_auth))
+        .route("/settings/passwordPolicy", get(security::get_password_policy).post(security::set_password_policy))
         .route("/controller/addNode", post(cluster::add_node))
         .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
         .route("/controller/failOver", post(cluster::fail_over))
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))
         .route("/settee/node/drain", post(cluster::drain))
+        .route("/settee/node/flush", post(bucket_settings::node_flush))
         .route("/settee/node/seqnos", get(cluster::replica_seqnos))
         .route("/settee/node/bucketSamples", post(bucket_stats::node_samples))
         .route("/settee/node/restart", post(node_restart::restart))
@@ -185,6 +241,7 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/controller/rebalance", post(cluster::rebalance))
         .route("/controller/stopRebalance", post(cluster::stop_rebalance))
         .route("/controller/setRecoveryType", post(cluster::set_recovery_type))
+        .route("/controller/reAddNode", post(cluster::re_add_node))
         .route("/settings/rebalance", get(cluster::get_rebalance_settings).post(cluster::set_rebalance_settings))
         .route("/pools/default/rebalanceProgress", get(cluster::rebalance_progress))
         .route("/pools/default/tasks", get(cluster::tasks))
@@ -197,8 +254,23 @@ pub(crate) fn mgmt_router(state: RestState) -> Router {
         .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))
         .route("/settings/autoFailover/resetCount", post(cluster::reset_auto_failover_count))
         .route("/settee/raft/{*rest}", post(cluster::raft))
+        .route("/settee/timings", get(timings::cluster_timings))
+        .route("/settee/node/timings", get(timings::node_timings))
+        .route(
+            &format!("{BUCKET}/docs/{{id}}"),
+            get(documents::get_default).post(documents::post_default).delete(documents::delete_default),
+        )
+        .route(
+            &format!("{BUCKET}/scopes/{{scope}}/collections/{{collection}}/docs/{{id}}"),
+            get(documents::get).post(documents::post).delete(documents::delete),
+        )
+        .route("/_p/query/query/service", get(crate::query::http::service_get).post(crate::query::http::service_post))
+        .route("/ui", get(console::redirect))
+        .route("/ui/", get(console::index))
+        .route("/ui/{file}", get(console::file))
         .fallback(|| async { error::RestError::NotFound })
         .layer(middleware::from_fn(log_failures))
+        .layer(middleware::from_fn(console::no_browser_prompt))
         .with_state(state)
 }
 
@@ -250,6 +322,20 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.expect("read");
         answer
+    }
+
+    #[tokio::test]
+    async fn the_management_port_proxies_the_query_service() {
+        // Proves `/_p/query/query/service` (the console's workbench) runs a statement as the query port does, with
+        // the caller's credentials: rows for the administrator, 401 without credentials.
+        let app = testing::TestApp::new();
+        let reply = app
+            .call("POST", "/_p/query/query/service", Some(testing::ADMIN), Some("statement=SELECT%201%20AS%20one"))
+            .await;
+        assert_eq!(reply.status, axum::http::StatusCode::OK, "{}", reply.text);
+        assert_eq!(reply.json["results"], serde_json::json!([{"one": 1}]));
+        let refused = app.call("POST", "/_p/query/query/service", None, Some("statement=SELECT%201")).await;
+        assert_eq!(refused.status, axum::http::StatusCode::UNAUTHORIZED);
     }
 
     #[tokio::test]

@@ -13,6 +13,8 @@ use super::auth::{self, Caller};
 use super::error::RestError;
 use super::roles::role_json;
 use super::RestState;
+use settee_cluster::{vbmap, Membership, NodeId};
+
 use crate::cluster_config::host_port;
 use crate::node::{BUCKETS_MAX, COUCHBASE_VERSION};
 
@@ -30,7 +32,7 @@ pub(crate) async fn root() -> impl IntoResponse {
 
 /// `GET /whoami`.
 pub(crate) async fn whoami(caller: Caller) -> Json<Value> {
-    let roles: Vec<Value> = caller.user.roles.iter().map(role_json).collect();
+    let roles: Vec<Value> = caller.user.all_roles().map(role_json).collect();
     let domain = if caller.builtin { "admin" } else { "local" };
     Json(json!({"id": caller.user.id, "domain": domain, "roles": roles, "name": caller.user.name}))
 }
@@ -72,12 +74,57 @@ pub(crate) async fn pools(State(state): State<RestState>, headers: HeaderMap) ->
 
 /// `GET /pools/default`.
 pub(crate) async fn pool_default(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
-    Json(pool_json(&state, &caller, &request_host(&state, &headers), false))
+    Json(pool_json(&state, &caller, &request_host(&state, &headers)))
 }
 
-/// `GET /pools/nodes`: the same, with `configuredHostname` on each node (tools build URLs from it).
+/// `GET /pools/nodes`: the same view under its older name.
 pub(crate) async fn pool_nodes(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
-    Json(pool_json(&state, &caller, &request_host(&state, &headers), true))
+    Json(pool_json(&state, &caller, &request_host(&state, &headers)))
+}
+
+/// `GET /nodes/self` (couchbase-cli's `server-info`): this node as `/pools/default` lists it, with ns_server's
+/// storage paths, storage totals and the service quotas.
+pub(crate) async fn node_self(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
+    let host = request_host(&state, &headers);
+    let pool = pool_json(&state, &caller, &host);
+    let empty = Vec::new();
+    let listed = pool["nodes"].as_array().unwrap_or(&empty);
+    let mut me = listed.iter().find(|n| n["thisNode"] == true).cloned().unwrap_or_else(|| node_json(&state, &host));
+    let data_dir = state.node.config.data_dir.display().to_string();
+    me["storage"] = json!({
+        "hdd": [{
+            "path": data_dir,
+            "index_path": data_dir,
+            "cbas_dirs": [data_dir],
+            "eventing_path": data_dir,
+            "java_home": "",
+            "quotaMb": "none",
+            "state": "ok",
+        }],
+        "ssd": [],
+    });
+    me["storageTotals"] = pool["storageTotals"].clone();
+    me["availableStorage"] = json!({"hdd": [{"path": data_dir, "sizeKBytes": 0, "usagePercent": 0}]});
+    for quota in ["memoryQuota", "indexMemoryQuota", "ftsMemoryQuota", "cbasMemoryQuota", "eventingMemoryQuota"] {
+        me[quota] = pool[quota].clone();
+    }
+    Json(me)
+}
+
+/// ns_server's `balanced`: false while a rebalance would change anything: a node added, failed over or marked for
+/// recovery, copies still being built, or a bucket's map other than the balanced one for the active nodes (a
+/// stopped rebalance, a hard failover that promoted replicas).
+fn is_balanced(state: &RestState) -> bool {
+    let Some(cluster) = state.node.cluster() else { return true };
+    let meta = cluster.metadata();
+    if meta.nodes.values().any(|n| n.membership != Membership::Active) || !meta.recovery.is_empty() {
+        return false;
+    }
+    let active: Vec<NodeId> = meta.nodes.keys().copied().collect();
+    meta.buckets.values().all(|b| {
+        let replicas = usize::from(b.spec.replicas);
+        b.building.is_empty() && vbmap::moves(&b.map, &vbmap::rebalance(&b.map, &active, replicas)).is_empty()
+    })
 }
 
 /// `GET /pools/default/nodeServices`: the bucket-less config (`nodesExt`), as clients bootstrap from over HTTP.
@@ -87,7 +134,7 @@ pub(crate) async fn node_services(State(state): State<RestState>, _caller: Calle
     Json(config)
 }
 
-fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname: bool) -> Value {
+fn pool_json(state: &RestState, caller: &Caller, host: &str) -> Value {
     let node = &state.node;
     let buckets: Vec<_> = node.buckets().into_iter().filter(|b| caller.can_see_bucket(&b.name())).collect();
     let bucket_names: Vec<Value> = buckets
@@ -101,18 +148,20 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
         .buckets()
         .iter()
         .fold((0u64, 0u64), |(q, m), b| (q.saturating_add(b.config().ram_quota_bytes), m.saturating_add(b.mem_used())));
-    let quota_total = quota_used.saturating_add(QUOTA_HEADROOM_BYTES);
-    let mut nodes = cluster_nodes_json(state, host);
-    if configured_hostname {
-        for n in &mut nodes {
-            n["configuredHostname"] = n["hostname"].clone();
-        }
-    }
-    let balanced = !nodes.iter().any(|n| n["clusterMembership"] == "inactiveAdded");
+    let settings = super::cluster_settings::pool_settings(state);
+    let quota_mb = |field: &str, default: u64| settings.get(field).and_then(Value::as_u64).unwrap_or(default);
+    // A data quota set with `POST /pools/default` is reported as given (settee records it; buckets' own quotas are
+    // what it enforces); without one, the buckets' quotas plus headroom.
+    let quota_total = settings
+        .get("memoryQuota")
+        .and_then(Value::as_u64)
+        .map_or(quota_used.saturating_add(QUOTA_HEADROOM_BYTES), |mb| mb.saturating_mul(MIB).max(quota_used));
+    let nodes = cluster_nodes_json(state, host);
     let global = node.global_config();
+    let running = state.node.cluster().is_some_and(|c| c.rebalance.lock().running);
     json!({
         "name": "default",
-        "clusterName": "",
+        "clusterName": settings.get("clusterName").cloned().unwrap_or(json!("")),
         "nodes": nodes,
         "bucketNames": bucket_names,
         "buckets": {
@@ -121,10 +170,11 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
             "terseStreamingBucketsBase": "/pools/default/bs/",
         },
         "memoryQuota": quota_total / MIB,
-        "indexMemoryQuota": node.config.index_memory_quota_mb,
-        "ftsMemoryQuota": 512,
-        "cbasMemoryQuota": 1024,
-        "eventingMemoryQuota": 256,
+        "indexMemoryQuota": quota_mb("indexMemoryQuota", node.config.index_memory_quota_mb),
+        "ftsMemoryQuota": quota_mb("ftsMemoryQuota", 512),
+        "cbasMemoryQuota": quota_mb("cbasMemoryQuota", 1024),
+        "eventingMemoryQuota": quota_mb("eventingMemoryQuota", 256),
+        "queryMemoryQuota": quota_mb("queryMemoryQuota", 0),
         "storageTotals": {
             "ram": {
                 "total": quota_total,
@@ -137,8 +187,8 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str, configured_hostname
             },
             "hdd": {"total": 0, "quotaTotal": 0, "used": 0, "usedByData": 0, "free": 0},
         },
-        "rebalanceStatus": "none",
-        "balanced": balanced,
+        "rebalanceStatus": if running { "running" } else { "none" },
+        "balanced": is_balanced(state),
         "maxBucketCount": BUCKETS_MAX,
         "clusterCapabilitiesVer": global["clusterCapabilitiesVer"],
         "clusterCapabilities": global["clusterCapabilities"],
@@ -181,6 +231,8 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
                 j["status"] = json!("warmup");
             }
             j["nodeUUID"] = json!(format!("{:016x}", n.id));
+            // ns_server's node name and REST port as configured, whatever host the client addressed.
+            j["configuredHostname"] = json!(host_port(&n.hostname, n.mgmt_port));
             j
         })
         .collect()
@@ -197,6 +249,7 @@ pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     json!({
         "hostname": host_port(host, node.config.mgmt_port),
+        "configuredHostname": host_port(host, node.config.mgmt_port),
         "otpNode": format!("ns_1@{host}"),
         "nodeUUID": node.uuid,
         "thisNode": true,

@@ -2,8 +2,9 @@
 //!
 //! Only the `local` domain exists. The administrator named on the command line is Couchbase's built-in admin
 //! (domain "admin"): it is not listed among local users and cannot be changed here, so no REST call can lock the
-//! operator out. Groups are not supported: the list is always empty, a user may not name groups, and creating a
-//! group is refused.
+//! operator out. Groups (`/settings/rbac/groups`) give their roles to the users that name them; they are kept
+//! cluster-wide beside the users, and a change to a group reaches its members' open connections at their next
+//! request.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -17,12 +18,12 @@ use super::form::Form;
 use super::roles::{catalogue, role_json};
 use super::RestState;
 use crate::audit::events;
-use crate::auth::{Role, User, UserError};
+use crate::auth::{Group, Role, User, UserError};
 use crate::node::Node;
 
-/// Couchbase's default password policy: at least six characters.
-const PASSWORD_CHARS_MIN: usize = 6;
 const UNKNOWN_USER: &str = "Unknown user.";
+const UNKNOWN_GROUP: &str = "Unknown group.";
+const GROUP_NOT_FOUND: &str = "Group was not found.";
 const USER_NOT_FOUND: &str = "User was not found.";
 
 /// `GET /settings/rbac/users` and `/settings/rbac/users/local`.
@@ -57,12 +58,22 @@ pub(crate) async fn upsert(
     refuse_builtin(&state.node, &id)?;
     let form = Form::parse(&body);
     let roles = parse_roles(&state.node, form.get("roles").unwrap_or_default())?;
-    if form.get("groups").is_some_and(|g| !g.trim().is_empty()) {
-        return Err(RestError::field("groups", "Groups are not supported by this server"));
-    }
+    let groups: Vec<String> = form
+        .get("groups")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(str::to_owned)
+        .collect();
+    // The roles given, those the groups named give, and those the user held: all must be the caller's to touch.
+    let group_roles: Vec<Role> =
+        groups.iter().filter_map(|g| state.node.users.group(g)).flat_map(|g| g.roles.clone()).collect();
+    let held = state.node.users.get(&id).map(|u| u.all_roles().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    caller.require_grantable(roles.iter().chain(&group_roles).chain(&held))?;
     let password = form.get("password").map(str::to_owned);
     if let Some(p) = &password {
-        check_password(p)?;
+        check_password(&state.node, p)?;
     }
     let name = form.get("name").unwrap_or_default().to_owned();
     let existed = state.node.users.get(&id).is_some();
@@ -70,12 +81,16 @@ pub(crate) async fn upsert(
         ("identity", json!({"domain": "local", "user": id})),
         ("roles", roles.iter().map(|r| r.to_string()).collect::<Vec<_>>()),
         ("full_name", name),
-        ("groups", Vec::<String>::new()),
+        ("groups", groups.clone()),
         ("reason", if existed { "updated" } else { "added" }),
     ];
     let user_id = id.clone();
-    let stored =
-        state.node.propose_user_change(move |users| users.upsert(&user_id, &name, password.as_deref(), roles)).await;
+    let stored = state
+        .node
+        .propose_user_change(move |users| {
+            users.upsert_member(&user_id, &name, password.as_deref(), roles, Some(groups))
+        })
+        .await;
     match stored {
         Ok(Ok(())) => {
             tracing::info!(user = %id, "user saved");
@@ -85,6 +100,7 @@ pub(crate) async fn upsert(
         Ok(Err(UserError::PasswordRequired)) => Err(RestError::field("password", "Password is required")),
         Ok(Err(e @ UserError::InvalidPassword(_))) => Err(RestError::field("password", e.to_string())),
         Ok(Err(e @ UserError::InvalidId(_))) => Err(RestError::global(StatusCode::BAD_REQUEST, e.to_string())),
+        Ok(Err(e @ UserError::UnknownGroups(_))) => Err(RestError::field("groups", e.to_string())),
         Err(e) => Err(RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("saving the user failed: {e}"))),
     }
 }
@@ -97,9 +113,10 @@ pub(crate) async fn delete(
 ) -> Result<StatusCode, RestError> {
     caller.require(caller.can_write_security(), || "cluster.admin.security.local!write".to_owned())?;
     refuse_builtin(&state.node, &id)?;
-    if state.node.users.get(&id).is_none() {
+    let Some(user) = state.node.users.get(&id) else {
         return Err(RestError::text(StatusCode::NOT_FOUND, USER_NOT_FOUND));
-    }
+    };
+    caller.require_grantable(user.all_roles())?;
     let user_id = id.clone();
     let deleted = state.node.propose_user_change(move |users| if users.delete(&user_id) { Ok(()) } else { Err(()) });
     match deleted.await {
@@ -120,22 +137,113 @@ pub(crate) async fn roles(caller: Caller) -> Result<Json<Value>, RestError> {
     Ok(Json(catalogue()))
 }
 
-/// `GET /settings/rbac/groups`: always empty, groups are not supported.
-pub(crate) async fn groups(caller: Caller) -> Result<Json<Value>, RestError> {
+/// `GET /settings/rbac/groups`.
+pub(crate) async fn groups(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
-    Ok(Json(json!([])))
+    Ok(Json(Value::Array(state.node.users.groups().iter().map(|g| group_json(g)).collect())))
 }
 
-/// `GET` or `DELETE /settings/rbac/groups/<g>`: no group exists (gocb maps "Unknown group." to GroupNotFound).
-pub(crate) async fn group(caller: Caller) -> Result<Json<Value>, RestError> {
+/// `GET /settings/rbac/groups/<g>` (gocb maps "Unknown group." to GroupNotFound).
+pub(crate) async fn group(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, RestError> {
     caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
-    Err(RestError::text(StatusCode::NOT_FOUND, "Unknown group."))
+    match state.node.users.group(&id) {
+        Some(g) => Ok(Json(group_json(&g))),
+        None => Err(RestError::text(StatusCode::NOT_FOUND, UNKNOWN_GROUP)),
+    }
 }
 
-/// `PUT /settings/rbac/groups/<g>`: refused, groups are not supported.
-pub(crate) async fn put_group(caller: Caller) -> Result<Json<Value>, RestError> {
+/// `PUT /settings/rbac/groups/<g>` with form `roles` (required, may be empty) and `description`; replaces the group
+/// whole, as ns_server does.
+pub(crate) async fn put_group(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, RestError> {
     caller.require(caller.can_write_security(), || "cluster.admin.security.local!write".to_owned())?;
-    Err(RestError::global(StatusCode::BAD_REQUEST, "Groups are not supported by this server"))
+    if let Err(UserError::InvalidId(why)) = crate::auth::validate_id(&id) {
+        // Group names follow the user-id rules, as in ns_server.
+        return Err(RestError::global(StatusCode::BAD_REQUEST, format!("invalid group name: {why}")));
+    }
+    let form = Form::parse(&body);
+    let Some(roles) = form.get("roles") else { return Err(RestError::field("roles", "The value must be supplied")) };
+    let roles = parse_roles(&state.node, roles)?;
+    if let Some(key) = form.keys().find(|k| !matches!(*k, "roles" | "description")) {
+        return Err(RestError::field(key, "Unsupported key"));
+    }
+    let held = state.node.users.group(&id).map(|g| g.roles.clone()).unwrap_or_default();
+    caller.require_grantable(roles.iter().chain(&held))?;
+    let group = Group { id: id.clone(), description: form.get("description").unwrap_or_default().to_owned(), roles };
+    let existed = state.node.users.group(&id).is_some();
+    let fields = crate::audit_fields![
+        ("group_name", id.clone()),
+        ("roles", group.roles.iter().map(|r| r.to_string()).collect::<Vec<_>>()),
+        ("group_description", group.description.clone()),
+        ("reason", if existed { "updated" } else { "added" }),
+    ];
+    let stored = state.node.propose_group_change(move |groups| {
+        groups.retain(|g| g.id != group.id);
+        groups.push(group);
+        groups.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok::<(), ()>(())
+    });
+    if let Err(e) = stored.await {
+        return Err(RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("saving the group failed: {e}")));
+    }
+    tracing::info!(group = %id, "group saved");
+    caller.audit(&state, events::SET_USER_GROUP, fields);
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /settings/rbac/groups/<g>`: the group goes, and so does every user's membership of it.
+pub(crate) async fn delete_group(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, RestError> {
+    caller.require(caller.can_write_security(), || "cluster.admin.security.local!write".to_owned())?;
+    if let Some(group) = state.node.users.group(&id) {
+        caller.require_grantable(&group.roles)?;
+    }
+    let unavailable = |e| RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("deleting the group failed: {e}"));
+    let group_id = id.clone();
+    let removed = state.node.propose_group_change(move |groups| {
+        let before = groups.len();
+        groups.retain(|g| g.id != group_id);
+        if groups.len() == before {
+            Err(())
+        } else {
+            Ok(())
+        }
+    });
+    if removed.await.map_err(unavailable)?.is_err() {
+        return Err(RestError::text(StatusCode::NOT_FOUND, GROUP_NOT_FOUND));
+    }
+    let group_id = id.clone();
+    let members = state.node.propose_user_change(move |users| {
+        for user in users.list().into_iter().filter(|u| u.groups.contains(&group_id)) {
+            let groups = user.groups.iter().filter(|g| **g != group_id).cloned().collect();
+            users.upsert_member(&user.id, &user.name, None, user.roles.clone(), Some(groups))?;
+        }
+        Ok::<(), UserError>(())
+    });
+    members
+        .await
+        .map_err(unavailable)?
+        .map_err(|e| RestError::global(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    tracing::info!(group = %id, "group deleted");
+    caller.audit(&state, events::DELETE_USER_GROUP, crate::audit_fields![("group_name", id)]);
+    Ok(StatusCode::OK)
+}
+
+/// A group as the RBAC API shows it.
+fn group_json(group: &Group) -> Value {
+    let roles: Vec<Value> = group.roles.iter().map(role_json).collect();
+    json!({"id": group.id, "roles": roles, "description": group.description})
 }
 
 /// `POST /controller/changePassword`: the caller's own password.
@@ -146,7 +254,7 @@ pub(crate) async fn change_password(
 ) -> Result<StatusCode, RestError> {
     let form = Form::parse(&body);
     let password = form.get("password").ok_or_else(|| RestError::field("password", "Password is required"))?;
-    check_password(password)?;
+    check_password(&state.node, password)?;
     let (user, password) = (caller.user.clone(), password.to_owned());
     let stored = if caller.builtin {
         // The command line's administrator is per node and never shared.
@@ -184,11 +292,12 @@ fn refuse_builtin(node: &Node, id: &str) -> Result<(), RestError> {
     Ok(())
 }
 
-fn check_password(password: &str) -> Result<(), RestError> {
-    if password.chars().count() < PASSWORD_CHARS_MIN {
-        return Err(RestError::field("password", "The password must be at least 6 characters long."));
+/// Refuses a password the cluster's password policy (`/settings/passwordPolicy`) does not allow.
+fn check_password(node: &Node, password: &str) -> Result<(), RestError> {
+    match node.security().password_policy.violation(password) {
+        Some(message) => Err(RestError::field("password", message)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Parses a comma-separated role list. Like ns_server, a role naming a bucket, scope or collection that does
@@ -230,14 +339,22 @@ fn target_exists(node: &Node, role: &Role) -> bool {
     }
 }
 
-/// A user as the RBAC API shows it; every role's origin is the user itself (no groups).
+/// A user as the RBAC API shows it: each role once, with its origins (the user itself and/or the groups giving it).
 fn user_json(user: &User) -> Value {
-    let roles: Vec<Value> = user
-        .roles
-        .iter()
-        .map(|r| {
-            let mut v = role_json(r);
-            v["origins"] = json!([{"type": "user"}]);
+    let mut roles: Vec<(Role, Vec<Value>)> = Vec::new();
+    let origins = user.roles.iter().map(|r| (r, json!({"type": "user"})));
+    let from_groups = user.group_roles.iter().map(|(g, r)| (r, json!({"type": "group", "name": g})));
+    for (role, origin) in origins.chain(from_groups) {
+        match roles.iter_mut().find(|(r, _)| r == role) {
+            Some((_, list)) => list.push(origin),
+            None => roles.push((role.clone(), vec![origin])),
+        }
+    }
+    let roles: Vec<Value> = roles
+        .into_iter()
+        .map(|(r, origins)| {
+            let mut v = role_json(&r);
+            v["origins"] = Value::Array(origins);
             v
         })
         .collect();
@@ -245,7 +362,7 @@ fn user_json(user: &User) -> Value {
         "id": user.id,
         "domain": "local",
         "roles": roles,
-        "groups": [],
+        "groups": user.groups,
         "external_groups": [],
         "name": user.name,
     });
@@ -344,20 +461,57 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn groups_are_empty_and_non_admins_cannot_manage_users() {
-        // Proves the group endpoints' answers and 403 for a data-only user on user management.
+    async fn groups_round_trip_and_non_admins_cannot_manage_users() {
+        // Proves the group endpoints' answers (empty list, 404 texts, 400s for a missing `roles` and an unknown
+        // key, PUT then GET and list, DELETE), and 403 for a data-only user on user management.
         let app = TestApp::new();
         assert_eq!(app.get_ok("/settings/rbac/groups").await, json!([]));
         let group = app.call("GET", "/settings/rbac/groups/g", Some(ADMIN), None).await;
         assert_eq!((group.status, group.json), (StatusCode::NOT_FOUND, json!("Unknown group.")));
-        assert_eq!(
-            app.call("PUT", "/settings/rbac/groups/g", Some(ADMIN), Some("roles=admin")).await.status,
-            StatusCode::BAD_REQUEST
-        );
+        let no_roles = app.call("PUT", "/settings/rbac/groups/g", Some(ADMIN), Some("description=x")).await;
+        assert_eq!(no_roles.status, StatusCode::BAD_REQUEST);
+        let odd = app.call("PUT", "/settings/rbac/groups/g", Some(ADMIN), Some("roles=admin&ldap=x")).await;
+        assert_eq!(odd.status, StatusCode::BAD_REQUEST);
+        let put = app.call("PUT", "/settings/rbac/groups/g", Some(ADMIN), Some("roles=ro_admin&description=d")).await;
+        assert_eq!(put.status, StatusCode::OK);
+        let expected = json!({"id": "g", "roles": [{"role": "ro_admin"}], "description": "d"});
+        assert_eq!(app.get_ok("/settings/rbac/groups/g").await, expected);
+        assert_eq!(app.get_ok("/settings/rbac/groups").await, json!([expected]));
+        let gone = app.call("DELETE", "/settings/rbac/groups/g", Some(ADMIN), None).await;
+        assert_eq!(gone.status, StatusCode::OK);
+        let again = app.call("DELETE", "/settings/rbac/groups/g", Some(ADMIN), None).await;
+        assert_eq!((again.status, again.json), (StatusCode::NOT_FOUND, json!("Group was not found.")));
         app.add_user("app", "password", "bucket_full_access[default]");
         let me = Some(("app", "password"));
         assert_eq!(app.call("GET", "/settings/rbac/users", me, None).await.status, StatusCode::FORBIDDEN);
         assert_eq!(app.call("PUT", ALICE, me, Some("password=secret1")).await.status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            app.call("PUT", "/settings/rbac/groups/h", me, Some("roles=admin")).await.status,
+            StatusCode::FORBIDDEN
+        );
+    }
+
+    #[tokio::test]
+    async fn a_local_security_admin_cannot_hand_out_or_touch_administrative_roles() {
+        // Regression (issue 17): security_admin_local could create a user with the admin role (itself included),
+        // or a group giving it. Proves only a full administrator touches the administrative roles, directly or
+        // through a group, while a local security admin still manages ordinary users and groups.
+        let app = TestApp::new();
+        app.add_user("sec", "password", "security_admin_local");
+        let sec = Some(("sec", "password"));
+        let forbidden = |status: StatusCode| assert_eq!(status, StatusCode::FORBIDDEN);
+        forbidden(app.call("PUT", ALICE, sec, Some("password=secret1&roles=admin")).await.status);
+        forbidden(app.call("PUT", "/settings/rbac/users/local/sec", sec, Some("roles=admin")).await.status);
+        forbidden(app.call("PUT", "/settings/rbac/groups/admins", sec, Some("roles=admin")).await.status);
+        let admins = app.call("PUT", "/settings/rbac/groups/admins", Some(ADMIN), Some("roles=admin")).await;
+        assert_eq!(admins.status, StatusCode::OK);
+        forbidden(app.call("PUT", ALICE, sec, Some("password=secret1&groups=admins")).await.status);
+        forbidden(app.call("DELETE", "/settings/rbac/groups/admins", sec, None).await.status);
+        app.add_user("root2", "password", "admin");
+        forbidden(app.call("DELETE", "/settings/rbac/users/local/root2", sec, None).await.status);
+        let ok = app.call("PUT", ALICE, sec, Some("password=secret1&roles=data_reader%5Bdefault%5D")).await;
+        assert_eq!(ok.status, StatusCode::OK);
+        assert!(!app.state.node.users.is_admin("alice"));
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ pub mod histogram;
 pub mod prometheus;
 pub mod recorder;
 pub mod slow;
+pub mod summary;
 
 use std::net::SocketAddr;
 use std::time::Duration;

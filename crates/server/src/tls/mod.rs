@@ -27,6 +27,7 @@ use rustls::sign::CertifiedKey;
 use settee_cluster::peer::ClusterCa;
 use tokio_rustls::TlsAcceptor;
 
+use crate::auth::{CertNames, ClientCertState, SecuritySettings, TlsMinVersion};
 use crate::config::ServerConfig;
 use generate::CaKey;
 pub(crate) use resolver::CertResolver;
@@ -101,11 +102,26 @@ impl TlsPort {
     }
 }
 
+/// The acceptors of the TLS ports, rebuilt whole when the trusted CAs or the security settings change.
+struct Acceptors {
+    kv: TlsAcceptor,
+    http: TlsAcceptor,
+}
+
+/// What the security settings decide about handshakes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HandshakeRules {
+    min_version: TlsMinVersion,
+    client_certs: ClientCertState,
+}
+
 /// The node's certificates and the acceptors of its TLS ports.
 pub struct NodeTls {
     resolver: Arc<CertResolver>,
-    kv_acceptor: TlsAcceptor,
-    http_acceptor: TlsAcceptor,
+    /// A leaf lock: replaced by `rebuild`, cloned out by `accept`.
+    acceptors: RwLock<Acceptors>,
+    /// A leaf lock, never held with `acceptors` or `ca` by the same thread.
+    rules: parking_lot::Mutex<HandshakeRules>,
     /// A leaf lock: held to read or replace the CA, never while the resolver's lock or a file is taken.
     ca: RwLock<CaState>,
     /// `<data-dir>/certs`: where the node's current certificate is kept across restarts.
@@ -156,12 +172,12 @@ impl NodeTls {
             Err(e) => return Err(e),
         };
         let resolver = Arc::new(CertResolver::new(Arc::new(certified)));
-        let kv_acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone(), Vec::new())));
-        let http_acceptor = TlsAcceptor::from(Arc::new(server_config(resolver.clone(), vec![b"http/1.1".to_vec()])));
+        let rules = HandshakeRules { min_version: TlsMinVersion::V12, client_certs: ClientCertState::Disable };
+        let acceptors = acceptors(&resolver, rules, &all);
         Ok(NodeTls {
             resolver,
-            kv_acceptor,
-            http_acceptor,
+            acceptors: RwLock::new(acceptors),
+            rules: parking_lot::Mutex::new(rules),
             ca: RwLock::new(CaState { pem: stored.ca_pem, certs, source, key: stored.ca, loaded }),
             inbox_dir: config.data_dir.join("inbox"),
             certs_dir,
@@ -214,6 +230,8 @@ impl NodeTls {
         if !added.is_empty() {
             trusted::write_loaded(&self.certs_dir, &loaded)?;
             self.ca.write().loaded = loaded;
+            // Client certificates signed by the new CAs are accepted from the next handshake.
+            self.rebuild();
             tracing::info!(added = added.len(), inbox = %inbox.display(), "loaded trusted CAs");
         }
         Ok(added)
@@ -295,7 +313,14 @@ impl NodeTls {
         peer: std::net::SocketAddr,
         port: TlsPort,
     ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-        let acceptor = if port == TlsPort::Kv { &self.kv_acceptor } else { &self.http_acceptor };
+        let acceptor = {
+            let acceptors = self.acceptors.read();
+            if port == TlsPort::Kv {
+                acceptors.kv.clone()
+            } else {
+                acceptors.http.clone()
+            }
+        };
         let service = port.name();
         match tokio::time::timeout(self.handshake_timeout, acceptor.accept(stream)).await {
             Ok(Ok(tls)) => Some(tls),
@@ -310,22 +335,90 @@ impl NodeTls {
         }
     }
 
+    /// Applies the security settings' TLS rules (oldest version, client certificates) to the handshakes from now on.
+    pub fn apply_settings(&self, settings: &SecuritySettings) {
+        let rules =
+            HandshakeRules { min_version: settings.tls_min_version, client_certs: settings.client_cert_auth.state };
+        let changed = {
+            let mut current = self.rules.lock();
+            std::mem::replace(&mut *current, rules) != rules
+        };
+        if changed {
+            self.rebuild();
+            tracing::info!(min_version = ?rules.min_version, client_certs = ?rules.client_certs, "tls handshake rules applied");
+        }
+    }
+
+    /// Rebuilds the acceptors from the current rules and trusted CAs.
+    fn rebuild(&self) {
+        let rules = *self.rules.lock();
+        let roots = self.ca.read().all_certs();
+        let next = acceptors(&self.resolver, rules, &roots);
+        *self.acceptors.write() = next;
+    }
+
     /// The directory `reload_from_inbox` reads.
     pub fn inbox_dir(&self) -> &Path {
         &self.inbox_dir
     }
 }
 
-/// The TLS settings of a port: TLS 1.2 and 1.3 with the ring provider, the node's certificate from the resolver,
-/// no client certificates, and the ALPN protocols `alpn` (none for KV: the SDKs offer none there).
-fn server_config(resolver: Arc<CertResolver>, alpn: Vec<Vec<u8>>) -> rustls::ServerConfig {
+/// The acceptors for `rules`, client certificates checked against `roots` (every CA the node trusts).
+fn acceptors(resolver: &Arc<CertResolver>, rules: HandshakeRules, roots: &[CertificateDer<'static>]) -> Acceptors {
+    let verifier = client_verifier(rules.client_certs, roots);
+    let config = |alpn: Vec<Vec<u8>>| {
+        TlsAcceptor::from(Arc::new(server_config(resolver.clone(), alpn, rules.min_version, verifier.clone())))
+    };
+    Acceptors { kv: config(Vec::new()), http: config(vec![b"http/1.1".to_vec()]) }
+}
+
+/// How the TLS ports check client certificates: not asked for (`disable`), asked for and optional (`enable`), or
+/// required (`mandatory`), each one verified against `roots`. Roots rustls cannot use leave certificates unasked,
+/// with an error logged: a client certificate could not be checked against anything.
+fn client_verifier(
+    state: ClientCertState,
+    roots: &[CertificateDer<'static>],
+) -> Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+    if state == ClientCertState::Disable {
+        return None;
+    }
+    let mut store = rustls::RootCertStore::empty();
+    let (added, ignored) = store.add_parsable_certificates(roots.iter().cloned());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+    let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider);
+    let builder = if state == ClientCertState::Enable { builder.allow_unauthenticated() } else { builder };
+    match builder.build() {
+        Ok(verifier) => Some(verifier),
+        Err(e) => {
+            tracing::error!(error = %e, added, ignored, "client certificates cannot be checked: the TLS ports do not ask for them");
+            None
+        }
+    }
+}
+
+/// The TLS settings of a port: TLS `min_version` and up (1.2 or 1.3) with the ring provider, the node's
+/// certificate from the resolver, client certificates checked by `verifier` (none asked for without one), and the
+/// ALPN protocols `alpn` (none for KV: the SDKs offer none there).
+fn server_config(
+    resolver: Arc<CertResolver>,
+    alpn: Vec<Vec<u8>>,
+    min_version: TlsMinVersion,
+    verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> rustls::ServerConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&rustls::SupportedProtocolVersion] = match min_version {
+        TlsMinVersion::V12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsMinVersion::V13 => &[&rustls::version::TLS13],
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
         // Only fails when the provider offers none of the versions; ring offers both.
-        .expect("the ring provider supports TLS 1.2 and 1.3")
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .expect("the ring provider supports TLS 1.2 and 1.3");
+    let builder = match verifier {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = alpn;
     config
 }
@@ -463,4 +556,33 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(config.data_dir);
     }
+}
+
+/// The names in a client's leaf certificate (the first of `chain`) that `/settings/clientCertAuth` rules map to a
+/// user: subject common names and the DNS, URI and email subject alternative names. None without a certificate or
+/// when it does not parse (rustls verified it, so the latter is unexpected and logged).
+pub(crate) fn client_cert_names(chain: Option<&[CertificateDer<'_>]>) -> Option<CertNames> {
+    use x509_parser::extensions::GeneralName;
+    let leaf = chain?.first()?;
+    let cert = match x509_parser::parse_x509_certificate(leaf.as_ref()) {
+        Ok((_, cert)) => cert,
+        Err(e) => {
+            tracing::warn!(error = %e, "a verified client certificate does not parse");
+            return None;
+        }
+    };
+    let mut names = CertNames::default();
+    names.common_names =
+        cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(n) => names.dns_names.push((*n).to_owned()),
+                GeneralName::URI(n) => names.uris.push((*n).to_owned()),
+                GeneralName::RFC822Name(n) => names.emails.push((*n).to_owned()),
+                _ => {}
+            }
+        }
+    }
+    Some(names)
 }

@@ -11,8 +11,9 @@ use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
 use crate::kv::session::Session;
 
-fn need_write(s: &Session) -> Result<(), KvError> {
-    if s.access.write {
+/// EACCESS unless the user may write the documents of collection `cid`.
+fn need_write(s: &Session, cid: u32) -> Result<(), KvError> {
+    if s.may(cid, |a| a.write) {
         Ok(())
     } else {
         Err(KvError::Status(Status::Eaccess))
@@ -21,8 +22,8 @@ fn need_write(s: &Session) -> Result<(), KvError> {
 
 pub fn store(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[8], true, None)?;
-    need_write(s)?;
     let key = doc_key(s, req.key)?;
+    need_write(s, key.cid())?;
     let value = request_value(s, req)?;
     let mode = match op {
         Opcode::Add => StoreMode::Add,
@@ -47,8 +48,8 @@ pub fn store(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
 
 pub fn delete(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
-    need_write(s)?;
     let key = doc_key(s, req.key)?;
+    need_write(s, key.cid())?;
     let b = selected_bucket(s)?;
     let m = b.delete(VbId(req.vbucket), &key, write_options(req)?)?;
     out.mutation_reply(b, &m, req, |out| reply::mutation(out, req, s, &m));
@@ -59,8 +60,8 @@ pub fn delete(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
 /// 8-byte big-endian number and the extras are the mutation token.
 pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[20], true, Some(false))?;
-    need_write(s)?;
     let key = doc_key(s, req.key)?;
+    need_write(s, key.cid())?;
     let b = selected_bucket(s)?;
     let op = if op == Opcode::Increment { ArithmeticOp::Increment } else { ArithmeticOp::Decrement };
     let r = b.arithmetic(
@@ -83,8 +84,8 @@ pub fn arithmetic(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> 
 
 pub fn concat(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[0], true, None)?;
-    need_write(s)?;
     let key = doc_key(s, req.key)?;
+    need_write(s, key.cid())?;
     let value = request_value(s, req)?;
     let b = selected_bucket(s)?;
     let m = b.concat(VbId(req.vbucket), &key, &value, op == Opcode::Prepend, write_options(req)?)?;

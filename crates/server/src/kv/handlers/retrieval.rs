@@ -10,8 +10,9 @@ use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
 use crate::kv::session::Session;
 
-fn need_read(s: &Session) -> Result<(), KvError> {
-    if s.access.read {
+/// EACCESS unless the user may read the documents of collection `cid`.
+fn need_read(s: &Session, cid: u32) -> Result<(), KvError> {
+    if s.may(cid, |a| a.read) {
         Ok(())
     } else {
         Err(KvError::Status(Status::Eaccess))
@@ -21,8 +22,8 @@ fn need_read(s: &Session) -> Result<(), KvError> {
 /// GET, and GET_REPLICA (served only by a replica vBucket; NOT_MY_VBUCKET elsewhere, as Couchbase answers).
 pub fn get(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
-    need_read(s)?;
     let key = doc_key(s, req.key)?;
+    need_read(s, key.cid())?;
     let b = selected_bucket(s)?;
     let reply = |item: settee_engine::ItemView<'_>| {
         let (body, dt) = item.body();
@@ -39,10 +40,10 @@ pub fn get(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResul
 /// TOUCH (reply: CAS and token) and GAT (reply: like GET).
 pub fn touch(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[4], true, Some(false))?;
-    if !s.access.write || (op == Opcode::Gat && !s.access.read) {
+    let key = doc_key(s, req.key)?;
+    if !s.may(key.cid(), |a| a.write) || (op == Opcode::Gat && !s.may(key.cid(), |a| a.read)) {
         return Err(KvError::Status(Status::Eaccess));
     }
-    let key = doc_key(s, req.key)?;
     let b = selected_bucket(s)?;
     let expiry = be_u32(req.extras);
     let is_gat = op == Opcode::Gat;
@@ -63,8 +64,8 @@ pub fn touch(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
 
 pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0, 4], true, Some(false))?;
-    need_read(s)?;
     let key = doc_key(s, req.key)?;
+    need_read(s, key.cid())?;
     let b = selected_bucket(s)?;
     b.get_locked(VbId(req.vbucket), &key, be_u32(req.extras), |item| {
         let (body, dt) = item.body();
@@ -75,8 +76,8 @@ pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
 
 pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
-    need_read(s)?;
     let key = doc_key(s, req.key)?;
+    need_read(s, key.cid())?;
     let b = selected_bucket(s)?;
     b.unlock(VbId(req.vbucket), &key, req.cas)?;
     reply::status(out, req, Status::Success);
@@ -86,13 +87,13 @@ pub fn unlock(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
 /// GET_META: version 1 (20-byte extras) or, when asked with extras byte 2, version 2 (21 bytes, with datatype).
 pub fn get_meta(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     expect_layout(req, &[0, 1], true, Some(false))?;
-    need_read(s)?;
     let v2 = match req.extras {
         [] | [1] => false,
         [2] => true,
         _ => return Err(KvError::Status(Status::Einval)),
     };
     let key = doc_key(s, req.key)?;
+    need_read(s, key.cid())?;
     let b = selected_bucket(s)?;
     let meta = b.get_meta(VbId(req.vbucket), &key)?;
     let mut extras = [0u8; 21];
@@ -114,7 +115,7 @@ pub fn get_random_key(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult
         (4, true) => be_u32(req.extras),
         _ => return Err(KvError::Status(Status::Einval)),
     };
-    need_read(s)?;
+    need_read(s, cid)?;
     let b = selected_bucket(s)?;
     let collections = s.collections();
     b.random_key(cid, |encoded_key, item| {

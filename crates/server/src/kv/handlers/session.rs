@@ -8,7 +8,7 @@ use settee_mcbp::{Feature, Request};
 use settee_types::Status;
 
 use crate::audit::{events, Identity};
-use crate::auth::{self, AuthError, Mechanism, PlainMessage, ScramServer};
+use crate::auth::{AuthError, Mechanism, PlainMessage, ScramServer};
 use crate::error_map::error_map_json;
 use crate::kv::dispatch::{KvError, KvResult};
 use crate::kv::reply;
@@ -38,8 +38,10 @@ pub fn hello(s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     Ok(())
 }
 
-pub fn sasl_list_mechs(req: &Request<'_>, out: &mut Out) -> KvResult {
-    reply::with_value(out, req, Status::Success, 0, &[], auth::supported_mechanisms().as_bytes());
+/// SASL_LIST_MECHS: the mechanisms the cluster's security settings allow on this connection's port.
+pub fn sasl_list_mechs(node: &Node, s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
+    let mechanisms = node.security().mechanisms(s.tls);
+    reply::with_value(out, req, Status::Success, 0, &[], mechanisms.as_bytes());
     Ok(())
 }
 
@@ -75,7 +77,16 @@ pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
         user.clone_into(&mut attempted.borrow_mut());
         node.users.credentials(user)
     };
-    let started = Mechanism::parse(req.key).and_then(|mech| match mech {
+    let settings = node.security();
+    let allowed = |mech: Mechanism| {
+        if settings.mechanism_allowed(mech, s.tls) {
+            Ok(mech)
+        } else {
+            tracing::info!(peer = %s.peer, mechanism = mech.name(), tls = s.tls, "SASL mechanism refused by the security settings");
+            Err(AuthError::UnknownMechanism)
+        }
+    };
+    let started = Mechanism::parse(req.key).and_then(allowed).and_then(|mech| match mech {
         Mechanism::Plain => PlainMessage::parse(req.value).map(|m| {
             let credentials = lookup(m.user);
             match &credentials {
@@ -184,7 +195,7 @@ pub async fn finish_auth(
 /// Marks the connection authenticated as `user`; false (and nothing changes) when the user was deleted while its
 /// password was being checked. The user store's generation is read before the user is looked up, so a deletion
 /// after the lookup moves the generation and the connection's next request finds it (`dispatch`).
-fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
+pub(crate) fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
     let generation = node.users.generation();
     if node.users.get(&user).is_none() {
         return false;
@@ -195,11 +206,26 @@ fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
         let id = Identity { domain: "local", user: user.clone() };
         node.audit.log(events::KV_AUTH_SUCCEEDED, Some(id), s.addrs(), fields);
     }
-    s.user = Some(user);
     s.users_generation = generation;
     s.bucket = None;
     s.access = crate::auth::BucketAccess::NONE;
+    s.scoped.clear();
+    bind_bucket_named_as_user(node, s, &user);
+    s.user = Some(user);
     true
+}
+
+/// kv_engine's rule for pre-RBAC clients (java-client 2.x, YCSB's Couchbase binding, memcached clients that log in
+/// with the bucket's name and password): after authenticating as `user`, the connection is bound to the bucket of
+/// the same name when it exists and the user may access it, as if it had sent SELECT_BUCKET; otherwise it stays on
+/// no bucket. A later SELECT_BUCKET replaces the binding as usual.
+fn bind_bucket_named_as_user(node: &Node, s: &mut Session, user: &str) {
+    let Some(account) = node.users.get(user).filter(|u| u.any_access(user)) else { return };
+    if let Some(bucket) = node.bucket(user) {
+        tracing::debug!(peer = %s.peer, %user, "connection bound to the bucket named as its user");
+        s.bucket = Some(bucket);
+        s.set_access(&account, user);
+    }
 }
 
 pub fn get_error_map(req: &Request<'_>, out: &mut Out) -> KvResult {
@@ -220,18 +246,17 @@ pub fn select_bucket(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut 
         reply::status(out, req, Status::Success);
         return Ok(());
     }
-    let user = s.user.as_deref().unwrap_or_default();
     s.users_generation = node.users.generation();
-    let access = node.users.bucket_access(user, name);
-    let bucket = node.bucket(name).filter(|_| access.any());
-    match bucket {
-        Some(b) => {
+    let user = s.user.as_deref().and_then(|u| node.users.get(u));
+    let bucket = node.bucket(name).filter(|_| user.as_ref().is_some_and(|u| u.any_access(name)));
+    match (bucket, user) {
+        (Some(b), Some(user)) => {
             s.bucket = Some(b);
-            s.access = access;
+            s.set_access(&user, name);
             reply::status(out, req, Status::Success);
             Ok(())
         }
-        None => Err(KvError::Status(Status::Eaccess)),
+        _ => Err(KvError::Status(Status::Eaccess)),
     }
 }
 

@@ -77,10 +77,10 @@ pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
         [f] => *f,
         _ => return Err(einval()),
     };
-    if !s.access.read {
+    let key = doc_key(s, req.key)?;
+    if !s.may(key.cid(), |a| a.read) {
         return Err(KvError::Status(Status::Eaccess));
     }
-    let key = doc_key(s, req.key)?;
     let specs = parse_lookup_specs(req.value)?;
     let b = selected_bucket(s)?;
     if doc_flags & DocFlags::REPLICA_READ != 0 {
@@ -108,10 +108,10 @@ pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
 
 pub fn multi_mutation(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let (expiry, user_flags, doc_flags) = mutation_extras(s, req.extras)?;
-    if !s.access.write {
+    let key = doc_key(s, req.key)?;
+    if !s.may(key.cid(), |a| a.write) {
         return Err(KvError::Status(Status::Eaccess));
     }
-    let key = doc_key(s, req.key)?;
     let specs = parse_mutation_specs(req.value)?;
     let b = selected_bucket(s)?;
     let opts = MutateInOptions { doc_flags: DocFlags(doc_flags), expiry, user_flags, write: write_options(req)? };
@@ -163,7 +163,7 @@ pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) ->
             4 => e[3],
             _ => return Err(einval()),
         };
-        if !s.access.read {
+        if !s.may(key.cid(), |a| a.read) {
             return Err(KvError::Status(Status::Eaccess));
         }
         let spec = [LookupSpec { opcode: op as u8, flags: path_flags, path }];
@@ -184,7 +184,7 @@ pub fn single_path(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) ->
         8 => (be_u32(&e[3..]), e[7]),
         _ => return Err(einval()),
     };
-    if !s.access.write {
+    if !s.may(key.cid(), |a| a.write) {
         return Err(KvError::Status(Status::Eaccess));
     }
     let spec = [MutationSpec { opcode: op as u8, flags: path_flags, path, value }];
