@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use settee_client::{vbucket_of, Connection};
-use settee_mcbp::{encode_leb128, Feature, Opcode, Request};
+use settee_mcbp::{encode_leb128, Feature, Opcode, Request, WithMetaExtras};
 use settee_types::Status;
 use tokio::sync::mpsc;
 
@@ -26,7 +26,6 @@ use crate::rest::{BucketMap, Rest};
 const WINDOW: usize = 512;
 /// Records queued per node before the file reader waits (back-pressure).
 const QUEUE: usize = 4096;
-const SKIP_CONFLICT_RESOLUTION: u32 = 0x01;
 /// TMPFAIL is retried every 5 ms for up to a minute (a bucket warming up, memory full while the pager works).
 const TMPFAIL_RETRIES_MAX: u32 = 12_000;
 /// A node that answers nothing for this long fails the restore.
@@ -400,13 +399,9 @@ async fn write_node(mut conn: Connection, mut rx: mpsc::Receiver<Record>, force:
 
 /// Queues the SET_WITH_META or DEL_WITH_META of `rec`; returns its opaque.
 fn queue(conn: &mut Connection, rec: &Record, force: bool) -> u32 {
-    let mut extras = [0u8; 28];
-    extras[..4].copy_from_slice(&rec.flags.to_be_bytes());
-    extras[4..8].copy_from_slice(&rec.expiry.to_be_bytes());
-    extras[8..16].copy_from_slice(&rec.rev.to_be_bytes());
-    extras[16..24].copy_from_slice(&rec.cas.to_be_bytes());
-    let options = if force { SKIP_CONFLICT_RESOLUTION } else { 0 };
-    extras[24..].copy_from_slice(&options.to_be_bytes());
+    let options = if force { WithMetaExtras::SKIP_CONFLICT_RESOLUTION } else { 0 };
+    let (flags, expiry, rev, cas) = (rec.flags, rec.expiry, rec.rev, rec.cas);
+    let extras = WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 }.encode();
     let mut key = Vec::with_capacity(rec.key.len() + 5);
     encode_leb128(rec.collection, &mut key);
     key.extend_from_slice(&rec.key);

@@ -14,6 +14,7 @@ mod leb128;
 mod opcode;
 mod request;
 mod response;
+mod with_meta;
 
 pub use feature::Feature;
 pub use frame_info::{FrameInfoError, RequestFrameInfos};
@@ -22,3 +23,4 @@ pub use leb128::{decode_leb128, encode_leb128, LEB128_BYTES_MAX};
 pub use opcode::{Opcode, OpcodeFlags};
 pub use request::{decode_request, encode_request, DecodeError, Request};
 pub use response::{decode_response, encode_response, encode_server_push, Response};
+pub use with_meta::WithMetaExtras;

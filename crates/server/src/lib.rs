@@ -26,5 +26,6 @@ pub mod stats_history;
 mod stats_sampler;
 pub mod timings;
 pub mod tls;
+pub mod xdcr;
 
 pub use service::{run, RunningNode};

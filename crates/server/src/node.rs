@@ -86,6 +86,8 @@ pub struct Node {
     pub audit: Arc<crate::audit::Audit>,
     /// The cluster's security settings as last applied (`security()`; replaced whole by `apply_security`).
     security: RwLock<Arc<crate::auth::SecuritySettings>>,
+    /// XDCR: the remote clusters and replications, and the runners of this node.
+    pub xdcr: crate::xdcr::Xdcr,
     /// Counts the buckets whose warmup finished: the cluster applies the map again then, since what it leaves
     /// alone while a bucket warms up (dropping copies the map no longer gives this node) waits for that.
     warmups: tokio::sync::watch::Sender<u64>,
@@ -134,6 +136,7 @@ impl Node {
             query: Arc::default(),
             audit,
             security: RwLock::default(),
+            xdcr: crate::xdcr::Xdcr::default(),
             config_published: tokio::sync::watch::Sender::new(1),
             warmups: tokio::sync::watch::Sender::new(0),
             stats_history: Default::default(),

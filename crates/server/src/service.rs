@@ -131,6 +131,7 @@ impl RunningNode {
         tasks.push(tokio::spawn(item_pager(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(compactor(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(crate::stats_sampler::run(node.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(crate::xdcr::manage(node.clone(), stopped.clone())));
         tasks.push(tokio::spawn(expiry_pager(node.clone(), stopped)));
         tracing::info!(%kv_addr, %mgmt_addr, %query_addr, ?kv_tls_addr, ?mgmt_tls_addr, ?query_tls_addr, "settee node ready");
         Ok(RunningNode {

@@ -45,6 +45,7 @@ impl ClusterMetadata {
                     sections.insert(key.clone(), value.clone());
                 }
             }
+            MetaCommand::SetXdcr(xdcr) => self.xdcr = xdcr.clone(),
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();

@@ -51,6 +51,10 @@ pub struct ClusterMetadata {
     /// Opaque, as the audit settings are: the server validates them before proposing. Null until first set.
     #[serde(default)]
     pub settings: serde_json::Value,
+    /// XDCR's remote clusters and replications (`/pools/default/remoteClusters`, `/controller/createReplication`).
+    /// Opaque to this crate like the audit settings: the server's `xdcr` module owns and validates the model.
+    #[serde(default)]
+    pub xdcr: serde_json::Value,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -270,6 +274,8 @@ pub enum MetaCommand {
         key: String,
         value: serde_json::Value,
     },
+    /// Replaces the XDCR remote clusters and replications (opaque, see `ClusterMetadata::xdcr`).
+    SetXdcr(serde_json::Value),
     SetAutoFailover(AutoFailoverSettings),
     /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
     /// be set only while the node is inactiveFailed or already marked.

@@ -304,6 +304,19 @@ fn set_settings_replaces_one_section_and_keeps_the_others() {
     assert!(read.settings.is_null());
 }
 
+/// SetXdcr stores the server's XDCR model as given, and metadata written before XDCR existed reads as null.
+#[test]
+fn set_xdcr_stores_opaque_value_and_old_metadata_reads_null() {
+    let mut meta = ClusterMetadata::default();
+    let xdcr = json!({"remotes": [{"name": "dc2"}], "replications": []});
+    meta.apply(&MetaCommand::SetXdcr(xdcr.clone())).expect("set xdcr");
+    assert_eq!((meta.xdcr.clone(), meta.rev), (xdcr, 1));
+    let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
+    old.as_object_mut().expect("object").remove("xdcr");
+    let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the field");
+    assert!(read.xdcr.is_null());
+}
+
 /// SetAutoFailover accepts Couchbase's ranges and refuses a timeout outside 5..=3600 or a zero max count.
 #[test]
 fn set_auto_failover_checks_ranges() {

@@ -212,6 +212,17 @@ impl Caller {
         self.user.can_read_settings() || self.has(ClusterRole::ExternalStatsReader)
     }
 
+    /// May manage XDCR: remote clusters and replications (`cluster.xdcr.remote_clusters!write`,
+    /// `cluster.bucket[].xdcr!write`): admin, cluster_admin and replication_admin.
+    pub(crate) fn can_manage_xdcr(&self) -> bool {
+        self.user.is_admin() || self.has(ClusterRole::ClusterAdmin) || self.has(ClusterRole::ReplicationAdmin)
+    }
+
+    /// May list remote clusters and replications: those who manage them and ro_admin.
+    pub(crate) fn can_read_xdcr(&self) -> bool {
+        self.can_manage_xdcr() || self.user.can_read_settings()
+    }
+
     /// May list users and roles.
     pub(crate) fn can_read_security(&self) -> bool {
         self.can_write_security() || self.user.can_read_settings()

@@ -482,7 +482,9 @@ pub(crate) async fn tasks(State(state): State<RestState>, _caller: Caller) -> Js
     }
     task["movesDone"] = json!(status.done);
     task["movesTotal"] = json!(status.total);
-    Json(json!([task]))
+    let mut tasks = vec![task];
+    tasks.extend(state.node.xdcr.task_entries(&state.node));
+    Json(Value::Array(tasks))
 }
 
 /// `GET /pools/default/rebalanceProgress`.

@@ -141,6 +141,7 @@ fn gather(node: &Node) -> Families {
     }
     process_families(&mut f);
     cluster_families(&mut f, node);
+    xdcr_families(&mut f, node);
     let audit = &node.audit.counters;
     f.counter("settee_audit_events_written", "Audit events written to the audit log", vec![], load(&audit.written));
     let help = "Audit events dropped: the writer's queue was full or the file could not be written";
@@ -303,6 +304,36 @@ fn cluster_families(f: &mut Families, node: &Node) {
         vec![],
         rebalance.total as f64,
     );
+}
+
+/// XDCR's counters of this node's runners, under Couchbase's names and labels (`sourceBucketName`,
+/// `targetClusterUUID`, `targetBucketName`, `pipelineType`); the encoder adds `_total` to the counters.
+fn xdcr_families(f: &mut Families, node: &Node) {
+    for (r, st) in node.xdcr.statuses(node) {
+        let labels = || -> Labels {
+            vec![
+                ("sourceBucketName", r.source_bucket.clone()),
+                ("targetClusterUUID", r.remote_uuid.clone()),
+                ("targetBucketName", r.target_bucket.clone()),
+                ("pipelineType", "Main".to_owned()),
+            ]
+        };
+        let s = st.stats;
+        let help = "Source changes not yet on the target, over this node's active vBuckets";
+        f.gauge("xdcr_changes_left_total", help, labels(), st.changes_left as f64);
+        f.counter("xdcr_docs_received_from_dcp", "Changes read from the source", labels(), s.changes_read as f64);
+        f.counter("xdcr_docs_written", "Documents the target accepted", labels(), s.docs_written as f64);
+        let help = "Documents the target refused by conflict resolution (it held the same or a newer version)";
+        f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr as f64);
+        f.counter("xdcr_num_checkpoints", "vBucket checkpoints saved", labels(), s.checkpoints as f64);
+        f.counter(
+            "settee_xdcr_retries_total",
+            "Writes sent again after TMPFAIL or an error",
+            labels(),
+            s.retries as f64,
+        );
+        f.counter("settee_xdcr_errors", "Writes answered with an error", labels(), s.errors as f64);
+    }
 }
 
 fn bool_f(b: bool) -> f64 {

@@ -46,6 +46,7 @@ mod stats_range;
 mod timings;
 mod users;
 mod write_stall;
+mod xdcr;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -244,6 +245,12 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/settings/rebalance", get(cluster::get_rebalance_settings).post(cluster::set_rebalance_settings))
         .route("/pools/default/rebalanceProgress", get(cluster::rebalance_progress))
         .route("/pools/default/tasks", get(cluster::tasks))
+        .route("/pools/default/remoteClusters", get(xdcr::list_remotes).post(xdcr::create_remote))
+        .route("/pools/default/remoteClusters/{name}", post(xdcr::edit_remote).delete(xdcr::delete_remote))
+        .route("/controller/createReplication", post(xdcr::create_replication))
+        .route("/settings/replications", get(xdcr::default_settings))
+        .route("/settings/replications/{*id}", get(xdcr::get_settings).post(xdcr::set_settings))
+        .route("/controller/cancelXDCR/{*id}", delete(xdcr::cancel))
         .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))
         .route("/settings/autoFailover/resetCount", post(cluster::reset_auto_failover_count))
         .route("/settee/raft/{*rest}", post(cluster::raft))

@@ -16,13 +16,7 @@ const KEY_EEXISTS: u16 = 0x02;
 const EACCESS: u16 = 0x24;
 
 fn extras(flags: u32, expiry: u32, rev: u64, cas: u64, options: u32) -> Vec<u8> {
-    let mut e = Vec::with_capacity(28);
-    e.extend_from_slice(&flags.to_be_bytes());
-    e.extend_from_slice(&expiry.to_be_bytes());
-    e.extend_from_slice(&rev.to_be_bytes());
-    e.extend_from_slice(&cas.to_be_bytes());
-    e.extend_from_slice(&options.to_be_bytes());
-    e
+    settee_mcbp::WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 }.encode().to_vec()
 }
 
 async fn with_meta(c: &mut Connection, op: u8, key: &[u8], value: &[u8], extras: &[u8]) -> OwnedResponse {

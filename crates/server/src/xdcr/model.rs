@@ -1,0 +1,198 @@
+//! What XDCR keeps cluster-wide (in the Raft metadata as one opaque value, `MetaCommand::SetXdcr`): the remote
+//! cluster references and the replications with their settings. Couchbase keeps the same in its metakv.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// A remote cluster reference (`POST /pools/default/remoteClusters`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteCluster {
+    pub name: String,
+    /// The remote's cluster uuid (its `/pools` `uuid`), learned when the reference was created.
+    pub uuid: String,
+    /// `host:port` of the remote's management REST service.
+    pub hostname: String,
+    pub username: String,
+    /// Kept as given: the replicator authenticates with it (see docs/compat.md, XDCR).
+    pub password: String,
+}
+
+impl RemoteCluster {
+    /// Couchbase's JSON for one reference (no password).
+    pub fn to_json(&self) -> Value {
+        let name = &self.name;
+        json!({
+            "deleted": false,
+            "hostname": self.hostname,
+            "name": name,
+            "secureType": "none",
+            "demandEncryption": false,
+            "uri": format!("/pools/default/remoteClusters/{name}"),
+            "username": self.username,
+            "uuid": self.uuid,
+            "validateURI": format!("/pools/default/remoteClusters/{name}?just_validate=1"),
+        })
+    }
+}
+
+/// The per-replication settings settee acts on (Couchbase's names in `/settings/replications/<id>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReplSettings {
+    /// Seconds between checkpoints (`checkpointInterval`).
+    pub checkpoint_interval: u64,
+    /// Writes per batch (`workerBatchSize`).
+    pub worker_batch_size: u64,
+    /// `pauseRequested`.
+    pub pause_requested: bool,
+}
+
+impl Default for ReplSettings {
+    fn default() -> ReplSettings {
+        ReplSettings { checkpoint_interval: 600, worker_batch_size: 500, pause_requested: false }
+    }
+}
+
+impl ReplSettings {
+    /// Applies the fields `get` gives (form fields by Couchbase name); returns the first invalid one.
+    pub fn edited(&self, get: impl Fn(&str) -> Option<String>) -> Result<ReplSettings, (String, String)> {
+        let mut next = self.clone();
+        let number = |field: &str, min: u64, max: u64| -> Result<Option<u64>, (String, String)> {
+            let Some(text) = get(field) else { return Ok(None) };
+            match text.trim().parse::<u64>() {
+                Ok(v) if (min..=max).contains(&v) => Ok(Some(v)),
+                _ => Err((field.to_owned(), format!("The value must be an integer between {min} and {max}"))),
+            }
+        };
+        if let Some(v) = number("checkpointInterval", 1, 14_400)? {
+            next.checkpoint_interval = v;
+        }
+        if let Some(v) = number("workerBatchSize", 1, 10_000)? {
+            next.worker_batch_size = v;
+        }
+        if let Some(text) = get("pauseRequested") {
+            next.pause_requested = match text.trim() {
+                "true" => true,
+                "false" => false,
+                _ => return Err(("pauseRequested".into(), crate::rest::form::BOOL_EXPECTED.into())),
+            };
+        }
+        Ok(next)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "checkpointInterval": self.checkpoint_interval,
+            "workerBatchSize": self.worker_batch_size,
+            "pauseRequested": self.pause_requested,
+            "compressionType": "None",
+            "filterExpression": "",
+            "type": "xmem",
+            "replicationType": "continuous",
+            "collectionsExplicitMapping": false,
+            "collectionsMigrationMode": false,
+        })
+    }
+}
+
+/// One replication (`POST /controller/createReplication`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replication {
+    /// `<remote uuid>/<source bucket>/<target bucket>`, Couchbase's replication id.
+    pub id: String,
+    pub source_bucket: String,
+    pub remote_uuid: String,
+    pub target_bucket: String,
+    pub settings: ReplSettings,
+}
+
+impl Replication {
+    pub fn id_of(remote_uuid: &str, source: &str, target: &str) -> String {
+        format!("{remote_uuid}/{source}/{target}")
+    }
+}
+
+/// Everything XDCR keeps cluster-wide.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct XdcrModel {
+    pub remotes: Vec<RemoteCluster>,
+    pub replications: Vec<Replication>,
+}
+
+impl XdcrModel {
+    /// The model stored in the metadata; null (never set) or unreadable reads as empty.
+    pub fn from_metadata(value: &Value) -> XdcrModel {
+        if value.is_null() {
+            return XdcrModel::default();
+        }
+        serde_json::from_value(value.clone()).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "the XDCR model in the cluster metadata is unreadable; treating it as empty");
+            XdcrModel::default()
+        })
+    }
+
+    /// The model stored in the metadata, or None when it cannot be read (never treated as "no replications").
+    pub fn parse_metadata(value: &Value) -> Option<XdcrModel> {
+        if value.is_null() {
+            return Some(XdcrModel::default());
+        }
+        serde_json::from_value(value.clone()).ok()
+    }
+
+    pub fn remote(&self, name: &str) -> Option<&RemoteCluster> {
+        self.remotes.iter().find(|r| r.name == name)
+    }
+
+    pub fn remote_by_uuid(&self, uuid: &str) -> Option<&RemoteCluster> {
+        self.remotes.iter().find(|r| r.uuid == uuid)
+    }
+
+    pub fn replication(&self, id: &str) -> Option<&Replication> {
+        self.replications.iter().find(|r| r.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves settings edits take Couchbase's field names, keep unnamed fields, and refuse out-of-range numbers
+    /// and non-boolean pauseRequested with the field named.
+    #[test]
+    fn settings_edit_keeps_unnamed_fields_when_one_is_changed() {
+        let s = ReplSettings::default();
+        let get = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let paused = s.edited(get(&[("pauseRequested", "true")])).unwrap();
+        assert_eq!((paused.pause_requested, paused.checkpoint_interval), (true, 600));
+        let e = s.edited(get(&[("checkpointInterval", "0")])).unwrap_err();
+        assert_eq!(e.0, "checkpointInterval");
+        assert_eq!(s.edited(get(&[("pauseRequested", "yes")])).unwrap_err().0, "pauseRequested");
+    }
+
+    /// Proves a model round-trips through the metadata's JSON and that null reads as empty.
+    #[test]
+    fn model_reads_back_when_stored_in_metadata() {
+        let m = XdcrModel {
+            remotes: vec![RemoteCluster {
+                name: "dc2".into(),
+                uuid: "u".into(),
+                hostname: "h:1".into(),
+                username: "a".into(),
+                password: "p".into(),
+            }],
+            replications: vec![Replication {
+                id: Replication::id_of("u", "a", "b"),
+                source_bucket: "a".into(),
+                remote_uuid: "u".into(),
+                target_bucket: "b".into(),
+                settings: ReplSettings::default(),
+            }],
+        };
+        assert_eq!(XdcrModel::from_metadata(&serde_json::to_value(&m).unwrap()), m);
+        assert_eq!(XdcrModel::from_metadata(&Value::Null), XdcrModel::default());
+        assert!(m.remote_by_uuid("u").is_some() && m.replication("u/a/b").is_some());
+    }
+}

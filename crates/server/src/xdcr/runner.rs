@@ -1,0 +1,448 @@
+//! The thin async driver of one replication on this node: feeds the `settee_xdcr::Replicator` core with the
+//! changes of the source bucket's vBuckets active here, the writers' replies and the clock, and carries out its
+//! commands (open a cursor, send a batch, save checkpoints, refresh the target map). Each node replicates its own
+//! active vBuckets, so a replication scales with the source cluster and follows rebalance and failover: a vBucket
+//! that stops being active here is dropped, one that becomes active is read from this node's checkpoint.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use settee_engine::VbState;
+use settee_types::{limits::NUM_VBUCKETS, VbId};
+use settee_xdcr::{Command, Event, Replicator, Settings, Stats};
+use tokio::sync::{mpsc, watch};
+
+use super::checkpoints::CheckpointStore;
+use super::model::{RemoteCluster, Replication};
+use super::source::{self, VbRead};
+use super::target::Target;
+use super::writer::WriterReport;
+use crate::node::{BucketHandle, Node};
+
+const TICK: Duration = Duration::from_millis(100);
+/// Active vBuckets are looked for, counts published and a failed map refresh retried this often.
+const SCAN_EVERY: Duration = Duration::from_secs(1);
+/// Bytes of keys and values read from one vBucket per read, and from all of them per round.
+const VB_READ_BYTES: usize = 256 << 10;
+const ROUND_READ_BYTES: usize = 2 << 20;
+/// Replies the writers may queue for the runner (each node's window bounds them anyway).
+const REPORTS_MAX: usize = 65_536;
+/// The longest wait between two failed map refreshes (the target unreachable or refusing).
+const REFRESH_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Errors kept for the task list.
+const ERRORS_KEPT: usize = 10;
+
+/// What the task list and the stats show of one replication on this node.
+#[derive(Clone, Debug, Default)]
+pub struct ReplStatus {
+    pub running: bool,
+    pub stats: Stats,
+    /// Source seqnos not yet on the target, over this node's active vBuckets (Couchbase's `changesLeft`).
+    pub changes_left: u64,
+    /// Recent errors, oldest first.
+    pub errors: Vec<String>,
+}
+
+impl ReplStatus {
+    fn error(&mut self, e: String) {
+        if self.errors.len() >= ERRORS_KEPT {
+            self.errors.remove(0);
+        }
+        self.errors.push(e);
+    }
+}
+
+struct Runner {
+    node: Arc<Node>,
+    bucket: Arc<BucketHandle>,
+    spec: Replication,
+    core: Replicator,
+    store: CheckpointStore,
+    target: Target,
+    /// Source vBucket → (cursor, position read up to).
+    reading: BTreeMap<u16, (u64, u64)>,
+    /// vBuckets with more to read than the last read took.
+    behind: BTreeSet<u16>,
+    reports: mpsc::Sender<WriterReport>,
+    need_map: bool,
+    /// Failed map refreshes in a row, and when the next may be tried.
+    refresh_failures: u32,
+    refresh_after: Duration,
+    status: Arc<Mutex<ReplStatus>>,
+    /// Stats counted before this run (the core starts at zero each run).
+    base: Stats,
+}
+
+fn now(node: &Node) -> Duration {
+    node.clock.monotonic()
+}
+
+/// Runs replication `spec` to `remote` until `stop` turns true; saves checkpoints before returning.
+pub async fn run(
+    node: Arc<Node>,
+    spec: Replication,
+    remote: RemoteCluster,
+    status: Arc<Mutex<ReplStatus>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let bucket = loop {
+        if let Some(b) = node.bucket(&spec.source_bucket) {
+            break b;
+        }
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(SCAN_EVERY) => {}
+        }
+    };
+    let (mut r, mut replies) = Runner::new(node, bucket, spec, remote, status);
+    r.serve(&mut replies, &mut stop).await;
+    r.core.checkpoint_now(now(&r.node));
+    r.execute().await;
+    for (&vb, &(cursor, _)) in &r.reading {
+        r.bucket.close_cursor(VbId(vb), cursor);
+    }
+    r.publish();
+    r.status.lock().running = false;
+}
+
+impl Runner {
+    fn new(
+        node: Arc<Node>,
+        bucket: Arc<BucketHandle>,
+        spec: Replication,
+        remote: RemoteCluster,
+        status: Arc<Mutex<ReplStatus>>,
+    ) -> (Runner, mpsc::Receiver<WriterReport>) {
+        let dir = node.config.data_dir.join("xdcr");
+        let store = CheckpointStore::open(&dir, &spec.id);
+        let settings = Settings {
+            batch_count: spec.settings.worker_batch_size as usize,
+            checkpoint_interval: Duration::from_secs(spec.settings.checkpoint_interval),
+            ..Settings::default()
+        };
+        let window = settings.inflight_per_node_max;
+        let core = Replicator::new(settings, store.checkpoints(), now(&node));
+        let (reports, replies) = mpsc::channel(REPORTS_MAX);
+        let target = Target::new(remote, spec.target_bucket.clone(), window);
+        let base = {
+            let mut st = status.lock();
+            st.running = true;
+            st.stats
+        };
+        let r = Runner {
+            node,
+            bucket,
+            spec,
+            core,
+            store,
+            target,
+            reading: BTreeMap::new(),
+            behind: BTreeSet::new(),
+            reports,
+            need_map: true,
+            refresh_failures: 0,
+            refresh_after: Duration::ZERO,
+            status,
+            base,
+        };
+        (r, replies)
+    }
+
+    /// The event loop: replies, source wake-ups and the tick, until `stop`.
+    async fn serve(&mut self, replies: &mut mpsc::Receiver<WriterReport>, stop: &mut watch::Receiver<bool>) {
+        let waker = self.bucket.dcp_hub.subscribe();
+        for vb in 0..NUM_VBUCKETS {
+            waker.interested.insert(VbId(vb));
+        }
+        let mut tick = tokio::time::interval(TICK);
+        let mut last_scan: Option<Duration> = None;
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                report = replies.recv() => {
+                    let Some(report) = report else { return };
+                    self.on_report(report);
+                    while let Ok(more) = replies.try_recv() {
+                        self.on_report(more);
+                    }
+                }
+                _ = waker.notify.notified() => {
+                    let vbs: Vec<u16> = waker.pending.take().into_iter().map(|v| v.0).collect();
+                    self.read(vbs).await;
+                }
+                _ = tick.tick() => {
+                    let t = now(&self.node);
+                    self.handle(Event::Tick);
+                    let vbs: Vec<u16> = if last_scan.is_none_or(|s| t.saturating_sub(s) >= SCAN_EVERY) {
+                        last_scan = Some(t);
+                        if self.need_map {
+                            self.refresh_map().await;
+                        }
+                        self.scan_actives();
+                        self.publish();
+                        // Once a second every vBucket, in case a wake-up was missed.
+                        self.reading.keys().copied().collect()
+                    } else {
+                        self.behind.iter().copied().collect()
+                    };
+                    self.read(vbs).await;
+                }
+            }
+            self.execute().await;
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        let vb = match &event {
+            Event::Snapshot { vb, .. } | Event::Change { vb, .. } | Event::SnapshotDone { vb } => Some(*vb),
+            _ => None,
+        };
+        if let Err(e) = self.core.handle(now(&self.node), event) {
+            tracing::warn!(replication = %self.spec.id, error = %e, "xdcr: reading restarts from the checkpoint");
+            if let Some(vb) = vb {
+                self.stop_vb(vb);
+            }
+        }
+    }
+
+    fn stop_vb(&mut self, vb: u16) {
+        self.behind.remove(&vb);
+        if let Some((cursor, _)) = self.reading.remove(&vb) {
+            self.bucket.close_cursor(VbId(vb), cursor);
+        }
+        let _ = self.core.handle(now(&self.node), Event::VbStopped { vb });
+    }
+
+    fn on_report(&mut self, report: WriterReport) {
+        match report {
+            WriterReport::Reply { generation, node, id, outcome } if generation == self.target.generation => {
+                self.handle(Event::Reply { node, id, outcome });
+            }
+            WriterReport::Down { generation, node } if generation == self.target.generation => {
+                tracing::info!(replication = %self.spec.id, node, "xdcr: a target node connection broke");
+                self.status.lock().error(format!("connection to target node {node} broke"));
+                self.target.disconnect();
+                self.handle(Event::NodeDown { node });
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts reading the vBuckets that became active here and stops those that no longer are.
+    fn scan_actives(&mut self) {
+        if self.bucket.is_warming_up() || self.bucket.is_deleted() {
+            return;
+        }
+        for vb in 0..NUM_VBUCKETS {
+            let info = self.bucket.stream_info(VbId(vb)).ok();
+            let active = info.as_ref().is_some_and(|i| i.state == VbState::Active);
+            let reading = self.reading.contains_key(&vb);
+            if active && !reading {
+                let i = info.expect("active implies known");
+                let (failover, high_seqno, purge_seqno) = (i.failover, i.high_seqno, i.purge_seqno);
+                self.handle(Event::VbStarted { vb, failover, high_seqno, purge_seqno });
+            } else if !active && reading {
+                self.stop_vb(vb);
+            }
+        }
+    }
+
+    /// Asks the target for its map, unless a failed attempt's backoff (1 s doubling to 30 s) has not elapsed.
+    async fn refresh_map(&mut self) {
+        let t = now(&self.node);
+        if t < self.refresh_after {
+            return;
+        }
+        match self.target.refresh(&self.reports).await {
+            Ok(map) => {
+                self.need_map = false;
+                self.refresh_failures = 0;
+                for node in 0..map.previous_nodes {
+                    let _ = self.core.handle(now(&self.node), Event::NodeDown { node });
+                }
+                self.handle(Event::Map { vbuckets: map.vbuckets, nodes: map.nodes });
+            }
+            Err(e) => {
+                self.refresh_failures = self.refresh_failures.saturating_add(1);
+                let backoff = (SCAN_EVERY * (1 << self.refresh_failures.min(5))).min(REFRESH_BACKOFF_MAX);
+                self.refresh_after = t + backoff;
+                tracing::warn!(replication = %self.spec.id, error = %e, retry_in = ?backoff, "xdcr: target map refresh failed");
+                self.status.lock().error(e);
+            }
+        }
+    }
+
+    /// Reads what is new in `vbs` (those being read) while the core accepts more and the target is connected: one
+    /// trip to the blocking pool per round, at most `ROUND_READ_BYTES` of changes. A vBucket whose read stopped
+    /// at its byte budget is remembered as behind and read again at the next tick.
+    async fn read(&mut self, vbs: Vec<u16>) {
+        if !self.target.connected() || !self.core.accepting() {
+            // Not now (back-pressure, or no target): the next tick tries these again, not only the next scan.
+            self.behind.extend(vbs.into_iter().filter(|vb| self.reading.contains_key(vb)));
+            return;
+        }
+        let wanted: Vec<(u16, u64, u64)> = vbs
+            .iter()
+            .filter_map(|vb| self.reading.get(vb).map(|&(cursor, position)| (*vb, cursor, position)))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let b = self.bucket.clone();
+        let reads = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            let mut budget = ROUND_READ_BYTES;
+            for (vb, cursor, position) in wanted {
+                if budget == 0 {
+                    out.push((vb, None));
+                    continue;
+                }
+                let read = source::read(&b, vb, cursor, position, VB_READ_BYTES.min(budget));
+                if let VbRead::Read { pieces, .. } = &read {
+                    let bytes: usize = pieces.iter().flat_map(|p| &p.changes).map(|c| c.bytes()).sum();
+                    budget = budget.saturating_sub(bytes);
+                }
+                out.push((vb, Some(read)));
+            }
+            out
+        })
+        .await
+        .unwrap_or_default();
+        for (vb, read) in reads {
+            match read {
+                None => {
+                    self.behind.insert(vb);
+                }
+                Some(VbRead::Lost) => self.stop_vb(vb),
+                Some(VbRead::Failed) => {
+                    self.behind.insert(vb);
+                }
+                Some(VbRead::Read { pieces, position: next }) => {
+                    let full =
+                        pieces.iter().flat_map(|p| &p.changes).map(|c| c.bytes()).sum::<usize>() >= VB_READ_BYTES;
+                    if !self.deliver(vb, pieces).await {
+                        // The target cannot map collections now: read again from the same position later.
+                        self.behind.insert(vb);
+                        continue;
+                    }
+                    if let Some(slot) = self.reading.get_mut(&vb) {
+                        slot.1 = next;
+                    }
+                    if full {
+                        self.behind.insert(vb);
+                    } else {
+                        self.behind.remove(&vb);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Maps each change's collection to the target's and hands the pieces to the core; false (nothing handed)
+    /// when the target cannot be asked.
+    async fn deliver(&mut self, vb: u16, pieces: Vec<source::Piece>) -> bool {
+        let manifest = self.bucket.manifest();
+        let mut mapped = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            let mut changes = Vec::with_capacity(p.changes.len());
+            for mut c in p.changes {
+                let path = match manifest
+                    .scopes
+                    .iter()
+                    .find_map(|s| s.collections.iter().find(|k| k.uid == c.collection).map(|k| (s, k)))
+                {
+                    Some((s, k)) => format!("{}.{}", s.name, k.name),
+                    None => continue, // A dropped collection's change.
+                };
+                match self.target.collection_id(&path).await {
+                    Ok(Some(id)) => c.collection = id,
+                    Ok(None) => continue, // Implicit mapping: the target has no collection of that name.
+                    Err(_) => {
+                        self.need_map = true;
+                        return false;
+                    }
+                }
+                changes.push(c);
+            }
+            mapped.push((p.start, p.end, changes));
+        }
+        for (start, end, changes) in mapped {
+            self.handle(Event::Snapshot { vb, start, end });
+            for change in changes {
+                self.handle(Event::Change { vb, change });
+            }
+            self.handle(Event::SnapshotDone { vb });
+            if !self.reading.contains_key(&vb) {
+                break; // The core refused a change: the vBucket restarts from its checkpoint.
+            }
+        }
+        true
+    }
+
+    /// Carries out the core's commands until it has none left.
+    async fn execute(&mut self) {
+        loop {
+            let cmds = self.core.take_commands();
+            if cmds.is_empty() {
+                return;
+            }
+            for cmd in cmds {
+                match cmd {
+                    Command::Read { vb, from } => {
+                        if let Some((old, _)) = self.reading.remove(&vb) {
+                            self.bucket.close_cursor(VbId(vb), old);
+                        }
+                        match self.bucket.open_cursor(VbId(vb), from) {
+                            Ok(cursor) => {
+                                self.reading.insert(vb, (cursor, from));
+                            }
+                            Err(_) => {
+                                let _ = self.core.handle(now(&self.node), Event::VbStopped { vb });
+                            }
+                        }
+                    }
+                    Command::Send { node, writes } => {
+                        if !self.target.send(node, writes) {
+                            self.target.disconnect();
+                            self.handle(Event::NodeDown { node });
+                        }
+                    }
+                    Command::SaveCheckpoints(saved) => {
+                        if let Err(e) = self.store.save(&saved) {
+                            tracing::error!(replication = %self.spec.id, error = %e, "xdcr: saving checkpoints failed");
+                        }
+                    }
+                    Command::RefreshMap => {
+                        self.need_map = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies the core's counts and the changes left into the status the REST layer reads.
+    fn publish(&self) {
+        let mut left = 0u64;
+        for &vb in self.reading.keys() {
+            if let (Ok(info), Some(through)) = (self.bucket.stream_info(VbId(vb)), self.core.through(vb)) {
+                left += info.high_seqno.saturating_sub(through);
+            }
+        }
+        let s = self.core.stats();
+        let b = self.base;
+        let mut st = self.status.lock();
+        st.changes_left = left;
+        st.stats = Stats {
+            changes_read: b.changes_read + s.changes_read,
+            docs_written: b.docs_written + s.docs_written,
+            docs_failed_cr: b.docs_failed_cr + s.docs_failed_cr,
+            retries: b.retries + s.retries,
+            errors: b.errors + s.errors,
+            rerouted: b.rerouted + s.rerouted,
+            checkpoints: b.checkpoints + s.checkpoints,
+            last_error: s.last_error.or(b.last_error),
+        };
+    }
+}

@@ -1,0 +1,115 @@
+//! One pipelined connection to a target node: writes SET_WITH_META / DEL_WITH_META for the batches the runner
+//! hands it and reports each reply (or the connection's end) back. It holds no decision: retries, routing and
+//! checkpoints are the core's.
+
+use std::collections::HashMap;
+
+use settee_client::Connection;
+use settee_mcbp::{encode_leb128, Opcode, Request, WithMetaExtras};
+use settee_types::Status;
+use settee_xdcr::{ChangeKind, Outcome, Write};
+use tokio::sync::mpsc;
+
+/// What a writer reports: `generation` tells the runner whether the writer still belongs to the current map.
+#[derive(Debug)]
+pub enum WriterReport {
+    Reply { generation: u64, node: usize, id: u64, outcome: Outcome },
+    Down { generation: u64, node: usize },
+}
+
+/// Runs until `batches` closes or the connection breaks (then reports Down).
+pub async fn run(
+    mut conn: Connection,
+    generation: u64,
+    node: usize,
+    mut batches: mpsc::Receiver<Vec<Write>>,
+    reports: mpsc::Sender<WriterReport>,
+) {
+    let mut inflight: HashMap<u32, u64> = HashMap::new();
+    loop {
+        tokio::select! {
+            batch = batches.recv() => {
+                let Some(batch) = batch else { return };
+                for w in &batch {
+                    inflight.insert(queue(&mut conn, w), w.id);
+                }
+                if conn.flush().await.is_err() {
+                    let _ = reports.send(WriterReport::Down { generation, node }).await;
+                    return;
+                }
+            }
+            filled = conn.fill(), if !inflight.is_empty() => {
+                if filled.is_err() {
+                    let _ = reports.send(WriterReport::Down { generation, node }).await;
+                    return;
+                }
+                let mut answered = Vec::new();
+                loop {
+                    match conn.next_response() {
+                        Ok(Some(r)) => answered.push((r.opaque, r.status)),
+                        Ok(None) => break,
+                        Err(_) => {
+                            let _ = reports.send(WriterReport::Down { generation, node }).await;
+                            return;
+                        }
+                    }
+                }
+                for (opaque, status) in answered {
+                    let Some(id) = inflight.remove(&opaque) else { continue };
+                    let outcome = outcome_of(status);
+                    if reports.send(WriterReport::Reply { generation, node, id, outcome }).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The core's view of a with-meta reply status.
+pub fn outcome_of(status: u16) -> Outcome {
+    match Status::from_code(status) {
+        Some(Status::Success) => Outcome::Success,
+        Some(Status::KeyEexists) => Outcome::LostConflict,
+        Some(Status::NotMyVbucket) => Outcome::NotMyVbucket,
+        Some(Status::Etmpfail | Status::Enomem | Status::Ebusy) => Outcome::TempFail,
+        _ => Outcome::Failed(status),
+    }
+}
+
+/// Queues one write; returns its opaque.
+fn queue(conn: &mut Connection, w: &Write) -> u32 {
+    let c = &w.change;
+    let options = if c.kind == ChangeKind::Expiration { WithMetaExtras::IS_EXPIRATION } else { 0 };
+    let (flags, expiry, rev, cas) = (c.flags, c.expiry, c.rev, c.cas);
+    let extras = WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 }.encode();
+    let mut key = Vec::with_capacity(c.key.len() + 5);
+    if conn.collections() {
+        encode_leb128(c.collection, &mut key);
+    }
+    key.extend_from_slice(&c.key);
+    let opcode = if c.kind == ChangeKind::Mutation { Opcode::SetWithMeta } else { Opcode::DelWithMeta };
+    let mut req = Request::client(opcode as u8, &key);
+    req.vbucket = w.vbucket;
+    req.extras = &extras;
+    // Values go as the source holds them (never Snappy: the connection does not negotiate it).
+    req.datatype = c.datatype;
+    req.value = &c.value;
+    conn.queue(&req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outcome_of;
+    use settee_xdcr::Outcome;
+
+    /// Proves the statuses the core branches on map to its outcomes and anything else is a counted failure.
+    #[test]
+    fn statuses_map_to_outcomes_when_the_target_answers() {
+        assert_eq!(outcome_of(0x00), Outcome::Success);
+        assert_eq!(outcome_of(0x02), Outcome::LostConflict);
+        assert_eq!(outcome_of(0x07), Outcome::NotMyVbucket);
+        assert_eq!(outcome_of(0x86), Outcome::TempFail);
+        assert_eq!(outcome_of(0x24), Outcome::Failed(0x24));
+    }
+}

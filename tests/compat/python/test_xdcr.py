@@ -1,0 +1,321 @@
+"""XDCR between two settee nodes, set up with Couchbase's REST calls and checked through the official SDK: creates,
+updates, deletions and expiries replicated with their metadata (value, flags, expiry, CAS), pause and resume, a
+source restart that resumes from its checkpoint instead of resending from zero, and bidirectional replication
+that converges without the same mutation bouncing back and forth."""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from datetime import timedelta
+from pathlib import Path
+
+from couchbase.exceptions import DocumentNotFoundException
+from couchbase.options import GetOptions, UpsertOptions
+from couchbase.transcoder import RawBinaryTranscoder, Transcoder
+
+import couchbase.subdocument as SD
+
+from conditions import wait_until
+from sdk_connect import connect
+from settee_server import PASSWORD, USERNAME, SetteeServer, new_server
+from test_cluster import rest
+
+
+class FlagsTranscoder(Transcoder):
+    """Reads any document as its raw bytes and flags, so a comparison covers both."""
+
+    def encode_value(self, value):
+        raise NotImplementedError
+
+    def decode_value(self, value, flags):
+        return bytes(value), flags
+
+
+def start(root: Path) -> SetteeServer:
+    return new_server(base_dir=root, bucket_type="couchbase").start()
+
+
+def snapshot(coll, keys):
+    """Each key's ((body, flags), expiry, CAS), or None when the document does not exist."""
+    out = {}
+    for k in keys:
+        try:
+            r = coll.get(k, GetOptions(with_expiry=True, transcoder=FlagsTranscoder()))
+            out[k] = (r.value, r.expiryTime, r.cas)
+        except DocumentNotFoundException:
+            out[k] = None
+    return out
+
+
+def replicate(src: SetteeServer, dst: SetteeServer, name: str, user: tuple = (USERNAME, PASSWORD), **settings) -> str:
+    """Creates a remote cluster reference to `dst` on `src` (as `user`) and a replication of bucket default; returns
+    its id."""
+    status, body = rest(src, "POST", "/pools/default/remoteClusters",
+                        {"name": name, "hostname": dst.mgmt_addr, "username": user[0], "password": user[1]})
+    assert status == 200, body
+    assert body["name"] == name and body["uuid"], body
+    form = {"fromBucket": "default", "toCluster": name, "toBucket": "default", "replicationType": "continuous"}
+    status, body = rest(src, "POST", "/controller/createReplication", form | settings)
+    assert status == 200, body
+    return body["id"]
+
+
+def task(node: SetteeServer, rid: str) -> dict:
+    status, tasks = rest(node, "GET", "/pools/default/tasks")
+    assert status == 200, tasks
+    found = [t for t in tasks if t.get("type") == "xdcr" and t["id"] == rid]
+    assert found, tasks
+    return found[0]
+
+
+def caught_up(node: SetteeServer, rid: str, written_at_least: int = 0) -> dict:
+    """Waits until the replication runs with no change left and at least `written_at_least` documents written."""
+    def done():
+        t = task(node, rid)
+        ok = t["status"] == "running" and t["changesLeft"] == 0 and t["docsWritten"] >= written_at_least
+        return t if ok else None
+    return wait_until(done, timeout_seconds=60, what=f"replication {rid} to catch up")
+
+
+def settings_path(rid: str) -> str:
+    return "/settings/replications/" + urllib.parse.quote(rid, safe="")
+
+
+def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoint(tmp_path):
+    src = start(tmp_path / "src")
+    dst = start(tmp_path / "dst")
+    try:
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        raw = UpsertOptions(transcoder=RawBinaryTranscoder())
+        # Written before the replication exists: the first run reads them from seqno 0.
+        for i in range(100):
+            source.upsert(f"early-{i}", {"i": i})
+        rid = replicate(src, dst, "dc2", checkpointInterval="1")
+        for i in range(200):
+            if i % 4 == 0:
+                source.upsert(f"bin-{i}", f"binary {i}".encode(), raw)
+            else:
+                source.upsert(f"doc-{i}", {"i": i}, UpsertOptions(expiry=timedelta(hours=1 + i % 3)))
+        for i in range(1, 200, 5):
+            if i % 4:
+                source.upsert(f"doc-{i}", {"i": i, "updated": True})
+        deleted = [f"doc-{i}" for i in range(2, 200, 7) if i % 4]
+        for k in deleted:
+            source.remove(k)
+        source.upsert("short-lived", {"ttl": 2}, UpsertOptions(expiry=timedelta(seconds=2)))
+        # User and system xattrs travel with their documents.
+        source.mutate_in("doc-1", [SD.upsert("meta.owner", "alice", xattr=True, create_parents=True),
+                                   SD.upsert("_sys.tag", 7, xattr=True, create_parents=True)])
+        keys = [f"early-{i}" for i in range(100)] + [f"bin-{i}" if i % 4 == 0 else f"doc-{i}" for i in range(200)]
+        t = caught_up(src, rid, written_at_least=300)
+        # The same counts in /metrics, under Couchbase's XDCR names and labels.
+        status, text = rest(src, "GET", "/metrics")
+        assert status == 200
+        written = [line for line in text.splitlines() if line.startswith("xdcr_docs_written_total{")]
+        assert len(written) == 1 and 'sourceBucketName="default"' in written[0], written
+        assert float(written[0].rsplit(" ", 1)[1]) >= t["docsWritten"], (written, t)
+
+        d = connect(dst)
+        d.wait_until_ready(timedelta(seconds=20))
+        target = d.bucket("default").default_collection()
+        before = snapshot(source, keys)
+        after = snapshot(target, keys)
+        assert before == after
+        assert all(after[k] is None for k in deleted)
+        assert after["bin-0"][0] == (b"binary 0", before["bin-0"][0][1])
+        got = target.lookup_in("doc-1", [SD.get("meta.owner", xattr=True), SD.get("_sys.tag", xattr=True)])
+        assert (got.content_as[str](0), got.content_as[int](1)) == ("alice", 7)
+        # The expiry replicated as the document's own: it is gone on the target too once its time passed.
+        wait_until(lambda: not target.exists("short-lived").exists, timeout_seconds=30, what="the expiry on the target")
+        # Reading it on the source turns it into a tombstone there, which replicates as a deletion.
+        wait_until(lambda: not source.exists("short-lived").exists, timeout_seconds=30, what="the expiry on the source")
+
+        # Pause: new writes stay on the source until the replication resumes.
+        status, body = rest(src, "POST", settings_path(rid), {"pauseRequested": "true"})
+        assert status == 200 and body["pauseRequested"] is True, body
+        wait_until(lambda: task(src, rid)["status"] == "paused", timeout_seconds=10, what="the pause")
+        source.upsert("while-paused", {"p": 1})
+        time.sleep(2)  # Long enough for a running replication to have copied it (it takes milliseconds).
+        assert not target.exists("while-paused").exists
+        status, body = rest(src, "POST", settings_path(rid), {"pauseRequested": "false"})
+        assert status == 200, body
+        wait_until(lambda: target.exists("while-paused").exists, timeout_seconds=30, what="the write after resume")
+
+        # A source restart resumes from its checkpoint: nothing is read again.
+        caught_up(src, rid)
+        c.close()
+        assert src.stop() in (0, -15)
+        src.start()
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        t = caught_up(src, rid)
+        assert t["docsChecked"] == 0, t
+        source.upsert("after-restart", {"r": 1})
+        wait_until(lambda: target.exists("after-restart").exists, timeout_seconds=30, what="a write after restart")
+        assert caught_up(src, rid, written_at_least=1)["docsChecked"] == 1
+
+        # Cancelling removes the task.
+        status, _ = rest(src, "DELETE", "/controller/cancelXDCR/" + urllib.parse.quote(rid, safe=""))
+        assert status == 200
+        status, tasks = rest(src, "GET", "/pools/default/tasks")
+        assert not [t for t in tasks if t.get("type") == "xdcr"], tasks
+        wait_until(lambda: not list((src.data_dir / "xdcr").glob("*.ckpt.json")), timeout_seconds=10,
+                   what="the checkpoints of the cancelled replication to go")
+        c.close()
+        d.close()
+    finally:
+        src.stop()
+        dst.stop()
+
+
+def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        a_to_b = replicate(a, b, "to-b")
+        b_to_a = replicate(b, a, "to-a")
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        for i in range(100):
+            (ka if i % 2 else kb).upsert(f"k-{i}", {"from": "a" if i % 2 else "b", "i": i})
+        caught_up(a, a_to_b, written_at_least=50)
+        caught_up(b, b_to_a, written_at_least=50)
+        # Updates of the same keys on both sides: each side's last write wins by revision, then CAS.
+        for i in range(0, 100, 10):
+            ka.upsert(f"k-{i}", {"a": i})
+            kb.upsert(f"k-{i}", {"b": i})
+            kb.upsert(f"k-{i}", {"b": i, "again": True})
+        keys = [f"k-{i}" for i in range(100)]
+
+        def converged():
+            caught_up(a, a_to_b)
+            caught_up(b, b_to_a)
+            return snapshot(ka, keys) == snapshot(kb, keys)
+        wait_until(converged, timeout_seconds=60, what="both sides to hold the same documents and CAS")
+        assert kb.get("k-10").content_as[dict] == {"b": 10, "again": True}, "revision 3 beats revision 2"
+
+        # No ping-pong: once converged, nothing more is written on either side (the counts are published once a
+        # second, so they are read after two publications, then again three seconds later).
+        time.sleep(2)
+        counts = (task(a, a_to_b)["docsWritten"], task(b, b_to_a)["docsWritten"])
+        time.sleep(3)
+        assert (task(a, a_to_b)["docsWritten"], task(b, b_to_a)["docsWritten"]) == counts
+        assert task(a, a_to_b)["changesLeft"] == 0 and task(b, b_to_a)["changesLeft"] == 0
+
+        # A remote cluster in use cannot be deleted; bad requests name their field.
+        status, body = rest(a, "DELETE", "/pools/default/remoteClusters/to-b")
+        assert status == 400, body
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "nope", "toBucket": "default"})
+        assert status == 400 and "toCluster" in body["errors"], body
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "missing"})
+        assert status == 400 and "toBucket" in body["errors"], body
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default"})
+        assert status == 400, "a duplicate replication is refused"
+        status, remotes = rest(a, "GET", "/pools/default/remoteClusters")
+        assert status == 200 and [r["name"] for r in remotes] == ["to-b"] and "password" not in remotes[0]
+
+        # A paused replication cancelled: its checkpoints (saved by the pause) go although no runner is stopped.
+        status, _ = rest(a, "POST", settings_path(a_to_b), {"pauseRequested": "true"})
+        assert status == 200
+        wait_until(lambda: task(a, a_to_b)["status"] == "paused", timeout_seconds=10, what="the pause")
+        assert list((a.data_dir / "xdcr").glob("*.ckpt.json"))
+        status, _ = rest(a, "DELETE", "/controller/cancelXDCR/" + urllib.parse.quote(a_to_b, safe=""))
+        assert status == 200
+        wait_until(lambda: not list((a.data_dir / "xdcr").glob("*.ckpt.json")), timeout_seconds=10,
+                   what="the cancelled replication's checkpoints to go")
+        status, _ = rest(a, "DELETE", "/pools/default/remoteClusters/to-b")
+        assert status == 200, "no replication uses it any more"
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
+    src = start(tmp_path / "src")
+    dst = start(tmp_path / "dst")
+    try:
+        # The target user holds only replication_target on the bucket, as Couchbase recommends.
+        status, body = rest(dst, "PUT", "/settings/rbac/users/local/xdcr",
+                            {"password": "xdcr-pass", "roles": "replication_target[default]"})
+        assert status == 200, body
+        rid = replicate(src, dst, "dc2", user=("xdcr", "xdcr-pass"), checkpointInterval="1")
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        for i in range(300):
+            source.upsert(f"k-{i}", {"i": i})
+        caught_up(src, rid, written_at_least=300)
+        # Checkpoints are saved once a second: wait until one covers everything, then crash the source.
+        ckpt_dir = src.data_dir / "xdcr"
+        wait_until(lambda: task(src, rid)["numCheckpoints"] > 0 and list(ckpt_dir.glob("*.ckpt.json")),
+                   timeout_seconds=10, what="a checkpoint file")
+        time.sleep(2)
+        c.close()
+        src.kill()
+        src.start()
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        source.upsert("after-crash", {"c": 1})
+        t = caught_up(src, rid, written_at_least=1)
+        # Only what came after the checkpoint (and what the crash lost to the disk) is read again, never all 300.
+        assert t["docsChecked"] < 300, t
+        d = connect(dst)
+        d.wait_until_ready(timedelta(seconds=20))
+        target = d.bucket("default").default_collection()
+        wait_until(lambda: target.exists("after-crash").exists, timeout_seconds=30, what="a write after the crash")
+        keys = [f"k-{i}" for i in range(300)]
+        assert snapshot(source, keys) == snapshot(target, keys)
+        c.close()
+        d.close()
+    finally:
+        src.stop()
+        dst.stop()
+
+
+def test_three_node_source_replicates_each_nodes_active_vbuckets_and_follows_failover(tmp_path):
+    from cluster_fixture import formed_cluster
+
+    dst = new_server(base_dir=tmp_path / "dst", bucket_type="couchbase", ip="127.0.0.4").start()
+    try:
+        with formed_cluster(tmp_path / "src", 3, "default") as src:
+            rid = replicate(src[0], dst, "dc2")
+            c = connect(src[0], connection_string=f"couchbase://{src[0].host}:{src[0].kv_port}")
+            c.wait_until_ready(timedelta(seconds=30))
+            source = c.bucket("default").default_collection()
+            keys = [f"k-{i}" for i in range(600)]
+            for k in keys:
+                source.upsert(k, {"k": k})
+            d = connect(dst)
+            d.wait_until_ready(timedelta(seconds=20))
+            target = d.bucket("default").default_collection()
+            wait_until(lambda: snapshot(source, keys) == snapshot(target, keys), timeout_seconds=60,
+                       what="every document on the target")
+            # Every node replicated the vBuckets active on it: each one's task shows its own share.
+            shares = [caught_up(node, rid)["docsWritten"] for node in src]
+            assert all(s > 0 for s in shares) and sum(shares) >= 600, shares
+
+            # Failover: the replicas promoted on the survivors are read there, so later writes to them replicate.
+            src[2].kill()
+            status, body = rest(src[0], "POST", "/controller/failOver", {"otpNode": f"ns_1@{src[2].host}"})
+            assert status == 200, body
+            more = [f"after-failover-{i}" for i in range(300)]
+            for k in more:
+                source.upsert(k, {"k": k}, UpsertOptions(timeout=timedelta(seconds=20)))
+            wait_until(lambda: snapshot(source, keys + more) == snapshot(target, keys + more), timeout_seconds=60,
+                       what="the writes after the failover on the target")
+            c.close()
+            d.close()
+    finally:
+        dst.stop()
