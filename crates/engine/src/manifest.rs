@@ -79,6 +79,12 @@ impl Manifest {
     pub fn collection(&self, cid: CollectionId) -> Option<&Collection> {
         self.scopes.iter().flat_map(|s| &s.collections).find(|c| c.uid == cid)
     }
+    /// The scope and collection names of collection `cid`.
+    pub fn names_of(&self, cid: CollectionId) -> Option<(&str, &str)> {
+        self.scopes
+            .iter()
+            .find_map(|s| s.collections.iter().find(|c| c.uid == cid).map(|c| (s.name.as_str(), c.name.as_str())))
+    }
     pub fn scope(&self, name: &str) -> Option<&Scope> {
         self.scopes.iter().find(|s| s.name == name)
     }

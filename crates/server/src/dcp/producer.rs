@@ -391,28 +391,13 @@ impl Producer {
         limit_bytes: usize,
     ) -> (Vec<DcpItem>, u64) {
         let Some(p) = &self.bucket.persistence else { return (Vec::new(), up_to) };
-        let mut changes: Vec<DcpChange> = Vec::new();
-        let (mut bytes, mut end) = (0usize, up_to);
-        let r = tokio::task::block_in_place(|| {
-            p.store.scan_seqnos_while(vb, after + 1, up_to, &mut |r| {
-                if bytes >= limit_bytes && !changes.is_empty() {
-                    end = r.meta.seqno - 1;
-                    return false;
-                }
-                // Prepares and aborts are on disk for warmup; streams take them from memory, with `prepares`.
-                if settee_engine::is_sync_write_key(&r.key) {
-                    return true;
-                }
-                bytes = bytes.saturating_add(r.key.len() + r.value.len());
-                changes.push(crate::persistence::snapshot_of(r, true).into());
-                true
-            })
+        let read = tokio::task::block_in_place(|| {
+            crate::persistence::disk_changes(&*p.store, vb, after, up_to, prepares, limit_bytes)
         });
-        if let Err(e) = r {
+        let (changes, end) = read.unwrap_or_else(|e| {
             tracing::error!(vb = vb.0, error = %e, "dcp backfill from disk failed");
-        }
-        changes.extend(prepares.into_iter().filter(|c| c.item.seqno <= end));
-        changes.sort_by_key(|c| c.item.seqno);
+            (Vec::new(), up_to)
+        });
         (changes.into_iter().filter_map(|c| self.item(vb, c)).collect(), end)
     }
 

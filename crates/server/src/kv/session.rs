@@ -121,13 +121,7 @@ impl Session {
         }
         let Some(bucket) = &self.bucket else { return false };
         let manifest = bucket.manifest();
-        let Some((scope, collection)) = manifest
-            .scopes
-            .iter()
-            .find_map(|s| s.collections.iter().find(|c| c.uid == cid).map(|c| (s.name.as_str(), c.name.as_str())))
-        else {
-            return false;
-        };
+        let Some((scope, collection)) = manifest.names_of(cid) else { return false };
         self.scoped.iter().any(|g| wanted(&g.access) && g.covers(scope, collection))
     }
 

@@ -459,7 +459,7 @@ pub(crate) async fn set_rebalance_settings(
 }
 
 /// `GET /pools/default/tasks`: the rebalance this node orchestrates, as ns_server reports it.
-pub(crate) async fn tasks(State(state): State<RestState>, _caller: Caller) -> Json<Value> {
+pub(crate) async fn tasks(State(state): State<RestState>, caller: Caller) -> Json<Value> {
     let status = state.node.cluster().map(|c| c.rebalance.lock().clone()).unwrap_or_default();
     let mut task = if status.running {
         let progress = if status.total == 0 { 0.0 } else { 100.0 * status.done as f64 / status.total as f64 };
@@ -483,7 +483,10 @@ pub(crate) async fn tasks(State(state): State<RestState>, _caller: Caller) -> Js
     task["movesDone"] = json!(status.done);
     task["movesTotal"] = json!(status.total);
     let mut tasks = vec![task];
-    tasks.extend(state.node.xdcr.task_entries(&state.node));
+    // Replications name buckets, remote clusters and their errors: only for those who may read XDCR settings.
+    if caller.can_read_xdcr() {
+        tasks.extend(state.node.xdcr.task_entries(&state.node));
+    }
     Json(Value::Array(tasks))
 }
 

@@ -327,7 +327,8 @@ fn xdcr_families(f: &mut Families, node: &Node) {
         f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr as f64);
         f.counter("xdcr_num_checkpoints", "vBucket checkpoints saved", labels(), s.checkpoints as f64);
         f.counter(
-            "settee_xdcr_retries_total",
+            // prometheus-client appends `_total` to counters.
+            "settee_xdcr_retries",
             "Writes sent again after TMPFAIL or an error",
             labels(),
             s.retries as f64,

@@ -1,6 +1,8 @@
 //! `/settings/security`, `/settings/clientCertAuth` and `/settings/passwordPolicy`: the cluster's security settings (`auth::SecuritySettings`),
-//! replicated and applied by every node without a restart. Reading and changing them needs
-//! `cluster.admin.security!read` / `!write`: the full administrator or a security administrator.
+//! replicated and applied by every node without a restart. Reading them needs `cluster.admin.security!read`;
+//! changing them only the full administrator: these settings decide who a certificate authenticates as (an
+//! administrator included) and how passwords travel, so a local security administrator, who may not make anyone an
+//! administrator, may not change them either.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -17,7 +19,7 @@ use crate::auth::{ClientCertAuth, PasswordPolicy, SecuritySettings};
 
 /// `GET /settings/security`.
 pub(crate) async fn get_settings(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
-    caller.require(caller.can_write_security(), || "cluster.admin.security!read".to_owned())?;
+    caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
     Ok(Json(current(&state).to_json()))
 }
 
@@ -28,7 +30,7 @@ pub(crate) async fn set_settings(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    caller.require(caller.can_write_security(), || "cluster.admin.security!write".to_owned())?;
+    require_admin(&caller)?;
     let fields = Form::parse(&body).into_pairs();
     let next = current(&state).edited(&fields).map_err(RestError::fields)?;
     let fields = crate::audit_fields![("settings", next.to_json())];
@@ -42,7 +44,7 @@ pub(crate) async fn get_client_cert_auth(
     State(state): State<RestState>,
     caller: Caller,
 ) -> Result<Json<Value>, RestError> {
-    caller.require(caller.can_write_security(), || "cluster.admin.security!read".to_owned())?;
+    caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
     Ok(Json(current(&state).client_cert_auth.to_json()))
 }
 
@@ -54,7 +56,7 @@ pub(crate) async fn set_client_cert_auth(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    caller.require(caller.can_write_security(), || "cluster.admin.security!write".to_owned())?;
+    require_admin(&caller)?;
     let json: Value =
         serde_json::from_slice(&body).map_err(|_| RestError::Json(StatusCode::BAD_REQUEST, "Invalid JSON".into()))?;
     let auth = ClientCertAuth::from_request(&json).map_err(|errors| {
@@ -87,12 +89,17 @@ pub(crate) async fn set_password_policy(
     caller: Caller,
     body: Bytes,
 ) -> Result<StatusCode, RestError> {
-    caller.require(caller.can_write_security(), || "cluster.admin.security!write".to_owned())?;
+    require_admin(&caller)?;
     let policy = PasswordPolicy::from_form(&Form::parse(&body).into_pairs()).map_err(RestError::fields)?;
     let fields = crate::audit_fields![("policy", serde_json::to_value(&policy).unwrap_or(Value::Null))];
     save(&state, SecuritySettings { password_policy: policy, ..(*current(&state)).clone() }).await?;
     caller.audit(&state, events::PASSWORD_POLICY, fields);
     Ok(StatusCode::OK)
+}
+
+/// Refuses (403) anyone but a full administrator.
+fn require_admin(caller: &Caller) -> Result<(), RestError> {
+    caller.require(caller.user.is_admin(), || "cluster.admin.security.admin!write".to_owned())
 }
 
 /// The cluster's settings as last committed (a change just proposed by another node may not be applied here yet).
@@ -109,4 +116,32 @@ async fn save(state: &RestState, next: SecuritySettings) -> Result<(), RestError
     })?;
     tracing::info!("security settings saved");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::super::testing::TestApp;
+
+    #[tokio::test]
+    async fn only_a_full_administrator_changes_the_security_settings() {
+        // Regression (review): a local security admin could write certificate rules mapping a certificate it holds
+        // to the administrator, around the guard on administrative roles. Proves it may read the settings but not
+        // change any of the three, and the administrator may.
+        let app = TestApp::new();
+        app.add_user("sec", "password", "security_admin_local");
+        let sec = Some(("sec", "password"));
+        let admin = Some(("Administrator", "password"));
+        let rules = r#"{"state":"enable","prefixes":[{"path":"subject.cn","prefix":"","delimiter":""}]}"#;
+        for path in ["/settings/security", "/settings/clientCertAuth", "/settings/passwordPolicy"] {
+            assert_eq!(app.call("GET", path, sec, None).await.status, StatusCode::OK, "{path}");
+        }
+        assert_eq!(app.call("POST", "/settings/clientCertAuth", sec, Some(rules)).await.status, StatusCode::FORBIDDEN);
+        let tls = Some("tlsMinVersion=tlsv1.3");
+        assert_eq!(app.call("POST", "/settings/security", sec, tls).await.status, StatusCode::FORBIDDEN);
+        let policy = Some("minLength=1");
+        assert_eq!(app.call("POST", "/settings/passwordPolicy", sec, policy).await.status, StatusCode::FORBIDDEN);
+        assert_eq!(app.call("POST", "/settings/clientCertAuth", admin, Some(rules)).await.status, StatusCode::ACCEPTED);
+    }
 }

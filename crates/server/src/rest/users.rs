@@ -206,10 +206,25 @@ pub(crate) async fn delete_group(
     Path(id): Path<String>,
 ) -> Result<StatusCode, RestError> {
     caller.require(caller.can_write_security(), || "cluster.admin.security.local!write".to_owned())?;
-    if let Some(group) = state.node.users.group(&id) {
-        caller.require_grantable(&group.roles)?;
-    }
+    let Some(group) = state.node.users.group(&id) else {
+        return Err(RestError::text(StatusCode::NOT_FOUND, GROUP_NOT_FOUND));
+    };
+    caller.require_grantable(&group.roles)?;
     let unavailable = |e| RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("deleting the group failed: {e}"));
+    // The memberships go first: should the second step fail, no user is left naming a group that is gone (which a
+    // group created later with the same name would silently extend).
+    let group_id = id.clone();
+    let members = state.node.propose_user_change(move |users| {
+        for user in users.list().into_iter().filter(|u| u.groups.contains(&group_id)) {
+            let groups = user.groups.iter().filter(|g| **g != group_id).cloned().collect();
+            users.upsert_member(&user.id, &user.name, None, user.roles.clone(), Some(groups))?;
+        }
+        Ok::<(), UserError>(())
+    });
+    members
+        .await
+        .map_err(unavailable)?
+        .map_err(|e| RestError::global(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let group_id = id.clone();
     let removed = state.node.propose_group_change(move |groups| {
         let before = groups.len();
@@ -223,18 +238,6 @@ pub(crate) async fn delete_group(
     if removed.await.map_err(unavailable)?.is_err() {
         return Err(RestError::text(StatusCode::NOT_FOUND, GROUP_NOT_FOUND));
     }
-    let group_id = id.clone();
-    let members = state.node.propose_user_change(move |users| {
-        for user in users.list().into_iter().filter(|u| u.groups.contains(&group_id)) {
-            let groups = user.groups.iter().filter(|g| **g != group_id).cloned().collect();
-            users.upsert_member(&user.id, &user.name, None, user.roles.clone(), Some(groups))?;
-        }
-        Ok::<(), UserError>(())
-    });
-    members
-        .await
-        .map_err(unavailable)?
-        .map_err(|e| RestError::global(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     tracing::info!(group = %id, "group deleted");
     caller.audit(&state, events::DELETE_USER_GROUP, crate::audit_fields![("group_name", id)]);
     Ok(StatusCode::OK)

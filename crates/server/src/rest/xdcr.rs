@@ -74,7 +74,7 @@ async fn upsert_remote(
     let node = &state.node;
     let mut model = node.xdcr.model(node);
     let taken = model.remotes.iter().any(|r| r.name == name && existing.as_deref() != Some(&name));
-    if existing.is_none() && taken {
+    if taken {
         return Err(RestError::field("name", "duplicate cluster names are not allowed"));
     }
     if let Some(old) = &existing {
@@ -138,14 +138,20 @@ pub(crate) async fn create_replication(
     if node.bucket(&from).is_none() {
         return Err(RestError::field("fromBucket", format!("Bucket `{from}` does not exist")));
     }
-    let mut model = node.xdcr.model(node);
-    let remote = model
+    let remote = node
+        .xdcr
+        .model(node)
         .remote(&to_cluster)
         .cloned()
         .ok_or_else(|| RestError::field("toCluster", format!("unknown remote cluster `{to_cluster}`")))?;
     let settings =
         ReplSettings::default().edited(|k| form.get(k).map(str::to_owned)).map_err(|(f, e)| RestError::field(&f, e))?;
+    // The remote call may take seconds: the model is read again after it, so a change made meanwhile is kept.
     check_target_bucket(&remote, &to_bucket).await?;
+    let mut model = node.xdcr.model(node);
+    if model.remote(&to_cluster).is_none_or(|r| r.uuid != remote.uuid) {
+        return Err(RestError::field("toCluster", format!("remote cluster `{to_cluster}` changed meanwhile")));
+    }
     let id = Replication::id_of(&remote.uuid, &from, &to_bucket);
     if model.replication(&id).is_some() {
         return Err(RestError::field("_", "Replication to the same remote cluster and bucket already exists"));

@@ -120,7 +120,7 @@ pub struct NodeTls {
     resolver: Arc<CertResolver>,
     /// A leaf lock: replaced by `rebuild`, cloned out by `accept`.
     acceptors: RwLock<Acceptors>,
-    /// A leaf lock, never held with `acceptors` or `ca` by the same thread.
+    /// Held through a rebuild: taken before `ca` (read) and `acceptors` (write), never after either.
     rules: parking_lot::Mutex<HandshakeRules>,
     /// A leaf lock: held to read or replace the CA, never while the resolver's lock or a file is taken.
     ca: RwLock<CaState>,
@@ -273,6 +273,8 @@ impl NodeTls {
             CaState { pem: ca.cert_pem.clone(), certs, source: CaSource::Generated, key: Some(key), loaded: vec![] };
         *self.ca.write() = state;
         self.resolver.replace(Arc::new(certified));
+        // Client certificates are checked against the cluster's CA from the next handshake.
+        self.rebuild();
         tracing::info!(ca = %ca.common_name, "adopted the cluster's CA and a node certificate signed by it");
         Ok(true)
     }
@@ -339,19 +341,22 @@ impl NodeTls {
     pub fn apply_settings(&self, settings: &SecuritySettings) {
         let rules =
             HandshakeRules { min_version: settings.tls_min_version, client_certs: settings.client_cert_auth.state };
-        let changed = {
-            let mut current = self.rules.lock();
-            std::mem::replace(&mut *current, rules) != rules
-        };
-        if changed {
-            self.rebuild();
+        // Held through the rebuild, so a concurrent rebuild for new CAs cannot store acceptors of the old rules.
+        let mut current = self.rules.lock();
+        if std::mem::replace(&mut *current, rules) != rules {
+            self.rebuild_with(rules);
             tracing::info!(min_version = ?rules.min_version, client_certs = ?rules.client_certs, "tls handshake rules applied");
         }
     }
 
     /// Rebuilds the acceptors from the current rules and trusted CAs.
     fn rebuild(&self) {
-        let rules = *self.rules.lock();
+        let rules = self.rules.lock();
+        self.rebuild_with(*rules);
+    }
+
+    /// Builds the acceptors for `rules` and the trusted CAs as they are now; the caller holds `rules`.
+    fn rebuild_with(&self, rules: HandshakeRules) {
         let roots = self.ca.read().all_certs();
         let next = acceptors(&self.resolver, rules, &roots);
         *self.acceptors.write() = next;

@@ -192,9 +192,12 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-async fn stop(r: Running) {
+async fn stop(mut r: Running) {
     let _ = r.stop.send(true);
-    if tokio::time::timeout(STOP_WAIT, r.task).await.is_err() {
-        tracing::warn!(replication = %r.spec.id, "xdcr runner did not stop in time");
+    if tokio::time::timeout(STOP_WAIT, &mut r.task).await.is_err() {
+        // Aborted, so it cannot save a checkpoint after a cancel removed it, or run beside its replacement.
+        tracing::warn!(replication = %r.spec.id, "xdcr runner did not stop in time; aborting it");
+        r.task.abort();
+        let _ = r.task.await;
     }
 }

@@ -41,21 +41,21 @@ pub fn read(b: &BucketHandle, vb: u16, cursor: u64, mut position: u64, budget_by
                 position = snap.end;
             }
             Ok(DcpRead::FromDisk { up_to, prepares }) => {
-                let mut items: Vec<DcpChange> = prepares;
-                if let Some(p) = &b.persistence {
-                    let r = p.store.scan_seqnos(id, position + 1, up_to, &mut |r| {
-                        items.push(crate::persistence::snapshot_of(r, true).into())
-                    });
-                    if let Err(e) = r {
-                        tracing::error!(vb, error = %e, "xdcr: reading from disk failed");
-                        return VbRead::Failed;
-                    }
-                }
-                items.sort_by_key(|c| c.item.seqno);
+                // A bounded piece of the range (as a DCP backfill reads it), ending just before what is left.
+                let Some(p) = &b.persistence else { return VbRead::Failed };
+                let left = budget_bytes.saturating_sub(bytes).max(1);
+                let (items, end) =
+                    match crate::persistence::disk_changes(&*p.store, id, position, up_to, prepares, left) {
+                        Ok(read) => read,
+                        Err(e) => {
+                            tracing::error!(vb, error = %e, "xdcr: reading from disk failed");
+                            return VbRead::Failed;
+                        }
+                    };
                 let changes = convert(b, vb, items);
                 bytes += changes.iter().map(Change::bytes).sum::<usize>();
-                pieces.push(Piece { start: position + 1, end: up_to, changes });
-                position = up_to;
+                pieces.push(Piece { start: position + 1, end, changes });
+                position = end;
             }
             Err(EngineError::NotMyVbucket) => return VbRead::Lost,
             Err(e) => {
@@ -77,7 +77,16 @@ fn convert(b: &BucketHandle, vb: u16, items: Vec<DcpChange>) -> Vec<Change> {
         if matches!(c.kind, EngineChange::Prepare(_) | EngineChange::Abort { .. }) {
             continue;
         }
-        let item = if c.item.value_missing && !c.item.deleted { reload(b, vb, c.item) } else { c.item };
+        let item = if c.item.value_missing && !c.item.deleted {
+            // An ejected value whose version is no longer the stored one: a newer change follows, skip this one
+            // (as a DCP stream does) rather than send an empty body.
+            match reload(b, vb, c.item) {
+                Some(item) => item,
+                None => continue,
+            }
+        } else {
+            c.item
+        };
         let Some(key) = DocKey::from_encoded(&item.key) else { continue };
         let kind = if item.deleted { ChangeKind::Deletion } else { ChangeKind::Mutation };
         out.push(Change {
@@ -96,11 +105,8 @@ fn convert(b: &BucketHandle, vb: u16, items: Vec<DcpChange>) -> Vec<Change> {
     out
 }
 
-/// The value of an item the pager ejected, read back from the store (the version read must be the same one).
-fn reload(b: &BucketHandle, vb: u16, item: ItemSnapshot) -> ItemSnapshot {
-    let found = b.persistence.as_ref().and_then(|p| p.store.get(VbId(vb), &item.key).ok().flatten());
-    match found {
-        Some(r) if r.meta.seqno == item.seqno => crate::persistence::snapshot_of(r, true),
-        _ => item,
-    }
+/// The value of an item the pager ejected, read back from the store; None when the stored version is another one.
+fn reload(b: &BucketHandle, vb: u16, item: ItemSnapshot) -> Option<ItemSnapshot> {
+    let found = b.persistence.as_ref().and_then(|p| p.store.get(VbId(vb), &item.key).ok().flatten())?;
+    (found.meta.seqno == item.seqno).then(|| crate::persistence::snapshot_of(found, true))
 }
