@@ -10,7 +10,7 @@
 # (scripts/test.sh) skips this suite; run this script where a copy exists. It prepares .couchbase-cli/ (ignored by
 # git): the exported sources, a virtualenv with the CLI's Python dependencies from PyPI, a cb_version.py naming the
 # version (the CLI warns otherwise) and a wrapper, then runs the suite with COUCHBASE_CLI pointing at the wrapper.
-# Nothing of couchbase-cli is committed to this repository.
+# Nothing of couchbase-cli is committed to this repository. SETTEE_BIN tests that binary instead of a debug build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,8 +47,14 @@ exec "$work/venv/bin/python" "$work/src/couchbase-cli" "\$@"
 EOF
 chmod +x "$work/couchbase-cli"
 
-cargo build -p settee-server --bin settee
-export SETTEE_BIN="$PWD/target/debug/settee"
+if [ -z "${SETTEE_BIN:-}" ]; then
+    cargo build -p settee-server --bin settee
+    export SETTEE_BIN="$PWD/target/debug/settee"
+fi
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+    .venv/bin/python -m pip install -q -r tests/compat/python/requirements.txt
+fi
 export COUCHBASE_CLI="$work/couchbase-cli"
 export COUCHBASE_CLI_VERSION="$version"
 cd tests/compat/python

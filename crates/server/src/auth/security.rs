@@ -74,13 +74,14 @@ impl PasswordPolicy {
     /// Parses `POST /settings/passwordPolicy` (ns_server's validators: `minLength` required, 0 to 100, the four
     /// flags booleans, nothing else).
     pub fn from_form(fields: &[(String, String)]) -> Result<PasswordPolicy, serde_json::Map<String, Value>> {
-        let mut policy = PasswordPolicy { min_length: u32::MAX, ..PasswordPolicy::default() };
+        let mut policy = PasswordPolicy::default();
+        let mut min_length = None;
         let mut errors = serde_json::Map::new();
         for (name, value) in fields {
             let flag = match name.as_str() {
                 "minLength" => {
                     match value.parse::<u32>() {
-                        Ok(n) if n <= 100 => policy.min_length = n,
+                        Ok(n) if n <= 100 => min_length = Some(n),
                         _ => {
                             errors.insert(name.clone(), json!("The value must be an integer between 0 and 100"));
                         }
@@ -104,13 +105,13 @@ impl PasswordPolicy {
                 }
             }
         }
-        if policy.min_length == u32::MAX && !errors.contains_key("minLength") {
-            errors.insert("minLength".to_owned(), json!("The value must be supplied"));
-        }
-        if errors.is_empty() {
-            Ok(policy)
-        } else {
-            Err(errors)
+        match min_length {
+            Some(n) if errors.is_empty() => Ok(PasswordPolicy { min_length: n, ..policy }),
+            None if !errors.contains_key("minLength") => {
+                errors.insert("minLength".to_owned(), json!("The value must be supplied"));
+                Err(errors)
+            }
+            _ => Err(errors),
         }
     }
 

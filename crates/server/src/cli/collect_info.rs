@@ -14,9 +14,6 @@ use serde_json::{json, Value};
 
 use super::zip::ZipWriter;
 use super::ClusterAccess;
-use settee_cluster::peer::Body;
-
-use crate::cluster::rest_client;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// A log file larger than this keeps only its end.
@@ -134,12 +131,7 @@ impl Bundle {
 }
 
 async fn get(access: &ClusterAccess, addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
-    let creds = (access.username.as_str(), access.password.as_str());
-    let reply = rest_client::call(addr, None, "GET", path, Some(creds), &Body::Empty, CALL_TIMEOUT).await?;
-    if reply.status != 200 {
-        anyhow::bail!("HTTP {}: {}", reply.status, reply.body.trim());
-    }
-    Ok(reply.body.into_bytes())
+    access.get_bytes(addr, path, CALL_TIMEOUT).await
 }
 
 /// `/pools/default/tasks` → `pools_default_tasks.json` (`/metrics` → `metrics.txt`).

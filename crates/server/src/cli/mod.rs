@@ -29,6 +29,17 @@ pub struct ClusterAccess {
 }
 
 impl ClusterAccess {
+    /// `GET path` from the node at `addr` with these credentials: the body of a 200, else an error naming the call.
+    pub async fn get_bytes(&self, addr: &str, path: &str, timeout: std::time::Duration) -> anyhow::Result<Vec<u8>> {
+        let creds = (self.username.as_str(), self.password.as_str());
+        let empty = &settee_cluster::peer::Body::Empty;
+        let reply = crate::cluster::rest_client::call(addr, None, "GET", path, Some(creds), empty, timeout).await?;
+        if reply.status != 200 {
+            anyhow::bail!("GET {path} from {addr}: {} {}", reply.status, reply.body.trim());
+        }
+        Ok(reply.body.into_bytes())
+    }
+
     /// The seed's `host:port`.
     pub fn seed(&self) -> String {
         let s = self.cluster.trim_start_matches("http://").trim_end_matches('/');

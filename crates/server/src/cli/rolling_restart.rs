@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 use settee_cluster::control::rolling_restart::{ClusterView, NodeView, RollingRestart, Step};
-use settee_cluster::peer::{self, Body};
+use settee_cluster::peer;
 
 use super::ClusterAccess;
 use crate::cluster::rest_client;
@@ -125,12 +125,7 @@ async fn post(access: &ClusterAccess, addr: &str, path: &str, form: &[(&str, &st
 }
 
 async fn get(access: &ClusterAccess, addr: &str, path: &str) -> anyhow::Result<Value> {
-    let creds = (access.username.as_str(), access.password.as_str());
-    let reply = rest_client::call(addr, None, "GET", path, Some(creds), &Body::Empty, READ_TIMEOUT).await?;
-    if reply.status != 200 {
-        anyhow::bail!("GET {path} from {addr}: {} {}", reply.status, reply.body.trim());
-    }
-    Ok(serde_json::from_str(&reply.body)?)
+    Ok(serde_json::from_slice(&access.get_bytes(addr, path, READ_TIMEOUT).await?)?)
 }
 
 /// The cluster as the first of `members` other than `target` that answers sees it, with `target`'s uptime and

@@ -209,12 +209,18 @@ async fn flush_other_nodes(state: &RestState, bucket: &str) -> Result<(), RestEr
     let config = &state.node.config;
     let source = config.peer_source().ok().flatten();
     let request = FlushRequest { bucket: bucket.to_owned() };
-    for n in meta.nodes.values().filter(|n| n.id != cluster.me && n.membership == Membership::Active) {
-        let credentials = Some((config.username.as_str(), config.password.as_str()));
-        let addr = n.mgmt_addr();
-        crate::cluster::peers::call(&addr, source, credentials, &request, NODE_FLUSH_TIMEOUT).await.map_err(|e| {
-            RestError::global(StatusCode::INTERNAL_SERVER_ERROR, format!("flush failed on {addr}: {e}"))
-        })?;
+    let credentials = Some((config.username.as_str(), config.password.as_str()));
+    // All at once: the slowest node bounds the flush, not the sum of them.
+    let asked = meta.nodes.values().filter(|n| n.id != cluster.me && n.membership == Membership::Active).map(|n| {
+        let (addr, request) = (n.mgmt_addr(), &request);
+        async move {
+            let done = crate::cluster::peers::call(&addr, source, credentials, request, NODE_FLUSH_TIMEOUT).await;
+            done.map_err(|e| format!("flush failed on {addr}: {e}"))
+        }
+    });
+    let failed: Vec<String> = futures_util::future::join_all(asked).await.into_iter().filter_map(Result::err).collect();
+    if !failed.is_empty() {
+        return Err(RestError::global(StatusCode::INTERNAL_SERVER_ERROR, failed.join("; ")));
     }
     Ok(())
 }

@@ -187,7 +187,7 @@ fn mgmt_routes(state: RestState) -> Router {
             get(cluster_settings::get_retry_rebalance).post(cluster_settings::set_retry_rebalance),
         )
         .route("/pools/default/pendingRetryRebalance", get(cluster_settings::pending_retry_rebalance))
-        .route("/pools/nodes", get(pools::pool_nodes))
+        .route("/pools/nodes", get(pools::pool_default))
         .route("/pools/default/nodeServices", get(pools::node_services))
         .route("/indexStatus", get(index_status::index_status))
         .route("/metrics", get(metrics::metrics))

@@ -72,13 +72,8 @@ pub(crate) async fn pools(State(state): State<RestState>, headers: HeaderMap) ->
     })))
 }
 
-/// `GET /pools/default`.
+/// `GET /pools/default`, and `GET /pools/nodes` (the same view under its older name).
 pub(crate) async fn pool_default(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
-    Json(pool_json(&state, &caller, &request_host(&state, &headers)))
-}
-
-/// `GET /pools/nodes`: the same view under its older name.
-pub(crate) async fn pool_nodes(State(state): State<RestState>, caller: Caller, headers: HeaderMap) -> Json<Value> {
     Json(pool_json(&state, &caller, &request_host(&state, &headers)))
 }
 
