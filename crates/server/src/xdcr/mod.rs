@@ -32,6 +32,8 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 
 struct Running {
     spec: Replication,
+    /// The remote cluster as the runner was started with it: an edit (a new address or password) restarts it.
+    remote: model::RemoteCluster,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -156,7 +158,10 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             .collect();
         let gone: Vec<String> = running
             .iter()
-            .filter(|(id, r)| wanted.get(id.as_str()).is_none_or(|w| **w != r.spec))
+            .filter(|(id, r)| {
+                let same_remote = || model.remote_by_uuid(&r.spec.remote_uuid) == Some(&r.remote);
+                wanted.get(id.as_str()).is_none_or(|w| **w != r.spec || !same_remote())
+            })
             .map(|(id, _)| id.clone())
             .collect();
         for id in gone {
@@ -182,9 +187,9 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             let Some(remote) = model.remote_by_uuid(&spec.remote_uuid).cloned() else { continue };
             let (stop_tx, stop_rx) = watch::channel(false);
             let status = node.xdcr.status(id);
-            let task = tokio::spawn(runner::run(node.clone(), spec.clone(), remote, status, stop_rx));
+            let task = tokio::spawn(runner::run(node.clone(), spec.clone(), remote.clone(), status, stop_rx));
             tracing::info!(replication = %id, "xdcr replication started");
-            running.insert(id.to_owned(), Running { spec: spec.clone(), stop: stop_tx, task });
+            running.insert(id.to_owned(), Running { spec: spec.clone(), remote, stop: stop_tx, task });
         }
     }
     for (_, r) in running {
