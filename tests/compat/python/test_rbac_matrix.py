@@ -176,3 +176,24 @@ def test_every_role_gets_exactly_its_privileges(node):
             if got[op] != (op in expected):
                 mismatches.append(f"{role}: {op} {'allowed' if got[op] else 'refused'}")
     assert mismatches == [], "\n".join(mismatches)
+
+
+def manifest_names(node: SetteeServer, user: str, password: str) -> dict[str, set[str]]:
+    """GET_COLLECTIONS_MANIFEST (0xBA) as `user`: each scope's collection names."""
+    with kv_session(node, user, password) as sock:
+        assert kv_raw.call(sock, SELECT_BUCKET, BUCKET.encode())[0] == SUCCESS
+        status, _, value = kv_raw.call(sock, 0xBA)
+        assert status == SUCCESS, status
+    return {s["name"]: {c["name"] for c in s["collections"]} for s in json.loads(value)["scopes"]}
+
+
+def test_a_narrowed_user_sees_only_its_collections_in_the_manifest(node):
+    """Regression (review): a user whose only role is on one collection read every scope and collection name in
+    GET_COLLECTIONS_MANIFEST. Proves it sees its collection alone, a scope-narrowed user its scope, and a
+    whole-bucket user everything, as kv_engine filters the manifest."""
+    role_user = {role: f"u{i}" for i, role in enumerate(EXPECTED)}
+    assert manifest_names(node, role_user["data_reader[default:s:c1]"], "password") == {"s": {"c1"}}
+    assert manifest_names(node, role_user["data_writer[default:s]"], "password") == {"s": {"c1", "c2"}}
+    everything = {"_default": {"_default"}, "s": {"c1", "c2"}}
+    assert manifest_names(node, role_user["data_reader[default]"], "password") == everything
+    assert manifest_names(node, USERNAME, PASSWORD) == everything

@@ -144,10 +144,25 @@ pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult 
     Ok(())
 }
 
+/// GET_COLLECTIONS_MANIFEST: the whole manifest for a user with a role on the whole bucket; for one whose roles are
+/// narrowed to scopes or collections, only those (kv_engine filters the manifest by privilege the same way, so the
+/// names of collections a user may not touch stay hidden).
 pub fn get_collections_manifest(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let b = selected_bucket(s)?;
-    let body = b.manifest().to_json().to_string();
-    reply::json(out, req, Status::Success, body.as_bytes());
+    let mut manifest = b.manifest().to_json();
+    if !s.access.any() {
+        let covered = |scope: &str, collection: &str| s.scoped.iter().any(|g| g.covers(scope, collection));
+        if let Some(scopes) = manifest["scopes"].as_array_mut() {
+            for scope in scopes.iter_mut() {
+                let name = scope["name"].as_str().unwrap_or_default().to_owned();
+                if let Some(collections) = scope["collections"].as_array_mut() {
+                    collections.retain(|c| covered(&name, c["name"].as_str().unwrap_or_default()));
+                }
+            }
+            scopes.retain(|scope| scope["collections"].as_array().is_some_and(|c| !c.is_empty()));
+        }
+    }
+    reply::json(out, req, Status::Success, manifest.to_string().as_bytes());
     Ok(())
 }
 
