@@ -11,8 +11,8 @@ use std::io::BufReader;
 use std::path::Path;
 use std::time::Instant;
 
-use settee_client::{vbucket_of, Connection};
-use settee_mcbp::{encode_leb128, Feature, Opcode, Request, WithMetaExtras};
+use settee_client::{vbucket_of, Connection, WithMetaWrite};
+use settee_mcbp::{Feature, WithMetaExtras};
 use settee_types::Status;
 use tokio::sync::mpsc;
 
@@ -397,22 +397,20 @@ async fn write_node(mut conn: Connection, mut rx: mpsc::Receiver<Record>, force:
     }
 }
 
-/// Queues the SET_WITH_META or DEL_WITH_META of `rec`; returns its opaque.
+/// Queues the SET_WITH_META or DEL_WITH_META of `rec`; returns its opaque. Values go plain, as stored: the
+/// backup's DCP connection did not negotiate Snappy.
 fn queue(conn: &mut Connection, rec: &Record, force: bool) -> u32 {
     let options = if force { WithMetaExtras::SKIP_CONFLICT_RESOLUTION } else { 0 };
     let (flags, expiry, rev, cas) = (rec.flags, rec.expiry, rec.rev, rec.cas);
-    let extras = WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 }.encode();
-    let mut key = Vec::with_capacity(rec.key.len() + 5);
-    encode_leb128(rec.collection, &mut key);
-    key.extend_from_slice(&rec.key);
-    let opcode = if rec.kind == RecordKind::Mutation { Opcode::SetWithMeta } else { Opcode::DelWithMeta };
-    let mut req = Request::client(opcode as u8, &key);
-    req.vbucket = rec.vbucket;
-    req.extras = &extras;
-    // Never Snappy: the backup's DCP connection did not negotiate it, so values arrive and are stored plain.
-    req.datatype = rec.datatype;
-    req.value = &rec.value;
-    conn.queue(&req)
+    conn.queue_with_meta(&WithMetaWrite {
+        vbucket: rec.vbucket,
+        collection: rec.collection,
+        key: &rec.key,
+        delete: rec.kind != RecordKind::Mutation,
+        extras: WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 },
+        datatype: rec.datatype,
+        value: &rec.value,
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use settee_mcbp::{decode_response, encode_leb128, encode_request, Feature, Magic, Opcode, Request, Response};
+use settee_mcbp::{
+    decode_response, encode_leb128, encode_request, Feature, Magic, Opcode, Request, Response, WithMetaExtras,
+};
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
@@ -250,6 +252,25 @@ impl Connection {
         opaque
     }
 
+    /// Queues a SET_WITH_META, or a DEL_WITH_META for a deletion (how restores and XDCR write documents with the
+    /// metadata they carry): the key takes its collection prefix when the connection negotiated collections, and
+    /// the value goes as given (never Snappy). Returns its opaque.
+    pub fn queue_with_meta(&mut self, w: &WithMetaWrite<'_>) -> u32 {
+        let extras = w.extras.encode();
+        let mut key = Vec::with_capacity(w.key.len() + 5);
+        if self.collections() {
+            encode_leb128(w.collection, &mut key);
+        }
+        key.extend_from_slice(w.key);
+        let opcode = if w.delete { Opcode::DelWithMeta } else { Opcode::SetWithMeta };
+        let mut req = Request::client(opcode as u8, &key);
+        req.vbucket = w.vbucket;
+        req.extras = &extras;
+        req.datatype = w.datatype;
+        req.value = w.value;
+        self.queue(&req)
+    }
+
     /// Bytes queued and not yet flushed.
     pub fn queued_bytes(&self) -> usize {
         self.wbuf.len()
@@ -401,4 +422,17 @@ mod tests {
         let r = c.call(0xb5, &[], &[], &[], 0, 0).await.unwrap();
         assert_eq!((r.opcode, r.opaque, r.value), (0xb5, 1, b"{}".to_vec()));
     }
+}
+
+/// One document written with its metadata ([`Connection::queue_with_meta`]).
+#[derive(Clone, Copy, Debug)]
+pub struct WithMetaWrite<'a> {
+    pub vbucket: u16,
+    pub collection: u32,
+    pub key: &'a [u8],
+    /// DEL_WITH_META instead of SET_WITH_META.
+    pub delete: bool,
+    pub extras: WithMetaExtras,
+    pub datatype: u8,
+    pub value: &'a [u8],
 }

@@ -18,6 +18,6 @@ mod node_connections;
 
 pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
 pub use config::{vbucket_of, ClusterConfig};
-pub use connection::{ClientError, Connection, OwnedResponse};
+pub use connection::{ClientError, Connection, OwnedResponse, WithMetaWrite};
 pub use dial::dial;
 pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};

@@ -34,6 +34,6 @@ pub use metadata::{
     AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, IndexKeySpec, IndexSpec, Membership, MetaCommand,
     MetaError, NodeInfo, RebalanceSettings, Recovery, TlsPorts,
 };
-pub use store::{ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
+pub use store::{write_atomic, ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
 pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};
 pub use vbmap::{NodeId, VbMap, VbMove};

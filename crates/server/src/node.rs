@@ -57,6 +57,10 @@ pub enum BucketError {
     Invalid(String),
 }
 
+/// A client certificate that maps to no user ([`Node::certificate_user`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CertificateRefused;
+
 pub struct Node {
     pub config: ServerConfig,
     pub clock: Arc<dyn Clock>,
@@ -158,6 +162,18 @@ impl Node {
     pub fn apply_security(&self, settings: crate::auth::SecuritySettings) {
         self.tls.apply_settings(&settings);
         *self.security.write() = Arc::new(settings);
+    }
+
+    /// Who a TLS connection's client certificate (its `names`) authenticates: None when it gave none or the
+    /// cluster's settings ignore certificates, else the user the settings' rules map it to; a certificate that maps
+    /// to no user is refused (`Err`), as ns_server and kv_engine refuse it rather than treat it as absent.
+    pub fn certificate_user(
+        &self,
+        names: Option<&crate::auth::CertNames>,
+    ) -> Result<Option<Arc<crate::auth::User>>, CertificateRefused> {
+        let settings = self.security();
+        let Some(names) = names.filter(|_| settings.client_cert_auth.enabled()) else { return Ok(None) };
+        settings.client_cert_auth.user_for(names, |id| self.users.get(id)).map(Some).ok_or(CertificateRefused)
     }
 
     pub fn cluster(&self) -> Option<&Arc<crate::cluster::ClusterHandle>> {

@@ -28,6 +28,13 @@ impl UtcTime {
             nanos: (nanos % 1_000_000_000) as u32,
         }
     }
+
+    /// ISO-8601 with milliseconds, `2026-11-26T02:04:45.123Z` (RFC 3339, as Couchbase writes timestamps).
+    pub fn iso8601_millis(&self) -> String {
+        let (y, mo, d, h, mi, s, ms) =
+            (self.year, self.month, self.day, self.hour, self.minute, self.second, self.nanos / 1_000_000);
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+    }
 }
 
 /// Year, month, day of the `days`-th day since 1970-01-01 (Howard Hinnant's `civil_from_days`).
@@ -55,5 +62,6 @@ mod tests {
         assert_eq!(UtcTime::from_unix_nanos(0), t(1970, 1, 1, 0, 0, 0, 0));
         assert_eq!(UtcTime::from_unix_nanos(951_782_400_123_000_000), t(2000, 2, 29, 0, 0, 0, 123_000_000));
         assert_eq!(UtcTime::from_unix_nanos(1_735_689_599_999_999_999), t(2024, 12, 31, 23, 59, 59, 999_999_999));
+        assert_eq!(UtcTime::from_unix_nanos(951_782_400_123_000_000).iso8601_millis(), "2000-02-29T00:00:00.123Z");
     }
 }

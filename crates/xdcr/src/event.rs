@@ -87,13 +87,3 @@ pub enum Command {
     SaveCheckpoints(Vec<Checkpoint>),
     RefreshMap,
 }
-
-impl Command {
-    /// The change of a Send's write, for tests and logs.
-    pub fn sent_keys(&self) -> Vec<&[u8]> {
-        match self {
-            Command::Send { writes, .. } => writes.iter().map(|w| w.change.key.as_slice()).collect(),
-            _ => Vec::new(),
-        }
-    }
-}

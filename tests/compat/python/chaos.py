@@ -34,7 +34,7 @@ import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
 from settee_server import SetteeServer
-from test_cluster import rest
+from test_cluster import otp, rest
 
 BUCKET = "chaos"
 KEYS = 16
@@ -178,10 +178,6 @@ class Outcome:
     def problem(self, text: str):
         print(f"  PROBLEM: {text}", flush=True)
         self.problems.append(text)
-
-
-def otp(node: SetteeServer) -> str:
-    return f"ns_1@{node.host}"
 
 
 def cluster_nodes(ips: list[str], base: Path) -> list[SetteeServer]:

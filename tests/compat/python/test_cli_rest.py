@@ -19,21 +19,11 @@ import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer
-from test_cluster import rebalance_ended, rest, wait_rebalanced
+from test_cluster import otp, pool, rebalance_ended, rest, wait_rebalanced
 
 BUCKET = "clidata"
 NODES = 3
 DOCS = 3000
-
-
-def otp(node: SetteeServer) -> str:
-    return f"ns_1@{node.host}"
-
-
-def pool(node: SetteeServer) -> dict:
-    status, body = rest(node, "GET", "/pools/default")
-    assert status == 200, body
-    return body
 
 
 def rebalance(node: SetteeServer, members: list[SetteeServer], ejected: list[SetteeServer] = ()) -> None:

@@ -73,10 +73,20 @@ def wait_rebalanced(node: SetteeServer) -> dict:
     return task
 
 
+def pool(node: SetteeServer) -> dict:
+    """`GET /pools/default` as the administrator."""
+    status, body = rest(node, "GET", "/pools/default")
+    assert status == 200, body
+    return body
+
+
 def pool_nodes(node: SetteeServer) -> dict:
-    status, pool = rest(node, "GET", "/pools/default")
-    assert status == 200, pool
-    return {n["hostname"]: n for n in pool["nodes"]}
+    return {n["hostname"]: n for n in pool(node)["nodes"]}
+
+
+def otp(node: SetteeServer) -> str:
+    """The node's name as ns_server spells it in `otpNode` fields."""
+    return f"ns_1@{node.host}"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer
-from test_cluster import rest
+from test_cluster import pool, rest
 
 CLI = os.environ.get("COUCHBASE_CLI", "")
 pytestmark = pytest.mark.skipif(
@@ -53,12 +53,6 @@ def ok(node: SetteeServer, command: str, *args: str, expect: str = "SUCCESS", tl
         RESULTS[command] = f"FAIL: {out.strip()[-200:]}"
     assert passed, f"couchbase-cli {command} {' '.join(args)} -> {rc}\n{out}"
     return out
-
-
-def pool(node: SetteeServer) -> dict:
-    status, body = rest(node, "GET", "/pools/default")
-    assert status == 200, body
-    return body
 
 
 def members(node: SetteeServer) -> dict[str, str]:

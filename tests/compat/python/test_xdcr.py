@@ -8,44 +8,17 @@ from __future__ import annotations
 import time
 import urllib.parse
 from datetime import timedelta
-from pathlib import Path
 
-from couchbase.exceptions import DocumentNotFoundException
-from couchbase.options import GetOptions, UpsertOptions
-from couchbase.transcoder import RawBinaryTranscoder, Transcoder
+from couchbase.options import UpsertOptions
+from couchbase.transcoder import RawBinaryTranscoder
 
 import couchbase.subdocument as SD
 
 from conditions import wait_until
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer, new_server
+from test_backup import snapshot, start
 from test_cluster import rest
-
-
-class FlagsTranscoder(Transcoder):
-    """Reads any document as its raw bytes and flags, so a comparison covers both."""
-
-    def encode_value(self, value):
-        raise NotImplementedError
-
-    def decode_value(self, value, flags):
-        return bytes(value), flags
-
-
-def start(root: Path) -> SetteeServer:
-    return new_server(base_dir=root, bucket_type="couchbase").start()
-
-
-def snapshot(coll, keys):
-    """Each key's ((body, flags), expiry, CAS), or None when the document does not exist."""
-    out = {}
-    for k in keys:
-        try:
-            r = coll.get(k, GetOptions(with_expiry=True, transcoder=FlagsTranscoder()))
-            out[k] = (r.value, r.expiryTime, r.cas)
-        except DocumentNotFoundException:
-            out[k] = None
-    return out
 
 
 def replicate(src: SetteeServer, dst: SetteeServer, name: str, user: tuple = (USERNAME, PASSWORD), **settings) -> str:

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 
 use super::error::OpenError;
 
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Replaces `path` with `bytes` so that a crash leaves the old content or the new, never a mix.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
         let mut file = File::create(&tmp)?;

@@ -1,21 +1,15 @@
 //! Audit timestamps in UTC: ISO-8601 with milliseconds for events (`2026-11-26T02:04:45.123Z`, Couchbase's
 //! format with the zone the node runs in), and the `YYYY-MM-DDTHH-MM-SS` stamp of rotated file names.
 
-/// (year, month, day, hour, minute, second, millisecond) of Unix-epoch nanoseconds.
-fn parts(nanos: u64) -> (i64, u32, u32, u32, u32, u32, u32) {
-    let t = settee_types::UtcTime::from_unix_nanos(nanos);
-    (t.year, t.month, t.day, t.hour, t.minute, t.second, t.nanos / 1_000_000)
-}
-
 /// `2026-11-26T02:04:45.123Z`.
 pub fn iso8601(nanos: u64) -> String {
-    let (y, mo, d, h, mi, s, ms) = parts(nanos);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+    settee_types::UtcTime::from_unix_nanos(nanos).iso8601_millis()
 }
 
 /// `2026-11-26T02-04-45`, for rotated file names.
 pub fn file_stamp(nanos: u64) -> String {
-    let (y, mo, d, h, mi, s, _) = parts(nanos);
+    let t = settee_types::UtcTime::from_unix_nanos(nanos);
+    let (y, mo, d, h, mi, s) = (t.year, t.month, t.day, t.hour, t.minute, t.second);
     format!("{y:04}-{mo:02}-{d:02}T{h:02}-{mi:02}-{s:02}")
 }
 

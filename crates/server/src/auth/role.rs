@@ -147,6 +147,18 @@ impl RoleTarget {
     pub fn is_whole_bucket(&self) -> bool {
         self.scope.is_none()
     }
+
+    /// Whether the target reaches collection `collection` of scope `scope` in `bucket`.
+    pub fn covers(&self, bucket: &str, scope: &str, collection: &str) -> bool {
+        self.matches_bucket(bucket)
+            && admits(self.scope.as_deref(), scope)
+            && admits(self.collection.as_deref(), collection)
+    }
+}
+
+/// Whether a granted name (`*` for any) admits `name`; none granted (a wider target) admits every name.
+fn admits(granted: Option<&str>, name: &str) -> bool {
+    granted.is_none_or(|g| g == "*" || g == name)
 }
 
 /// What a role narrowed to a scope or a collection of one bucket allows on the documents there.
@@ -161,8 +173,7 @@ pub struct ScopedGrant {
 impl ScopedGrant {
     /// Whether the grant covers collection `collection` of scope `scope` (`*` matches any name).
     pub fn covers(&self, scope: &str, collection: &str) -> bool {
-        let names = |granted: &str, name: &str| granted == "*" || granted == name;
-        names(&self.scope, scope) && self.collection.as_deref().is_none_or(|c| names(c, collection))
+        admits(Some(&self.scope), scope) && admits(self.collection.as_deref(), collection)
     }
 }
 

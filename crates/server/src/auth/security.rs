@@ -253,15 +253,14 @@ impl ClientCertAuth {
     }
 
     /// The user a certificate with `names` authenticates as: the first rule, in order, whose field holds a value
-    /// that starts with its prefix and, cut at its first delimiter, names a user that `exists`. None when no rule
+    /// that starts with its prefix and, cut at its first delimiter, names a user `lookup` finds. None when no rule
     /// gives one: such a certificate authenticates nobody (the connection is refused, as Couchbase refuses it).
-    pub fn user_for(&self, names: &CertNames, exists: impl Fn(&str) -> bool) -> Option<String> {
+    pub fn user_for<U>(&self, names: &CertNames, lookup: impl Fn(&str) -> Option<U>) -> Option<U> {
         self.prefixes.iter().find_map(|rule| {
             names.at(rule.path).iter().find_map(|value| {
                 let rest = value.strip_prefix(rule.prefix.as_str())?;
                 let end = rest.find(|c| rule.delimiter.contains(c)).unwrap_or(rest.len());
-                let user = &rest[..end];
-                (!user.is_empty() && exists(user)).then(|| user.to_owned())
+                Some(&rest[..end]).filter(|user| !user.is_empty()).and_then(&lookup)
             })
         })
     }
@@ -417,14 +416,14 @@ mod tests {
             {"path": "san.email", "prefix": "", "delimiter": "@"},
             {"path": "subject.cn", "prefix": "app-", "delimiter": ".;"},
         ]}));
-        let exists = |u: &str| ["alice", "reader"].contains(&u);
+        let exists = |u: &str| ["alice", "reader"].contains(&u).then(|| u.to_owned());
         assert_eq!(
             auth.user_for(&names(&["app-reader.prod"], &["bob@x", "alice@x"], &[]), exists).as_deref(),
             Some("alice")
         );
         assert_eq!(auth.user_for(&names(&["app-reader.prod"], &["bob@x"], &[]), exists).as_deref(), Some("reader"));
         assert_eq!(auth.user_for(&names(&["reader"], &[], &[]), exists), None, "the prefix is required");
-        assert_eq!(auth.user_for(&names(&["app-"], &[], &[]), |_| true), None, "an empty name is nobody");
+        assert_eq!(auth.user_for(&names(&["app-"], &[], &[]), |u| Some(u.to_owned())), None, "an empty name is nobody");
         assert_eq!(auth.user_for(&names(&[], &[], &["alice"]), exists), None, "no rule reads the URIs");
     }
 

@@ -94,20 +94,22 @@ pub async fn run(args: CollectInfoArgs) -> anyhow::Result<()> {
         "settee": env!("CARGO_PKG_VERSION"),
         "failures": bundle.failures,
     });
-    let mut zip = ZipWriter::new(Vec::new());
+    // Straight into the file: the collected files are held once, not again as an archive in memory.
+    let writing = || format!("writing {}", args.output.display());
+    let file = std::fs::File::create(&args.output).with_context(writing)?;
+    let mut zip = ZipWriter::new(std::io::BufWriter::new(file));
     zip.add("collect-info.json", serde_json::to_string_pretty(&summary)?.as_bytes())?;
     let files = bundle.files;
     for (name, bytes) in &files {
         zip.add(name, bytes)?;
     }
-    let bytes = zip.finish()?;
-    std::fs::write(&args.output, &bytes).with_context(|| format!("writing {}", args.output.display()))?;
+    let bytes = zip.finish()?.into_inner().map_err(|e| e.into_error()).with_context(writing)?.metadata()?.len();
     let failed = summary["failures"].as_array().map_or(0, Vec::len);
     println!(
         "wrote {} ({} files, {} bytes, {} nodes){}",
         args.output.display(),
         files.len() + 1,
-        bytes.len(),
+        bytes,
         nodes.len(),
         if failed > 0 { format!("; {failed} calls failed, listed in collect-info.json") } else { String::new() }
     );

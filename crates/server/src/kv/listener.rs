@@ -18,7 +18,6 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::connection::{serve_connection, Transport};
 use super::unauthenticated::{PreAuth, Unauthenticated};
-use crate::auth::ClientCertState;
 use crate::node::Node;
 
 /// A connection handed to a worker thread, with its slot under `--max-connections`, its place among the
@@ -189,18 +188,13 @@ async fn serve_tls(
         _ = shutdown.changed() => None,
     };
     let Some(stream) = stream else { return };
-    let settings = node.security();
     let names = crate::tls::client_cert_names(stream.get_ref().1.peer_certificates());
-    let cert_user = match (settings.client_cert_auth.state, names) {
-        (ClientCertState::Disable, _) | (_, None) => None,
-        (_, Some(names)) => match settings.client_cert_auth.user_for(&names, |u| node.users.get(u).is_some()) {
-            Some(user) => Some(user),
-            None => {
-                // As kv_engine: a certificate that names no user is refused, not treated as absent.
-                tracing::info!(%peer, ?names, "closing kv tls connection: the client certificate maps to no user");
-                return;
-            }
-        },
+    let cert_user = match node.certificate_user(names.as_ref()) {
+        Ok(user) => user.map(|u| u.id.clone()),
+        Err(_) => {
+            tracing::info!(%peer, ?names, "closing kv tls connection: the client certificate maps to no user");
+            return;
+        }
     };
     serve_connection(node, stream, Transport::Tls { cert_user }, pre_auth, shutdown, main).await;
 }

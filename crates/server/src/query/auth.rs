@@ -55,10 +55,8 @@ pub fn allowed(user: &User, privilege: Privilege, ks: &KeyspaceName) -> bool {
         Role::Cluster(ClusterRole::Admin) => true,
         Role::Cluster(_) => false,
         Role::Bucket(role, target) => {
-            let covers = target.matches_bucket(&ks.bucket)
-                && target.scope.as_deref().is_none_or(|s| s == "*" || s == ks.scope)
-                && target.collection.as_deref().is_none_or(|c| c == "*" || c == ks.collection);
-            covers && (*role == privilege.role() || *role == BucketRole::BucketFullAccess)
+            target.covers(&ks.bucket, &ks.scope, &ks.collection)
+                && (*role == privilege.role() || *role == BucketRole::BucketFullAccess)
         }
     })
 }

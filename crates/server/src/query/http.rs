@@ -90,7 +90,7 @@ async fn active_requests(State(state): State<RestState>, headers: HeaderMap, ext
     }
 }
 
-fn to_json(v: &settee_query::value::Value) -> Json {
+pub(crate) fn to_json(v: &settee_query::value::Value) -> Json {
     serde_json::from_str(&v.to_json_string()).unwrap_or(Json::Null)
 }
 
@@ -261,23 +261,7 @@ fn reply(status: u16, body: String) -> Response {
 
 fn request_time(node: &crate::node::Node) -> String {
     let nanos = node.clock.now_nanos();
-    rfc3339_utc(nanos / 1_000_000_000, (nanos % 1_000_000_000) / 1_000_000)
-}
-
-/// `2026-11-25T20:15:00.123Z` for Unix seconds and milliseconds (days-from-civil, Howard Hinnant's algorithm).
-fn rfc3339_utc(secs: u64, millis: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+    settee_types::UtcTime::from_unix_nanos(nanos).iso8601_millis()
 }
 
 /// One request on the blocking pool.

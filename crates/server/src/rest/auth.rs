@@ -78,20 +78,15 @@ pub(crate) async fn authenticate_request(
 ) -> Result<Caller, Refused> {
     let conn = extensions.get::<ConnectInfo<ConnAddrs>>().map(|c| &c.0);
     let addrs = conn.map(|c| c.0).unwrap_or_default();
-    let settings = state.node.security();
-    let cert = conn.and_then(|c| c.1.as_deref()).filter(|_| settings.client_cert_auth.enabled());
-    let caller = match cert {
-        Some(names) => {
-            let id = settings.client_cert_auth.user_for(names, |u| state.node.users.get(u).is_some());
-            let user = id.as_deref().and_then(|id| state.node.users.get(id));
-            let Some((id, user)) = id.zip(user) else {
-                tracing::info!(remote = ?addrs.remote, ?names, "rest request refused: the client certificate maps to no user");
-                let reason = "client certificate maps to no user";
-                return Err(Refused { user: Some(String::new()), reason, addrs });
-            };
-            Caller { builtin: id == state.node.config.username, user, addrs: Addrs::default() }
+    let names = conn.and_then(|c| c.1.as_deref());
+    let caller = match state.node.certificate_user(names) {
+        Err(_) => {
+            tracing::info!(remote = ?addrs.remote, ?names, "rest request refused: the client certificate maps to no user");
+            let reason = "client certificate maps to no user";
+            return Err(Refused { user: Some(String::new()), reason, addrs });
         }
-        None => {
+        Ok(Some(user)) => Caller { builtin: user.id == state.node.config.username, user, addrs: Addrs::default() },
+        Ok(None) => {
             let Some((id, password)) = basic_credentials(headers) else {
                 return Err(Refused { user: None, reason: "no credentials", addrs });
             };

@@ -24,60 +24,41 @@ use super::error::RestError;
 /// One built-in file.
 struct Asset {
     name: &'static str,
-    content_type: &'static str,
     body: &'static [u8],
+}
+
+impl Asset {
+    /// The content type, from the file's extension (the console has HTML, CSS and JavaScript only).
+    fn content_type(&self) -> &'static str {
+        match self.name.rsplit('.').next() {
+            Some("html") => "text/html; charset=utf-8",
+            Some("css") => "text/css; charset=utf-8",
+            _ => "text/javascript; charset=utf-8",
+        }
+    }
+}
+
+/// One file of `crates/server/ui/`, built into the binary.
+macro_rules! asset {
+    ($name:literal) => {
+        Asset { name: $name, body: include_bytes!(concat!("../../ui/", $name)) }
+    };
 }
 
 /// Every file of the console; anything else under `/ui/` is a 404.
 const ASSETS: &[Asset] = &[
-    Asset { name: "index.html", content_type: "text/html; charset=utf-8", body: include_bytes!("../../ui/index.html") },
-    Asset {
-        name: "console.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../../ui/console.css"),
-    },
-    Asset { name: "api.js", content_type: "text/javascript; charset=utf-8", body: include_bytes!("../../ui/api.js") },
-    Asset {
-        name: "chart.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/chart.js"),
-    },
-    Asset {
-        name: "overview.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/overview.js"),
-    },
-    Asset {
-        name: "buckets.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/buckets.js"),
-    },
-    Asset {
-        name: "documents.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/documents.js"),
-    },
-    Asset {
-        name: "security.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/security.js"),
-    },
-    Asset {
-        name: "latency.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/latency.js"),
-    },
-    Asset {
-        name: "collections.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/collections.js"),
-    },
-    Asset {
-        name: "query.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/query.js"),
-    },
-    Asset { name: "app.js", content_type: "text/javascript; charset=utf-8", body: include_bytes!("../../ui/app.js") },
+    asset!("index.html"),
+    asset!("console.css"),
+    asset!("api.js"),
+    asset!("chart.js"),
+    asset!("overview.js"),
+    asset!("buckets.js"),
+    asset!("documents.js"),
+    asset!("security.js"),
+    asset!("latency.js"),
+    asset!("collections.js"),
+    asset!("query.js"),
+    asset!("app.js"),
 ];
 
 /// Only this origin, no inline script, no frames around the console (clickjacking).
@@ -115,7 +96,7 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         let mut r = asset.body.into_response();
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type()));
         r
     };
     let h = response.headers_mut();

@@ -28,17 +28,13 @@ use serde_json::{json, Value as Json_};
 use settee_query::datastore::{Datastore, Document, Durability, KeyspaceName, Mutation, MutationKind};
 use settee_query::value::Value;
 use settee_query::{DmlReason, QueryError};
+use settee_types::limits::KEY_BYTES_MAX;
 
 use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
 use crate::query::datastore::{NodeDatastore, JSON_COMMON_FLAGS};
-
-/// memcached's rule: an expiry up to 30 days is relative to now, a larger one is an absolute Unix time.
-const RELATIVE_EXPIRY_MAX_SECS: u32 = 30 * 24 * 3600;
-/// The largest key the KV protocol accepts.
-const KEY_BYTES_MAX: usize = 250;
 
 /// `GET .../docs/<id>` on the default collection.
 pub(crate) async fn get_default(
@@ -169,11 +165,8 @@ fn absolute_expiry(text: &str, now: u32) -> Result<u32, RestError> {
     let secs: u32 = text.parse().ok().filter(|s| *s <= i32::MAX as u32).ok_or_else(|| {
         RestError::text(StatusCode::BAD_REQUEST, "'expiry' must be a valid integer between 0 and 2147483647")
     })?;
-    Ok(match secs {
-        0 => 0,
-        s if s <= RELATIVE_EXPIRY_MAX_SECS => now.saturating_add(s),
-        s => s,
-    })
+    // memcached's rule, as the KV port applies it: up to 30 days is relative to now, larger is absolute.
+    Ok(settee_engine::absolute_expiry(secs, now))
 }
 
 fn bad_request(reason: &str) -> RestError {
@@ -215,7 +208,7 @@ fn render(doc: &Document) -> Json_ {
     let rev = format!("0-{:016x}{:08x}{:08x}", m.cas, m.expiration, m.flags);
     let (kind, body) = match &doc.value {
         Value::Binary(bytes) => ("base64", Json_::String(base64::engine::general_purpose::STANDARD.encode(bytes))),
-        v => ("json", serde_json::from_str(&v.to_json_string()).unwrap_or(Json_::Null)),
+        v => ("json", crate::query::http::to_json(v)),
     };
     json!({
         "meta": {"id": doc.key.as_ref(), "rev": rev, "expiration": m.expiration, "flags": m.flags, "type": kind},

@@ -375,20 +375,9 @@ fn user_json(user: &User) -> Value {
     out
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.000Z` for seconds since the Unix epoch (gocb parses it as RFC 3339), using the
-/// days-to-civil-date conversion of the proleptic Gregorian calendar.
+/// `YYYY-MM-DDTHH:MM:SS.000Z` for seconds since the Unix epoch (gocb parses it as RFC 3339).
 fn iso8601_utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let z = days as i64 + 719_468; // Days since 0000-03-01.
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000Z", rem / 3_600, rem % 3_600 / 60, rem % 60)
+    settee_types::UtcTime::from_unix_nanos(secs.saturating_mul(1_000_000_000)).iso8601_millis()
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ impl CheckpointStore {
         self.current.iter().map(|(&vb, &(vbuuid, seqno))| Checkpoint { vb, vbuuid, seqno }).collect()
     }
 
-    /// Records `saved` and writes the file (tmp + fsync + rename).
+    /// Records `saved` and writes the file (tmp + fsync + rename + directory fsync).
     pub fn save(&mut self, saved: &[Checkpoint]) -> std::io::Result<()> {
         for c in saved {
             self.current.insert(c.vb, (c.vbuuid, c.seqno));
@@ -68,14 +68,7 @@ impl CheckpointStore {
             std::fs::create_dir_all(dir)?;
         }
         let bytes = serde_json::to_vec(&File { vbuckets: self.current.clone() }).map_err(std::io::Error::other)?;
-        let tmp = self.path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)
+        settee_cluster::write_atomic(&self.path, &bytes)
     }
 
     /// Removes the checkpoint files under `dir` of every replication not in `keep` (deleted ones, also those

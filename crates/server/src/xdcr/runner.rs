@@ -236,11 +236,13 @@ impl Runner {
             return;
         }
         for vb in 0..NUM_VBUCKETS {
-            let info = self.bucket.stream_info(VbId(vb)).ok();
-            let active = info.as_ref().is_some_and(|i| i.state == VbState::Active);
+            // The state alone each scan; the failover log is copied only for a vBucket that starts.
+            let active = self.bucket.vbucket(VbId(vb)).is_some_and(|v| v.state() == VbState::Active);
             let reading = self.reading.contains_key(&vb);
             if active && !reading {
-                let i = info.expect("active implies known");
+                let Some(i) = self.bucket.stream_info(VbId(vb)).ok().filter(|i| i.state == VbState::Active) else {
+                    continue;
+                };
                 let (failover, high_seqno, purge_seqno) = (i.failover, i.high_seqno, i.purge_seqno);
                 self.handle(Event::VbStarted { vb, failover, high_seqno, purge_seqno });
             } else if !active && reading {
@@ -426,8 +428,8 @@ impl Runner {
     fn publish(&self) {
         let mut left = 0u64;
         for &vb in self.reading.keys() {
-            if let (Ok(info), Some(through)) = (self.bucket.stream_info(VbId(vb)), self.core.through(vb)) {
-                left += info.high_seqno.saturating_sub(through);
+            if let (Some(v), Some(through)) = (self.bucket.vbucket(VbId(vb)), self.core.through(vb)) {
+                left += v.high_seqno().saturating_sub(through);
             }
         }
         let s = self.core.stats();

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use settee_client::Connection;
-use settee_mcbp::{encode_leb128, Opcode, Request, WithMetaExtras};
+use settee_client::{Connection, WithMetaWrite};
+use settee_mcbp::WithMetaExtras;
 use settee_types::Status;
 use settee_xdcr::{ChangeKind, Outcome, Write};
 use tokio::sync::mpsc;
@@ -77,25 +77,20 @@ pub fn outcome_of(status: u16) -> Outcome {
     }
 }
 
-/// Queues one write; returns its opaque.
+/// Queues one write; returns its opaque. Values go as the source holds them.
 fn queue(conn: &mut Connection, w: &Write) -> u32 {
     let c = &w.change;
     let options = if c.kind == ChangeKind::Expiration { WithMetaExtras::IS_EXPIRATION } else { 0 };
     let (flags, expiry, rev, cas) = (c.flags, c.expiry, c.rev, c.cas);
-    let extras = WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 }.encode();
-    let mut key = Vec::with_capacity(c.key.len() + 5);
-    if conn.collections() {
-        encode_leb128(c.collection, &mut key);
-    }
-    key.extend_from_slice(&c.key);
-    let opcode = if c.kind == ChangeKind::Mutation { Opcode::SetWithMeta } else { Opcode::DelWithMeta };
-    let mut req = Request::client(opcode as u8, &key);
-    req.vbucket = w.vbucket;
-    req.extras = &extras;
-    // Values go as the source holds them (never Snappy: the connection does not negotiate it).
-    req.datatype = c.datatype;
-    req.value = &c.value;
-    conn.queue(&req)
+    conn.queue_with_meta(&WithMetaWrite {
+        vbucket: w.vbucket,
+        collection: c.collection,
+        key: &c.key,
+        delete: c.kind != ChangeKind::Mutation,
+        extras: WithMetaExtras { flags, expiry, rev, cas, options, ext_meta_len: 0 },
+        datatype: c.datatype,
+        value: &c.value,
+    })
 }
 
 #[cfg(test)]
