@@ -80,6 +80,12 @@ pub struct SeqnoReport {
     /// Dead vBuckets that still hold data: a failed-over node's copies, which delta recovery resumes from.
     #[serde(default)]
     pub kept: VbSeqnos,
+    /// The metadata revision the node's vBucket states reflect: every change up to it was applied there before the
+    /// seqnos were read. A node behind the metadata may report a copy that a change it has not applied yet drops
+    /// (a copy a stopped rebalance was building): the rebalance trusts a copy's seqno only from a node that has
+    /// applied the change that put the copy there. 0 from a node that does not say.
+    #[serde(default)]
+    pub rev: u64,
 }
 
 impl PeerCall for SeqnosRequest {
@@ -328,14 +334,16 @@ mod tests {
         report.buckets.insert("b", 7, 40);
         report.buckets.add_bucket("warming");
         report.kept.insert("b", 9, 3);
+        report.rev = 12;
         let wire = serde_json::to_string(&report).unwrap();
-        assert_eq!(wire, r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}}}"#);
+        assert_eq!(wire, r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}},"rev":12}"#);
         assert_eq!(SeqnosRequest::decode_reply(wire.as_bytes()).unwrap(), report);
         assert_eq!(report.buckets.get("b", 7), Some(40));
         assert_eq!(report.buckets.get("b", 8), None);
         assert_eq!(report.buckets.get("warming", 7), None);
         let old: SeqnoReport = serde_json::from_str(r#"{"buckets":{"b":{"1":2}}}"#).unwrap();
         assert_eq!(old.kept, VbSeqnos::default());
+        assert_eq!(old.rev, 0, "a node that does not say what it applied reports revision 0");
         assert!(SeqnosRequest::decode_reply(br#"{"buckets":{"b":{"x":1}}}"#).is_err(), "a vBucket id is a number");
 
         let hold = HoldRequest { hold: true, scope: HoldScope::Some { bucket: "a%b&c".into(), vbs: vec![1, 2] } };

@@ -44,6 +44,11 @@ pub struct Control {
     pub log: Vec<(Duration, String)>,
     /// A rebalance in progress.
     rebalance: Option<RebalanceRun>,
+    /// The operator asked to stop the rebalance in progress; `Some(ejected)`: and to run it again (ejecting the
+    /// same nodes) as soon as it has stopped.
+    stop: Option<Option<Vec<NodeId>>>,
+    /// The nodes the rebalance in progress ejects.
+    ejecting: Vec<NodeId>,
     /// A graceful failover in progress.
     graceful: Option<GracefulRun>,
     /// Messages to nodes (by id), sent by the simulation.
@@ -52,8 +57,8 @@ pub struct Control {
 
 /// The control plane as the rebalance driver's leader (`now` for the health snapshot).
 impl Leader for Control {
-    fn propose(&mut self, cmd: MetaCommand) -> Result<(), String> {
-        self.apply(cmd)
+    fn propose(&mut self, cmd: MetaCommand) -> Result<u64, String> {
+        self.apply(cmd).map(|()| self.meta.rev)
     }
     fn meta(&self) -> Arc<ClusterMetadata> {
         self.shared.clone()
@@ -63,6 +68,9 @@ impl Leader for Control {
     }
     fn send(&mut self, node: NodeId, msg: Msg) {
         self.outbox.push((node, msg));
+    }
+    fn stop_requested(&self) -> bool {
+        self.stop.is_some()
     }
 }
 
@@ -105,6 +113,8 @@ impl Control {
             counters: BTreeMap::new(),
             log: Vec::new(),
             rebalance: None,
+            stop: None,
+            ejecting: Vec::new(),
             graceful: None,
             outbox: Vec::new(),
         }
@@ -262,6 +272,7 @@ impl Control {
         match Rebalance::new(&self.meta, &eject, 0, &health) {
             Ok(sm) => {
                 self.log.push((now, format!("rebalance started: in {add:?}, out {eject:?} (node ids)")));
+                self.ejecting = eject;
                 self.rebalance = Some(RebalanceRun::start(sm));
                 self.step_rebalance(now);
                 true
@@ -299,8 +310,24 @@ impl Control {
                 };
                 self.count(what);
                 self.log.push((now, format!("rebalance ended after {} moves: {r:?}", run.moves_done)));
+                if let Some(Some(eject)) = self.stop.take() {
+                    // The operator runs it again at once: the copies the stopped one was building are given up
+                    // while the nodes may not have applied that yet.
+                    self.start_rebalance(None, eject, now);
+                }
             }
         }
+    }
+
+    /// Asks the rebalance in progress to stop (`/controller/stopRebalance`), and with `again` to start it again
+    /// as soon as it has stopped; false when none runs.
+    pub fn stop_rebalance(&mut self, again: bool, now: Duration) -> bool {
+        if self.rebalance.is_none() || self.stop.is_some() {
+            return false;
+        }
+        self.log.push((now, format!("rebalance stop requested (again: {again})")));
+        self.stop = Some(again.then(|| self.ejecting.clone()));
+        true
     }
 
     /// A seqno report, for the graceful failover or the rebalance that asked for it.

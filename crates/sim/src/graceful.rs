@@ -52,7 +52,7 @@ impl GracefulRun {
                 }
                 Command::Poll { nodes, pause } => self.waiting = Some(Waiting::Poll(PollRound::new(nodes, now, pause))),
                 Command::FailOver { node } => {
-                    let r = leader.propose(MetaCommand::Failover { nodes: vec![node] });
+                    let r = leader.propose(MetaCommand::Failover { nodes: vec![node] }).map(drop);
                     self.feed(Event::FailedOver(r), now);
                 }
                 Command::Release { node } => {

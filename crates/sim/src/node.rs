@@ -534,6 +534,7 @@ impl SimNode {
         report.buckets.add_bucket(BUCKET);
         let (Some(bucket), Some(meta)) = (self.bucket.as_ref(), self.meta.as_ref()) else { return report };
         let Some(b) = meta.buckets.get(BUCKET) else { return report };
+        report.rev = meta.rev;
         let me = node_id(self.idx);
         let held = self.holds.of(BUCKET);
         for (vb, chain) in (0..u16::MAX).zip(&b.map.chains) {

@@ -24,10 +24,13 @@ enum Waiting {
 
 /// What the driver needs from the control plane to carry out a command.
 pub trait Leader {
-    fn propose(&mut self, cmd: MetaCommand) -> Result<(), String>;
+    /// Applies `cmd`; the metadata revision that holds it.
+    fn propose(&mut self, cmd: MetaCommand) -> Result<u64, String>;
     fn meta(&self) -> Arc<ClusterMetadata>;
     fn health(&self, now: Duration) -> HealthSnapshot;
     fn send(&mut self, node: NodeId, msg: Msg);
+    /// Whether the operator asked to stop the rebalance (`/controller/stopRebalance`).
+    fn stop_requested(&self) -> bool;
 }
 
 pub struct RebalanceRun {
@@ -128,7 +131,8 @@ impl RebalanceRun {
             Some(Waiting::Poll(round)) => {
                 round.ask_if_due(now, &mut self.ids, |node, msg| leader.send(node, msg));
                 let Some(reports) = round.finished(now) else { return };
-                Event::Polled { reports, health: leader.health(now), stop_requested: false }
+                let (health, stop_requested) = (leader.health(now), leader.stop_requested());
+                Event::Polled { reports, health, stop_requested, failed_over: leader.meta().failed_over_nodes() }
             }
             _ => return,
         };

@@ -3,12 +3,13 @@
 //! back, the cluster recovers, and the run checks that every vBucket's copies agree and that every key's history
 //! is linearizable.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use settee_cluster::metadata::Membership;
+use settee_cluster::ClusterMetadata;
 
 use crate::clock::SimClock;
 use crate::control::Control;
@@ -152,6 +153,14 @@ pub struct Sim {
     next_fault: Duration,
     /// When each node last restarted.
     restarted_at: BTreeMap<usize, Duration>,
+    /// The metadata revision last pushed to the nodes.
+    pushed_rev: u64,
+    /// A node whose metadata arrives late (a Raft follower behind), until when, and by how much.
+    meta_lag: Option<(usize, Duration, Duration)>,
+    /// Metadata held back for a lagging node: when it arrives, to whom, what.
+    late_meta: VecDeque<(Duration, usize, Arc<ClusterMetadata>)>,
+    /// When the operator stops the rebalance in progress, and whether they run it again at once.
+    stop_at: Option<(Duration, bool)>,
     /// What happened when: faults, failovers, restarts (for reports).
     fault_log: Vec<(Duration, String)>,
 }
@@ -183,6 +192,10 @@ impl Sim {
             undo: None,
             next_fault: Duration::from_secs(2),
             restarted_at: BTreeMap::new(),
+            stop_at: None,
+            pushed_rev: 0,
+            meta_lag: None,
+            late_meta: VecDeque::new(),
             fault_log: Vec::new(),
             cfg,
         }
@@ -212,6 +225,22 @@ impl Sim {
         self.clock.advance(STEP);
         let now = self.now();
         self.deliver(now);
+        if let Some((_, again)) = self.stop_at.filter(|(at, _)| *at <= now) {
+            self.stop_at = None;
+            if self.control.stop_rebalance(again, now) {
+                self.fault(if again { "rebalance stopped and run again" } else { "rebalance stopped" });
+                if again && self.rng.chance(500) {
+                    // At the worst moment: one node applies the metadata late, so it may answer the new
+                    // rebalance's seqno polls from the state the stopped one left.
+                    let node = self.rng.below(self.nodes.len() as u64) as usize;
+                    let lag = Duration::from_millis(self.rng.between(50, 1000));
+                    let until = now + Duration::from_millis(self.rng.between(500, 3000));
+                    self.meta_lag = Some((node, until, lag));
+                    self.fault_log.push((now, format!("node {node} applies metadata {lag:?} late")));
+                    self.fault("metadata late on one node");
+                }
+            }
+        }
         if self.cfg.faults && now < self.cfg.fault_phase {
             self.nemesis(now);
         } else {
@@ -240,7 +269,18 @@ impl Sim {
             };
             self.net.send(&mut self.rng, now, env);
         }
-        if now.as_millis().is_multiple_of(100) {
+        while self.late_meta.front().is_some_and(|(at, _, _)| *at <= now) {
+            let Some((_, n, meta)) = self.late_meta.pop_front() else { break };
+            if self.nodes[n].is_up() {
+                let msg = Msg::Meta(meta);
+                let env = crate::net::Envelope { from: Endpoint::Control, to: Endpoint::Node(n), conn: None, msg };
+                self.net.send(&mut self.rng, now, env);
+            }
+        }
+        // Every change goes out as soon as it commits, as Raft appends it to the followers (so a node may apply
+        // two changes made a moment apart one at a time), and the whole state again every 100 ms.
+        if now.as_millis().is_multiple_of(100) || self.control.meta.rev != self.pushed_rev {
+            self.pushed_rev = self.control.meta.rev;
             self.push_meta(now);
         }
         if now.as_millis().is_multiple_of(5) {
@@ -316,7 +356,17 @@ impl Sim {
 
     fn push_meta(&mut self, now: Duration) {
         let meta = self.control.shared();
+        if self.meta_lag.is_some_and(|(_, until, _)| now >= until) {
+            self.meta_lag = None;
+        }
         for n in 0..self.nodes.len() {
+            if let Some((_, _, lag)) = self.meta_lag.filter(|(lagging, _, _)| *lagging == n) {
+                // In order, each change up to `lag` late: changes made a moment apart may arrive far apart.
+                let after = self.late_meta.back().map_or(now, |(at, _, _)| (*at).max(now));
+                let at = after.max(now + Duration::from_micros(self.rng.below(lag.as_micros() as u64 + 1)));
+                self.late_meta.push_back((at, n, meta.clone()));
+                continue;
+            }
             if self.nodes[n].is_up() {
                 let env = crate::net::Envelope {
                     from: Endpoint::Control,
@@ -457,6 +507,10 @@ impl Sim {
         };
         if self.control.start_rebalance(add, eject, now) {
             self.fault(what);
+            if self.rng.chance(500) {
+                let after = Duration::from_millis(self.rng.between(1, 40));
+                self.stop_at = Some((now + after, self.rng.chance(700)));
+            }
         }
         self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
     }

@@ -75,6 +75,9 @@ pub struct GracefulFailover {
     node: NodeId,
     /// The node's actives that have a replica, and that replica (the copy failover promotes).
     promoted: Vec<Copy>,
+    /// The metadata revision `promoted` comes from: a replica's seqno counts only from a node that has applied it
+    /// (before, the node may report a copy that a change it has not applied yet empties).
+    rev: u64,
     phase: Phase,
 }
 
@@ -89,7 +92,7 @@ impl GracefulFailover {
                 }
             }
         }
-        GracefulFailover { node, promoted, phase: Phase::Holding }
+        GracefulFailover { node, promoted, rev: meta.rev, phase: Phase::Holding }
     }
 
     /// The first command: hold every active of the node.
@@ -107,7 +110,7 @@ impl GracefulFailover {
                     .iter()
                     .filter(|((bucket, vb, node), seqno)| {
                         let have = match reports.get(node) {
-                            Some(Ok(report)) => report.buckets.get(bucket, *vb),
+                            Some(Ok(report)) if report.rev >= self.rev => report.buckets.get(bucket, *vb),
                             _ => None,
                         };
                         have.is_none_or(|have| have < **seqno)
@@ -211,7 +214,7 @@ mod tests {
     }
 
     fn report(pairs: &[(u16, u64)]) -> Result<SeqnoReport, String> {
-        Ok(SeqnoReport { buckets: stopped(pairs).stopped, kept: VbSeqnos::default() })
+        Ok(SeqnoReport { buckets: stopped(pairs).stopped, kept: VbSeqnos::default(), rev: 0 })
     }
 
     /// Holding the node, then waiting for its promoted replicas to reach the seqnos it stopped at, then failing it
@@ -232,6 +235,26 @@ mod tests {
         let caught_up = BTreeMap::from([(2, report(&[(0, 10)])), (3, report(&[(2, 6)]))]);
         assert_eq!(g.handle(Event::Polled(caught_up), secs(2)), vec![Command::FailOver { node: 1 }]);
         assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(2)), vec![Command::Finish(Ok(()))]);
+    }
+
+    /// A replica's seqno counts only from a node that has applied the map the failover started from: before, the
+    /// copy it reports may be one a change it has not applied yet empties (a stopped rebalance's), and promoting it
+    /// would lose what the held active had.
+    #[test]
+    fn a_replica_counts_only_from_a_node_that_applied_the_map() {
+        let mut meta = meta();
+        meta.rev = 7;
+        let mut g = GracefulFailover::new(1, &meta);
+        g.start();
+        g.handle(Event::Held(Ok(stopped(&[(0, 10), (2, 5)]))), secs(0));
+        let at = |rev: u64, pairs: &[(u16, u64)]| report(pairs).map(|r| SeqnoReport { rev, ..r });
+        let behind_the_map = BTreeMap::from([(2, at(6, &[(0, 10)])), (3, at(7, &[(2, 5)]))]);
+        assert_eq!(
+            g.handle(Event::Polled(behind_the_map), secs(1)),
+            vec![Command::Poll { nodes: vec![2, 3], pause: POLL_PAUSE }]
+        );
+        let applied = BTreeMap::from([(2, at(7, &[(0, 10)])), (3, at(8, &[(2, 5)]))]);
+        assert_eq!(g.handle(Event::Polled(applied), secs(2)), vec![Command::FailOver { node: 1 }]);
     }
 
     /// Replicas that do not catch up within GRACEFUL_CATCH_UP of the hold abandon the failover: the node is released

@@ -30,6 +30,9 @@ pub const NODE_DOWN_DURING_MOVES: Duration = Duration::from_secs(10);
 /// Pause before the next round when the last one advanced nothing.
 pub const ROUND_PAUSE: Duration = Duration::from_millis(20);
 
+/// [`InFlight::since`] of a move whose copies' proposal has not answered yet: no report counts for them.
+const PROPOSING: u64 = u64::MAX;
+
 /// Where one move is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -55,10 +58,15 @@ struct InFlight {
     deadline: Duration,
     /// The lowest seqno the watched copies reported, and when it last grew (or the phase began).
     progress: (u64, Duration),
+    /// The metadata revision from which the map (and the copies being built) place this move's copies: a node's
+    /// report counts for them only once the node has applied it. Before, the node may report a copy that a change
+    /// it has not applied yet empties (one a stopped rebalance was building), and a takeover committed on that
+    /// seqno would make an empty copy active.
+    since: u64,
 }
 
 impl InFlight {
-    fn new(mv: VbMove, wanted: u64, now: Duration) -> Self {
+    fn new(mv: VbMove, wanted: u64, since: u64, now: Duration) -> Self {
         let building: Vec<NodeId> =
             mv.new_chain.iter().flatten().filter(|n| !mv.old_chain.contains(&Some(**n))).copied().collect();
         let takeover = match (mv.old_chain.first(), mv.new_chain.first()) {
@@ -66,7 +74,7 @@ impl InFlight {
             _ => None,
         };
         let deadline = now + CATCH_UP_TIMEOUT;
-        InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline, progress: (0, now) }
+        InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline, progress: (0, now), since }
     }
 
     /// The copies this move waits for in its phase.
@@ -172,16 +180,20 @@ pub(crate) struct Moves {
     /// This round's observations.
     reports: Reports,
     health: HealthSnapshot,
+    failed_over: Vec<NodeId>,
     /// Whether this round changed anything (the next one then starts without a pause).
     advanced: bool,
     /// Moves committed since the owner last asked.
     committed: usize,
+    /// The newest metadata revision known to hold this machine's changes (the plan's, then each proposal's).
+    rev: u64,
     outcome: Option<Result<(), MoveFailure>>,
 }
 
 impl Moves {
-    /// `moves` of `bucket`, at most `limit` moves with data per node at once; `me` is the orchestrator.
-    pub(crate) fn new(bucket: &str, moves: Vec<VbMove>, limit: usize, me: NodeId) -> Self {
+    /// `moves` of `bucket`, at most `limit` moves with data per node at once; `me` is the orchestrator; `rev` is the
+    /// metadata revision the moves were planned from.
+    pub(crate) fn new(bucket: &str, moves: Vec<VbMove>, limit: usize, me: NodeId, rev: u64) -> Self {
         Moves {
             bucket: bucket.to_owned(),
             me,
@@ -192,11 +204,18 @@ impl Moves {
             stage: Stage::Polling,
             reports: Reports::new(),
             health: HealthSnapshot::new(),
+            failed_over: Vec::new(),
             // The first round starts at once.
             advanced: true,
             committed: 0,
+            rev,
             outcome: None,
         }
+    }
+
+    /// The newest metadata revision this machine's changes are known to be in.
+    pub(crate) fn rev(&self) -> u64 {
+        self.rev
     }
 
     pub(crate) fn bucket(&self) -> &str {
@@ -225,20 +244,32 @@ impl Moves {
 
     pub(crate) fn handle(&mut self, event: Event, now: Duration) -> Vec<Command> {
         match (std::mem::replace(&mut self.stage, Stage::Done), event) {
-            (Stage::Polling, Event::Polled { reports, health, stop_requested }) => {
+            (Stage::Polling, Event::Polled { reports, health, stop_requested, failed_over }) => {
                 self.reports = reports;
                 self.health = health;
+                self.failed_over = failed_over;
                 self.advanced = false;
                 self.round(stop_requested, now)
             }
-            (Stage::PollingMore, Event::Polled { reports, health, .. }) => {
+            (Stage::PollingMore, Event::Polled { reports, health, failed_over, .. }) => {
                 self.reports.extend(reports);
                 self.health = health;
+                self.failed_over = failed_over;
                 self.advance(now)
             }
             (Stage::Building { .. }, Event::Proposed(Err(e))) => self.fail(MoveFailure::Proposal(e)),
-            (Stage::Building { stopping: true }, Event::Proposed(Ok(()))) => self.stop_check(now),
-            (Stage::Building { stopping: false }, Event::Proposed(Ok(()))) => self.poll_more(now),
+            (Stage::Building { stopping: true }, Event::Proposed(Ok(rev))) => {
+                self.rev = self.rev.max(rev);
+                self.stop_check(now)
+            }
+            (Stage::Building { stopping: false }, Event::Proposed(Ok(rev))) => {
+                // The copies just proposed exist from this revision on.
+                self.rev = self.rev.max(rev);
+                for f in self.flight.iter_mut().filter(|f| f.since == PROPOSING) {
+                    f.since = self.rev;
+                }
+                self.poll_more(now)
+            }
             (Stage::Holding { node, vbs, rest }, Event::Held { node: answered, reply }) if answered == node => {
                 match reply {
                     Err(e) => self.fail(MoveFailure::Hold(e)),
@@ -338,7 +369,10 @@ impl Moves {
                 },
                 None => 0,
             };
-            let f = InFlight::new(mv, wanted, now);
+            // A move with copies to build counts reports from the revision that proposes them (set when the
+            // proposal answers); one without, from the newest revision known.
+            let f = InFlight::new(mv, wanted, self.rev, now);
+            let f = if f.building.is_empty() { f } else { InFlight { since: PROPOSING, ..f } };
             let nodes = if f.counts() { f.nodes() } else { Vec::new() };
             if nodes.iter().all(|n| load.get(n).copied().unwrap_or(0) < self.limit) {
                 for n in nodes {
@@ -363,6 +397,15 @@ impl Moves {
     fn seqno(&self, node: NodeId, vb: u16) -> Option<u64> {
         match self.reports.get(&node) {
             Some(Ok(report)) => report.buckets.get(&self.bucket, vb),
+            _ => None,
+        }
+    }
+
+    /// The seqno `node` reported this round for the copy of `f`, if the node had applied the revision that places
+    /// that copy (see [`InFlight::since`]).
+    fn copy_seqno(&self, node: NodeId, f: &InFlight) -> Option<u64> {
+        match self.reports.get(&node) {
+            Some(Ok(report)) if report.rev >= f.since => report.buckets.get(&self.bucket, f.mv.vb),
             _ => None,
         }
     }
@@ -402,8 +445,8 @@ impl Moves {
     /// The lowest seqno `f`'s watched copies reported this round, and what `f` does next.
     fn next_step(&self, f: &InFlight) -> (u64, Step) {
         let vb = f.mv.vb;
-        let at = f.watched().iter().map(|n| self.seqno(*n, vb).unwrap_or(0)).min().unwrap_or(0);
-        let reached = |node: NodeId, seqno: u64| self.seqno(node, vb).is_some_and(|h| h >= seqno);
+        let at = f.watched().iter().map(|n| self.copy_seqno(*n, f).unwrap_or(0)).min().unwrap_or(0);
+        let reached = |node: NodeId, seqno: u64| self.copy_seqno(node, f).is_some_and(|h| h >= seqno);
         let step = match f.phase {
             Phase::Building if f.building.iter().all(|n| reached(*n, f.wanted)) => match f.takeover {
                 Some((old, _)) => Step::Hold(old),
@@ -445,7 +488,7 @@ impl Moves {
         vec![Command::SetChains { bucket: self.bucket.clone(), chains }]
     }
 
-    fn committed(&mut self, ready: Vec<InFlight>, result: Result<(), String>, now: Duration) -> Vec<Command> {
+    fn committed(&mut self, ready: Vec<InFlight>, result: Result<u64, String>, now: Duration) -> Vec<Command> {
         let mut held: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
         for f in &ready {
             if let Some((old, _)) = f.takeover {
@@ -467,7 +510,8 @@ impl Moves {
                 out.extend(self.fail(MoveFailure::Proposal(e)));
                 out
             }
-            Ok(()) => {
+            Ok(rev) => {
+                self.rev = self.rev.max(rev);
                 self.committed += ready.len();
                 self.advanced = true;
                 out.extend(self.check(now));
@@ -492,6 +536,11 @@ impl Moves {
             .find(|n| *n != self.me && unseen_in(&self.health, *n) > NODE_DOWN_DURING_MOVES);
         if let Some(n) = down {
             return self.fail(MoveFailure::NodeDown(n));
+        }
+        // A node failed over under a move (automatic failover of a node that came back quickly) would keep it
+        // waiting for a copy that node no longer builds, and a commit naming it would be refused.
+        if let Some(n) = self.flight.iter().flat_map(InFlight::nodes).find(|n| self.failed_over.contains(n)) {
+            return self.fail(MoveFailure::FailedOver(n));
         }
         if let Some(why) = self.flight.iter().find_map(|f| f.overdue(now)) {
             return self.fail(MoveFailure::Overdue(why));

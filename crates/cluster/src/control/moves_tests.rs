@@ -28,25 +28,32 @@ fn seqnos(pairs: &[(u16, u64)]) -> VbSeqnos {
 
 /// A round in which each listed node reports `(vb, seqno)` pairs of bucket "b", every node is healthy, no stop.
 fn polled(nodes: &[(NodeId, &[(u16, u64)])]) -> Event {
+    polled_at(0, nodes)
+}
+
+/// [`polled`], from nodes that have applied the metadata up to `rev`.
+fn polled_at(rev: u64, nodes: &[(NodeId, &[(u16, u64)])]) -> Event {
     let reports = nodes
         .iter()
-        .map(|(n, pairs)| (*n, Ok(SeqnoReport { buckets: seqnos(pairs), kept: VbSeqnos::default() })))
+        .map(|(n, pairs)| (*n, Ok(SeqnoReport { buckets: seqnos(pairs), kept: VbSeqnos::default(), rev })))
         .collect();
-    Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false }
+    Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false, failed_over: Vec::new() }
 }
 
 fn stop(event: Event) -> Event {
     match event {
-        Event::Polled { reports, health, .. } => Event::Polled { reports, health, stop_requested: true },
+        Event::Polled { reports, health, failed_over, .. } => {
+            Event::Polled { reports, health, stop_requested: true, failed_over }
+        }
         other => other,
     }
 }
 
 fn unseen(event: Event, node: NodeId, for_: Duration) -> Event {
     match event {
-        Event::Polled { reports, mut health, stop_requested } => {
+        Event::Polled { reports, mut health, stop_requested, failed_over } => {
             health.insert(node, PeerHealth { status: NodeHealth::Unhealthy, unseen: for_ });
-            Event::Polled { reports, health, stop_requested }
+            Event::Polled { reports, health, stop_requested, failed_over }
         }
         other => other,
     }
@@ -71,7 +78,7 @@ fn held(node: NodeId, pairs: &[(u16, u64)]) -> Event {
 }
 
 fn ok() -> Event {
-    Event::Proposed(Ok(()))
+    Event::Proposed(Ok(0))
 }
 
 fn clear() -> Command {
@@ -85,7 +92,7 @@ fn release(node: NodeId, vbs: &[u16]) -> Command {
 /// vBucket 7's active moves from node 1 to node 3 (replica on 2 stays); its data reaches seqno 40 at the start.
 /// Returns the moves after the takeover hold answered that node 1 stopped at 45, at second 100.
 fn holding_takeover() -> Moves {
-    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[3, 2])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[3, 2])], 4, ME, 0);
     assert_eq!(m.start(), vec![poll(&[1], Duration::ZERO)], "the source first: what must the copy reach?");
     assert_eq!(m.handle(polled(&[(1, &[(7, 40)])]), secs(0)), vec![building(&[(7, &[3])])]);
     assert_eq!(m.handle(ok(), secs(0)), vec![poll(&[3], Duration::ZERO)], "then the new copy, in the same round");
@@ -101,7 +108,7 @@ fn holding_takeover() -> Moves {
 #[test]
 fn admission_waits_for_room_under_the_per_node_limit() {
     let moves = (0..3).map(|vb| mv(vb, &[1, 2], &[1, 3])).collect();
-    let mut m = Moves::new("b", moves, 2, ME);
+    let mut m = Moves::new("b", moves, 2, ME, 0);
     assert_eq!(m.start(), vec![poll(&[1], Duration::ZERO)]);
     let data = [(0, 10), (1, 10), (2, 10)];
     assert_eq!(m.handle(polled(&[(1, &data)]), secs(0)), vec![building(&[(0, &[3]), (1, &[3])])]);
@@ -119,7 +126,7 @@ fn admission_waits_for_room_under_the_per_node_limit() {
 #[test]
 fn empty_vbuckets_move_at_once_whatever_the_limit() {
     let moves = (0..3).map(|vb| mv(vb, &[1, 2], &[1, 3])).collect();
-    let mut m = Moves::new("b", moves, 1, ME);
+    let mut m = Moves::new("b", moves, 1, ME, 0);
     m.start();
     let out = m.handle(polled(&[(1, &[])]), secs(0));
     assert_eq!(out, vec![building(&[(0, &[3]), (1, &[3]), (2, &[3])])]);
@@ -141,7 +148,7 @@ fn a_takeover_holds_then_commits_once_the_new_active_caught_up() {
 /// A move whose active stays only adds copies: ready as soon as they caught up, committed without a hold.
 #[test]
 fn a_move_without_takeover_commits_without_a_hold() {
-    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(5, 8)])]), secs(0));
     m.handle(ok(), secs(0));
@@ -152,7 +159,7 @@ fn a_move_without_takeover_commits_without_a_hold() {
 /// "Rebalance stopped by user." and the copies being built cleared.
 #[test]
 fn a_stop_gives_up_building_moves_and_ends() {
-    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3]), mv(6, &[1, 2], &[1, 3])], 1, ME);
+    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3]), mv(6, &[1, 2], &[1, 3])], 1, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(5, 8), (6, 8)])]), secs(0));
     m.handle(ok(), secs(0));
@@ -184,11 +191,27 @@ fn a_node_unseen_past_the_limit_fails_the_moves() {
     assert_eq!(m.take_outcome(), Some(Err(MoveFailure::NodeDown(3))));
 }
 
+/// A node of a move in flight failed over during the rebalance (an automatic failover of a node that came back
+/// before the probes' limit) ends the moves at once, instead of waiting out the build stall for a copy that node
+/// no longer builds: the holds are released and the copies being built cleared.
+#[test]
+fn a_node_failed_over_under_a_move_fails_the_moves() {
+    let mut m = holding_takeover();
+    let failed_over = match polled(&[(1, &[]), (3, &[(7, 44)])]) {
+        Event::Polled { reports, health, stop_requested, .. } => {
+            Event::Polled { reports, health, stop_requested, failed_over: vec![3] }
+        }
+        other => other,
+    };
+    assert_eq!(m.handle(failed_over, secs(101)), vec![release(1, &[7]), clear()]);
+    assert_eq!(m.take_outcome(), Some(Err(MoveFailure::FailedOver(3))));
+}
+
 /// A new copy that stops advancing for BUILD_STALL_TIMEOUT fails the moves with a reason naming the vBucket and
 /// what it waited for; one that keeps advancing may take longer.
 #[test]
 fn a_copy_that_stops_advancing_fails_after_the_stall_limit() {
-    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[1, 3])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(7, 40)])]), secs(0));
     m.handle(ok(), secs(0));
@@ -214,7 +237,7 @@ fn a_takeover_past_its_time_fails_and_releases_the_hold() {
 /// Every move has an overall deadline, even one whose copy keeps moving.
 #[test]
 fn every_move_has_an_overall_deadline() {
-    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[1, 3])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(7, 1_000_000)])]), secs(0));
     m.handle(ok(), secs(0));
@@ -240,7 +263,7 @@ fn a_lost_hold_is_taken_again() {
 /// has all of it) and releases the hold.
 #[test]
 fn a_hold_without_the_stopped_seqno_fails_and_releases() {
-    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[3, 2])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[3, 2])], 4, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(7, 40)])]), secs(0));
     m.handle(ok(), secs(0));
@@ -264,21 +287,24 @@ fn a_commit_that_fails_releases_its_holds() {
 /// unknown); a destination that does not answer only waits for the next round.
 #[test]
 fn an_unanswered_source_fails_but_a_silent_destination_waits() {
-    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(5, 8)])]), secs(0));
     m.handle(ok(), secs(0));
     let silent = || {
         let reports = BTreeMap::from([(3, Err("timed out".to_owned()))]);
-        Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false }
+        Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false, failed_over: Vec::new() }
     };
     assert_eq!(m.handle(silent(), secs(0)), vec![poll(&[3], Duration::ZERO)]);
     assert_eq!(m.handle(silent(), secs(1)), vec![poll(&[3], ROUND_PAUSE)], "asked again after a pause");
 
-    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     let reports = BTreeMap::from([(1, Err("connection refused".to_owned()))]);
-    let out = m.handle(Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false }, secs(0));
+    let out = m.handle(
+        Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false, failed_over: Vec::new() },
+        secs(0),
+    );
     assert_eq!(out, vec![clear()]);
     assert_eq!(m.take_outcome(), Some(Err(MoveFailure::Unreported("connection refused".into()))));
 }
@@ -286,9 +312,30 @@ fn an_unanswered_source_fails_but_a_silent_destination_waits() {
 /// An answer to a command that is not out is a driver bug: the moves end with it named, instead of guessing.
 #[test]
 fn an_unexpected_answer_ends_the_moves() {
-    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME);
+    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     assert_eq!(m.handle(ok(), secs(0)), vec![clear()]);
     assert!(matches!(m.take_outcome(), Some(Err(MoveFailure::Protocol(_)))));
     assert!(m.handle(polled(&[]), secs(1)).is_empty(), "ended moves ignore events");
+}
+
+/// Regression (lost documents after a stopped rebalance was run again): a node that has not applied the proposal
+/// of the copy it builds may report the copy a stopped rebalance left it, which the change it has not applied yet
+/// (that rebalance giving up its copies) empties. Its seqno counts only from a report at or after the revision that
+/// proposed the copy, so no takeover holds or commits on it; once the node reports from that revision, it does.
+#[test]
+fn a_copy_counts_only_from_a_node_that_applied_its_proposal() {
+    let mut m = Moves::new("b", vec![mv(7, &[1, 2], &[3, 2])], 4, ME, 10);
+    assert_eq!(m.start(), vec![poll(&[1], Duration::ZERO)]);
+    assert_eq!(m.handle(polled_at(10, &[(1, &[(7, 40)])]), secs(0)), vec![building(&[(7, &[3])])]);
+    assert_eq!(m.handle(Event::Proposed(Ok(12)), secs(0)), vec![poll(&[3], Duration::ZERO)]);
+    // Node 3 is still at revision 11: the copy it reports at 40 is the stopped rebalance's, about to be dropped.
+    assert_eq!(m.handle(polled_at(11, &[(3, &[(7, 40)])]), secs(0)), vec![poll(&[3], Duration::ZERO)]);
+    assert_eq!(m.handle(polled_at(11, &[(3, &[(7, 40)])]), secs(1)), vec![poll(&[3], ROUND_PAUSE)]);
+    // From revision 12 on, its copy is the one being built: caught up, the takeover holds the old active.
+    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7] };
+    assert_eq!(m.handle(polled_at(12, &[(3, &[(7, 40)])]), secs(2)), vec![hold]);
+    // The new active's report must also be from that revision on before the commit.
+    assert_eq!(m.handle(held(1, &[(7, 41)]), secs(3)), vec![poll(&[1, 3], Duration::ZERO)]);
+    assert_eq!(m.handle(polled_at(13, &[(1, &[]), (3, &[(7, 41)])]), secs(3)), vec![chains(&[(7, &[3, 2])])]);
 }

@@ -64,16 +64,19 @@ pub enum Event {
         node: NodeId,
         report: Result<SeqnoReport, String>,
     },
-    Proposed(Result<(), String>),
+    /// The proposal's outcome: the metadata revision that holds the change, or why it failed.
+    Proposed(Result<u64, String>),
     Observed {
         meta: Arc<ClusterMetadata>,
         health: HealthSnapshot,
     },
-    /// One round's reports, the peers' health, and whether the operator asked to stop.
+    /// One round's reports, the peers' health, whether the operator asked to stop, and the nodes the metadata
+    /// now has failed over (a failover during the rebalance).
     Polled {
         reports: Reports,
         health: HealthSnapshot,
         stop_requested: bool,
+        failed_over: Vec<NodeId>,
     },
     Held {
         node: NodeId,
@@ -89,6 +92,8 @@ pub enum MoveFailure {
     Stopped,
     #[error("node {0} stopped answering during the rebalance; finished moves are kept")]
     NodeDown(NodeId),
+    #[error("node {0} was failed over during the rebalance; finished moves are kept")]
+    FailedOver(NodeId),
     /// A move waited too long (the reason names the vBucket and what it waited for).
     #[error("{0}; finished moves are kept")]
     Overdue(String),
@@ -201,7 +206,7 @@ impl Rebalance {
                 }
                 Err(e) => self.finish(Err(RebalanceError::DeltaUnanswered(e))),
             },
-            (Phase::Activating { left }, Event::Proposed(Ok(()))) => self.activate(left),
+            (Phase::Activating { left }, Event::Proposed(Ok(_))) => self.activate(left),
             (Phase::Observing, Event::Observed { meta, health }) => self.plan(&meta, &health),
             (Phase::Moving { mut moves, rest }, event) => {
                 let mut out = moves.handle(event, now);
@@ -210,7 +215,7 @@ impl Rebalance {
             }
             (
                 Phase::Finishing { step: FinishStep::ClearRecovery(_) | FinishStep::RemoveNode(_), left },
-                Event::Proposed(Ok(())),
+                Event::Proposed(Ok(_)),
             ) => self.finish_next(left),
             (Phase::Finishing { step: FinishStep::RemoveMember(_), left }, Event::MemberRemoved(Ok(()))) => {
                 self.finish_next(left)
@@ -266,7 +271,7 @@ impl Rebalance {
         let mut rest: VecDeque<(String, Vec<VbMove>)> = plans.into();
         match rest.pop_front() {
             Some((bucket, moves)) => {
-                let mut moves = Box::new(Moves::new(&bucket, moves, limit, self.me));
+                let mut moves = Box::new(Moves::new(&bucket, moves, limit, self.me, meta.rev));
                 out.extend(moves.start());
                 self.after_moves(moves, rest, &mut out);
             }
@@ -302,7 +307,7 @@ impl Rebalance {
                 Some(Ok(())) => match rest.pop_front() {
                     Some((bucket, next)) => {
                         let limit = moves.limit();
-                        moves = Box::new(Moves::new(&bucket, next, limit, self.me));
+                        moves = Box::new(Moves::new(&bucket, next, limit, self.me, moves.rev()));
                         out.extend(moves.start());
                     }
                     None => {

@@ -61,7 +61,7 @@ fn delta_recovery_asks_for_kept_copies_then_activates_and_plans_around_them() {
         report.kept.insert("b", *vb, 7);
     }
     assert_eq!(r.handle(Event::Reported { node: 3, report: Ok(report) }, secs(0)), vec![activate(3)]);
-    assert_eq!(r.handle(Event::Proposed(Ok(())), secs(0)), vec![Command::Observe]);
+    assert_eq!(r.handle(Event::Proposed(Ok(0)), secs(0)), vec![Command::Observe]);
     let out = r.handle(Event::Observed { meta: activated(meta, 3), health: healthy() }, secs(0));
     let Some(Command::Progress { done: 0, total }) = out.first() else { panic!("progress first: {out:?}") };
     let Some(Command::Poll { .. }) = out.get(1) else { panic!("then the first round: {out:?}") };
@@ -125,12 +125,12 @@ fn the_end_clears_recovery_then_removes_ejected_nodes() {
     meta.recovery.insert(3, Recovery::Full);
     let mut r = Rebalance::new(&meta, &[2], ME, &healthy()).unwrap();
     assert_eq!(r.start(), vec![activate(3)]);
-    assert_eq!(r.handle(Event::Proposed(Ok(())), secs(0)), vec![Command::Observe]);
+    assert_eq!(r.handle(Event::Proposed(Ok(0)), secs(0)), vec![Command::Observe]);
     let out = r.handle(Event::Observed { meta: activated(meta, 3), health: healthy() }, secs(0));
     let clear = Command::Propose(MetaCommand::SetRecovery { node: 3, recovery: None });
     assert_eq!(out, vec![Command::Progress { done: 0, total: 0 }, clear]);
-    assert_eq!(r.handle(Event::Proposed(Ok(())), secs(0)), vec![Command::Propose(MetaCommand::RemoveNode(2))]);
-    assert_eq!(r.handle(Event::Proposed(Ok(())), secs(0)), vec![Command::RemoveMember(2)]);
+    assert_eq!(r.handle(Event::Proposed(Ok(0)), secs(0)), vec![Command::Propose(MetaCommand::RemoveNode(2))]);
+    assert_eq!(r.handle(Event::Proposed(Ok(0)), secs(0)), vec![Command::RemoveMember(2)]);
     assert_eq!(r.handle(Event::MemberRemoved(Ok(())), secs(0)), vec![Command::Finish(Ok(()))]);
 }
 
@@ -152,10 +152,11 @@ fn a_stop_ends_with_the_bucket_named() {
     meta.buckets.insert("moving".into(), bucket_meta("moving", VbMap { chains: vec![vec![Some(1)]; 4] }, 0));
     let mut r = Rebalance::new(&meta, &[], ME, &healthy()).unwrap();
     r.start();
-    r.handle(Event::Proposed(Ok(())), secs(0));
+    r.handle(Event::Proposed(Ok(0)), secs(0));
     r.handle(Event::Observed { meta: activated(meta, 2), health: healthy() }, secs(0));
     let reports = Reports::from([(1, Ok(SeqnoReport::default())), (2, Ok(SeqnoReport::default()))]);
-    let out = r.handle(Event::Polled { reports, health: healthy(), stop_requested: true }, secs(1));
+    let out =
+        r.handle(Event::Polled { reports, health: healthy(), stop_requested: true, failed_over: Vec::new() }, secs(1));
     let Some(Command::Finish(Err(err))) = out.last() else { panic!("the end: {out:?}") };
     assert_eq!(err.to_string(), "moving vBuckets of moving: Rebalance stopped by user.");
     assert!(out.contains(&Command::ClearBuilding { bucket: "moving".into() }));
@@ -192,16 +193,22 @@ impl Cooperative {
     fn answer(&mut self, cmd: &Command) -> Event {
         match cmd {
             Command::Report { node } => Event::Reported { node: *node, report: Ok(SeqnoReport::default()) },
-            Command::Propose(_) => Event::Proposed(Ok(())),
+            Command::Propose(_) => Event::Proposed(Ok(0)),
             Command::SetChains { bucket, chains } => {
                 self.held.retain(|(_, b, vb)| b != bucket || !chains.contains_key(vb));
-                Event::Proposed(Ok(()))
+                Event::Proposed(Ok(0))
             }
             Command::Observe => Event::Observed { meta: self.meta.clone(), health: healthy() },
             Command::Poll { nodes, .. } => {
-                let reports =
-                    nodes.iter().map(|n| (*n, Ok(SeqnoReport { buckets: self.report(*n), kept: VbSeqnos::default() })));
-                Event::Polled { reports: reports.collect(), health: healthy(), stop_requested: false }
+                let reports = nodes
+                    .iter()
+                    .map(|n| (*n, Ok(SeqnoReport { buckets: self.report(*n), kept: VbSeqnos::default(), rev: 0 })));
+                Event::Polled {
+                    reports: reports.collect(),
+                    health: healthy(),
+                    stop_requested: false,
+                    failed_over: Vec::new(),
+                }
             }
             Command::Hold { node, bucket, vbs } => {
                 let mut stopped = VbSeqnos::default();

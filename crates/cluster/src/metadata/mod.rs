@@ -355,4 +355,9 @@ impl ClusterMetadata {
     pub fn active_nodes(&self) -> Vec<NodeId> {
         self.nodes.values().filter(|n| n.membership == Membership::Active).map(|n| n.id).collect()
     }
+
+    /// The failed-over nodes (hard, graceful or automatic failover; recovered or not yet).
+    pub fn failed_over_nodes(&self) -> Vec<NodeId> {
+        self.nodes.values().filter(|n| n.membership == Membership::InactiveFailed).map(|n| n.id).collect()
+    }
 }

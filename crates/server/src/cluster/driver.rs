@@ -258,7 +258,11 @@ impl ClusterDriver {
         tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await?.context("removing old metadata")?;
         let fresh = MetadataStore::open(&self.dir, self.me(), self.handle.addr.clone(), self.transport.clone()).await?;
         self.handle.replace_store(fresh);
-        self.reconciler.lock().await.forget_applied();
+        {
+            let mut reconciler = self.reconciler.lock().await;
+            reconciler.forget_applied();
+            self.handle.set_applied_rev(0);
+        }
         self.swapped.notify_waiters();
         self.join_via(seed).await?;
         self.reconcile(&self.metadata()).await;
@@ -366,6 +370,7 @@ impl ClusterDriver {
     async fn reconcile_with(&self, meta: &ClusterMetadata, again: bool) {
         let mut reconciler = self.reconciler.lock().await;
         reconciler.apply(self, meta, again).await;
+        self.handle.set_applied_rev(reconciler.applied_rev());
         self.node.publish_config();
     }
 

@@ -6,7 +6,7 @@
 //! The handle never calls into the node: the driver owns the node and the handle, so the node can hold the handle
 //! without an ownership (or import) loop. A request is answered once the driver has done it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -97,6 +97,8 @@ pub struct ClusterHandle {
     /// False until this node knows its metadata is current. A restarted member of a multi-node cluster holds every
     /// vBucket dead until then, so it never serves data that a failover moved elsewhere while it was down.
     current: AtomicBool,
+    /// The metadata revision the local vBucket states reflect (the reconciler's last apply), for seqno reports.
+    applied_rev: AtomicU64,
     /// True once the driver's `start` finished: a join request waits for it instead of racing the first start.
     started: watch::Sender<bool>,
     pub health: Health,
@@ -118,6 +120,7 @@ impl ClusterHandle {
             addr,
             store: RwLock::new(store),
             current: AtomicBool::new(false),
+            applied_rev: AtomicU64::new(0),
             started: watch::Sender::new(false),
             health: Health::new(clock),
             rebalance: Mutex::default(),
@@ -158,6 +161,16 @@ impl ClusterHandle {
 
     pub(super) fn set_current(&self, current: bool) {
         self.current.store(current, Ordering::Release);
+    }
+
+    /// The metadata revision this node's vBucket states reflect: every change up to it has been applied here. A
+    /// seqno report reads it before the seqnos (see `SeqnoReport::rev`).
+    pub fn applied_rev(&self) -> u64 {
+        self.applied_rev.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_applied_rev(&self, rev: u64) {
+        self.applied_rev.store(rev, Ordering::Release);
     }
 
     /// The Raft endpoints of the current store (mounted behind admin authentication by the REST layer).

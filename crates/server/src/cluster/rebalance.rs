@@ -68,7 +68,7 @@ impl ClusterDriver {
             Command::Report { node } => {
                 Event::Reported { node, report: peers.seqnos(node).await.map_err(|e| e.to_string()) }
             }
-            Command::Propose(cmd) => Event::Proposed(self.propose(cmd).await.map(drop).map_err(|e| e.to_string())),
+            Command::Propose(cmd) => Event::Proposed(self.propose(cmd).await.map(|m| m.rev).map_err(|e| e.to_string())),
             Command::Observe => {
                 let health = self.handle.health.table().snapshot(self.me(), self.now());
                 Event::Observed { meta, health }
@@ -78,7 +78,8 @@ impl ClusterDriver {
                 let reports = peers.poll(&nodes).await;
                 let health = self.handle.health.table().snapshot(self.me(), self.now());
                 let stop_requested = self.handle.rebalance.lock().stop_requested;
-                Event::Polled { reports, health, stop_requested }
+                let failed_over = self.metadata().failed_over_nodes();
+                Event::Polled { reports, health, stop_requested, failed_over }
             }
             Command::Hold { node, bucket, vbs } => {
                 let request = HoldRequest { hold: true, scope: HoldScope::Some { bucket, vbs } };
@@ -117,7 +118,7 @@ impl ClusterDriver {
         &self,
         bucket: &str,
         chains: std::collections::BTreeMap<u16, Vec<Option<NodeId>>>,
-    ) -> Result<(), String> {
+    ) -> Result<u64, String> {
         let meta = self.metadata();
         let mut map =
             meta.buckets.get(bucket).context("the bucket was deleted").map_err(|e| e.to_string())?.map.clone();
@@ -126,6 +127,6 @@ impl ClusterDriver {
                 *slot = chain;
             }
         }
-        self.propose(MetaCommand::SetMap { bucket: bucket.into(), map }).await.map(drop).map_err(|e| e.to_string())
+        self.propose(MetaCommand::SetMap { bucket: bucket.into(), map }).await.map(|m| m.rev).map_err(|e| e.to_string())
     }
 }

@@ -218,6 +218,11 @@ impl Reconciler {
         });
     }
 
+    /// The newest revision applied (0 after [`Reconciler::forget_applied`]).
+    pub(super) fn applied_rev(&self) -> u64 {
+        self.applied_rev
+    }
+
     /// Forgets what was applied: the node joined another cluster, whose revisions start again.
     pub(super) fn forget_applied(&mut self) {
         self.applied_rev = 0;

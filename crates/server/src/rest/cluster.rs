@@ -277,12 +277,14 @@ pub(crate) async fn replica_seqnos(
     require_admin(&caller)?;
     wait_for_warmup(&state).await;
     use settee_engine::VbState;
+    // Read before the seqnos: the states they are read from are at least this new.
+    let rev = state.node.cluster().map_or(0, |c| c.applied_rev());
     let (buckets, kept) = seqnos(&state, |_, _, st, high| match st {
         VbState::Active | VbState::Replica => Some(Section::Copies),
         VbState::Dead if high > 0 => Some(Section::Kept),
         _ => None,
     });
-    Ok(Json(SeqnoReport { buckets, kept }))
+    Ok(Json(SeqnoReport { buckets, kept, rev }))
 }
 
 /// How long a seqno report waits for the node's buckets to finish their warmup (callers give up after 10 s).
