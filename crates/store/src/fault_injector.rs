@@ -3,8 +3,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The file-system seam of [`crate::FjallStore`]: fjall does its own I/O, so faults are injected at the store
-/// boundary instead, consulted before every write (batch, vBucket state, purge, compaction) and every sync. An
-/// injected failure is handled exactly like a real one: the call fails and the store is poisoned.
+/// boundary instead, consulted before every write (batch, vBucket state, purge, compaction), every sync and every
+/// document read (a key's record, a range of the seqno index). An injected failure is handled exactly like a real
+/// one: a write or sync fails and poisons the store; a read fails with an I/O error and poisons nothing.
 ///
 /// Shared as an `Arc` between the test (or an operator hook) and the store; all switches are atomics, so it can be
 /// flipped while writers run. A store opened without one never fails on purpose.
@@ -12,6 +13,7 @@ use std::time::Duration;
 pub struct FaultInjector {
     fail_next_write: AtomicBool,
     fail_next_sync: AtomicBool,
+    fail_next_read: AtomicBool,
     disk_full: AtomicBool,
     /// Milliseconds every sync sleeps before it runs (a slow disk); 0 for none.
     sync_delay_ms: AtomicU64,
@@ -32,6 +34,11 @@ impl FaultInjector {
         self.fail_next_sync.store(true, Ordering::SeqCst);
     }
 
+    /// The next document read (a key's record, or a scan of the seqno index) fails with an I/O error, once.
+    pub fn fail_next_read(&self) {
+        self.fail_next_read.store(true, Ordering::SeqCst);
+    }
+
     /// While set, every write and sync fails with "no space left on device" (ENOSPC), as on a full disk.
     pub fn set_disk_full(&self, full: bool) {
         self.disk_full.store(full, Ordering::SeqCst);
@@ -44,6 +51,13 @@ impl FaultInjector {
 
     pub(crate) fn before_write(&self) -> io::Result<()> {
         self.check(&self.fail_next_write)
+    }
+
+    pub(crate) fn before_read(&self) -> io::Result<()> {
+        if self.fail_next_read.swap(false, Ordering::SeqCst) {
+            return Err(io::Error::other("input/output error (injected read)"));
+        }
+        Ok(())
     }
 
     pub(crate) fn before_sync(&self) -> io::Result<()> {
@@ -86,5 +100,9 @@ mod tests {
         assert!(f.before_write().is_ok());
         f.set_sync_delay(Duration::from_millis(1));
         assert!(f.before_sync().is_ok(), "a slow sync still succeeds");
+        f.fail_next_read();
+        assert!(f.before_write().is_ok() && f.before_sync().is_ok(), "a read fault fails only a read");
+        assert!(f.before_read().is_err());
+        assert!(f.before_read().is_ok());
     }
 }

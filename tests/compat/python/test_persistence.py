@@ -9,6 +9,7 @@ import signal
 import struct
 import threading
 import time
+import zlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -290,3 +291,73 @@ def test_a_restarted_replica_resumes_its_streams(tmp_path):
     finally:
         for n in nodes:
             n.stop()
+
+
+DCP_OPEN, DCP_STREAM_REQ, DCP_STREAM_END, DCP_SNAPSHOT, DCP_MUTATION = 0x50, 0x53, 0x55, 0x56, 0x57
+
+
+def vbucket_of(key: str) -> int:
+    return ((zlib.crc32(key.encode()) >> 16) & 0x7FFF) % 1024
+
+
+def dcp_frame(sock) -> tuple[int, int, bytes, bytes, bytes]:
+    """The next frame the producer sends: (opcode, status, extras, key, value)."""
+    head = kv_raw._read(sock, 24)
+    opcode, key_len, extras_len = head[1], struct.unpack(">H", head[2:4])[0], head[4]
+    status = struct.unpack(">H", head[6:8])[0] if head[0] == 0x81 else 0
+    body = kv_raw._read(sock, struct.unpack(">I", head[8:12])[0])
+    return opcode, status, body[:extras_len], body[extras_len:extras_len + key_len], body[extras_len + key_len:]
+
+
+def stream_once(node: SetteeServer, vb: int, start: int, end: int, uuid: int) -> tuple[dict[str, int], int, bool]:
+    """One DCP stream of `vb` from `start` (a resume from the last seqno received, as a consumer does): the keys
+    received with their seqnos, the last seqno received, and whether the producer ended the stream early."""
+    with kv_raw.session(node, "default") as sock:
+        sock.settimeout(30)
+        status, _, _ = kv_raw.call(sock, DCP_OPEN, b"disk-read-fault", extras=struct.pack(">II", 0, 1))
+        assert status == 0, hex(status)
+        extras = struct.pack(">IIQQQQQ", 0, 0, start, end, uuid, start, start)
+        status, _, _ = kv_raw.call(sock, DCP_STREAM_REQ, vb=vb, extras=extras)
+        assert status == 0, f"stream request answered {status:#x}"
+        received, last = {}, start
+        while last < end:
+            opcode, _, extras, key, _ = dcp_frame(sock)
+            if opcode == DCP_MUTATION:
+                last = struct.unpack(">Q", extras[:8])[0]
+                received[key.decode()] = last
+            elif opcode == DCP_STREAM_END:
+                return received, last, True
+        return received, last, False
+
+
+def test_a_dcp_stream_ends_when_a_disk_read_fails_and_a_resume_misses_nothing(tmp_path):
+    """Regression: a DCP stream that could not read an ejected value from disk (an I/O error) skipped that document
+    and went on, so the replica or backup it fed silently lacked it. The stream now ends ("backfill failed"); the
+    consumer asks again from the last seqno it has and gets every document, the one that failed included."""
+    server = start_on(tmp_path, ram_mb=16, extra=["--testing-fault-injection"])
+    try:
+        keys = [k for k in (f"cold-{i}" for i in range(200_000)) if vbucket_of(k) == 7][:250]
+        cluster = connect(server)
+        coll = cluster.bucket("default").default_collection()
+        value = bytes(100 * 1024)
+        for i in range(0, len(keys), 25):
+            result = coll.upsert_multi({k: value for k in keys[i:i + 25]}, transcoder=RawBinaryTranscoder())
+            assert result.all_ok, result.exceptions
+        cluster.close()
+        wait_until(lambda: all_persisted(server), 60, "the flusher to write every document")
+        with kv_raw.session(server, "default") as sock:
+            seqnos = kv_raw.stats(sock, b"vbucket-seqno")
+            wait_until(lambda: int(kv_raw.stats(sock)["ep_num_value_ejects"]) > 50, 60, "values to be ejected")
+        high, uuid = int(seqnos["vb_7:high_seqno"]), int(seqnos["vb_7:uuid"])
+        assert high == len(keys)
+        status, body = rest(server, "POST", "/settee/testing/faults", {"bucket": "default", "failNextRead": "true"})
+        assert status == 200, body
+        received, last, ended = stream_once(server, 7, 0, high, uuid)
+        assert ended and last < high, f"the stream went on past the failed read ({len(received)} of {len(keys)})"
+        rest_of, last, ended = stream_once(server, 7, last, high, uuid)
+        assert not ended and last == high
+        received.update(rest_of)
+        missing = sorted(set(keys) - set(received))
+        assert missing == [], f"{len(missing)} documents never streamed: {missing[:5]}"
+    finally:
+        server.stop()

@@ -311,19 +311,17 @@ impl Producer {
                     self.ready.remove(&vb);
                     continue;
                 }
-                Ok(DcpRead::Snapshot(s)) => {
-                    let items = s.items.into_iter().filter_map(|i| self.item(vb, i)).collect();
+                Ok(DcpRead::Snapshot(s)) => self.items(vb, s.items).map(|items| {
                     let snapshot = if s.from_memory {
                         Snapshot::memory(s.start, s.end, items)
                     } else {
                         Snapshot::disk(s.start, s.end, items)
                     };
-                    Ok((snapshot, s.end))
-                }
-                Ok(DcpRead::FromDisk { up_to, prepares }) => {
-                    let (items, end) = self.disk_items(vb, position, up_to, prepares, limit);
-                    Ok((Snapshot::disk(position + 1, end, items), end))
-                }
+                    (snapshot, s.end)
+                }),
+                Ok(DcpRead::FromDisk { up_to, prepares }) => self
+                    .disk_items(vb, position, up_to, prepares, limit)
+                    .map(|(items, end)| (Snapshot::disk(position + 1, end, items), end)),
                 Err(e) => Err(e),
             };
             match read {
@@ -381,7 +379,9 @@ impl Producer {
 
     /// Items on disk only, between `after` and `up_to`, read from the store's seqno index, with the pending
     /// prepares of that range (memory only) merged in by seqno; at most about `limit_bytes` of them (at least one).
-    /// Returns them and the seqno they reach: `up_to`, or just below the first record left for the next read.
+    /// Returns them and the seqno they reach: `up_to`, or just below the first record left for the next read. A
+    /// read that fails ends the stream (the consumer asks again from where it is) rather than skipping the range:
+    /// a stream that went on past it would leave its replica without those changes.
     fn disk_items(
         &self,
         vb: VbId,
@@ -389,46 +389,60 @@ impl Producer {
         up_to: u64,
         prepares: Vec<DcpChange>,
         limit_bytes: usize,
-    ) -> (Vec<DcpItem>, u64) {
-        let Some(p) = &self.bucket.persistence else { return (Vec::new(), up_to) };
+    ) -> Result<(Vec<DcpItem>, u64), EngineError> {
+        let Some(p) = &self.bucket.persistence else { return Ok((Vec::new(), up_to)) };
         let read = tokio::task::block_in_place(|| {
             crate::persistence::disk_changes(&*p.store, vb, after, up_to, prepares, limit_bytes)
         });
-        let (changes, end) = read.unwrap_or_else(|e| {
+        let (changes, end) = read.map_err(|e| {
             tracing::error!(vb = vb.0, error = %e, "dcp backfill from disk failed");
-            (Vec::new(), up_to)
-        });
-        (changes.into_iter().filter_map(|c| self.item(vb, c)).collect(), end)
+            EngineError::TempFail
+        })?;
+        Ok((self.items(vb, changes)?, end))
+    }
+
+    /// [`Self::item`] of each change, in order.
+    fn items(&self, vb: VbId, changes: Vec<DcpChange>) -> Result<Vec<DcpItem>, EngineError> {
+        let mut items = Vec::with_capacity(changes.len());
+        for change in changes {
+            items.extend(self.item(vb, change)?);
+        }
+        Ok(items)
     }
 
     /// The DCP form of an engine change, shaped for this connection: keys without their collection prefix and only
     /// the default collection unless collections were negotiated; xattrs only if DCP_OPEN asked for them; values
     /// the item pager ejected read back from the store. Without sync writes, prepares and aborts are left out and
-    /// a commit goes out as the mutation it installed.
-    fn item(&self, vb: VbId, change: DcpChange) -> Option<DcpItem> {
+    /// a commit goes out as the mutation it installed. None: not sent on this connection (or superseded: an
+    /// ejected value whose key the store holds at a newer seqno, sent later at that seqno). An ejected value the
+    /// store cannot read fails: the stream ends rather than go on without that change.
+    fn item(&self, vb: VbId, change: DcpChange) -> Result<Option<DcpItem>, EngineError> {
         let DcpChange { item: mut i, kind } = change;
         let sync_writes = self.conn.settings().sync_writes;
         match kind {
-            ChangeKind::Prepare(_) | ChangeKind::Abort { .. } if !sync_writes => return None,
+            ChangeKind::Prepare(_) | ChangeKind::Abort { .. } if !sync_writes => return Ok(None),
             ChangeKind::Abort { prepared_seqno } => {
-                let key = self.wire_key(i.key)?;
-                return Some(DcpItem::Abort { key, prepared_seqno, abort_seqno: i.seqno });
+                let Some(key) = self.wire_key(i.key) else { return Ok(None) };
+                return Ok(Some(DcpItem::Abort { key, prepared_seqno, abort_seqno: i.seqno }));
             }
             ChangeKind::Commit { prepared_seqno } if sync_writes => {
-                let key = self.wire_key(i.key)?;
-                return Some(DcpItem::Commit { key, prepared_seqno, commit_seqno: i.seqno });
+                let Some(key) = self.wire_key(i.key) else { return Ok(None) };
+                return Ok(Some(DcpItem::Commit { key, prepared_seqno, commit_seqno: i.seqno }));
             }
             _ => {}
         }
         if i.value_missing {
-            let p = self.bucket.persistence.as_ref()?;
-            let found = tokio::task::block_in_place(|| p.store.get(vb, &i.key)).ok().flatten()?;
-            if found.meta.seqno != i.seqno {
-                return None;
+            let Some(p) = self.bucket.persistence.as_ref() else { return Ok(None) };
+            let found = tokio::task::block_in_place(|| p.store.get(vb, &i.key)).map_err(|e| {
+                tracing::error!(vb = vb.0, error = %e, "dcp stream cannot read an ejected value from disk");
+                EngineError::TempFail
+            })?;
+            match found {
+                Some(found) if found.meta.seqno == i.seqno => i.value = found.value,
+                _ => return Ok(None),
             }
-            i.value = found.value;
         }
-        let key = self.wire_key(i.key)?;
+        let Some(key) = self.wire_key(i.key) else { return Ok(None) };
         let mut datatype = Datatype(i.datatype);
         if !self.include_xattrs && datatype.has_xattr() {
             if let Ok((_, body)) = settee_doc::split_value(&i.value, true) {
@@ -439,9 +453,9 @@ impl Producer {
         let value = Bytes::from(i.value);
         if let ChangeKind::Prepare(level) = kind {
             let (cas, seqno, rev, flags, expiry, deleted) = (i.cas, i.seqno, i.rev, i.flags, i.expiry, i.deleted);
-            return Some(DcpItem::Prepare { key, value, cas, seqno, rev, flags, expiry, datatype, level, deleted });
+            return Ok(Some(DcpItem::Prepare { key, value, cas, seqno, rev, flags, expiry, datatype, level, deleted }));
         }
-        Some(if i.deleted {
+        Ok(Some(if i.deleted {
             DcpItem::Deletion { key, value, cas: i.cas, seqno: i.seqno, rev: i.rev, delete_time: i.expiry, datatype }
         } else {
             DcpItem::Mutation {
@@ -454,7 +468,7 @@ impl Producer {
                 expiry: i.expiry,
                 datatype,
             }
-        })
+        }))
     }
 
     /// A stored key as this connection sends it: with its collection prefix when collections were negotiated,

@@ -18,7 +18,8 @@ use super::RestState;
 const SYNC_DELAY_MS_MAX: u64 = 600_000;
 
 /// Form fields: `bucket` (required), `syncDelayMs` (every fsync first blocks this long; 0 for none),
-/// `diskFull` (`true`/`false`), `failNextWrite` / `failNextSync` (`true`: the next one fails, once).
+/// `diskFull` (`true`/`false`), `failNextWrite` / `failNextSync` / `failNextRead` (`true`: the next one fails, once;
+/// a read is a document read from disk: a background fetch, a DCP backfill, an ejected value a stream sends).
 pub(crate) async fn set_faults(
     State(state): State<RestState>,
     caller: Caller,
@@ -50,6 +51,9 @@ pub(crate) async fn set_faults(
     }
     if form.get_bool("failNextSync")? == Some(true) {
         faults.fail_next_sync();
+    }
+    if form.get_bool("failNextRead")? == Some(true) {
+        faults.fail_next_read();
     }
     tracing::warn!(bucket = %name, form = %String::from_utf8_lossy(&body), "disk faults injected for a test");
     Ok(StatusCode::OK)

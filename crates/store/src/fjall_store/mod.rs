@@ -241,6 +241,12 @@ impl FjallStore {
         result.map_err(|e| self.poison(op, e))
     }
 
+    /// Consults the fault injector before a document read; an injected fault is an I/O error (nothing poisoned).
+    fn before_read(&self) -> Result<(), StoreError> {
+        let Some(faults) = &self.faults else { return Ok(()) };
+        faults.before_read().map_err(|e| StoreError::Io(e.to_string()))
+    }
+
     /// Maps a fjall error on a read path: a checksum or format failure inside fjall is corruption; fjall's own
     /// poison is ours too; anything else is an I/O error that does not poison (nothing was written).
     fn read_failed(&self, vb: VbId, e: fjall::Error) -> StoreError {

@@ -94,6 +94,32 @@ fn failed_sync_poisons() {
     assert_eq!(s.sync(), Err(StoreError::Poisoned));
 }
 
+/// A failed document read (a key's record, a scan of the seqno index) is an I/O error for that call only: nothing
+/// is poisoned and the next read finds the data.
+#[test]
+fn failed_read_fails_once_and_poisons_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(FaultInjector::new());
+    let s =
+        FjallStore::open_with(dir.path(), FjallConfig { faults: Some(faults.clone()), ..Default::default() }).unwrap();
+    let vb = VbId(3);
+    s.write_batch(vb, &[record(b"a", b"1", 1, false), record(b"b", b"2", 2, false)]).unwrap();
+    faults.fail_next_read();
+    assert!(matches!(s.get(vb, b"a"), Err(StoreError::Io(_))));
+    assert_eq!(s.get(vb, b"a").unwrap().unwrap().value, b"1");
+    faults.fail_next_read();
+    assert!(matches!(s.scan_seqnos_while(vb, 1, 2, &mut |_| true), Err(StoreError::Io(_))));
+    let mut seen = Vec::new();
+    s.scan_seqnos_while(vb, 1, 2, &mut |r| {
+        seen.push(r.meta.seqno);
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, vec![1, 2]);
+    assert!(!s.is_poisoned());
+    s.write_batch(vb, &[record(b"c", b"3", 3, false)]).unwrap();
+}
+
 /// A second store cannot open a directory that is already open (fjall's lock), so two writers never share it.
 #[test]
 fn second_open_of_the_same_directory_fails() {

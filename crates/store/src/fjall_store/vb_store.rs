@@ -169,6 +169,7 @@ impl VbStore for FjallStore {
 
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<Record>, StoreError> {
         self.usable(vb)?;
+        self.before_read()?;
         // One snapshot for both lookups, so a concurrent write superseding this version in between cannot make
         // the key index point at a seqno entry that is already gone.
         let snapshot = self.db.snapshot();
@@ -195,6 +196,7 @@ impl VbStore for FjallStore {
         f: &mut dyn FnMut(Record) -> bool,
     ) -> Result<(), StoreError> {
         self.usable(vb)?;
+        self.before_read()?;
         if from > to {
             return Ok(());
         }
