@@ -82,6 +82,8 @@ pub struct Bucket {
     quota_bytes: AtomicU64,
     /// `config.replicas`, readable under a vBucket lock (the config lock comes before vBucket locks).
     replicas: AtomicU8,
+    /// `config.kind`, which never changes: read on every write's quota check, under a vBucket lock.
+    kind: BucketKind,
     /// Set when a write to disk or an fsync failed: writes get TMPFAIL until the node restarts, because no write
     /// may be acknowledged as durable again.
     pub(crate) store_failed: AtomicBool,
@@ -112,6 +114,7 @@ impl Bucket {
         Bucket {
             quota_bytes: AtomicU64::new(config.ram_quota_bytes),
             replicas: AtomicU8::new(config.replicas),
+            kind: config.kind,
             config: RwLock::new(config),
             vbuckets,
             manifest: RwLock::new(Arc::new(Manifest::default())),
@@ -153,7 +156,7 @@ impl Bucket {
 
     /// Couchbase buckets persist; ephemeral buckets live in memory only.
     pub fn is_persistent(&self) -> bool {
-        self.config.read().kind == BucketKind::Couchbase
+        self.kind == BucketKind::Couchbase
     }
     pub fn is_warming_up(&self) -> bool {
         self.warming_up.load(Ordering::Acquire)
@@ -360,7 +363,7 @@ impl Bucket {
             return Err(EngineError::TempFail);
         }
         if self.mem_used() + growth as u64 > self.quota_bytes() {
-            let kind = self.config.read().kind;
+            let kind = self.kind;
             BucketStats::bump(&self.stats.tmp_oom_errors);
             if kind != BucketKind::Ephemeral {
                 self.pager_need.fetch_max(growth as u64, Ordering::AcqRel);

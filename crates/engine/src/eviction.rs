@@ -12,6 +12,7 @@ use crate::bucket::{Bucket, EvictionPolicy};
 use crate::error::EngineError;
 use crate::item::DocKey;
 use crate::persistence::ItemSnapshot;
+use crate::table::Item;
 use crate::vbucket::{VbInner, VbState};
 
 /// Couchbase's defaults for the fractions of the quota at which the pager starts (high) and stops (low) ejecting.
@@ -74,18 +75,8 @@ impl Bucket {
         needs_value: bool,
     ) -> Result<(), EngineError> {
         let expired = match inner.table.get_mut(key.encoded()) {
-            Some(item) if !item.resident() && needs_value => return Err(EngineError::NeedFetch),
-            Some(item) => {
-                // Written only when it changes: most reads then leave the item's cache line clean.
-                if !item.referenced() {
-                    item.set_referenced(true);
-                }
-                !item.deleted() && crate::expiry::is_expired(item.expiry(), now)
-            }
-            None if inner.ejected_items > 0 && !inner.known_absent.remove(key.encoded()) => {
-                return Err(EngineError::NeedFetch)
-            }
-            None => false,
+            Some(item) => access(item, needs_value, now)? == Access::Expired,
+            None => return absent(inner, key),
         };
         // Only an expired item pays a second lookup (to become a tombstone); the common path does one.
         if expired {
@@ -217,6 +208,38 @@ impl Bucket {
         let live = (inner.live_items + inner.ejected_items) as u64;
         (live, inner.table.iter().filter(|i| !i.deleted() && i.resident()).count() as u64)
     }
+}
+
+/// What an access finds in an item present in memory ([`access`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Live, or a tombstone: usable as it is.
+    Usable,
+    /// Live but past its expiry: the caller turns it into a tombstone ([`Bucket::expire_lazily`]).
+    Expired,
+}
+
+/// [`Bucket::prepare_key`]'s rules for an item present in memory: with `needs_value`, an ejected value must be
+/// fetched first (NEED_FETCH); the access marks the item referenced (the pager's second chance) and tells whether
+/// it expired.
+pub(crate) fn access(item: &mut Item, needs_value: bool, now: u32) -> Result<Access, EngineError> {
+    if !item.resident() && needs_value {
+        return Err(EngineError::NeedFetch);
+    }
+    // Written only when it changes: most reads then leave the item's cache line clean.
+    if !item.referenced() {
+        item.set_referenced(true);
+    }
+    Ok(if !item.deleted() && crate::expiry::is_expired(item.expiry(), now) { Access::Expired } else { Access::Usable })
+}
+
+/// [`Bucket::prepare_key`]'s rule for a key not in memory: under full eviction (items ejected) it may be on disk,
+/// so it must be fetched first (NEED_FETCH) unless a fetch just found it absent there.
+pub(crate) fn absent(inner: &mut VbInner, key: &DocKey<'_>) -> Result<(), EngineError> {
+    if inner.ejected_items > 0 && !inner.known_absent.remove(key.encoded()) {
+        return Err(EngineError::NeedFetch);
+    }
+    Ok(())
 }
 
 const KNOWN_ABSENT_MAX: usize = 4096;

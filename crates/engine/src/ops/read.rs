@@ -5,6 +5,7 @@ use settee_types::{limits, CollectionId, Datatype, VbId, LOCKED_CAS};
 use super::MutationResult;
 use crate::bucket::Bucket;
 use crate::error::EngineError;
+use crate::eviction::{absent, access, Access};
 use crate::expiry::{absolute_expiry, cap_expiry};
 use crate::item::{DocKey, ItemView};
 use crate::stats::BucketStats;
@@ -29,13 +30,21 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_get);
         let (now_ns, now) = self.now();
         let r = self.with_active(vb, |inner| {
-            self.prepare_key(inner, key, now_ns, now, true)?;
-            match inner.table.get(key.encoded()) {
-                Some(item) if !item.deleted() => {
-                    let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas() };
-                    Ok(f(ItemView::of(item, cas)))
-                }
-                _ => Err(EngineError::NotFound),
+            // One lookup: `prepare_key`'s rules applied to the item the reply is read from (only an expired item
+            // pays a second lookup, to become a tombstone).
+            match inner.table.get_mut(key.encoded()) {
+                Some(item) => match access(item, true, now)? {
+                    Access::Usable if item.deleted() => Err(EngineError::NotFound),
+                    Access::Usable => {
+                        let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas() };
+                        Ok(f(ItemView::of(item, cas)))
+                    }
+                    Access::Expired => {
+                        self.expire_lazily(inner, key, now_ns, now);
+                        Err(EngineError::NotFound)
+                    }
+                },
+                None => absent(inner, key).and(Err(EngineError::NotFound)),
             }
         });
         BucketStats::bump(if r.is_ok() { &self.stats.get_hits } else { &self.stats.get_misses });

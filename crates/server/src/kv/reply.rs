@@ -44,6 +44,12 @@ pub fn mutation(out: &mut Vec<u8>, req: &Request<'_>, session: &Session, m: &Mut
 /// A document body reply (GET family): the JSON bit only for clients that negotiated JSON, Snappy when negotiated
 /// and worthwhile.
 #[allow(clippy::too_many_arguments)]
+/// Whether [`document`] would Snappy-compress a reply body of `len` bytes for this session (it then keeps the
+/// compressed form only if it saves an eighth).
+pub fn may_compress(session: &Session, len: usize) -> bool {
+    len >= SNAPPY_REPLY_BYTES_MIN && session.has(Feature::Snappy)
+}
+
 pub fn document(
     out: &mut Vec<u8>,
     req: &Request<'_>,
@@ -58,7 +64,7 @@ pub fn document(
     if datatype.is_json() && session.has(Feature::Json) {
         dt = dt.with(Datatype::JSON);
     }
-    if body.len() >= SNAPPY_REPLY_BYTES_MIN && session.has(Feature::Snappy) {
+    if may_compress(session, body.len()) {
         let mut enc = snap::raw::Encoder::new();
         if let Ok(compressed) = enc.compress_vec(body) {
             if compressed.len() < body.len() - body.len() / 8 {

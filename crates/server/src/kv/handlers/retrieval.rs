@@ -1,8 +1,9 @@
 //! Hot path: GET, GET_REPLICA, TOUCH, GAT, GET_LOCKED, UNLOCK, GET_META, GET_RANDOM_KEY.
 
 use crate::kv::pending::Out;
+use settee_engine::ItemView;
 use settee_mcbp::{encode_leb128, Opcode, Request};
-use settee_types::{Status, VbId};
+use settee_types::{Datatype, Status, VbId};
 
 use super::request::be_u32;
 use super::{doc_key, expect_layout, selected_bucket};
@@ -19,21 +20,45 @@ fn need_read(s: &Session, cid: u32) -> Result<(), KvError> {
     }
 }
 
+/// A document reply left to encode after the vBucket lock: one the reply would Snappy-compress.
+struct Deferred {
+    cas: u64,
+    flags: u32,
+    body: Vec<u8>,
+    datatype: Datatype,
+}
+
+/// Encodes the reply to a read of `item` while its vBucket lock is held, unless the reply would be compressed:
+/// compressing costs far more than copying the body out, and every other request on the vBucket waits for the
+/// lock, so such a body is copied and encoded by [`finish_document`] after the lock.
+fn encode_document(out: &mut Vec<u8>, req: &Request<'_>, s: &Session, item: ItemView<'_>) -> Option<Deferred> {
+    let (body, datatype) = item.body();
+    if reply::may_compress(s, body.len()) {
+        return Some(Deferred { cas: item.cas, flags: item.flags, body: body.to_vec(), datatype });
+    }
+    reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, datatype);
+    None
+}
+
+fn finish_document(out: &mut Vec<u8>, req: &Request<'_>, s: &Session, deferred: Option<Deferred>) {
+    if let Some(d) = deferred {
+        reply::document(out, req, s, d.cas, &d.flags.to_be_bytes(), &[], &d.body, d.datatype);
+    }
+}
+
 /// GET, and GET_REPLICA (served only by a replica vBucket; NOT_MY_VBUCKET elsewhere, as Couchbase answers).
 pub fn get(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvResult {
     expect_layout(req, &[0], true, Some(false))?;
     let key = doc_key(s, req.key)?;
     need_read(s, key.cid())?;
     let b = selected_bucket(s)?;
-    let reply = |item: settee_engine::ItemView<'_>| {
-        let (body, dt) = item.body();
-        reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
-    };
-    if op == Opcode::GetReplica {
-        b.get_replica(VbId(req.vbucket), &key, reply)?;
+    let reply = |item: ItemView<'_>| encode_document(out, req, s, item);
+    let deferred = if op == Opcode::GetReplica {
+        b.get_replica(VbId(req.vbucket), &key, reply)?
     } else {
-        b.get(VbId(req.vbucket), &key, reply)?;
-    }
+        b.get(VbId(req.vbucket), &key, reply)?
+    };
+    finish_document(out, req, s, deferred);
     Ok(())
 }
 
@@ -48,13 +73,15 @@ pub fn touch(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
     let expiry = be_u32(req.extras);
     let is_gat = op == Opcode::Gat;
     let mut body_reply = Vec::new();
-    let (m, ()) = b.touch(VbId(req.vbucket), &key, expiry, |item| {
+    let (m, deferred) = b.touch(VbId(req.vbucket), &key, expiry, |item| {
         if is_gat {
-            let (body, dt) = item.body();
-            reply::document(&mut body_reply, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
+            encode_document(&mut body_reply, req, s, item)
+        } else {
+            None
         }
     })?;
     if is_gat {
+        finish_document(&mut body_reply, req, s, deferred);
         out.extend_from_slice(&body_reply);
     } else {
         reply::mutation(out, req, s, &m);
@@ -67,10 +94,9 @@ pub fn get_locked(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     let key = doc_key(s, req.key)?;
     need_read(s, key.cid())?;
     let b = selected_bucket(s)?;
-    b.get_locked(VbId(req.vbucket), &key, be_u32(req.extras), |item| {
-        let (body, dt) = item.body();
-        reply::document(out, req, s, item.cas, &item.flags.to_be_bytes(), &[], body, dt);
-    })?;
+    let deferred =
+        b.get_locked(VbId(req.vbucket), &key, be_u32(req.extras), |item| encode_document(out, req, s, item))?;
+    finish_document(out, req, s, deferred);
     Ok(())
 }
 
