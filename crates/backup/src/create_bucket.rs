@@ -42,6 +42,11 @@ pub(crate) async fn create(rest: &Rest, bucket: &str, config_path: &Path) -> Res
     if let Some(p) = saved["evictionPolicy"].as_str() {
         form.push(("evictionPolicy", p.to_string()));
     }
+    // A restore resolves each document against what the bucket holds by the bucket's own rule: the recreated
+    // bucket keeps the backed-up one's.
+    if let Some(mode) = saved["conflictResolutionType"].as_str().filter(|m| *m == "lww") {
+        form.push(("conflictResolutionType", mode.to_string()));
+    }
     if let Some(level) = saved["durabilityMinLevel"].as_str().filter(|l| *l != "none") {
         form.push(("durabilityMinLevel", level.to_string()));
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use settee_types::{limits, Clock, CollectionId, DurabilityLevel, VbId};
 
+use crate::conflict::ConflictMode;
 use crate::error::EngineError;
 use crate::expiry::is_expired;
 use crate::manifest::{Manifest, ManifestError, ResolveError};
@@ -69,6 +70,8 @@ pub struct BucketConfig {
     pub max_ttl: u32,
     pub flush_enabled: bool,
     pub durability_min_level: Option<DurabilityLevel>,
+    /// How SET/DEL_WITH_META resolve conflicts (`conflictResolutionType`), fixed at creation.
+    pub conflict_resolution: ConflictMode,
 }
 
 pub struct Bucket {
@@ -84,6 +87,8 @@ pub struct Bucket {
     replicas: AtomicU8,
     /// `config.kind`, which never changes: read on every write's quota check, under a vBucket lock.
     kind: BucketKind,
+    /// `config.conflict_resolution`, which never changes either.
+    conflict_resolution: ConflictMode,
     /// Set when a write to disk or an fsync failed: writes get TMPFAIL until the node restarts, because no write
     /// may be acknowledged as durable again.
     pub(crate) store_failed: AtomicBool,
@@ -115,6 +120,7 @@ impl Bucket {
             quota_bytes: AtomicU64::new(config.ram_quota_bytes),
             replicas: AtomicU8::new(config.replicas),
             kind: config.kind,
+            conflict_resolution: config.conflict_resolution,
             config: RwLock::new(config),
             vbuckets,
             manifest: RwLock::new(Arc::new(Manifest::default())),
@@ -155,6 +161,11 @@ impl Bucket {
     }
 
     /// Couchbase buckets persist; ephemeral buckets live in memory only.
+    /// How writes carrying their own metadata resolve conflicts here.
+    pub fn conflict_resolution(&self) -> ConflictMode {
+        self.conflict_resolution
+    }
+
     pub fn is_persistent(&self) -> bool {
         self.kind == BucketKind::Couchbase
     }
@@ -186,14 +197,15 @@ impl Bucket {
     pub fn name(&self) -> String {
         self.config.read().name.clone()
     }
-    /// Applies an edit; the name, uuid and kind of a bucket never change.
+    /// Applies an edit; the name, uuid, kind and conflict resolution of a bucket never change.
     pub fn update_config(&self, f: impl FnOnce(&mut BucketConfig)) {
         let mut c = self.config.write();
-        let (name, uuid, kind) = (c.name.clone(), c.uuid.clone(), c.kind);
+        let (name, uuid, kind, conflict) = (c.name.clone(), c.uuid.clone(), c.kind, c.conflict_resolution);
         f(&mut c);
         c.name = name;
         c.uuid = uuid;
         c.kind = kind;
+        c.conflict_resolution = conflict;
         self.quota_bytes.store(c.ram_quota_bytes, Ordering::Relaxed);
         self.replicas.store(c.replicas, Ordering::Relaxed);
     }

@@ -22,6 +22,7 @@ fn persistent(quota: u64, eviction: EvictionPolicy) -> Bucket {
         max_ttl: 0,
         flush_enabled: false,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     };
     Bucket::new(config, Arc::new(ManualClock::new(1_700_000_000)))
 }

@@ -26,6 +26,7 @@ fn bucket(kind: BucketKind, replicas: u8) -> Bucket {
         max_ttl: 0,
         flush_enabled: true,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     };
     Bucket::new(config, Arc::new(ManualClock::new(1_700_000_000)))
 }

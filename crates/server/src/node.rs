@@ -204,6 +204,7 @@ impl Node {
             max_ttl: 0,
             flush_enabled: false,
             durability_min_level: None,
+            conflict_resolution: Default::default(),
         })
     }
 

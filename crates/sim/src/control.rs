@@ -99,6 +99,7 @@ impl Control {
             max_ttl: 0,
             flush_enabled: false,
             durability_min_level: None,
+            conflict_resolution: Default::default(),
         };
         must(&mut meta, MetaCommand::CreateBucket(spec));
         let shared = Arc::new(meta.clone());

@@ -161,6 +161,7 @@ impl SimNode {
             max_ttl: 0,
             flush_enabled: false,
             durability_min_level: None,
+            conflict_resolution: Default::default(),
         };
         let bucket = Bucket::new(config, clock);
         // The engine makes every vBucket active; the server's reconcile, which runs as the bucket is created,

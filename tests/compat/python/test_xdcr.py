@@ -214,6 +214,88 @@ def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
         b.stop()
 
 
+def pause(node: SetteeServer, rid: str, paused: bool) -> None:
+    status, body = rest(node, "POST", settings_path(rid), {"pauseRequested": "true" if paused else "false"})
+    assert status == 200, body
+    wanted = "paused" if paused else "running"
+    wait_until(lambda: task(node, rid)["status"] == wanted, timeout_seconds=20, what=f"{rid} {wanted}")
+
+
+def test_lww_buckets_converge_on_the_last_write_and_a_mismatched_target_is_refused(tmp_path):
+    """Issue 19 item 3: `conflictResolutionType=lww` (in every edition) is taken at bucket creation, shown, and
+    refused on an edit, as ns_server does; SET_WITH_META resolves by CAS first in such a bucket, so bidirectional
+    replication converges on the last write (by the hybrid-logical-clock CAS) where a `seqno` bucket keeps the
+    version with more revisions; a replication between buckets that resolve differently is refused with goxdcr's
+    words."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        for node in (a, b):
+            status, body = rest(node, "POST", "/pools/default/buckets",
+                                {"name": "lww", "bucketType": "couchbase", "ramQuota": 128, "replicaNumber": 0,
+                                 "conflictResolutionType": "lww"})
+            assert status == 202, body
+            wait_until(lambda: rest(node, "GET", "/pools/default/buckets/lww")[0] == 200, 20, "bucket lww")
+            assert rest(node, "GET", "/pools/default/buckets/lww")[1]["conflictResolutionType"] == "lww"
+        assert rest(a, "GET", "/pools/default/buckets/default")[1]["conflictResolutionType"] == "seqno"
+        status, body = rest(a, "POST", "/pools/default/buckets/lww", {"conflictResolutionType": "seqno"})
+        assert status == 400 and "not allowed in update" in body["errors"]["conflictResolutionType"], body
+        status, body = rest(a, "POST", "/pools/default/buckets",
+                            {"name": "custom", "ramQuota": 100, "conflictResolutionType": "custom"})
+        assert status == 400 and "conflictResolutionType" in body["errors"], body
+
+        rid = replicate(a, b, "to-b")  # default (seqno) to default: allowed
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "lww",
+                             "replicationType": "continuous"})
+        assert status == 400 and "different ConflictResolutionType" in str(body), body
+        status, _ = rest(a, "DELETE", "/controller/cancelXDCR/" + urllib.parse.quote(rid, safe=""))
+        assert status == 200
+
+        def lww_replication(src, dst, name):
+            status, body = rest(src, "POST", "/controller/createReplication",
+                                {"fromBucket": "lww", "toCluster": name, "toBucket": "lww",
+                                 "replicationType": "continuous"})
+            assert status == 200, body
+            return body["id"]
+        a_to_b = lww_replication(a, b, "to-b")
+        assert rest(b, "POST", "/pools/default/remoteClusters",
+                    {"name": "to-a", "hostname": a.mgmt_addr, "username": USERNAME, "password": PASSWORD})[0] == 200
+        b_to_a = lww_replication(b, a, "to-a")
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("lww").default_collection(), cb.bucket("lww").default_collection()
+        keys = [f"k-{i}" for i in range(20)]
+        for k in keys:
+            ka.upsert(k, {"first": True})
+        caught_up(a, a_to_b, written_at_least=len(keys))
+        # With both directions paused, side a updates every key three times (more revisions), then side b once,
+        # later: by revision a's version would win; by last write, b's.
+        pause(a, a_to_b, True)
+        pause(b, b_to_a, True)
+        for k in keys:
+            for n in range(3):
+                ka.upsert(k, {"side": "a", "n": n})
+        time.sleep(0.05)
+        for k in keys:
+            kb.upsert(k, {"side": "b"})
+        pause(a, a_to_b, False)
+        pause(b, b_to_a, False)
+
+        def converged():
+            caught_up(a, a_to_b)
+            caught_up(b, b_to_a)
+            return snapshot(ka, keys) == snapshot(kb, keys)
+        wait_until(converged, timeout_seconds=60, what="both sides to hold the same documents and CAS")
+        assert all(ka.get(k).content_as[dict] == {"side": "b"} for k in keys), "the last write wins, not revisions"
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
     src = start(tmp_path / "src")
     dst = start(tmp_path / "dst")

@@ -34,6 +34,7 @@ pub(crate) fn bucket_meta(name: &str, map: VbMap, replicas: u8) -> BucketMeta {
         max_ttl: 0,
         flush_enabled: false,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     };
     BucketMeta {
         spec,

@@ -31,6 +31,7 @@ fn spec(name: &str, replicas: u8) -> BucketSpec {
         max_ttl: 0,
         flush_enabled: false,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     }
 }
 

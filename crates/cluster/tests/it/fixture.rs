@@ -120,6 +120,7 @@ pub fn bucket(name: &str) -> BucketSpec {
         max_ttl: 0,
         flush_enabled: false,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     }
 }
 

@@ -25,6 +25,7 @@ fn bucket_with(quota: u64) -> (Bucket, Arc<ManualClock>) {
         max_ttl: 0,
         flush_enabled: true,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     };
     (Bucket::new(config, clock.clone()), clock)
 }

@@ -144,6 +144,7 @@ mod tests {
             max_ttl: 0,
             flush_enabled: true,
             durability_min_level: None,
+            conflict_resolution: Default::default(),
         };
         Bucket::new(config, Arc::new(ManualClock::new(NOW)))
     }

@@ -388,6 +388,7 @@ mod tests {
             max_ttl: 0,
             flush_enabled: false,
             durability_min_level: None,
+            conflict_resolution: Default::default(),
         };
         BucketMeta {
             spec,

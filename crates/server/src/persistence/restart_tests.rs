@@ -29,6 +29,7 @@ pub(crate) fn bucket(replicas: u8) -> Arc<Bucket> {
         max_ttl: 0,
         flush_enabled: false,
         durability_min_level: None,
+        conflict_resolution: Default::default(),
     };
     Arc::new(Bucket::new(config, Arc::new(ManualClock::new(1_700_000_000))))
 }

@@ -2,14 +2,15 @@
 //!
 //! Fields are validated all at once and refused as ns_server refuses them: 400 with `{"errors":{field: message}}`
 //! (both SDKs read every value as a string; "Bucket with given name already exists" maps to BucketExists).
-//! Fields settee accepts without acting on them: compressionMode, conflictResolutionType, storageBackend,
-//! replicaIndex, numVBuckets (always 1024) and the history-retention settings.
+//! `conflictResolutionType` (`seqno` or `lww`) is taken at creation only. Fields settee accepts without acting on
+//! them: compressionMode, storageBackend, replicaIndex, numVBuckets (always 1024) and the history-retention
+//! settings.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use settee_engine::{BucketConfig, BucketKind, EvictionPolicy};
+use settee_engine::{BucketConfig, BucketKind, ConflictMode, EvictionPolicy};
 use settee_types::DurabilityLevel;
 
 use super::auth::Caller;
@@ -35,6 +36,8 @@ struct SettingsForm {
     max_ttl: Option<u32>,
     flush_enabled: Option<bool>,
     durability: Option<Option<DurabilityLevel>>,
+    /// Only at creation (an edit that sends it is refused, as by ns_server).
+    conflict_resolution: Option<ConflictMode>,
 }
 
 /// `POST /pools/default/buckets`: 202 with an empty body, as ns_server (gocb checks for exactly 202).
@@ -62,7 +65,8 @@ pub(crate) async fn create(
             BucketKind::Couchbase
         }
     };
-    let settings = parse_settings(&form, kind, &mut errors);
+    let mut settings = parse_settings(&form, kind, &mut errors);
+    settings.conflict_resolution = parse_conflict_resolution(&form, &mut errors);
     if settings.ram_quota_mb.is_none() && !errors.contains_key("ramQuota") {
         errors.insert("ramQuota".into(), json!("RAM quota must be specified"));
     }
@@ -80,6 +84,7 @@ pub(crate) async fn create(
         max_ttl: settings.max_ttl.unwrap_or(0),
         flush_enabled: settings.flush_enabled.unwrap_or(false),
         durability_min_level: settings.durability.flatten(),
+        conflict_resolution: settings.conflict_resolution.unwrap_or_default(),
     };
     match state.node.propose_create_bucket(config).await {
         Ok(()) => {
@@ -116,6 +121,9 @@ pub(crate) async fn edit(
         errors.insert("bucketType".into(), json!("Cannot change bucket type."));
     }
     let settings = parse_settings(&form, kind, &mut errors);
+    if form.get("conflictResolutionType").is_some() {
+        errors.insert("conflictResolutionType".into(), json!("Conflict resolution type not allowed in update bucket"));
+    }
     if !errors.is_empty() {
         return Err(validation_failed(&state, errors, settings.ram_quota_mb));
     }
@@ -259,6 +267,25 @@ pub(crate) async fn compact(
 }
 
 /// Parses every settings field `form` carries, recording a message per invalid field in `errors`.
+/// `conflictResolutionType` of a new bucket: `seqno` (the default) or `lww`, both in every edition; `custom`
+/// (Couchbase's developer preview) is refused.
+fn parse_conflict_resolution(form: &Form, errors: &mut Map<String, Value>) -> Option<ConflictMode> {
+    match form.get("conflictResolutionType")? {
+        "seqno" => Some(ConflictMode::RevisionSeqno),
+        "lww" => Some(ConflictMode::LastWriteWins),
+        "custom" => {
+            let why = "Conflict resolution type 'custom' is not supported by settee; use 'seqno' or 'lww'";
+            errors.insert("conflictResolutionType".into(), json!(why));
+            None
+        }
+        _ => {
+            let why = "Conflict resolution type must be 'seqno' or 'lww' or 'custom'";
+            errors.insert("conflictResolutionType".into(), json!(why));
+            None
+        }
+    }
+}
+
 fn parse_settings(form: &Form, kind: BucketKind, errors: &mut Map<String, Value>) -> SettingsForm {
     let mut out = SettingsForm::default();
     let mut fail = |field: &str, message: &str| {
@@ -324,7 +351,6 @@ fn parse_settings(form: &Form, kind: BucketKind, errors: &mut Map<String, Value>
     }
     for (field, allowed) in [
         ("compressionMode", &["off", "passive", "active"][..]),
-        ("conflictResolutionType", &["seqno", "lww", "custom"][..]),
         ("storageBackend", &["couchstore", "magma"][..]),
         ("replicaIndex", &["0", "1"][..]),
     ] {

@@ -135,9 +135,13 @@ pub(crate) async fn create_replication(
         return Err(RestError::field("filterExpression", "filter expressions are not supported yet"));
     }
     let node = &state.node;
-    if node.bucket(&from).is_none() {
+    let Some(source) = node.bucket(&from) else {
         return Err(RestError::field("fromBucket", format!("Bucket `{from}` does not exist")));
-    }
+    };
+    let conflict_resolution = match source.conflict_resolution() {
+        settee_engine::ConflictMode::RevisionSeqno => "seqno",
+        settee_engine::ConflictMode::LastWriteWins => "lww",
+    };
     let remote = node
         .xdcr
         .model(node)
@@ -147,7 +151,7 @@ pub(crate) async fn create_replication(
     let settings =
         ReplSettings::default().edited(|k| form.get(k).map(str::to_owned)).map_err(|(f, e)| RestError::field(&f, e))?;
     // The remote call may take seconds: the model is read again after it, so a change made meanwhile is kept.
-    check_target_bucket(&remote, &to_bucket).await?;
+    check_target_bucket(&remote, &to_bucket, conflict_resolution).await?;
     let mut model = node.xdcr.model(node);
     if model.remote(&to_cluster).is_none_or(|r| r.uuid != remote.uuid) {
         return Err(RestError::field("toCluster", format!("remote cluster `{to_cluster}` changed meanwhile")));
@@ -169,7 +173,9 @@ pub(crate) async fn create_replication(
     Ok(Json(json!({ "id": id })))
 }
 
-async fn check_target_bucket(remote: &RemoteCluster, bucket: &str) -> Result<(), RestError> {
+/// The target bucket exists on the remote and resolves conflicts as the source does (`conflict_resolution`): two
+/// buckets that resolve differently would not converge (goxdcr refuses such a replication with the same words).
+async fn check_target_bucket(remote: &RemoteCluster, bucket: &str, conflict_resolution: &str) -> Result<(), RestError> {
     let path = format!("/pools/default/buckets/{bucket}");
     let creds = Some((remote.username.as_str(), remote.password.as_str()));
     let body = settee_cluster::peer::Body::Empty;
@@ -178,7 +184,16 @@ async fn check_target_bucket(remote: &RemoteCluster, bucket: &str) -> Result<(),
         .await
         .map_err(|e| RestError::field("toCluster", format!("cannot reach the remote cluster: {e}")))?;
     match reply.status {
-        200 => Ok(()),
+        200 => {
+            let target: Value = serde_json::from_str(&reply.body).unwrap_or_default();
+            // A target that does not say (not settee, not Couchbase) resolves by revision, Couchbase's default.
+            let theirs = target["conflictResolutionType"].as_str().unwrap_or("seqno");
+            if theirs != conflict_resolution {
+                let why = "Replication between buckets with different ConflictResolutionType setting is not allowed";
+                return Err(RestError::field("_", why));
+            }
+            Ok(())
+        }
         404 => Err(RestError::field("toBucket", format!("Bucket `{bucket}` does not exist on the remote cluster"))),
         s => Err(RestError::field("toBucket", format!("the remote cluster answered HTTP {s} for bucket `{bucket}`"))),
     }

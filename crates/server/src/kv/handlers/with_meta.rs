@@ -6,7 +6,7 @@
 //! as Couchbase 4.6+ ignores it). A nonzero header CAS must match the document's.
 //! Needs the bucket's meta-write privilege (`data.meta!write`), which data_writer does not carry.
 
-use settee_engine::{ConflictMode, DocKey, MetaWrite, MetaWriteKind};
+use settee_engine::{DocKey, MetaWrite, MetaWriteKind};
 use settee_mcbp::{Opcode, Request, RequestFrameInfos, WithMetaExtras};
 use settee_types::{Datatype, Status, VbId};
 
@@ -60,7 +60,7 @@ pub fn write(s: &Session, req: &Request<'_>, out: &mut Out, op: Opcode) -> KvRes
             rev: e.rev,
             cas: e.cas,
             expect_cas: req.cas,
-            mode: ConflictMode::RevisionSeqno,
+            mode: b.conflict_resolution(),
             skip_conflict_resolution: options & WithMetaExtras::SKIP_CONFLICT_RESOLUTION != 0,
             regenerate_cas: options & WithMetaExtras::REGENERATE_CAS != 0,
         },
