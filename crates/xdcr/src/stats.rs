@@ -14,6 +14,9 @@ pub struct Stats {
     pub errors: u64,
     /// Writes routed again after NOT_MY_VBUCKET or a node down.
     pub rerouted: u64,
+    /// Changes not sent because the replication's filter left them out (`docs_filtered`; counted by the driver,
+    /// which filters before the core sees a change).
+    pub docs_filtered: u64,
     /// Checkpoints saved (`num_checkpoints`).
     pub checkpoints: u64,
     /// The last error status a target returned, if any.

@@ -296,6 +296,59 @@ def test_lww_buckets_converge_on_the_last_write_and_a_mismatched_target_is_refus
         b.stop()
 
 
+def test_filters_replicate_only_the_documents_and_deletions_they_accept(tmp_path):
+    """Issue 19 item 4: `filterExpression` (SQL++ over the document and META(), checked when set: a bad one is
+    refused naming the field) replicates only what it accepts, counted in `docsFiltered`; `filterDeletion` keeps
+    deletions on the source; `filterBinary` leaves out documents that are not JSON; the settings read back."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        status, body = rest(a, "POST", "/pools/default/remoteClusters",
+                            {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD})
+        assert status == 200, body
+        form = {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default", "replicationType": "continuous"}
+        for bad in ["country = ", "NOW_MILLIS() > 0"]:
+            status, body = rest(a, "POST", "/controller/createReplication", form | {"filterExpression": bad})
+            assert status == 400 and "filterExpression" in body["errors"], body
+        expression = 'country = "FR" OR REGEXP_CONTAINS(META().id, "^keep")'
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            form | {"filterExpression": expression, "filterDeletion": "true", "filterBinary": "true"})
+        assert status == 200, body
+        rid = body["id"]
+        status, settings = rest(a, "GET", settings_path(rid))
+        assert status == 200 and settings["filterExpression"] == expression, settings
+        assert settings["filterDeletion"] is True and settings["filterBinary"] is True, settings
+
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        for i in range(30):
+            ka.upsert(f"user-{i}", {"country": "FR" if i % 3 == 0 else "US", "i": i})
+        ka.upsert("keep-json", {"country": "US"})
+        ka.upsert("keep-binary", b"\x00\x01", UpsertOptions(transcoder=RawBinaryTranscoder()))
+        t = caught_up(a, rid, written_at_least=11)
+        wanted = {f"user-{i}" for i in range(0, 30, 3)} | {"keep-json"}
+        everything = {f"user-{i}" for i in range(30)} | {"keep-json", "keep-binary"}
+        present = {k for k, v in snapshot(kb, sorted(everything)).items() if v is not None}
+        assert present == wanted, sorted(present ^ wanted)
+        wait_until(lambda: task(a, rid)["docsFiltered"] >= 21, timeout_seconds=10, what="the filtered count")
+        assert task(a, rid)["docsFiltered"] == 21, t  # 20 US users and the binary document
+
+        # filterDeletion: a deletion stays on the source; an update still replicates.
+        ka.remove("user-0")
+        ka.upsert("user-3", {"country": "FR", "i": 3, "again": True})
+        wait_until(lambda: kb.get("user-3").content_as[dict].get("again"), timeout_seconds=30,
+                   what="the update to replicate")
+        caught_up(a, rid)
+        assert kb.exists("user-0").exists, "the deletion was filtered"
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_source_killed_resumes_from_its_last_checkpoint_not_from_zero(tmp_path):
     src = start(tmp_path / "src")
     dst = start(tmp_path / "dst")

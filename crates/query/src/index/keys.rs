@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 use super::{IndexDef, IndexKeyDef};
-use crate::ast::ArrayIndexKind;
+use crate::ast::{ArrayIndexKind, Expr};
 use crate::datastore::{BucketInfo, CreateIndexRequest, Datastore, DocMeta, Keyspace, KeyspaceName};
 use crate::exec::{eval, Cx, Row, RowMeta};
 use crate::functions::FnContext;
@@ -87,24 +87,19 @@ impl KeyPlan {
 
     /// The entries of one document (empty when it does not qualify).
     pub fn entries(&self, doc_id: &Arc<str>, doc: &Value, meta: &DocMeta) -> Result<Vec<Vec<Value>>, QueryError> {
-        let named = HashMap::new();
-        let state = AtomicU8::new(0);
-        let zero = || 0i64;
-        let random = || 0u64;
-        let fnctx = FnContext { now_nanos: 0, clock: &zero, random: &random };
-        let cx = Cx::new(&NoDatastore, &named, &[], fnctx, &state);
-        let mut row = Row::new(1);
-        let m = RowMeta { id: doc_id.clone(), meta: meta.clone(), keyspace: self.keyspace.clone() };
-        row.set_doc(0, doc.clone(), Some(Arc::new(m)));
+        on_document(doc_id, doc, meta, &self.keyspace, |row, cx| self.entries_of(row, cx))
+    }
+
+    fn entries_of(&self, row: &mut Row, cx: &Cx<'_>) -> Result<Vec<Vec<Value>>, QueryError> {
         if let Some(cond) = &self.condition {
-            if !eval(cond, &mut row, &cx)?.truth() {
+            if !eval(cond, row, cx)?.truth() {
                 return Ok(Vec::new());
             }
         }
         let mut scalars = Vec::with_capacity(self.keys.len());
         let mut array: Option<(usize, Vec<Value>)> = None;
         for (i, (e, kind)) in self.keys.iter().enumerate() {
-            let v = eval(e, &mut row, &cx)?;
+            let v = eval(e, row, cx)?;
             match kind {
                 None => scalars.push(v),
                 Some(kind) => {
@@ -134,6 +129,72 @@ impl KeyPlan {
                 .collect(),
         };
         Ok(out.into_iter().filter(|k| self.include_missing || !leading_missing(k)).collect())
+    }
+}
+
+/// Runs `f` with one document (and its `META()`) as the only term in scope, as index expressions and document
+/// filters see it: no other keyspace, no named or positional parameters, a clock fixed at zero (only deterministic
+/// functions are compiled for them).
+fn on_document<R>(
+    doc_id: &Arc<str>,
+    doc: &Value,
+    meta: &DocMeta,
+    keyspace: &Arc<str>,
+    f: impl FnOnce(&mut Row, &Cx<'_>) -> Result<R, QueryError>,
+) -> Result<R, QueryError> {
+    let named = HashMap::new();
+    let state = AtomicU8::new(0);
+    let zero = || 0i64;
+    let random = || 0u64;
+    let fnctx = FnContext { now_nanos: 0, clock: &zero, random: &random };
+    let cx = Cx::new(&NoDatastore, &named, &[], fnctx, &state);
+    let mut row = Row::new(1);
+    let m = RowMeta { id: doc_id.clone(), meta: meta.clone(), keyspace: keyspace.clone() };
+    row.set_doc(0, doc.clone(), Some(Arc::new(m)));
+    f(&mut row, &cx)
+}
+
+/// The term name a document filter binds its document to: not one a filter's author writes, so every bare name
+/// is a field of the document.
+const FILTER_TERM: &str = "__settee_filtered_doc";
+
+/// A condition on one document (XDCR's `filterExpression`): SQL++ over the document's fields (bare names) and
+/// `META()` (`META().id`, `META().expiration` ...), compiled once; a document passes when it is true.
+pub struct DocFilter {
+    condition: CExpr,
+    keyspace: Arc<str>,
+}
+
+impl DocFilter {
+    /// Compiles `text`; a syntax error, an unknown function or one that is not deterministic (a filter must give
+    /// the same answer for the same document on every node and every run) is refused.
+    pub fn compile(text: &str) -> Result<DocFilter, QueryError> {
+        let parsed = crate::parse_expression(text)?;
+        let mut refused = None;
+        crate::plan::visit(&parsed, &mut |e| match e {
+            Expr::Subquery(_) => refused = Some("a filter expression cannot hold a subquery".to_owned()),
+            // META() reads the document's own metadata: the same for the same document.
+            Expr::Call(call)
+                if !call.name.eq_ignore_ascii_case("meta")
+                    && crate::functions::lookup(&call.name).is_some_and(|f| !f.deterministic) =>
+            {
+                refused = Some(format!("a filter expression may not call {}: its result changes", call.name));
+            }
+            _ => {}
+        });
+        if let Some(why) = refused {
+            return Err(QueryError::semantics(why));
+        }
+        let mut c = Compiler::new(&NoDatastore, QueryContext::default());
+        c.scopes.push_block();
+        c.scopes.bind(FILTER_TERM, VarKind::Term { is_keyspace: true });
+        let condition = c.expr(&parsed)?;
+        Ok(DocFilter { condition, keyspace: Arc::from(FILTER_TERM) })
+    }
+
+    /// Whether the document passes (the condition is true; false, NULL and MISSING do not pass).
+    pub fn matches(&self, doc_id: &Arc<str>, doc: &Value, meta: &DocMeta) -> Result<bool, QueryError> {
+        on_document(doc_id, doc, meta, &self.keyspace, |row, cx| Ok(eval(&self.condition, row, cx)?.truth()))
     }
 }
 
@@ -227,5 +288,24 @@ mod tests {
         let d = def(&[("tags", Some(ArrayIndexKind::All))], None, false);
         assert_eq!(entries(&d, r#"{"tags":["b","a","b"]}"#), [r#"["b"]"#, r#"["a"]"#, r#"["b"]"#]);
         assert!(entries(&d, r#"{"tags":[]}"#).is_empty());
+    }
+
+    /// XDCR's filter expressions: bare names are the document's fields, META() its metadata; only a true condition
+    /// passes (false, NULL and MISSING do not); a binary document (MISSING body) can still be filtered on its key.
+    #[test]
+    fn a_document_filter_passes_what_its_condition_accepts() {
+        let meta = DocMeta { cas: 7, expiration: 0, flags: 0, is_json: true };
+        let doc = |json: &str| Value::from_json(json.as_bytes()).unwrap();
+        let id: Arc<str> = Arc::from("user::42");
+        let f = DocFilter::compile(r#"country = "FR" AND META().id LIKE "user::%""#).unwrap();
+        assert!(f.matches(&id, &doc(r#"{"country":"FR"}"#), &meta).unwrap());
+        assert!(!f.matches(&id, &doc(r#"{"country":"US"}"#), &meta).unwrap());
+        assert!(!f.matches(&id, &doc(r#"{}"#), &meta).unwrap(), "MISSING does not pass");
+        assert!(!f.matches(&Arc::from("order::1"), &doc(r#"{"country":"FR"}"#), &meta).unwrap());
+        let by_key = DocFilter::compile(r#"REGEXP_CONTAINS(META().id, "^user")"#).unwrap();
+        assert!(by_key.matches(&id, &Value::Missing, &meta).unwrap(), "a binary document is filtered by its key");
+        for refused in ["country = ", "NOW_MILLIS() > 0", "(SELECT 1) IS NOT NULL", "NO_SUCH_FUNCTION(1)"] {
+            assert!(DocFilter::compile(refused).is_err(), "{refused}");
+        }
     }
 }

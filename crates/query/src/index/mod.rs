@@ -9,7 +9,7 @@ mod keys;
 mod mem_index;
 mod snapshot;
 
-pub use keys::{key_display, KeyPlan};
+pub use keys::{key_display, DocFilter, KeyPlan};
 pub use mem_index::{Change, MemIndex};
 pub use snapshot::{SnapshotError, SnapshotReader, SnapshotWriter, VbPoint};
 

@@ -23,6 +23,7 @@ mod spans;
 
 use std::sync::Arc;
 
+pub(crate) use compile_expr::visit;
 pub use compile_expr::{visit_children, Compiler};
 pub use keyspace::{parse_query_context, resolve_keyspace, QueryContext, ResolvedPath};
 

@@ -323,6 +323,8 @@ fn xdcr_families(f: &mut Families, node: &Node) {
         f.gauge("xdcr_changes_left_total", help, labels(), st.changes_left as f64);
         f.counter("xdcr_docs_received_from_dcp", "Changes read from the source", labels(), s.changes_read as f64);
         f.counter("xdcr_docs_written", "Documents the target accepted", labels(), s.docs_written as f64);
+        let help = "Changes the replication's filters left out";
+        f.counter("xdcr_docs_filtered", help, labels(), s.docs_filtered as f64);
         let help = "Documents the target refused by conflict resolution (it held the same or a newer version)";
         f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr as f64);
         f.counter("xdcr_num_checkpoints", "vBucket checkpoints saved", labels(), s.checkpoints as f64);

@@ -131,9 +131,6 @@ pub(crate) async fn create_replication(
             return Err(RestError::field("replicationType", "only continuous replications are supported"));
         }
     }
-    if field("filterExpression").is_some() {
-        return Err(RestError::field("filterExpression", "filter expressions are not supported yet"));
-    }
     let node = &state.node;
     let Some(source) = node.bucket(&from) else {
         return Err(RestError::field("fromBucket", format!("Bucket `{from}` does not exist")));

@@ -45,11 +45,28 @@ pub struct ReplSettings {
     pub worker_batch_size: u64,
     /// `pauseRequested`.
     pub pause_requested: bool,
+    /// `filterExpression`: only documents it accepts are replicated (SQL++ over the document and `META()`); empty
+    /// for none. Checked when set; a change restarts the replication from its checkpoints (no re-stream).
+    pub filter_expression: String,
+    /// `filterDeletion`: deletions are not replicated.
+    pub filter_deletion: bool,
+    /// `filterExpiration`: deletions by expiry are not replicated.
+    pub filter_expiration: bool,
+    /// `filterBinary`: documents that are not JSON are not replicated.
+    pub filter_binary: bool,
 }
 
 impl Default for ReplSettings {
     fn default() -> ReplSettings {
-        ReplSettings { checkpoint_interval: 600, worker_batch_size: 500, pause_requested: false }
+        ReplSettings {
+            checkpoint_interval: 600,
+            worker_batch_size: 500,
+            pause_requested: false,
+            filter_expression: String::new(),
+            filter_deletion: false,
+            filter_expiration: false,
+            filter_binary: false,
+        }
     }
 }
 
@@ -70,12 +87,31 @@ impl ReplSettings {
         if let Some(v) = number("workerBatchSize", 1, 10_000)? {
             next.worker_batch_size = v;
         }
-        if let Some(text) = get("pauseRequested") {
-            next.pause_requested = match text.trim() {
-                "true" => true,
-                "false" => false,
-                _ => return Err(("pauseRequested".into(), crate::rest::form::BOOL_EXPECTED.into())),
-            };
+        let flag = |field: &str| -> Result<Option<bool>, (String, String)> {
+            match get(field).as_deref().map(str::trim) {
+                None => Ok(None),
+                Some("true") => Ok(Some(true)),
+                Some("false") => Ok(Some(false)),
+                Some(_) => Err((field.to_owned(), crate::rest::form::BOOL_EXPECTED.into())),
+            }
+        };
+        for (field, slot) in [
+            ("pauseRequested", &mut next.pause_requested),
+            ("filterDeletion", &mut next.filter_deletion),
+            ("filterExpiration", &mut next.filter_expiration),
+            ("filterBinary", &mut next.filter_binary),
+        ] {
+            if let Some(v) = flag(field)? {
+                *slot = v;
+            }
+        }
+        if let Some(text) = get("filterExpression") {
+            let text = text.trim();
+            if !text.is_empty() {
+                settee_query::index::DocFilter::compile(text)
+                    .map_err(|e| ("filterExpression".to_owned(), format!("Invalid filter expression: {e}")))?;
+            }
+            next.filter_expression = text.to_owned();
         }
         Ok(next)
     }
@@ -86,7 +122,10 @@ impl ReplSettings {
             "workerBatchSize": self.worker_batch_size,
             "pauseRequested": self.pause_requested,
             "compressionType": "None",
-            "filterExpression": "",
+            "filterExpression": self.filter_expression,
+            "filterDeletion": self.filter_deletion,
+            "filterExpiration": self.filter_expiration,
+            "filterBinary": self.filter_binary,
             "type": "xmem",
             "replicationType": "continuous",
             "collectionsExplicitMapping": false,
@@ -170,6 +209,13 @@ mod tests {
         let e = s.edited(get(&[("checkpointInterval", "0")])).unwrap_err();
         assert_eq!(e.0, "checkpointInterval");
         assert_eq!(s.edited(get(&[("pauseRequested", "yes")])).unwrap_err().0, "pauseRequested");
+        let filtered = s.edited(get(&[("filterExpression", " country = 'FR' "), ("filterDeletion", "true")])).unwrap();
+        assert_eq!(filtered.filter_expression, "country = 'FR'");
+        assert!(filtered.filter_deletion && !filtered.filter_expiration && !filtered.filter_binary);
+        assert_eq!(s.edited(get(&[("filterExpression", "country =")])).unwrap_err().0, "filterExpression");
+        assert_eq!(s.edited(get(&[("filterBinary", "1")])).unwrap_err().0, "filterBinary");
+        let cleared = filtered.edited(get(&[("filterExpression", "")])).unwrap();
+        assert_eq!((cleared.filter_expression.as_str(), cleared.filter_deletion), ("", true));
     }
 
     /// Proves a model round-trips through the metadata's JSON and that null reads as empty.

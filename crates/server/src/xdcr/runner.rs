@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use settee_engine::VbState;
-use settee_types::{limits::NUM_VBUCKETS, VbId};
-use settee_xdcr::{Command, Event, Replicator, Settings, Stats};
+use settee_query::datastore::DocMeta;
+use settee_query::index::DocFilter;
+use settee_types::{limits::NUM_VBUCKETS, Datatype, VbId};
+use settee_xdcr::{Change, ChangeKind, Command, Event, Replicator, Settings, Stats};
 use tokio::sync::{mpsc, watch};
 
 use super::checkpoints::CheckpointStore;
@@ -73,6 +75,10 @@ struct Runner {
     status: Arc<Mutex<ReplStatus>>,
     /// Stats counted before this run (the core starts at zero each run).
     base: Stats,
+    /// The replication's `filterExpression`, compiled (checked when it was set).
+    filter: Option<DocFilter>,
+    /// Changes the filters left out this run.
+    filtered: u64,
 }
 
 fn now(node: &Node) -> Duration {
@@ -131,7 +137,21 @@ impl Runner {
             st.running = true;
             st.stats
         };
+        let filter = match spec.settings.filter_expression.as_str() {
+            "" => None,
+            text => match DocFilter::compile(text) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    // Checked when it was set: only a filter stored by another version could fail here. Nothing
+                    // is replicated rather than everything.
+                    tracing::error!(replication = %spec.id, error = %e, "xdcr filter expression does not compile");
+                    Some(DocFilter::compile("FALSE").expect("a literal compiles"))
+                }
+            },
+        };
         let r = Runner {
+            filter,
+            filtered: 0,
             node,
             bucket,
             spec,
@@ -350,6 +370,10 @@ impl Runner {
         for p in pieces {
             let mut changes = Vec::with_capacity(p.changes.len());
             for mut c in p.changes {
+                if !self.passes(&c) {
+                    self.filtered += 1;
+                    continue; // Left out: the core never sees it, and its snapshot still ends where it did.
+                }
                 let path = match manifest
                     .scopes
                     .iter()
@@ -381,6 +405,33 @@ impl Runner {
             }
         }
         true
+    }
+
+    /// Whether the replication's filters let `c` through: deletions and expirations unless `filterDeletion` /
+    /// `filterExpiration`; a document that is not JSON unless `filterBinary`; then the filter expression over the
+    /// document (xattrs left out; a binary one is MISSING, so only its key and metadata can match) and its META().
+    fn passes(&self, c: &Change) -> bool {
+        let s = &self.spec.settings;
+        match c.kind {
+            ChangeKind::Deletion => return !s.filter_deletion,
+            ChangeKind::Expiration => return !s.filter_expiration,
+            ChangeKind::Mutation => {}
+        }
+        let datatype = Datatype(c.datatype);
+        let is_json = datatype.is_json();
+        if !is_json && s.filter_binary {
+            return false;
+        }
+        let Some(filter) = &self.filter else { return true };
+        let body = match settee_doc::split_value(&c.value, datatype.has_xattr()) {
+            Ok((_, body)) => body,
+            Err(_) => &c.value[..],
+        };
+        let doc = if is_json { settee_query::Value::from_json(body).unwrap_or_default() } else { Default::default() };
+        let meta = DocMeta { cas: c.cas, expiration: c.expiry, flags: c.flags, is_json };
+        let id: Arc<str> = Arc::from(String::from_utf8_lossy(&c.key).as_ref());
+        // A document the filter cannot evaluate is not replicated (goxdcr counts it as unable to filter).
+        filter.matches(&id, &doc, &meta).unwrap_or(false)
     }
 
     /// Carries out the core's commands until it has none left.
@@ -444,6 +495,7 @@ impl Runner {
             errors: b.errors + s.errors,
             rerouted: b.rerouted + s.rerouted,
             checkpoints: b.checkpoints + s.checkpoints,
+            docs_filtered: b.docs_filtered + self.filtered,
             last_error: s.last_error.or(b.last_error),
         };
     }
