@@ -64,6 +64,19 @@ def test_xdcr_setup_and_replicate_drive_a_replication(tmp_path):
         out = cli(src, "xdcr-replicate", "--settings", "--xdcr-replicator", rid, "--checkpoint-interval", "60")
         assert "SUCCESS: XDCR replicator settings updated" in out
         assert '"checkpointInterval": 60' in cli(src, "xdcr-replicate", "--get", "--xdcr-replicator", rid)
+        # A filter set through the CLI (it also sends filterSkipRestream and 'true'/'false' switches) applies to
+        # the documents written after it.
+        out = cli(src, "xdcr-replicate", "--settings", "--xdcr-replicator", rid,
+                  "--filter-expression", 'REGEXP_CONTAINS(META().id, "^via")', "--filter-skip-restream",
+                  "--filter-deletion", "1")
+        assert "SUCCESS: XDCR replicator settings updated" in out
+        shown = cli(src, "xdcr-replicate", "--get", "--xdcr-replicator", rid)
+        assert "REGEXP_CONTAINS" in shown, shown
+        wait_until(lambda: task(src, rid)["status"] == "running", timeout_seconds=10, what="the restart")
+        source.upsert("other-key", {"cli": True})
+        source.upsert("via-filter", {"cli": True})
+        wait_until(lambda: target.exists("via-filter").exists, timeout_seconds=30, what="the filtered-in document")
+        assert not target.exists("other-key").exists, "the filter left it out"
 
         assert "SUCCESS: XDCR replication deleted" in cli(src, "xdcr-replicate", "--delete", "--xdcr-replicator", rid)
         assert "SUCCESS: Cluster reference deleted" in cli(src, "xdcr-setup", "--delete", "--xdcr-cluster-name", "dc2")
