@@ -83,9 +83,7 @@ impl Replicator {
             Event::VbStarted { vb, failover, high_seqno, purge_seqno } => {
                 self.start_vb(vb, &failover, high_seqno, purge_seqno)
             }
-            Event::VbStopped { vb } => {
-                self.vbs.remove(&vb);
-            }
+            Event::VbStopped { vb } => self.stop_vb(vb),
             Event::Snapshot { vb, start, end } => self.vb(vb)?.on_snapshot(vb, start, end)?,
             Event::Change { vb, change } => self.on_change(vb, change)?,
             Event::SnapshotDone { vb } => {
@@ -124,6 +122,14 @@ impl Replicator {
         self.held.len()
     }
 
+    /// A checkpoint saved elsewhere (another node that read the vBucket before it moved here): kept if it is ahead
+    /// of the one held, and used when the vBucket next starts (checked against the failover log then).
+    pub fn offer_checkpoint(&mut self, c: Checkpoint) {
+        if self.checkpoints.get(&c.vb).is_none_or(|held| held.seqno < c.seqno) {
+            self.checkpoints.insert(c.vb, c);
+        }
+    }
+
     /// Saves the checkpoints of every vBucket that moved since the last save, now (a pause, a stop, a shutdown).
     pub fn checkpoint_now(&mut self, now: Duration) {
         self.last_checkpoint = now;
@@ -140,6 +146,19 @@ impl Replicator {
         if !saved.is_empty() {
             self.stats.checkpoints += saved.len() as u64;
             self.out.push(Command::SaveCheckpoints(saved));
+        }
+    }
+
+    /// Stops reading `vb` and saves its checkpoint at once if it moved: the node the vBucket went to resumes from
+    /// the checkpoints the cluster holds, so a stale one would make it resend.
+    fn stop_vb(&mut self, vb: u16) {
+        let Some(p) = self.vbs.remove(&vb) else { return };
+        let through = p.through();
+        if through != p.saved {
+            let c = Checkpoint { vb, vbuuid: p.vbuuid, seqno: through };
+            self.checkpoints.insert(vb, c);
+            self.stats.checkpoints += 1;
+            self.out.push(Command::SaveCheckpoints(vec![c]));
         }
     }
 

@@ -304,3 +304,37 @@ fn reading_stops_when_the_held_bytes_reach_their_bound() {
     r.handle(T0, Event::Reply { node, id: ids[0], outcome: Outcome::Success }).unwrap();
     assert!(r.accepting());
 }
+
+#[test]
+fn a_vbucket_that_stops_here_saves_its_checkpoint_at_once() {
+    // Proves a vBucket that leaves this node (rebalance, failover) has its checkpoint saved when it stops, not at
+    // the next interval, so the node it moves to resumes from it; one that never moved saves nothing.
+    let mut r = ready();
+    let cmds = deliver(&mut r, &["a", "b"]);
+    for (node, ids) in sends(&cmds) {
+        for id in ids {
+            r.handle(T0, Event::Reply { node, id, outcome: Outcome::Success }).unwrap();
+        }
+    }
+    r.take_commands();
+    r.handle(T0, Event::VbStopped { vb: 0 }).unwrap();
+    assert_eq!(r.take_commands(), vec![Command::SaveCheckpoints(vec![Checkpoint { vb: 0, vbuuid: 77, seqno: 2 }])]);
+    assert_eq!(r.through(0), None);
+    started(&mut r, 1);
+    r.take_commands();
+    r.handle(T0, Event::VbStopped { vb: 1 }).unwrap();
+    assert!(r.take_commands().is_empty(), "nothing read, nothing to save");
+}
+
+#[test]
+fn a_checkpoint_offered_from_another_node_is_kept_when_it_is_ahead() {
+    // Proves a vBucket that moved here resumes from its last owner's checkpoint when that one is ahead of this
+    // node's own (older) one, and keeps its own when the offered one is behind.
+    let mut r = Replicator::new(settings(), [Checkpoint { vb: 1, vbuuid: 77, seqno: 10 }], T0);
+    r.offer_checkpoint(Checkpoint { vb: 1, vbuuid: 77, seqno: 40 });
+    r.offer_checkpoint(Checkpoint { vb: 1, vbuuid: 77, seqno: 20 });
+    r.offer_checkpoint(Checkpoint { vb: 2, vbuuid: 77, seqno: 5 });
+    started(&mut r, 1);
+    started(&mut r, 2);
+    assert_eq!(r.take_commands(), vec![Command::Read { vb: 1, from: 40 }, Command::Read { vb: 2, from: 5 }]);
+}

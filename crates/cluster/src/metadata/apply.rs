@@ -46,6 +46,12 @@ impl ClusterMetadata {
                 }
             }
             MetaCommand::SetXdcr(xdcr) => self.xdcr = xdcr.clone(),
+            MetaCommand::SaveXdcrCheckpoints { replication, vbuckets } => {
+                self.xdcr_checkpoints.entry(replication.clone()).or_default().extend(vbuckets);
+            }
+            MetaCommand::ForgetXdcrCheckpoints { replication } => {
+                self.xdcr_checkpoints.remove(replication);
+            }
             MetaCommand::SetAutoFailover(settings) => {
                 check_auto_failover(settings)?;
                 self.auto_failover = settings.clone();

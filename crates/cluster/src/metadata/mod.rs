@@ -55,6 +55,11 @@ pub struct ClusterMetadata {
     /// Opaque to this crate like the audit settings: the server's `xdcr` module owns and validates the model.
     #[serde(default)]
     pub xdcr: serde_json::Value,
+    /// XDCR checkpoints, cluster-wide (Couchbase keeps them in metakv): replication id → source vBucket →
+    /// (vbuuid, seqno below which every change is on the target). Each node records what it saves, so the node a
+    /// vBucket moves to (rebalance, failover) resumes from there instead of from zero.
+    #[serde(default)]
+    pub xdcr_checkpoints: BTreeMap<String, BTreeMap<u16, (u64, u64)>>,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -301,6 +306,15 @@ pub enum MetaCommand {
     },
     /// Replaces the XDCR remote clusters and replications (opaque, see `ClusterMetadata::xdcr`).
     SetXdcr(serde_json::Value),
+    /// Records checkpoints of replication `replication` (each vBucket's replaces the one held).
+    SaveXdcrCheckpoints {
+        replication: String,
+        vbuckets: BTreeMap<u16, (u64, u64)>,
+    },
+    /// Drops every checkpoint of a deleted replication.
+    ForgetXdcrCheckpoints {
+        replication: String,
+    },
     SetAutoFailover(AutoFailoverSettings),
     /// Marks a failed-over node for recovery at the next rebalance, or (None) ends its recovery. A recovery can
     /// be set only while the node is inactiveFailed or already marked.

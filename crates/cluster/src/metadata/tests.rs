@@ -305,6 +305,28 @@ fn set_settings_replaces_one_section_and_keeps_the_others() {
     assert!(read.settings.is_null());
 }
 
+/// XDCR checkpoints are recorded per replication and vBucket (a later save of a vBucket replaces its entry, the
+/// others stay), dropped whole with their replication, and read as none from metadata written before them.
+#[test]
+fn xdcr_checkpoints_merge_per_vbucket_and_go_with_their_replication() {
+    let mut meta = ClusterMetadata::default();
+    let save = |vbuckets: &[(u16, u64, u64)]| MetaCommand::SaveXdcrCheckpoints {
+        replication: "r".into(),
+        vbuckets: vbuckets.iter().map(|&(vb, uuid, seqno)| (vb, (uuid, seqno))).collect(),
+    };
+    meta.apply(&save(&[(1, 7, 10), (2, 7, 20)])).unwrap();
+    meta.apply(&save(&[(2, 8, 25)])).unwrap();
+    assert_eq!(
+        meta.xdcr_checkpoints["r"].iter().map(|(v, c)| (*v, *c)).collect::<Vec<_>>(),
+        [(1, (7, 10)), (2, (8, 25))]
+    );
+    let mut old = serde_json::to_value(&meta).unwrap();
+    old.as_object_mut().unwrap().remove("xdcr_checkpoints");
+    assert!(serde_json::from_value::<ClusterMetadata>(old).unwrap().xdcr_checkpoints.is_empty());
+    meta.apply(&MetaCommand::ForgetXdcrCheckpoints { replication: "r".into() }).unwrap();
+    assert!(meta.xdcr_checkpoints.is_empty());
+}
+
 /// SetXdcr stores the server's XDCR model as given, and metadata written before XDCR existed reads as null.
 #[test]
 fn set_xdcr_stores_opaque_value_and_old_metadata_reads_null() {

@@ -1,9 +1,10 @@
 //! The checkpoints of a replication on this node: one JSON file per replication under `<data dir>/xdcr/`, a map of
 //! source vBucket → (vbuuid, seqno), replaced whole by rename so a crash leaves the old file or the new one.
 //!
-//! Per node, not cluster-wide: a vBucket that a rebalance moves to another node is read there from that node's
-//! checkpoint (zero if it never held it), which resends what the target already has; conflict resolution refuses
-//! those writes (counted as lost conflicts), so nothing is applied twice.
+//! The runner also records what it saves in the cluster metadata (`MetaCommand::SaveXdcrCheckpoints`), and a run
+//! starts, and a vBucket that arrives here resumes, from the newer of this file and that record: checkpoints are
+//! cluster-wide, as Couchbase keeps them in metakv, so a vBucket moved by a rebalance or a failover is not read
+//! again from zero on its new node.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -172,6 +172,7 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
         }
         let Some(authoritative) = node.xdcr.authoritative_model(&node) else { continue };
         let ids: Vec<String> = authoritative.replications.iter().map(|r| r.id.clone()).collect();
+        forget_deleted_checkpoints(&node, &ids).await;
         if known.as_ref() != Some(&ids) {
             // Runners of deleted replications stopped above: their checkpoints and counts go now.
             node.xdcr.statuses.lock().retain(|id, _| ids.contains(id));
@@ -195,6 +196,23 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     }
     for (_, r) in running {
         stop(r).await;
+    }
+}
+
+/// Drops the cluster-wide checkpoints of replications the model no longer has (a recreated replication starts
+/// from zero, as Couchbase's does). Checked every pass: a runner stopping as its replication is deleted may record
+/// its last checkpoints after a first removal.
+async fn forget_deleted_checkpoints(node: &Node, ids: &[String]) {
+    let Some(cluster) = node.cluster() else { return };
+    let meta = cluster.metadata();
+    for id in meta.xdcr_checkpoints.keys().filter(|id| !ids.contains(id)) {
+        let cmd = MetaCommand::ForgetXdcrCheckpoints { replication: id.clone() };
+        match cluster.propose(cmd).await {
+            Ok(_) => tracing::info!(replication = %id, "xdcr: checkpoints of a deleted replication dropped"),
+            Err(e) => {
+                tracing::warn!(replication = %id, error = %e, "xdcr: cannot drop a deleted replication's checkpoints")
+            }
+        }
     }
 }
 

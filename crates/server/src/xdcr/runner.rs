@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use settee_cluster::MetaCommand;
 use settee_engine::VbState;
 use settee_query::datastore::DocMeta;
 use settee_query::index::DocFilter;
@@ -81,6 +82,23 @@ struct Runner {
     filtered: u64,
 }
 
+/// The checkpoints a run starts from: this node's file and the cluster's record (what any node saved, so a
+/// vBucket that moved here resumes where its last owner was), the higher seqno of each vBucket. Either may name a
+/// history the vBucket no longer has: the core checks each against the failover log when the vBucket starts.
+fn merged_checkpoints(node: &Node, id: &str, store: &CheckpointStore) -> Vec<settee_xdcr::Checkpoint> {
+    let mut by_vb: BTreeMap<u16, settee_xdcr::Checkpoint> =
+        store.checkpoints().into_iter().map(|c| (c.vb, c)).collect();
+    if let Some(cluster) = node.cluster() {
+        let meta = cluster.metadata();
+        for (&vb, &(vbuuid, seqno)) in meta.xdcr_checkpoints.get(id).into_iter().flatten() {
+            if by_vb.get(&vb).is_none_or(|c| c.seqno < seqno) {
+                by_vb.insert(vb, settee_xdcr::Checkpoint { vb, vbuuid, seqno });
+            }
+        }
+    }
+    by_vb.into_values().collect()
+}
+
 fn now(node: &Node) -> Duration {
     node.clock.monotonic()
 }
@@ -129,7 +147,7 @@ impl Runner {
             ..Settings::default()
         };
         let window = settings.inflight_per_node_max;
-        let core = Replicator::new(settings, store.checkpoints(), now(&node));
+        let core = Replicator::new(settings, merged_checkpoints(&node, &spec.id, &store), now(&node));
         let (reports, replies) = mpsc::channel(REPORTS_MAX);
         let target = Target::new(remote, spec.target_bucket.clone(), window);
         let base = {
@@ -264,6 +282,15 @@ impl Runner {
                     continue;
                 };
                 let (failover, high_seqno, purge_seqno) = (i.failover, i.high_seqno, i.purge_seqno);
+                // The vBucket may have moved here since this run started: its last owner's checkpoint.
+                if let Some(&(vbuuid, seqno)) = self
+                    .node
+                    .cluster()
+                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&self.spec.id).and_then(|m| m.get(&vb).copied()))
+                    .as_ref()
+                {
+                    self.core.offer_checkpoint(settee_xdcr::Checkpoint { vb, vbuuid, seqno });
+                }
                 self.handle(Event::VbStarted { vb, failover, high_seqno, purge_seqno });
             } else if !active && reading {
                 self.stop_vb(vb);
@@ -466,6 +493,7 @@ impl Runner {
                         if let Err(e) = self.store.save(&saved) {
                             tracing::error!(replication = %self.spec.id, error = %e, "xdcr: saving checkpoints failed");
                         }
+                        self.share_checkpoints(&saved);
                     }
                     Command::RefreshMap => {
                         self.need_map = true;
@@ -473,6 +501,20 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// Records `saved` in the cluster metadata too, in the background (a failed proposal is logged: this node's file
+    /// still has them, and the next save carries them again only if they move).
+    fn share_checkpoints(&self, saved: &[settee_xdcr::Checkpoint]) {
+        let Some(cluster) = self.node.cluster().cloned() else { return };
+        let vbuckets = saved.iter().map(|c| (c.vb, (c.vbuuid, c.seqno))).collect();
+        let cmd = MetaCommand::SaveXdcrCheckpoints { replication: self.spec.id.clone(), vbuckets };
+        let id = self.spec.id.clone();
+        tokio::spawn(async move {
+            if let Err(e) = cluster.propose(cmd).await {
+                tracing::warn!(replication = %id, error = %e, "xdcr: checkpoints not recorded cluster-wide");
+            }
+        });
     }
 
     /// Copies the core's counts and the changes left into the status the REST layer reads.
