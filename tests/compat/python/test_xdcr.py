@@ -17,7 +17,7 @@ import couchbase.subdocument as SD
 from conditions import wait_until
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer, new_server
-from test_backup import snapshot, start
+from test_backup import _upsert_ok, snapshot, start
 from test_cluster import rest
 
 
@@ -342,6 +342,60 @@ def test_filters_replicate_only_the_documents_and_deletions_they_accept(tmp_path
                    what="the update to replicate")
         caught_up(a, rid)
         assert kb.exists("user-0").exists, "the deletion was filtered"
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_explicit_collection_mapping_sends_each_collection_where_its_rule_says(tmp_path):
+    """Issue 19 item 4: `collectionsExplicitMapping` with `colMappingRules` (goxdcr's JSON): a scope rule keeps
+    collection names, a collection rule renames, a collection no rule names (here the default one) is not
+    replicated; malformed rules and the migration mode are refused naming their field."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        for node, namespaces in ((a, [("inventory", "hotels"), ("orders", "eu")]),
+                                 (b, [("stock", "hotels"), ("sales", "europe")])):
+            for scope, collection in namespaces:
+                assert rest(node, "POST", "/pools/default/buckets/default/scopes", {"name": scope})[0] == 200
+                status, body = rest(node, "POST", f"/pools/default/buckets/default/scopes/{scope}/collections",
+                                    {"name": collection})
+                assert status == 200, body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters",
+                            {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD})
+        assert status == 200, body
+        form = {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default", "replicationType": "continuous",
+                "collectionsExplicitMapping": "true"}
+        for field, extra in (("colMappingRules", {"colMappingRules": '{"a": "b.c"}'}),
+                             ("colMappingRules", {}),
+                             ("collectionsMigrationMode", {"colMappingRules": '{"a": "b"}',
+                                                           "collectionsMigrationMode": "true"})):
+            status, body = rest(a, "POST", "/controller/createReplication", form | extra)
+            assert status == 400 and field in body["errors"], (extra, body)
+        rules = '{"inventory": "stock", "orders.eu": "sales.europe"}'
+        status, body = rest(a, "POST", "/controller/createReplication", form | {"colMappingRules": rules})
+        assert status == 200, body
+        rid = body["id"]
+        assert rest(a, "GET", settings_path(rid))[1]["colMappingRules"] == {"inventory": "stock",
+                                                                           "orders.eu": "sales.europe"}
+
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        src, dst = ca.bucket("default"), cb.bucket("default")
+        hotels, eu = src.scope("inventory").collection("hotels"), src.scope("orders").collection("eu")
+        wait_until(lambda: _upsert_ok(hotels) and _upsert_ok(eu), timeout_seconds=20, what="the new collections")
+        for i in range(10):
+            hotels.upsert(f"h-{i}", {"i": i})
+            eu.upsert(f"o-{i}", {"i": i})
+            src.default_collection().upsert(f"d-{i}", {"i": i})
+        stock, europe = dst.scope("stock").collection("hotels"), dst.scope("sales").collection("europe")
+        wait_until(lambda: all(stock.exists(f"h-{i}").exists and europe.exists(f"o-{i}").exists for i in range(10)),
+                   timeout_seconds=30, what="the mapped collections on the target")
+        caught_up(a, rid)
+        assert not any(dst.default_collection().exists(f"d-{i}").exists for i in range(10)), "no rule, no copy"
         ca.close()
         cb.close()
     finally:

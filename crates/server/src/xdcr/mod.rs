@@ -5,6 +5,7 @@
 //! (`checkpoints`) and the remote's REST calls (`remote`). REST handlers live in `rest::xdcr`.
 
 pub mod checkpoints;
+pub mod mapping;
 pub mod model;
 pub mod remote;
 pub mod runner;

@@ -54,6 +54,11 @@ pub struct ReplSettings {
     pub filter_expiration: bool,
     /// `filterBinary`: documents that are not JSON are not replicated.
     pub filter_binary: bool,
+    /// `collectionsExplicitMapping`: collections go where `col_mapping_rules` says (else to the target collection of
+    /// the same name).
+    pub collections_explicit_mapping: bool,
+    /// `colMappingRules`, checked when set.
+    pub col_mapping_rules: super::mapping::MappingRules,
 }
 
 impl Default for ReplSettings {
@@ -66,6 +71,8 @@ impl Default for ReplSettings {
             filter_deletion: false,
             filter_expiration: false,
             filter_binary: false,
+            collections_explicit_mapping: false,
+            col_mapping_rules: Default::default(),
         }
     }
 }
@@ -100,6 +107,7 @@ impl ReplSettings {
             ("filterDeletion", &mut next.filter_deletion),
             ("filterExpiration", &mut next.filter_expiration),
             ("filterBinary", &mut next.filter_binary),
+            ("collectionsExplicitMapping", &mut next.collections_explicit_mapping),
         ] {
             if let Some(v) = flag(field)? {
                 *slot = v;
@@ -112,6 +120,16 @@ impl ReplSettings {
                     .map_err(|e| ("filterExpression".to_owned(), format!("Invalid filter expression: {e}")))?;
             }
             next.filter_expression = text.to_owned();
+        }
+        if let Some(text) = get("colMappingRules") {
+            next.col_mapping_rules = super::mapping::MappingRules::parse(&text)
+                .map_err(|e| ("colMappingRules".to_owned(), format!("Invalid mapping rules: {e}")))?;
+        }
+        if get("collectionsMigrationMode").as_deref().map(str::trim) == Some("true") {
+            return Err(("collectionsMigrationMode".into(), "settee does not support the migration mode yet".into()));
+        }
+        if next.collections_explicit_mapping && next.col_mapping_rules.is_empty() {
+            return Err(("colMappingRules".into(), "explicit mapping needs at least one rule".into()));
         }
         Ok(next)
     }
@@ -128,7 +146,8 @@ impl ReplSettings {
             "filterBinary": self.filter_binary,
             "type": "xmem",
             "replicationType": "continuous",
-            "collectionsExplicitMapping": false,
+            "collectionsExplicitMapping": self.collections_explicit_mapping,
+            "colMappingRules": self.col_mapping_rules.to_json(),
             "collectionsMigrationMode": false,
         })
     }

@@ -401,13 +401,20 @@ impl Runner {
                     self.filtered += 1;
                     continue; // Left out: the core never sees it, and its snapshot still ends where it did.
                 }
-                let path = match manifest
+                let Some((scope, collection)) = manifest
                     .scopes
                     .iter()
                     .find_map(|s| s.collections.iter().find(|k| k.uid == c.collection).map(|k| (s, k)))
-                {
-                    Some((s, k)) => format!("{}.{}", s.name, k.name),
-                    None => continue, // A dropped collection's change.
+                else {
+                    continue; // A dropped collection's change.
+                };
+                let path = if self.spec.settings.collections_explicit_mapping {
+                    match self.spec.settings.col_mapping_rules.target(&scope.name, &collection.name) {
+                        Some(path) => path,
+                        None => continue, // No rule sends this collection anywhere.
+                    }
+                } else {
+                    format!("{}.{}", scope.name, collection.name)
                 };
                 match self.target.collection_id(&path).await {
                     Ok(Some(id)) => c.collection = id,
