@@ -4,19 +4,20 @@
 # event on (each GET and SET writes an event). Rounds alternate the three settings. Usage: scripts/bench-audit.sh
 # [rounds] [seconds]; results in target/bench/audit/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
 ROUNDS=${1:-2}
 SECS=${2:-10}
-BIN=target/release/settee
+SETTEE_BIN=${SETTEE_BIN:-target/release/settee}
 OUT=target/bench/audit
-rm -rf "$OUT" && mkdir -p "$OUT"
-KV=27210; MGMT=27211; QUERY=27212
-DATA=$(mktemp -d)
-"$BIN" server --host 127.0.0.1 --kv-port $KV --mgmt-port $MGMT --query-port $QUERY --kv-tls-port 0 --mgmt-tls-port 0 \
-  --query-tls-port 0 --data-dir "$DATA" --bucket default --bucket-type ephemeral --bucket-ram-mb 1024 \
-  >"$OUT/server.log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+IDLE_WAIT_MAX=0
+BASE_PORT=27210
+rm -rf "$OUT"
+# shellcheck source=scripts/bench-common.sh
+source scripts/bench-common.sh
+start_settee --bucket default --bucket-type ephemeral --bucket-ram-mb 1024
+BIN=$SETTEE_BIN
+DATA="$OUT/data"
 until curl -sf -u Administrator:password http://127.0.0.1:$MGMT/pools/default >/dev/null; do sleep 0.2; done
 metrics() { curl -sf -u Administrator:password http://127.0.0.1:$MGMT/metrics | grep '^settee_audit' || true; }
 busy() { pgrep -x rustc >/dev/null && echo "rustc ran during round $r" >>"$OUT/contended.txt" || true; }

@@ -1,5 +1,5 @@
-# Sourced by scripts/bench-query.sh and scripts/bench-index.sh: measuring one settee node on a machine other
-# engineers share. Callers set ROOT, OUT, IDLE_WAIT_MAX and (optionally) SETTEE_BIN before sourcing it.
+# Sourced by scripts/bench-query.sh, bench-index.sh, bench-audit.sh and bench-metrics.sh: measuring one settee node
+# on a machine other engineers share. Callers set ROOT, OUT, IDLE_WAIT_MAX and (optionally) SETTEE_BIN before sourcing it.
 
 log() { printf '\n== %s\n' "$*" >&2; }
 

@@ -5,20 +5,19 @@
 # vBuckets each holding documents. Usage: scripts/bench-metrics.sh [rounds] [seconds]; results in
 # target/bench/metrics/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
 ROUNDS=${1:-3}
 SECS=${2:-10}
-BIN=target/release/settee
+SETTEE_BIN=${SETTEE_BIN:-target/release/settee}
 OUT=target/bench/metrics
-rm -rf "$OUT" && mkdir -p "$OUT"
-KV=27310; MGMT=27311; QUERY=27312
-DATA=$(mktemp -d)
-"$BIN" server --host 127.0.0.1 --kv-port $KV --mgmt-port $MGMT --query-port $QUERY --kv-tls-port 0 --mgmt-tls-port 0 \
-  --query-tls-port 0 --data-dir "$DATA" --bucket default --bucket-type ephemeral --bucket-ram-mb 1024 \
-  >"$OUT/server.log" 2>&1 &
-PID=$!
-SCRAPER=
-trap 'kill $PID $SCRAPER 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+IDLE_WAIT_MAX=0
+BASE_PORT=27310
+rm -rf "$OUT"
+# shellcheck source=scripts/bench-common.sh
+source scripts/bench-common.sh
+start_settee --bucket default --bucket-type ephemeral --bucket-ram-mb 1024
+BIN=$SETTEE_BIN
 AUTH=Administrator:password
 until curl -sf -u $AUTH http://127.0.0.1:$MGMT/pools/default >/dev/null; do sleep 0.2; done
 busy() { pgrep -x rustc >/dev/null && echo "rustc ran during round $r" >>"$OUT/contended.txt" || true; }
@@ -32,9 +31,9 @@ for r in $(seq 1 "$ROUNDS"); do
   for b in 1 50; do
     busy
     run no-scrape "$b" --no-population
-    scrape_loop & SCRAPER=$!
+    scrape_loop & BG=$!
     run scrape-1s "$b" --no-population
-    kill $SCRAPER; wait $SCRAPER 2>/dev/null || true; SCRAPER=
+    kill $BG; wait $BG 2>/dev/null || true; BG=
   done
 done
 # Ten buckets of 1,024 vBuckets: nine more, 20,000 documents in each of the ten.

@@ -31,8 +31,8 @@ pub mod transport;
 pub mod vbmap;
 
 pub use metadata::{
-    AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, ConflictResolution, IndexKeySpec, IndexSpec,
-    Membership, MetaCommand, MetaError, NodeInfo, RebalanceSettings, Recovery, TlsPorts,
+    AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, IndexKeySpec, IndexSpec, Membership, MetaCommand,
+    MetaError, NodeInfo, RebalanceSettings, Recovery, TlsPorts,
 };
 pub use store::{write_atomic, ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
 pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};

@@ -88,6 +88,15 @@ pub struct SeqnoReport {
     pub rev: u64,
 }
 
+impl SeqnoReport {
+    /// The seqno of the copy of `vb` of `bucket` that the metadata at revision `placed` puts on the node, if the
+    /// node had applied that revision when it reported: before, the copy it reports may be one a change it has not
+    /// applied yet empties, and nothing may be decided on it.
+    pub fn copy_seqno(&self, bucket: &str, vb: u16, placed: u64) -> Option<u64> {
+        (self.rev >= placed).then(|| self.buckets.get(bucket, vb)).flatten()
+    }
+}
+
 impl PeerCall for SeqnosRequest {
     const METHOD: &'static str = "GET";
     const PATH: &'static str = "/settee/node/seqnos";

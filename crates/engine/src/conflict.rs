@@ -17,14 +17,31 @@ use std::cmp::Ordering;
 
 use settee_types::Cas;
 
-/// How a bucket resolves conflicts (Couchbase's `conflictResolutionType`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a bucket resolves conflicts (Couchbase's `conflictResolutionType`, by its names in JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConflictMode {
     /// Revision seqno first (Couchbase's default, `seqno`).
     #[default]
+    #[serde(rename = "seqno")]
     RevisionSeqno,
     /// CAS first (`lww`).
+    #[serde(rename = "lww")]
     LastWriteWins,
+}
+
+impl ConflictMode {
+    /// Couchbase's name: `seqno` or `lww`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConflictMode::RevisionSeqno => "seqno",
+            ConflictMode::LastWriteWins => "lww",
+        }
+    }
+
+    /// The mode Couchbase's name gives (None for any other, `custom` included).
+    pub fn from_name(name: &str) -> Option<ConflictMode> {
+        [ConflictMode::RevisionSeqno, ConflictMode::LastWriteWins].into_iter().find(|m| m.name() == name)
+    }
 }
 
 /// The metadata of one version of a document that conflict resolution compares.

@@ -44,11 +44,9 @@ pub struct Control {
     pub log: Vec<(Duration, String)>,
     /// A rebalance in progress.
     rebalance: Option<RebalanceRun>,
-    /// The operator asked to stop the rebalance in progress; `Some(ejected)`: and to run it again (ejecting the
-    /// same nodes) as soon as it has stopped.
-    stop: Option<Option<Vec<NodeId>>>,
-    /// The nodes the rebalance in progress ejects.
-    ejecting: Vec<NodeId>,
+    /// The operator asked to stop the rebalance in progress; `Some(true)`: and to run it again (ejecting the same
+    /// nodes) as soon as it has stopped.
+    stop: Option<bool>,
     /// A graceful failover in progress.
     graceful: Option<GracefulRun>,
     /// Messages to nodes (by id), sent by the simulation.
@@ -115,7 +113,6 @@ impl Control {
             log: Vec::new(),
             rebalance: None,
             stop: None,
-            ejecting: Vec::new(),
             graceful: None,
             outbox: Vec::new(),
         }
@@ -273,7 +270,6 @@ impl Control {
         match Rebalance::new(&self.meta, &eject, 0, &health) {
             Ok(sm) => {
                 self.log.push((now, format!("rebalance started: in {add:?}, out {eject:?} (node ids)")));
-                self.ejecting = eject;
                 self.rebalance = Some(RebalanceRun::start(sm));
                 self.step_rebalance(now);
                 true
@@ -311,10 +307,10 @@ impl Control {
                 };
                 self.count(what);
                 self.log.push((now, format!("rebalance ended after {} moves: {r:?}", run.moves_done)));
-                if let Some(Some(eject)) = self.stop.take() {
+                if self.stop.take() == Some(true) {
                     // The operator runs it again at once: the copies the stopped one was building are given up
                     // while the nodes may not have applied that yet.
-                    self.start_rebalance(None, eject, now);
+                    self.start_rebalance(None, run.ejected(), now);
                 }
             }
         }
@@ -327,7 +323,7 @@ impl Control {
             return false;
         }
         self.log.push((now, format!("rebalance stop requested (again: {again})")));
-        self.stop = Some(again.then(|| self.ejecting.clone()));
+        self.stop = Some(again);
         true
     }
 

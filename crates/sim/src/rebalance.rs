@@ -49,6 +49,11 @@ impl RebalanceRun {
         RebalanceRun { sm, queue, waiting: None, ids: Ids::new(0), outcome: None, moves_done: 0 }
     }
 
+    /// The nodes this rebalance ejects (the operator's and the failed-over ones not marked for recovery).
+    pub fn ejected(&self) -> Vec<NodeId> {
+        self.sm.decided().ejected.clone()
+    }
+
     fn feed(&mut self, event: Event, now: Duration) {
         self.waiting = None;
         let more = self.sm.handle(event, now);

@@ -110,7 +110,7 @@ impl GracefulFailover {
                     .iter()
                     .filter(|((bucket, vb, node), seqno)| {
                         let have = match reports.get(node) {
-                            Some(Ok(report)) if report.rev >= self.rev => report.buckets.get(bucket, *vb),
+                            Some(Ok(report)) => report.copy_seqno(bucket, *vb, self.rev),
                             _ => None,
                         };
                         have.is_none_or(|have| have < **seqno)

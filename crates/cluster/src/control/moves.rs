@@ -66,7 +66,9 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn new(mv: VbMove, wanted: u64, since: u64, now: Duration) -> Self {
+    /// A move admitted when `known_rev` is the newest metadata revision known: one with copies to build counts
+    /// reports from the revision that proposes them (set when the proposal answers), one without from `known_rev`.
+    fn new(mv: VbMove, wanted: u64, known_rev: u64, now: Duration) -> Self {
         let building: Vec<NodeId> =
             mv.new_chain.iter().flatten().filter(|n| !mv.old_chain.contains(&Some(**n))).copied().collect();
         let takeover = match (mv.old_chain.first(), mv.new_chain.first()) {
@@ -74,6 +76,7 @@ impl InFlight {
             _ => None,
         };
         let deadline = now + CATCH_UP_TIMEOUT;
+        let since = if building.is_empty() { known_rev } else { PROPOSING };
         InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline, progress: (0, now), since }
     }
 
@@ -369,10 +372,7 @@ impl Moves {
                 },
                 None => 0,
             };
-            // A move with copies to build counts reports from the revision that proposes them (set when the
-            // proposal answers); one without, from the newest revision known.
             let f = InFlight::new(mv, wanted, self.rev, now);
-            let f = if f.building.is_empty() { f } else { InFlight { since: PROPOSING, ..f } };
             let nodes = if f.counts() { f.nodes() } else { Vec::new() };
             if nodes.iter().all(|n| load.get(n).copied().unwrap_or(0) < self.limit) {
                 for n in nodes {
@@ -393,19 +393,11 @@ impl Moves {
         Command::Propose(MetaCommand::SetBuilding { bucket: self.bucket.clone(), building })
     }
 
-    /// The seqno `node` reported this round for `vb`.
-    fn seqno(&self, node: NodeId, vb: u16) -> Option<u64> {
+    /// The seqno `node` reported this round for its copy of `vb`, if it had applied revision `placed` (see
+    /// [`InFlight::since`]; 0: whatever it applied).
+    fn seqno(&self, node: NodeId, vb: u16, placed: u64) -> Option<u64> {
         match self.reports.get(&node) {
-            Some(Ok(report)) => report.buckets.get(&self.bucket, vb),
-            _ => None,
-        }
-    }
-
-    /// The seqno `node` reported this round for the copy of `f`, if the node had applied the revision that places
-    /// that copy (see [`InFlight::since`]).
-    fn copy_seqno(&self, node: NodeId, f: &InFlight) -> Option<u64> {
-        match self.reports.get(&node) {
-            Some(Ok(report)) if report.rev >= f.since => report.buckets.get(&self.bucket, f.mv.vb),
+            Some(Ok(report)) => report.copy_seqno(&self.bucket, vb, placed),
             _ => None,
         }
     }
@@ -445,14 +437,14 @@ impl Moves {
     /// The lowest seqno `f`'s watched copies reported this round, and what `f` does next.
     fn next_step(&self, f: &InFlight) -> (u64, Step) {
         let vb = f.mv.vb;
-        let at = f.watched().iter().map(|n| self.copy_seqno(*n, f).unwrap_or(0)).min().unwrap_or(0);
-        let reached = |node: NodeId, seqno: u64| self.copy_seqno(node, f).is_some_and(|h| h >= seqno);
+        let at = f.watched().iter().map(|n| self.seqno(*n, vb, f.since).unwrap_or(0)).min().unwrap_or(0);
+        let reached = |node: NodeId, seqno: u64| self.seqno(node, vb, f.since).is_some_and(|h| h >= seqno);
         let step = match f.phase {
             Phase::Building if f.building.iter().all(|n| reached(*n, f.wanted)) => match f.takeover {
                 Some((old, _)) => Step::Hold(old),
                 None => Step::Enter(Phase::Ready),
             },
-            Phase::Holding { .. } if f.takeover.is_some_and(|(old, _)| self.seqno(old, vb).is_some()) => {
+            Phase::Holding { .. } if f.takeover.is_some_and(|(old, _)| self.seqno(old, vb, 0).is_some()) => {
                 Step::Enter(Phase::Building)
             }
             Phase::Holding { stopped_at } if f.takeover.is_some_and(|(_, new)| reached(new, stopped_at)) => {

@@ -183,31 +183,10 @@ pub struct BucketSpec {
     pub max_ttl: u32,
     pub flush_enabled: bool,
     pub durability_min_level: Option<u8>,
-    /// Fixed at creation (absent from metadata written before it: `seqno`).
+    /// How writes carrying their own metadata resolve conflicts (`conflictResolutionType`), fixed at creation
+    /// (absent from metadata written before it: `seqno`).
     #[serde(default)]
-    pub conflict_resolution: ConflictResolution,
-}
-
-/// How a bucket resolves conflicting versions of a document written with their own metadata (XDCR, restores):
-/// Couchbase's `conflictResolutionType`, chosen when the bucket is created.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConflictResolution {
-    /// The higher revision seqno wins ("most writes wins").
-    #[default]
-    Seqno,
-    /// The higher CAS (a hybrid logical clock) wins: last write wins.
-    Lww,
-}
-
-impl ConflictResolution {
-    /// Couchbase's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConflictResolution::Seqno => "seqno",
-            ConflictResolution::Lww => "lww",
-        }
-    }
+    pub conflict_resolution: settee_engine::ConflictMode,
 }
 
 /// Couchbase's auto-failover settings (`/settings/autoFailover`).

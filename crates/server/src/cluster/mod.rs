@@ -30,8 +30,8 @@ mod reconcile;
 pub(crate) mod rest_client;
 mod takeback;
 
-use settee_cluster::{BucketSpec, ConflictResolution};
-use settee_engine::{BucketConfig, BucketKind, ConflictMode, EvictionPolicy};
+use settee_cluster::BucketSpec;
+use settee_engine::{BucketConfig, BucketKind, EvictionPolicy};
 use settee_types::DurabilityLevel;
 
 pub use driver::ClusterDriver;
@@ -50,10 +50,7 @@ pub fn spec_of(c: &BucketConfig) -> BucketSpec {
         max_ttl: c.max_ttl,
         flush_enabled: c.flush_enabled,
         durability_min_level: c.durability_min_level.map(|l| l as u8),
-        conflict_resolution: match c.conflict_resolution {
-            ConflictMode::RevisionSeqno => ConflictResolution::Seqno,
-            ConflictMode::LastWriteWins => ConflictResolution::Lww,
-        },
+        conflict_resolution: c.conflict_resolution,
     }
 }
 
@@ -71,9 +68,6 @@ pub fn config_of(s: &BucketSpec) -> BucketConfig {
         max_ttl: s.max_ttl,
         flush_enabled: s.flush_enabled,
         durability_min_level: s.durability_min_level.and_then(DurabilityLevel::from_wire),
-        conflict_resolution: match s.conflict_resolution {
-            ConflictResolution::Seqno => ConflictMode::RevisionSeqno,
-            ConflictResolution::Lww => ConflictMode::LastWriteWins,
-        },
+        conflict_resolution: s.conflict_resolution,
     }
 }

@@ -270,15 +270,15 @@ pub(crate) async fn compact(
 /// `conflictResolutionType` of a new bucket: `seqno` (the default) or `lww`, both in every edition; `custom`
 /// (Couchbase's developer preview) is refused.
 fn parse_conflict_resolution(form: &Form, errors: &mut Map<String, Value>) -> Option<ConflictMode> {
-    match form.get("conflictResolutionType")? {
-        "seqno" => Some(ConflictMode::RevisionSeqno),
-        "lww" => Some(ConflictMode::LastWriteWins),
-        "custom" => {
+    let name = form.get("conflictResolutionType")?;
+    match ConflictMode::from_name(name) {
+        Some(mode) => Some(mode),
+        None if name == "custom" => {
             let why = "Conflict resolution type 'custom' is not supported by settee; use 'seqno' or 'lww'";
             errors.insert("conflictResolutionType".into(), json!(why));
             None
         }
-        _ => {
+        None => {
             let why = "Conflict resolution type must be 'seqno' or 'lww' or 'custom'";
             errors.insert("conflictResolutionType".into(), json!(why));
             None

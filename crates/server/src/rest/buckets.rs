@@ -146,10 +146,7 @@ pub(crate) fn bucket_json(state: &RestState, host: &str, b: &BucketHandle) -> Va
         "evictionPolicy": cfg.eviction.as_str(),
         "durabilityMinLevel": durability_name(cfg.durability_min_level),
         "pitrEnabled": false,
-        "conflictResolutionType": match cfg.conflict_resolution {
-            settee_engine::ConflictMode::RevisionSeqno => "seqno",
-            settee_engine::ConflictMode::LastWriteWins => "lww",
-        },
+        "conflictResolutionType": cfg.conflict_resolution.name(),
         "maxTTL": cfg.max_ttl,
         "compressionMode": "passive",
     });

@@ -135,10 +135,7 @@ pub(crate) async fn create_replication(
     let Some(source) = node.bucket(&from) else {
         return Err(RestError::field("fromBucket", format!("Bucket `{from}` does not exist")));
     };
-    let conflict_resolution = match source.conflict_resolution() {
-        settee_engine::ConflictMode::RevisionSeqno => "seqno",
-        settee_engine::ConflictMode::LastWriteWins => "lww",
-    };
+    let conflict_resolution = source.conflict_resolution().name();
     let remote = node
         .xdcr
         .model(node)

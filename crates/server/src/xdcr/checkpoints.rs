@@ -1,8 +1,8 @@
 //! The checkpoints of a replication on this node: one JSON file per replication under `<data dir>/xdcr/`, a map of
 //! source vBucket → (vbuuid, seqno), replaced whole by rename so a crash leaves the old file or the new one.
 //!
-//! The runner also records what it saves in the cluster metadata (`MetaCommand::SaveXdcrCheckpoints`), and a run
-//! starts, and a vBucket that arrives here resumes, from the newer of this file and that record: checkpoints are
+//! The runner also records what it saves in the cluster metadata (`MetaCommand::SaveXdcrCheckpoints`), and each
+//! vBucket that starts being read resumes from the newer of this file and that record: checkpoints are
 //! cluster-wide, as Couchbase keeps them in metakv, so a vBucket moved by a rebalance or a failover is not read
 //! again from zero on its new node.
 

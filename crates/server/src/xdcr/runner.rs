@@ -82,23 +82,6 @@ struct Runner {
     filtered: u64,
 }
 
-/// The checkpoints a run starts from: this node's file and the cluster's record (what any node saved, so a
-/// vBucket that moved here resumes where its last owner was), the higher seqno of each vBucket. Either may name a
-/// history the vBucket no longer has: the core checks each against the failover log when the vBucket starts.
-fn merged_checkpoints(node: &Node, id: &str, store: &CheckpointStore) -> Vec<settee_xdcr::Checkpoint> {
-    let mut by_vb: BTreeMap<u16, settee_xdcr::Checkpoint> =
-        store.checkpoints().into_iter().map(|c| (c.vb, c)).collect();
-    if let Some(cluster) = node.cluster() {
-        let meta = cluster.metadata();
-        for (&vb, &(vbuuid, seqno)) in meta.xdcr_checkpoints.get(id).into_iter().flatten() {
-            if by_vb.get(&vb).is_none_or(|c| c.seqno < seqno) {
-                by_vb.insert(vb, settee_xdcr::Checkpoint { vb, vbuuid, seqno });
-            }
-        }
-    }
-    by_vb.into_values().collect()
-}
-
 fn now(node: &Node) -> Duration {
     node.clock.monotonic()
 }
@@ -147,7 +130,7 @@ impl Runner {
             ..Settings::default()
         };
         let window = settings.inflight_per_node_max;
-        let core = Replicator::new(settings, merged_checkpoints(&node, &spec.id, &store), now(&node));
+        let core = Replicator::new(settings, store.checkpoints(), now(&node));
         let (reports, replies) = mpsc::channel(REPORTS_MAX);
         let target = Target::new(remote, spec.target_bucket.clone(), window);
         let base = {
@@ -282,13 +265,13 @@ impl Runner {
                     continue;
                 };
                 let (failover, high_seqno, purge_seqno) = (i.failover, i.high_seqno, i.purge_seqno);
-                // The vBucket may have moved here since this run started: its last owner's checkpoint.
-                if let Some(&(vbuuid, seqno)) = self
+                // The cluster's record of it (its last owner's, if it moved here) beside this node's file: the core
+                // keeps the one further on, and checks it against the failover log as the vBucket starts.
+                let recorded = self
                     .node
                     .cluster()
-                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&self.spec.id).and_then(|m| m.get(&vb).copied()))
-                    .as_ref()
-                {
+                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&self.spec.id).and_then(|m| m.get(&vb).copied()));
+                if let Some((vbuuid, seqno)) = recorded {
                     self.core.offer_checkpoint(settee_xdcr::Checkpoint { vb, vbuuid, seqno });
                 }
                 self.handle(Event::VbStarted { vb, failover, high_seqno, purge_seqno });

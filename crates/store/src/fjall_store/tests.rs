@@ -80,13 +80,18 @@ fn failed_write_poisons_until_reopen() {
     assert_eq!((s.get(vb, b"b").unwrap(), s.high_seqno(vb).unwrap()), (None, 1));
 }
 
+/// A store over `dir` whose faults the test injects.
+fn open_with_faults(dir: &std::path::Path) -> (FjallStore, Arc<FaultInjector>) {
+    let faults = Arc::new(FaultInjector::new());
+    let store = FjallStore::open_with(dir, FjallConfig { faults: Some(faults.clone()), ..Default::default() });
+    (store.unwrap(), faults)
+}
+
 /// A failed sync poisons the store: the caller is told, and no later write can be mistaken for durable.
 #[test]
 fn failed_sync_poisons() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(FaultInjector::new());
-    let s =
-        FjallStore::open_with(dir.path(), FjallConfig { faults: Some(faults.clone()), ..Default::default() }).unwrap();
+    let (s, faults) = open_with_faults(dir.path());
     s.write_batch(VbId(1), &[record(b"a", b"1", 1, false)]).unwrap();
     faults.fail_next_sync();
     assert!(matches!(s.sync(), Err(StoreError::Io(_))));
@@ -99,9 +104,7 @@ fn failed_sync_poisons() {
 #[test]
 fn failed_read_fails_once_and_poisons_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(FaultInjector::new());
-    let s =
-        FjallStore::open_with(dir.path(), FjallConfig { faults: Some(faults.clone()), ..Default::default() }).unwrap();
+    let (s, faults) = open_with_faults(dir.path());
     let vb = VbId(3);
     s.write_batch(vb, &[record(b"a", b"1", 1, false), record(b"b", b"2", 2, false)]).unwrap();
     faults.fail_next_read();
