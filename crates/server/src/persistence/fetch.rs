@@ -6,7 +6,7 @@ use settee_engine::Bucket;
 use settee_store::VbStore;
 use settee_types::VbId;
 
-use super::records::snapshot_of;
+use settee_persist::snapshot_of;
 
 /// Reads `key` of `vb` from disk and completes the engine's fetch (value restored, or the key known absent).
 /// Errors (corruption, a failed store) are logged; the retried operation then fails with TMPFAIL.

@@ -20,7 +20,8 @@ use settee_engine::Bucket;
 use settee_store::{FaultInjector, VbStore};
 
 pub use fetch::fetch_item;
-pub(crate) use records::{disk_changes, snapshot_of};
+pub(crate) use records::disk_changes;
+pub(crate) use settee_persist::snapshot_of;
 pub use warmup::WarmupReport;
 
 /// Flusher threads per bucket; each owns the vBuckets `vb % FLUSHER_SHARDS == shard`.

@@ -1,14 +1,9 @@
-//! Warmup: loads a persistent bucket from disk before it serves. Keys and metadata of every item are loaded;
-//! values are loaded while memory stays under the low watermark, the rest stay on disk (non-resident) and are
-//! fetched on access. Under full eviction, items beyond the watermark are not loaded at all.
+//! Warmup on its thread: `settee_persist::warmup::load` timed and logged.
 
 use std::time::Instant;
 
-use settee_engine::{is_sync_write_key, Bucket, EvictionPolicy, SyncWarmup, VbState};
-use settee_store::{StoreError, VbStore};
-use settee_types::VbId;
-
-use super::records::snapshot_of;
+use settee_engine::Bucket;
+use settee_store::VbStore;
 
 /// What warmup did, for the log and the benchmark record.
 #[derive(Clone, Copy, Debug, Default)]
@@ -22,70 +17,10 @@ pub struct WarmupReport {
 
 pub(crate) fn run(bucket: &Bucket, store: &dyn VbStore) -> WarmupReport {
     let started = Instant::now();
-    let config = bucket.config();
-    let value_budget = bucket.watermark_bytes().0;
-    let full = config.eviction == EvictionPolicy::FullEviction;
-    let mut report = WarmupReport::default();
-    for v in 0..bucket.num_vbuckets() {
-        let vb = VbId(v);
-        let mut max_cas = 0;
-        let mut skipped = 0;
-        let mut sync = SyncWarmup::default();
-        let manifest = bucket.manifest();
-        let result = store.scan_seqnos(vb, 0, u64::MAX, &mut |r| {
-            max_cas = max_cas.max(r.meta.cas);
-            // Prepares and aborts are keyed in a namespace of their own, before the document's key.
-            let doc_key = if is_sync_write_key(&r.key) { r.key.get(1..).unwrap_or_default() } else { &r.key[..] };
-            // Items of collections dropped before the restart stay on disk until compaction; never load them.
-            let cid = settee_mcbp::decode_leb128(doc_key).map(|(cid, _)| cid);
-            if cid.is_none_or(|cid| manifest.collection(cid).is_none()) {
-                return;
-            }
-            if is_sync_write_key(&r.key) {
-                sync.sync_record(snapshot_of(r, true));
-                return;
-            }
-            sync.committed(&r.key);
-            let with_value = bucket.mem_used() < value_budget;
-            if !with_value && full {
-                skipped += 1;
-                return;
-            }
-            report.items += 1;
-            report.values += u64::from(with_value);
-            bucket.load_item(vb, snapshot_of(r, with_value));
-        });
-        match result {
-            Ok(()) => {}
-            Err(e @ StoreError::Corrupt { .. }) => {
-                // Serve the other vBuckets; this one answers EINTERNAL instead of possibly wrong data.
-                tracing::error!(bucket = %config.name, vb = v, error = %e, "vBucket taken out of service: stored data failed its checksum");
-                if let Some(vbucket) = bucket.vbucket(vb) {
-                    vbucket.set_state(VbState::Failed);
-                }
-                continue;
-            }
-            Err(e) => {
-                tracing::error!(bucket = %config.name, vb = v, error = %e, "warmup cannot read the store: persistence stopped");
-                bucket.fail_persistence();
-                break;
-            }
-        }
-        if sync.damaged > 0 {
-            tracing::error!(bucket = %config.name, vb = v, records = sync.damaged, "warmup skipped prepare or abort records it cannot read");
-        }
-        let state = store.vb_state(vb).ok().flatten();
-        sync.completed_to = state.as_ref().map_or(0, |s| s.prepares_completed_to);
-        report.prepares += sync.pending() as u64;
-        bucket.restore_sync_writes(vb, sync);
-        let high = store.high_seqno(vb).unwrap_or(0).max(state.as_ref().map_or(0, |s| s.high_seqno));
-        let max_cas = max_cas.max(state.as_ref().map_or(0, |s| s.max_cas));
-        let failover = state.as_ref().map_or(&[][..], |s| &s.failover[..]);
-        bucket.restore_vbucket(vb, high, max_cas, skipped, failover);
-    }
-    report.seconds = started.elapsed().as_secs_f64();
-    bucket.finish_warmup();
+    let warmed = settee_persist::load(bucket, store);
+    let seconds = started.elapsed().as_secs_f64();
+    let report = WarmupReport { items: warmed.items, values: warmed.values, prepares: warmed.prepares, seconds };
     let rate = report.items as f64 / report.seconds.max(1e-9);
-    tracing::info!(bucket = %config.name, items = report.items, values = report.values, prepares = report.prepares, seconds = report.seconds, items_per_sec = rate as u64, "warmup complete");
+    tracing::info!(bucket = %bucket.name(), items = report.items, values = report.values, prepares = report.prepares, seconds = report.seconds, items_per_sec = rate as u64, "warmup complete");
     report
 }
