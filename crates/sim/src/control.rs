@@ -74,7 +74,7 @@ impl Leader for Control {
 
 impl Control {
     /// A cluster of `nodes` active nodes, auto-failover on, and the simulated bucket with one replica.
-    pub fn new(nodes: usize, seed: u64) -> Control {
+    pub fn new(nodes: usize, seed: u64, persistent: bool) -> Control {
         let mut meta = ClusterMetadata::default();
         let must = |meta: &mut ClusterMetadata, cmd: MetaCommand| meta.apply(&cmd).expect("initial metadata");
         for idx in 0..nodes {
@@ -90,10 +90,10 @@ impl Control {
         let spec = BucketSpec {
             name: BUCKET.into(),
             uuid: "5157e5157e5157e5157e5157e5157e51".into(),
-            ephemeral: true,
+            ephemeral: !persistent,
             ram_quota_bytes: 256 << 20,
             replicas: 1,
-            eviction: "noEviction".into(),
+            eviction: if persistent { "valueOnly" } else { "noEviction" }.into(),
             max_ttl: 0,
             flush_enabled: false,
             durability_min_level: None,
@@ -306,6 +306,9 @@ impl Control {
                     Err(_) => "rebalances ended with an error",
                 };
                 self.count(what);
+                if std::env::var_os("SIM_DEBUG").is_some() {
+                    eprintln!("{now:?} rebalance ended after {} moves: {r:?}", run.moves_done);
+                }
                 self.log.push((now, format!("rebalance ended after {} moves: {r:?}", run.moves_done)));
                 if self.stop.take() == Some(true) {
                     // The operator runs it again at once: the copies the stopped one was building are given up
@@ -356,16 +359,22 @@ impl Control {
         }
     }
 
-    /// A node asks for a change (auto-reprovision of its memory-only bucket).
+    /// A node asks for a change (auto-reprovision of its memory-only bucket, or a restarted node handing the
+    /// persistent actives its replicas are ahead on over to them).
     /// Whether it was applied.
     pub fn propose(&mut self, cmd: MetaCommand, now: Duration) -> bool {
-        let MetaCommand::Reprovision { node, .. } = &cmd else { return false };
-        let node = *node;
+        let (node, what, counter) = match &cmd {
+            MetaCommand::Reprovision { node, .. } => (*node, "reprovisioned", "auto-reprovisions"),
+            MetaCommand::PromoteReplicas { node, .. } => {
+                (*node, "handed vBuckets to replicas ahead of it", "replica promotions after a restart")
+            }
+            _ => return false,
+        };
         if self.apply(cmd).is_err() {
             return false;
         }
-        self.count("auto-reprovisions");
-        self.log.push((now, format!("node index {} reprovisioned", node - 1)));
+        self.count(counter);
+        self.log.push((now, format!("node index {} {what}", node - 1)));
         true
     }
 }

@@ -17,6 +17,7 @@
 pub mod asking;
 pub mod clock;
 pub mod control;
+pub mod disk;
 pub mod graceful;
 pub mod history;
 pub mod msg;

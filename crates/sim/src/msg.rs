@@ -10,10 +10,11 @@ use settee_engine::EngineError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientOp {
     Get,
-    /// A `majority` durable upsert of `value`; with a CAS (non-zero) it replaces only that version.
+    /// A durable upsert of `value` at `level`; with a CAS (non-zero) it replaces only that version.
     Set {
         value: u64,
         cas: u64,
+        level: settee_types::DurabilityLevel,
     },
 }
 

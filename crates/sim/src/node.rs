@@ -5,7 +5,9 @@
 //! or tasks.
 
 mod consumer;
+mod persistence;
 mod producer;
+mod takeback;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -19,13 +21,15 @@ use settee_engine::{
     Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, StoreMode, StoreRequest, VbState,
     WriteOptions,
 };
-use settee_types::{Clock, DurabilityLevel, Seqno, VbId};
+use settee_types::{Clock, Seqno, VbId};
 
 use crate::msg::{ClientOp, Msg, Reply};
 use crate::net::{Endpoint, Envelope, Net};
 use crate::rng::SimRng;
 use consumer::Consumer;
+use persistence::Persistence;
 use producer::Producer;
+use takeback::TakebackAsk;
 
 /// The vBuckets the simulated bucket uses (of the engine's 1024): enough for several per node, few enough that
 /// a step is cheap.
@@ -77,6 +81,12 @@ pub struct SimNode {
     current: bool,
     /// Model the build before auto-reprovision existed (a restarted node serves its empty copies).
     pub reprovision: bool,
+    /// The bucket is a persistent (couchbase) one: its disk, flushers and warmup. None: memory-only.
+    persistence: Option<Persistence>,
+    /// A restarted member's comparison with its replicas before it takes its persistent actives back.
+    takeback: Option<TakebackAsk>,
+    /// Model the build before the take-back existed (a restarted persistent node serves what its disk held).
+    pub takeback_enabled: bool,
     starts: u32,
     /// When this node last proposed its reprovision, while waiting for the answer.
     proposed_at: Option<Duration>,
@@ -121,6 +131,9 @@ impl SimNode {
             meta: None,
             current: false,
             reprovision: true,
+            persistence: None,
+            takeback: None,
+            takeback_enabled: true,
             starts: 0,
             proposed_at: None,
             consumers: BTreeMap::new(),
@@ -138,7 +151,7 @@ impl SimNode {
     /// Started again after a crash: its memory-only bucket came back empty, so before anything is active here it
     /// has the cluster reprovision it (the server's `ClusterDriver::reprovision`).
     fn needs_reprovision_check(&self) -> bool {
-        self.starts > 1 && self.reprovision
+        self.starts > 1 && self.reprovision && self.persistence.is_none()
     }
 
     pub fn is_up(&self) -> bool {
@@ -149,15 +162,26 @@ impl SimNode {
         Endpoint::Node(self.idx)
     }
 
-    /// Starts the process with an empty memory-only bucket; every vBucket dead until the metadata arrives.
-    pub fn start(&mut self, clock: Arc<dyn Clock>) {
+    /// Makes the node's bucket a persistent one, with a disk that outlives its crashes.
+    pub fn make_persistent(&mut self) {
+        self.persistence = Some(Persistence::default());
+    }
+
+    pub fn is_persistent(&self) -> bool {
+        self.persistence.is_some()
+    }
+
+    /// Starts the process: a memory-only bucket comes up empty; a persistent one warms up from its disk. Every
+    /// vBucket is dead until the metadata arrives.
+    pub fn start(&mut self, clock: Arc<dyn Clock>, now: Duration, rng: &mut SimRng) {
+        let persistent = self.persistence.is_some();
         let config = BucketConfig {
             name: BUCKET.into(),
             uuid: "5157e5157e5157e5157e5157e5157e51".into(),
-            kind: BucketKind::Ephemeral,
+            kind: if persistent { BucketKind::Couchbase } else { BucketKind::Ephemeral },
             ram_quota_bytes: 256 << 20,
             replicas: 1,
-            eviction: EvictionPolicy::NoEviction,
+            eviction: if persistent { EvictionPolicy::ValueOnly } else { EvictionPolicy::NoEviction },
             max_ttl: 0,
             flush_enabled: false,
             durability_min_level: None,
@@ -169,14 +193,19 @@ impl SimNode {
         for vb in 0..VBUCKETS {
             bucket.set_vbucket_state(VbId(vb), VbState::Dead, 0);
         }
+        if let Some(p) = self.persistence.as_mut() {
+            p.start(&bucket, now, rng);
+        }
         self.bucket = Some(bucket);
         self.seen.clear();
         self.starts += 1;
     }
 
-    /// kill -9: memory, connections and waiting writers are gone.
-    pub fn crash(&mut self) {
+    /// kill -9: memory, connections and waiting writers are gone; a disk keeps what it synced and some of what
+    /// it did not. Returns how many unsynced changes the disk lost.
+    pub fn crash(&mut self, rng: &mut SimRng) -> usize {
         self.bucket = None;
+        self.takeback = None;
         self.meta = None;
         self.current = false;
         self.proposed_at = None;
@@ -187,6 +216,30 @@ impl SimNode {
         self.reconnect_at.clear();
         self.holds = Holds::default();
         self.hold_replies.clear();
+        self.persistence.as_mut().map_or(0, |p| p.crash(rng))
+    }
+
+    /// Disk faults, for the nemesis.
+    pub fn disk(&self) -> Option<&crate::disk::SimDisk> {
+        self.persistence.as_ref().map(|p| &p.disk)
+    }
+
+    pub fn slow_disk(&mut self, until: Duration, fsync: Duration) {
+        if let Some(p) = self.persistence.as_mut() {
+            p.slow_down(until, fsync);
+        }
+    }
+
+    /// Whether a disk fault is armed and has not struck yet, or struck and the node awaits its restart: the
+    /// nemesis waits for neither before the next fault.
+    pub fn disk_trouble(&self) -> bool {
+        self.disk().is_some_and(|d| d.faults() != crate::disk::DiskFaults::default() || d.poisoned())
+            || self.persistence_failed()
+    }
+
+    /// Whether the bucket stopped persisting (a failed write or fsync): it takes no writes until restarted.
+    pub fn persistence_failed(&self) -> bool {
+        self.bucket.as_ref().is_some_and(|b| b.store_failed())
     }
 
     /// The connections this node holds (replication, either side).
@@ -226,6 +279,11 @@ impl SimNode {
                 }
             }
         }
+        if current && !self.current && self.needs_takeback_check() {
+            if let takeback::Next::Wait = self.take_back(&meta, ctx) {
+                return;
+            }
+        }
         let became_current = current && !self.current;
         self.current |= current;
         if became_current || self.meta.as_ref().is_none_or(|m| m.rev < meta.rev) {
@@ -245,6 +303,7 @@ impl SimNode {
                 if !self.current {
                     self.current = true;
                     self.proposed_at = None;
+                    self.takeback = None;
                     self.meta = Some(meta);
                     self.reconcile(ctx);
                 }
@@ -282,7 +341,12 @@ impl SimNode {
                     self.hold_replies.push((from, id, vbs, ctx.now + TAKEOVER_SETTLE));
                 }
             }
-            Msg::Reply { .. } | Msg::Heartbeat { .. } | Msg::Propose(_) | Msg::Seqnos { .. } | Msg::Held { .. } => {}
+            Msg::Seqnos { id, report } => {
+                if let Endpoint::Node(replica) = from {
+                    self.takeback_report(replica, id, &report);
+                }
+            }
+            Msg::Reply { .. } | Msg::Heartbeat { .. } | Msg::Propose(_) | Msg::Held { .. } => {}
         }
     }
 
@@ -318,7 +382,7 @@ impl SimNode {
         close_consumer(self.idx, &mut self.consumers, &mut self.reconnect_at, source, ctx);
     }
 
-    /// A client request: reads from the active copy; writes are `majority` durable.
+    /// A client request: reads from the active copy; writes are durable at the client's level.
     fn serve(&mut self, client: Endpoint, id: u64, key: usize, vb: VbId, op: ClientOp, now: Duration) -> Option<Reply> {
         let bucket = self.bucket.as_ref()?;
         let k = key_bytes(key);
@@ -329,9 +393,9 @@ impl SimNode {
                 Err(EngineError::NotFound) => Reply::Value { value: None, cas: 0 },
                 Err(e) => Reply::Refused(e),
             }),
-            ClientOp::Set { value, cas } => {
+            ClientOp::Set { value, cas, level } => {
                 let body = value.to_string();
-                let opts = WriteOptions { cas, durability: Some(DurabilityLevel::Majority), preserve_ttl: false };
+                let opts = WriteOptions { cas, durability: Some(level), preserve_ttl: false };
                 let req = StoreRequest { mode: StoreMode::Set, value: body.as_bytes(), flags: 0, expiry: 0, opts };
                 match bucket.store(vb, &doc, req) {
                     Ok(m) if m.sync_write => {
@@ -352,6 +416,13 @@ impl SimNode {
     pub fn tick(&mut self, ctx: &mut Ctx<'_>) {
         let Some(bucket) = self.bucket.as_ref() else { return };
         let now = ctx.now;
+        if let Some(p) = self.persistence.as_mut() {
+            if p.tick(bucket, now, ctx.rng, ctx.counters) {
+                // Warmup done: the map is applied again (the server's reconcile after warmup).
+                self.reconcile(ctx);
+            }
+        }
+        let Some(bucket) = self.bucket.as_ref() else { return };
         let (due, waiting): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(_, _, at)| *at <= now);
         self.pending = waiting;
         for (vb, seqno, _) in due {
@@ -412,6 +483,9 @@ impl SimNode {
         let Some(bucket) = self.bucket.as_ref() else { return };
         for vb in 0..VBUCKETS {
             let Ok(info) = bucket.stream_info(VbId(vb)) else { continue };
+            if bucket.persisted_seqno(VbId(vb)).is_some_and(|p| p > info.high_seqno) {
+                ctx.violations.push(format!("node {} vb {vb}: persisted seqno above the high seqno", self.idx));
+            }
             let now = (info.generation, info.high_seqno);
             if let Some(before) = self.seen.insert(vb, now) {
                 if before.0 == now.0 && now.1 < before.1 {
@@ -447,7 +521,8 @@ impl SimNode {
             if info.state != wanted {
                 bucket.set_vbucket_state(v, wanted, ctx.rng.next_u64());
             }
-            if owned == VbState::Dead && self.current && !keep_data && info.high_seqno > 0 {
+            // Not while warmup loads the bucket: a copy emptied now would get its items back from warmup.
+            if owned == VbState::Dead && self.current && !keep_data && info.high_seqno > 0 && !bucket.is_warming_up() {
                 bucket.reset_vbucket(v);
             }
             let chain = &b.map.chains[usize::from(vb)];

@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use settee_cluster::metadata::Membership;
 use settee_cluster::ClusterMetadata;
+use settee_types::DurabilityLevel;
 
 use crate::clock::SimClock;
 use crate::control::Control;
+use crate::disk::DiskFaults;
 use crate::history::{check_key, Op, OpKind, Outcome, Verdict};
 use crate::msg::{ClientOp, Msg, Reply};
 use crate::net::{Endpoint, Net, NetConfig};
@@ -47,6 +49,14 @@ pub struct SimConfig {
     /// Whether a restarted node has the cluster reprovision its memory-only bucket (false: the behaviour before
     /// auto-reprovision, which loses acknowledged writes).
     pub reprovision: bool,
+    /// A persistent (couchbase) bucket instead of a memory-only one: each node has a disk that outlives its
+    /// crashes (losing what it had not synced), warms up from it, takes its actives back only where no replica is
+    /// ahead, and clients write at every durability level; the nemesis adds disk faults (failed writes and
+    /// fsyncs, a full disk, a slow disk) and kills whose node restarts before it is failed over.
+    pub persistent: bool,
+    /// Whether a restarted persistent node hands the actives its replicas are ahead on over to them before it
+    /// serves (false: the behaviour before the take-back, which loses acknowledged `majority` writes).
+    pub takeback: bool,
 }
 
 impl SimConfig {
@@ -61,6 +71,8 @@ impl SimConfig {
             faults: true,
             restart_before_failover: false,
             reprovision: true,
+            persistent: false,
+            takeback: true,
         }
     }
 }
@@ -129,6 +141,8 @@ struct Client {
 enum Undo {
     Heal,
     CalmNetwork,
+    /// The operator freed space on the node's full disk.
+    DiskSpace(usize),
 }
 
 pub struct Sim {
@@ -147,8 +161,9 @@ pub struct Sim {
     refusals: BTreeMap<String, u64>,
     counters: BTreeMap<&'static str, u64>,
     faults: BTreeMap<&'static str, u64>,
-    /// Crashed nodes, restarted once failed over, at the earliest at the time given.
-    crashed: BTreeMap<usize, Duration>,
+    /// Crashed nodes, restarted once failed over (or at once when the flag says so), at the earliest at the time
+    /// given.
+    crashed: BTreeMap<usize, (Duration, bool)>,
     undo: Option<(Duration, Undo)>,
     next_fault: Duration,
     /// When each node last restarted.
@@ -161,6 +176,8 @@ pub struct Sim {
     late_meta: VecDeque<(Duration, usize, Arc<ClusterMetadata>)>,
     /// When the operator stops the rebalance in progress, and whether they run it again at once.
     stop_at: Option<(Duration, bool)>,
+    /// A node the operator kills then (its disk stalled), and whether it restarts before it is failed over.
+    kill_at: Option<(Duration, usize, bool)>,
     /// What happened when: faults, failovers, restarts (for reports).
     fault_log: Vec<(Duration, String)>,
 }
@@ -168,17 +185,22 @@ pub struct Sim {
 impl Sim {
     pub fn new(cfg: SimConfig) -> Sim {
         let clock = Arc::new(SimClock::new());
+        let mut rng = SimRng::new(cfg.seed);
         let mut nodes: Vec<SimNode> = (0..cfg.nodes).map(SimNode::new).collect();
         for n in &mut nodes {
             n.reprovision = cfg.reprovision;
-            n.start(clock.clone());
+            n.takeback_enabled = cfg.takeback;
+            if cfg.persistent {
+                n.make_persistent();
+            }
+            n.start(clock.clone(), clock.now(), &mut rng);
         }
         Sim {
-            rng: SimRng::new(cfg.seed),
+            rng,
             clock,
             net: Net::new(NetConfig::default()),
             nodes,
-            control: Control::new(cfg.members, cfg.seed),
+            control: Control::new(cfg.members, cfg.seed, cfg.persistent),
             clients: (0..cfg.clients).map(|_| Client::default()).collect(),
             history: Vec::new(),
             next_value: 1,
@@ -197,6 +219,7 @@ impl Sim {
             meta_lag: None,
             late_meta: VecDeque::new(),
             fault_log: Vec::new(),
+            kill_at: None,
             cfg,
         }
     }
@@ -245,6 +268,14 @@ impl Sim {
             self.nemesis(now);
         } else {
             self.calm_down(now);
+        }
+        if let Some((_, victim, early)) = self.kill_at.filter(|(at, _, _)| *at <= now) {
+            self.kill_at = None;
+            let after = Duration::from_millis(self.rng.between(200, 3000));
+            self.kill(now, victim, after, early);
+        }
+        if self.cfg.persistent {
+            self.restart_failed_persistence(now);
         }
         self.restart_failed_over(now);
         for i in 0..self.nodes.len() {
@@ -417,6 +448,12 @@ impl Sim {
                         self.fault_log.push((now, "healed".into()));
                     }
                     Undo::CalmNetwork => self.net.set_config(NetConfig::default()),
+                    Undo::DiskSpace(n) => {
+                        if let Some(disk) = self.nodes[n].disk() {
+                            disk.set_faults(DiskFaults::default());
+                        }
+                        self.fault_log.push((now, format!("node {n}: disk space freed")));
+                    }
                 }
                 self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
             }
@@ -425,13 +462,21 @@ impl Sim {
         // A node just restarted has not reported what it holds yet: the control plane's view of it is from before
         // the crash, and would call the cluster healthy.
         let settled = self.restarted_at.values().all(|at| now >= *at + SETTLE_AFTER_RESTART);
-        if now < self.next_fault || !self.crashed.is_empty() || !settled || !self.control.is_healthy(now) {
+        let disk_trouble = self.kill_at.is_some() || self.nodes.iter().any(|n| n.is_up() && n.disk_trouble());
+        if now < self.next_fault
+            || !self.crashed.is_empty()
+            || !settled
+            || disk_trouble
+            || !self.control.is_healthy(now)
+        {
             return;
         }
         let n = self.nodes.len();
         let members: Vec<usize> = self.control.meta.nodes.keys().map(|id| (*id - 1) as usize).collect();
         let victim = members[self.rng.below(members.len() as u64) as usize];
-        match self.rng.below(8) {
+        // A persistent bucket's runs draw disk faults too; memory-only runs keep their schedules.
+        match self.rng.below(if self.cfg.persistent { 10 } else { 8 }) {
+            8 | 9 => self.disk_fault(now, victim),
             6 => self.rebalance(now, &members),
             7 => {
                 if self.control.start_graceful(node_id(victim), now) {
@@ -440,11 +485,12 @@ impl Sim {
                 self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
             }
             0 | 1 => {
-                self.nodes[victim].crash();
-                self.fault_log.push((now, format!("node {victim} killed")));
-                self.net.drop_where(|e| e.to == Endpoint::Node(victim) || e.from == Endpoint::Node(victim));
-                self.crashed.insert(victim, now + Duration::from_millis(self.rng.between(200, 3000)));
-                self.fault("crash (kill -9)");
+                // A persistent node restarted before it is failed over warms up and takes back what no replica is
+                // ahead on; half the kills of those runs restart so.
+                let early = self.cfg.persistent && self.rng.chance(500);
+                let after = Duration::from_millis(self.rng.between(200, 3000));
+                self.kill(now, victim, after, early);
+                self.fault(if early { "crash (kill -9), restarted before failover" } else { "crash (kill -9)" });
             }
             2 => {
                 for other in (0..n).filter(|o| *o != victim) {
@@ -492,6 +538,72 @@ impl Sim {
         }
     }
 
+    /// kill -9 of `victim`, restarted `after` later (at once or only once failed over, by `early`).
+    fn kill(&mut self, now: Duration, victim: usize, after: Duration, early: bool) {
+        let lost = self.nodes[victim].crash(&mut self.rng);
+        self.fault_log.push((now, format!("node {victim} killed ({lost} unsynced disk changes lost)")));
+        *self.counters.entry("unsynced disk changes lost in crashes").or_default() += lost as u64;
+        self.net.drop_where(|e| e.to == Endpoint::Node(victim) || e.from == Endpoint::Node(victim));
+        self.crashed.insert(victim, (now + after, early));
+    }
+
+    /// A fault of `victim`'s disk: a failed write or fsync (the bucket stops persisting until the operator
+    /// restarts the node), a full disk (the same, restarted once space is freed), or a slow disk (fsyncs take
+    /// seconds: persist-level writes time out, nothing else stops).
+    fn disk_fault(&mut self, now: Duration, victim: usize) {
+        let Some(disk) = self.nodes[victim].disk() else { return };
+        match self.rng.below(5) {
+            0 => {
+                disk.set_faults(DiskFaults { fail_next_write: true, ..DiskFaults::default() });
+                self.fault_log.push((now, format!("node {victim}: next disk write fails")));
+                self.fault("disk: a write fails");
+            }
+            1 => {
+                disk.set_faults(DiskFaults { fail_next_sync: true, ..DiskFaults::default() });
+                self.fault_log.push((now, format!("node {victim}: next fsync fails")));
+                self.fault("disk: an fsync fails");
+            }
+            2 => {
+                disk.set_faults(DiskFaults { full: true, ..DiskFaults::default() });
+                self.fault_log.push((now, format!("node {victim}: disk full")));
+                let lasts = Duration::from_millis(self.rng.between(500, 4000));
+                self.undo = Some((now + lasts, Undo::DiskSpace(victim)));
+                self.fault("disk: full");
+                return;
+            }
+            3 => {
+                let lasts = Duration::from_millis(self.rng.between(1000, 6000));
+                let fsync = Duration::from_millis(self.rng.between(300, 2500));
+                self.nodes[victim].slow_disk(now + lasts, fsync);
+                self.fault_log.push((now, format!("node {victim}: fsyncs take {fsync:?} for {lasts:?}")));
+                self.fault("disk: slow fsyncs");
+            }
+            _ => {
+                // The disk stalls and the operator kills the hung node: what it acknowledged at `majority` since
+                // the stall is in its memory and its replicas' only.
+                let stall = Duration::from_millis(self.rng.between(300, 2000));
+                self.nodes[victim].slow_disk(now + Duration::from_secs(10), Duration::from_secs(5));
+                self.fault_log.push((now, format!("node {victim}: disk stalls, killed in {stall:?}")));
+                self.kill_at = Some((now + stall, victim, self.rng.chance(500)));
+                self.fault("disk: stalls, node killed");
+            }
+        }
+        self.next_fault = now + Duration::from_millis(self.rng.between(500, 3000));
+    }
+
+    /// The operator restarts a node whose bucket stopped persisting (once its disk has space again), as the
+    /// server's log asks: "bucket refuses writes until restart".
+    fn restart_failed_persistence(&mut self, now: Duration) {
+        for n in 0..self.nodes.len() {
+            let full = self.nodes[n].disk().is_some_and(|d| d.faults().full);
+            if self.nodes[n].persistence_failed() && !full && !self.crashed.contains_key(&n) {
+                let after = Duration::from_millis(self.rng.between(100, 2000));
+                self.kill(now, n, after, true);
+                *self.counters.entry("restarts after a persistence failure").or_default() += 1;
+            }
+        }
+    }
+
     /// A rebalance an operator would run: a spare in (or swapped for a member), or a member out when there is
     /// no spare. Faults go on meanwhile.
     fn rebalance(&mut self, now: Duration, members: &[usize]) {
@@ -521,25 +633,32 @@ impl Sim {
         self.fault_log.push((now, what.to_string()));
     }
 
-    /// After the fault phase: the network heals and behaves.
+    /// After the fault phase: the network heals and behaves, disks have space.
     fn calm_down(&mut self, _now: Duration) {
         if self.undo.take().is_some() || self.net.is_partitioned() {
             self.net.heal();
             self.net.set_config(NetConfig::default());
+            for node in &self.nodes {
+                if let Some(disk) = node.disk() {
+                    disk.set_faults(DiskFaults::default());
+                }
+            }
         }
     }
 
-    /// A crashed node restarts (empty: its bucket is memory-only) once the cluster has failed it over.
+    /// A crashed node restarts (a memory-only bucket empty, a persistent one from its disk) once the cluster has
+    /// failed it over.
     fn restart_failed_over(&mut self, now: Duration) {
         let due: Vec<usize> = self
             .crashed
             .iter()
-            .filter(|(n, at)| {
+            .filter(|(n, (at, early))| {
                 // An operator restarts a node the cluster could not fail over (a second failure stopped it) after
                 // a while anyway.
-                let overdue = now >= **at + RESTART_ANYWAY;
-                **at <= now
+                let overdue = now >= *at + RESTART_ANYWAY;
+                *at <= now
                     && (self.cfg.restart_before_failover
+                        || *early
                         || overdue
                         || matches!(self.control.membership(node_id(**n)), Some(Membership::InactiveFailed) | None))
             })
@@ -547,7 +666,7 @@ impl Sim {
             .collect();
         for n in due {
             self.crashed.remove(&n);
-            self.nodes[n].start(self.clock.clone());
+            self.nodes[n].start(self.clock.clone(), now, &mut self.rng);
             self.restarted_at.insert(n, now);
             *self.counters.entry("restarts").or_default() += 1;
             self.fault_log.push((now, format!("node {n} restarted")));
@@ -569,7 +688,8 @@ impl Sim {
         let (key, kind, op, for_cas) = match self.clients[c].cas_next.take() {
             Some((key, expect, cas)) => {
                 let new = self.value();
-                (key, OpKind::Cas { expect, new }, ClientOp::Set { value: new, cas }, false)
+                let level = self.level();
+                (key, OpKind::Cas { expect, new }, ClientOp::Set { value: new, cas, level }, false)
             }
             None => {
                 let key = self.rng.below(KEYS_MAX as u64) as usize;
@@ -577,7 +697,8 @@ impl Sim {
                     0..=3 => (key, OpKind::Read, ClientOp::Get, false),
                     4..=7 => {
                         let v = self.value();
-                        (key, OpKind::Write(v), ClientOp::Set { value: v, cas: 0 }, false)
+                        let level = self.level();
+                        (key, OpKind::Write(v), ClientOp::Set { value: v, cas: 0, level }, false)
                     }
                     _ => (key, OpKind::Read, ClientOp::Get, true),
                 }
@@ -596,6 +717,18 @@ impl Sim {
         let env =
             crate::net::Envelope { from: Endpoint::Client(c), to, conn: None, msg: Msg::Request { id, key, vb, op } };
         self.net.send(&mut self.rng, now, env);
+    }
+
+    /// `majority` on a memory-only bucket; every level, evenly, on a persistent one.
+    fn level(&mut self) -> DurabilityLevel {
+        if !self.cfg.persistent {
+            return DurabilityLevel::Majority;
+        }
+        match self.rng.below(3) {
+            0 => DurabilityLevel::Majority,
+            1 => DurabilityLevel::MajorityAndPersistActive,
+            _ => DurabilityLevel::PersistToMajority,
+        }
     }
 
     fn value(&mut self) -> u64 {

@@ -1,7 +1,9 @@
 //! Runs simulated clusters seed after seed: `settee-sim [first seed] [count] [fault seconds]`. Prints each run's
 //! summary (in full for a run with anomalies: its seed repeats it) and the totals; exits 1 if any run found an
 //! anomaly. `--restart-before-failover` restarts killed nodes before the cluster fails them over;
-//! `--no-reprovision` models the build before auto-reprovision (restarted memory-only nodes serve empty copies).
+//! `--no-reprovision` models the build before auto-reprovision (restarted memory-only nodes serve empty copies);
+//! `--persistent` simulates a persistent bucket (disks, warmup, every durability level, disk faults);
+//! `--no-takeback` models the build before a restarted persistent node compared its actives with their replicas.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +12,8 @@ use settee_sim::{Sim, SimConfig};
 fn main() {
     let early_restarts = std::env::args().any(|a| a == "--restart-before-failover");
     let no_reprovision = std::env::args().any(|a| a == "--no-reprovision");
+    let persistent = std::env::args().any(|a| a == "--persistent");
+    let no_takeback = std::env::args().any(|a| a == "--no-takeback");
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let first = args.first().copied().unwrap_or(0);
     let count = args.get(1).copied().unwrap_or(100);
@@ -21,6 +25,8 @@ fn main() {
         cfg.fault_phase = Duration::from_secs(secs);
         cfg.restart_before_failover = early_restarts;
         cfg.reprovision = !no_reprovision;
+        cfg.persistent = persistent;
+        cfg.takeback = !no_takeback;
         let report = Sim::new(cfg).run();
         simulated += report.simulated;
         ops += report.ops.values().sum::<u64>();

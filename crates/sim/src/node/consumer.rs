@@ -87,7 +87,13 @@ impl Consumer {
     }
 
     /// A stream request resuming from what the local replica holds, unless the copy is no longer a replica.
+    /// While warmup loads the bucket no stream is requested (its seqnos are not known yet): the server's
+    /// `open_if_replica`.
     fn open(&mut self, bucket: &Bucket, vb: VbId, now: Duration) {
+        if bucket.is_warming_up() {
+            self.retry_later(vb, now);
+            return;
+        }
         let Ok(info) = bucket.stream_info(vb) else { return };
         if info.state != VbState::Replica {
             // The map change that makes it one may come later: ask again then.

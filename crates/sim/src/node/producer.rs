@@ -113,6 +113,10 @@ impl Producer {
 
     fn stream_request(&mut self, bucket: &Bucket, req: &StreamReq<'_>, out: &mut Vec<u8>) {
         let vb = VbId(req.vbucket);
+        if bucket.is_warming_up() {
+            // The server's: the consumer asks again after a pause.
+            return encode_dcp_response(out, Opcode::DcpStreamReq, Status::Etmpfail.code(), req.opaque);
+        }
         let info = match bucket.stream_info(vb) {
             Ok(info) if matches!(info.state, VbState::Active | VbState::Pending) => info,
             Ok(_) => return encode_dcp_response(out, Opcode::DcpStreamReq, Status::NotMyVbucket.code(), req.opaque),
