@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::vbmap::NodeId;
+
 /// How a request travels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body {
@@ -182,6 +184,10 @@ pub struct HoldRequest {
     /// True to hold, false to release.
     pub hold: bool,
     pub scope: HoldScope,
+    /// For a move that keeps a vBucket active on the node while its replicas change: the chain the move commits.
+    /// Such a hold lasts until the node applies a map giving the vBucket that chain (see `Holds::end_committed`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub until_chains: BTreeMap<u16, Vec<Option<NodeId>>>,
 }
 
 /// The answer to [`HoldRequest`]: the high seqno each covered vBucket stopped at (a bucket warming up lists none).
@@ -355,10 +361,14 @@ mod tests {
         assert_eq!(old.rev, 0, "a node that does not say what it applied reports revision 0");
         assert!(SeqnosRequest::decode_reply(br#"{"buckets":{"b":{"x":1}}}"#).is_err(), "a vBucket id is a number");
 
-        let hold = HoldRequest { hold: true, scope: HoldScope::Some { bucket: "a%b&c".into(), vbs: vec![1, 2] } };
+        let hold = HoldRequest {
+            hold: true,
+            scope: HoldScope::Some { bucket: "a%b&c".into(), vbs: vec![1, 2] },
+            until_chains: Default::default(),
+        };
         let Body::Json(body) = hold.body() else { panic!("a hold is JSON") };
         assert_eq!(decode_request::<HoldRequest>(body.as_bytes()).unwrap(), hold, "any bucket name survives");
-        let all = HoldRequest { hold: false, scope: HoldScope::All };
+        let all = HoldRequest { hold: false, scope: HoldScope::All, until_chains: Default::default() };
         let Body::Json(body) = all.body() else { panic!("a hold is JSON") };
         assert_eq!(decode_request::<HoldRequest>(body.as_bytes()).unwrap(), all);
     }

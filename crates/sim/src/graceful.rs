@@ -47,7 +47,16 @@ impl GracefulRun {
             match command {
                 Command::Hold { node, request } => {
                     let id = self.ids.fresh();
-                    leader.send(node, Msg::HoldAsk { id, hold: request.hold, vbs: Vec::new(), all: true });
+                    leader.send(
+                        node,
+                        Msg::HoldAsk {
+                            id,
+                            hold: request.hold,
+                            vbs: Vec::new(),
+                            all: true,
+                            until_chains: Default::default(),
+                        },
+                    );
                     self.waiting = Some(Waiting::Hold(Awaited::new(node, id, now, HOLD_TIMEOUT)));
                 }
                 Command::Poll { nodes, pause } => self.waiting = Some(Waiting::Poll(PollRound::new(nodes, now, pause))),
@@ -57,7 +66,10 @@ impl GracefulRun {
                 }
                 Command::Release { node } => {
                     let id = self.ids.fresh();
-                    leader.send(node, Msg::HoldAsk { id, hold: false, vbs: Vec::new(), all: true });
+                    leader.send(
+                        node,
+                        Msg::HoldAsk { id, hold: false, vbs: Vec::new(), all: true, until_chains: Default::default() },
+                    );
                 }
                 Command::Finish(r) => self.outcome = Some(r.map_err(|e| e.to_string())),
             }

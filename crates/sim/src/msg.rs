@@ -72,12 +72,14 @@ pub enum Msg {
         report: SeqnoReport,
     },
     /// The leader asks a node to hold (or release) active vBuckets for a takeover (`/settee/node/drain`); `all`:
-    /// every active the node's map gives it (hold), or everything held (release).
+    /// every active the node's map gives it (hold), or everything held (release); `until_chains`: the chain each
+    /// replica move commits (its hold lasts until the node applies it).
     HoldAsk {
         id: u64,
         hold: bool,
         vbs: Vec<u16>,
         all: bool,
+        until_chains: std::collections::BTreeMap<u16, Vec<Option<settee_cluster::NodeId>>>,
     },
     Held {
         id: u64,

@@ -323,7 +323,7 @@ impl SimNode {
                 let report = self.seqno_report();
                 ctx.send(self.me(), from, None, Msg::Seqnos { id, report });
             }
-            Msg::HoldAsk { id, hold, vbs, all } => {
+            Msg::HoldAsk { id, hold, vbs, all, until_chains } => {
                 let vbs = match (all, hold, self.meta.as_ref().and_then(|m| m.buckets.get(BUCKET))) {
                     (true, true, Some(b)) => b.map.actives_of(node_id(self.idx)),
                     (true, false, _) => self.holds.of(BUCKET).into_iter().collect(),
@@ -331,7 +331,7 @@ impl SimNode {
                 };
                 for vb in &vbs {
                     if hold {
-                        self.holds.hold(BUCKET, *vb, ctx.now);
+                        self.holds.hold_until(BUCKET, *vb, ctx.now, until_chains.get(vb).cloned());
                     } else {
                         self.holds.release(BUCKET, *vb);
                     }
@@ -506,7 +506,7 @@ impl SimNode {
         let me = node_id(self.idx);
         let keep_data = meta.nodes.get(&me).is_some_and(|n| n.membership == Membership::InactiveFailed)
             || meta.recovery.get(&me) == Some(&Recovery::Delta);
-        self.holds.end_moved(BUCKET, |vb| b.map.active(vb) == Some(me));
+        self.holds.end_committed(BUCKET, &b.map, me);
         let held = self.holds.of(BUCKET);
         let mut sources: BTreeMap<usize, BTreeSet<VbId>> = BTreeMap::new();
         for vb in 0..VBUCKETS {

@@ -89,14 +89,14 @@ impl RebalanceRun {
                 self.feed(Event::Observed { meta, health }, now);
             }
             Command::Poll { nodes, pause } => self.waiting = Some(Waiting::Poll(PollRound::new(nodes, now, pause))),
-            Command::Hold { node, bucket: _, vbs } => {
+            Command::Hold { node, bucket: _, vbs, until_chains } => {
                 let id = self.ids.fresh();
-                leader.send(node, Msg::HoldAsk { id, hold: true, vbs, all: false });
+                leader.send(node, Msg::HoldAsk { id, hold: true, vbs, all: false, until_chains });
                 self.waiting = Some(Waiting::Hold(Awaited::new(node, id, now, HOLD_TIMEOUT)));
             }
             Command::Release { node, bucket: _, vbs } => {
                 let id = self.ids.fresh();
-                leader.send(node, Msg::HoldAsk { id, hold: false, vbs, all: false });
+                leader.send(node, Msg::HoldAsk { id, hold: false, vbs, all: false, until_chains: Default::default() });
             }
             Command::SetChains { bucket, chains } => {
                 let meta = leader.meta();

@@ -98,7 +98,10 @@ impl GracefulFailover {
     /// The first command: hold every active of the node.
     pub fn start(&mut self) -> Vec<Command> {
         self.phase = Phase::Holding;
-        vec![Command::Hold { node: self.node, request: HoldRequest { hold: true, scope: HoldScope::All } }]
+        vec![Command::Hold {
+            node: self.node,
+            request: HoldRequest { hold: true, scope: HoldScope::All, until_chains: Default::default() },
+        }]
     }
 
     pub fn handle(&mut self, event: Event, now: Duration) -> Vec<Command> {
@@ -223,7 +226,7 @@ mod tests {
     #[test]
     fn a_graceful_failover_waits_for_the_replicas_then_fails_over() {
         let mut g = GracefulFailover::new(1, &meta());
-        let hold = HoldRequest { hold: true, scope: HoldScope::All };
+        let hold = HoldRequest { hold: true, scope: HoldScope::All, until_chains: Default::default() };
         assert_eq!(g.start(), vec![Command::Hold { node: 1, request: hold }]);
         let polls = g.handle(Event::Held(Ok(stopped(&[(0, 10), (2, 5), (3, 9)]))), secs(0));
         assert_eq!(polls, vec![Command::Poll { nodes: vec![2, 3], pause: Duration::ZERO }]);

@@ -5,9 +5,18 @@
 //! A round starts with the seqno reports of the sources of queued moves ([`Command::Poll`]), from which the machine
 //! admits queued moves (proposing their copies as `building`); then come the reports of the other nodes the moves
 //! in flight wait for (asked after the proposal, so a copy that starts at once is seen in the same round). The
-//! machine holds the actives whose new copies caught up (one [`Command::Hold`] per old active), commits every ready
-//! move in one map change ([`Command::SetChains`]), applies the failure rules and asks for the next round. Each
-//! node is asked at most once per round. At most one command awaiting an answer is out at a time.
+//! machine holds the actives whose new copies caught up (one [`Command::Hold`] per active: the old active of a
+//! takeover, or the active that stays while its replicas move), commits every ready move in one map change
+//! ([`Command::SetChains`]), applies the failure rules and asks for the next round. Each node is asked at most once
+//! per round. At most one command awaiting an answer is out at a time.
+//!
+//! Every move that builds a copy holds its active before the commit, and commits only once the new active and every
+//! new copy hold what the active held when it stopped: a `majority` write is acknowledged by the old chain's
+//! replicas, so a copy that joins the chain without it, and an active lost before the copy caught up, would lose
+//! it (the simulation's seed 815 of a persistent bucket: a replica move committed while the new replica's stream was
+//! reconnecting, the active was killed, and the failover promoted the new replica without two acknowledged writes).
+//! Couchbase avoids the hold with a second durability topology during the move; settee refuses the vBucket's writes
+//! for the few milliseconds of the switch instead.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -51,6 +60,9 @@ struct InFlight {
     building: Vec<NodeId>,
     /// (old, new) active when the active changes node.
     takeover: Option<(NodeId, NodeId)>,
+    /// The node whose active copy is held before the commit: the old active of a takeover, or the active that keeps
+    /// the vBucket while new replicas join its chain. None for a move that builds nothing and keeps its active.
+    held_on: Option<NodeId>,
     /// The active's high seqno when the move started: what the new copies must reach. Zero for an empty vBucket,
     /// whose move copies nothing and does not count against the per-node limit.
     wanted: u64,
@@ -75,16 +87,26 @@ impl InFlight {
             (Some(Some(old)), Some(Some(new))) if old != new => Some((*old, *new)),
             _ => None,
         };
+        let held_on = match takeover {
+            Some((old, _)) => Some(old),
+            None if !building.is_empty() => source(&mv),
+            None => None,
+        };
         let deadline = now + CATCH_UP_TIMEOUT;
         let since = if building.is_empty() { known_rev } else { PROPOSING };
-        InFlight { mv, building, takeover, wanted, phase: Phase::Building, deadline, progress: (0, now), since }
+        let (phase, progress) = (Phase::Building, (0, now));
+        InFlight { mv, building, takeover, held_on, wanted, phase, deadline, progress, since }
     }
 
-    /// The copies this move waits for in its phase.
+    /// The copies this move waits for in its phase: while the active is held, the new active and every new copy.
     fn watched(&self) -> Vec<NodeId> {
         match self.phase {
             Phase::Building => self.building.clone(),
-            Phase::Holding { .. } => self.takeover.map(|(_, new)| vec![new]).unwrap_or_default(),
+            Phase::Holding { .. } => {
+                let mut nodes = self.building.clone();
+                nodes.extend(self.takeover.map(|(_, new)| new).filter(|new| !nodes.contains(new)));
+                nodes
+            }
             Phase::Ready => Vec::new(),
         }
     }
@@ -108,13 +130,11 @@ impl InFlight {
                 "vBucket {vb}: the new copies on {:?} stayed at seqno {at} (of {}) for {BUILD_STALL_TIMEOUT:?}",
                 self.building, self.wanted
             )),
-            Phase::Holding { stopped_at } if waited > TAKEOVER_TIMEOUT => {
-                let new = self.takeover.map(|(_, n)| n).unwrap_or_default();
-                Some(format!(
-                    "vBucket {vb}: the new active on node {new} did not reach seqno {stopped_at} (it is at {at}) \
-                     within {TAKEOVER_TIMEOUT:?} of the takeover hold"
-                ))
-            }
+            Phase::Holding { stopped_at } if waited > TAKEOVER_TIMEOUT => Some(format!(
+                "vBucket {vb}: the new copies on {:?} did not reach seqno {stopped_at} (the lowest is at {at}) \
+                 within {TAKEOVER_TIMEOUT:?} of the hold",
+                self.watched()
+            )),
             _ => None,
         }
     }
@@ -132,6 +152,7 @@ impl InFlight {
         if let Some((old, new)) = self.takeover {
             nodes.extend([old, new]);
         }
+        nodes.extend(self.held_on);
         nodes.sort_unstable();
         nodes.dedup();
         nodes
@@ -146,7 +167,7 @@ fn source(mv: &VbMove) -> Option<NodeId> {
 /// What one move does after a round's reports.
 enum Step {
     Stay,
-    /// Its copies caught up: hold its active on this (old) node for the takeover.
+    /// Its copies caught up: hold its active on this node (the old active of a takeover, or the active that stays).
     Hold(NodeId),
     Enter(Phase),
 }
@@ -177,8 +198,10 @@ pub(crate) struct Moves {
     limit: usize,
     queue: VecDeque<VbMove>,
     flight: Vec<InFlight>,
-    /// vBuckets held for takeovers, by their old active: asked for and neither committed nor released.
+    /// vBuckets held, by the node holding them: asked for and neither committed nor released.
     held: BTreeMap<NodeId, Vec<u16>>,
+    /// The chains the replica moves being held commit (their holds end when a node applies them).
+    until_chains: BTreeMap<u16, Vec<Option<NodeId>>>,
     stage: Stage,
     /// This round's observations.
     reports: Reports,
@@ -204,6 +227,7 @@ impl Moves {
             queue: moves.into(),
             flight: Vec::new(),
             held: BTreeMap::new(),
+            until_chains: BTreeMap::new(),
             stage: Stage::Polling,
             reports: Reports::new(),
             health: HealthSnapshot::new(),
@@ -405,6 +429,7 @@ impl Moves {
     /// Moves every copy that caught up to its next phase, then holds the actives of the takeovers that can start.
     fn advance(&mut self, now: Duration) -> Vec<Command> {
         let mut to_hold: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
+        let mut until_chains: BTreeMap<u16, Vec<Option<NodeId>>> = BTreeMap::new();
         for i in 0..self.flight.len() {
             let (at, next) = self.next_step(&self.flight[i]);
             let f = &mut self.flight[i];
@@ -414,7 +439,12 @@ impl Moves {
             }
             match next {
                 Step::Stay => continue,
-                Step::Hold(old) => to_hold.entry(old).or_default().push(f.mv.vb),
+                Step::Hold(node) => {
+                    to_hold.entry(node).or_default().push(f.mv.vb);
+                    if f.takeover.is_none() {
+                        until_chains.insert(f.mv.vb, f.mv.new_chain.clone());
+                    }
+                }
                 Step::Enter(phase) => {
                     if f.phase != Phase::Building && phase == Phase::Building {
                         // The old active serves the vBucket again (it restarted and lost its holds): what it took
@@ -431,6 +461,7 @@ impl Moves {
             let held = self.held.entry(*old).or_default();
             held.extend(vbs.iter().filter(|vb| !held.contains(vb)).collect::<Vec<_>>());
         }
+        self.until_chains = until_chains;
         self.hold_next(to_hold.into_iter().collect(), now)
     }
 
@@ -440,14 +471,14 @@ impl Moves {
         let at = f.watched().iter().map(|n| self.seqno(*n, vb, f.since).unwrap_or(0)).min().unwrap_or(0);
         let reached = |node: NodeId, seqno: u64| self.seqno(node, vb, f.since).is_some_and(|h| h >= seqno);
         let step = match f.phase {
-            Phase::Building if f.building.iter().all(|n| reached(*n, f.wanted)) => match f.takeover {
-                Some((old, _)) => Step::Hold(old),
+            Phase::Building if f.building.iter().all(|n| reached(*n, f.wanted)) => match f.held_on {
+                Some(node) => Step::Hold(node),
                 None => Step::Enter(Phase::Ready),
             },
-            Phase::Holding { .. } if f.takeover.is_some_and(|(old, _)| self.seqno(old, vb, 0).is_some()) => {
+            Phase::Holding { .. } if f.held_on.is_some_and(|node| self.seqno(node, vb, 0).is_some()) => {
                 Step::Enter(Phase::Building)
             }
-            Phase::Holding { stopped_at } if f.takeover.is_some_and(|(_, new)| reached(new, stopped_at)) => {
+            Phase::Holding { stopped_at } if f.watched().iter().all(|n| reached(*n, stopped_at)) => {
                 Step::Enter(Phase::Ready)
             }
             _ => Step::Stay,
@@ -459,7 +490,9 @@ impl Moves {
     fn hold_next(&mut self, mut rest: VecDeque<(NodeId, Vec<u16>)>, now: Duration) -> Vec<Command> {
         match rest.pop_front() {
             Some((node, vbs)) => {
-                let hold = Command::Hold { node, bucket: self.bucket.clone(), vbs: vbs.clone() };
+                let until_chains =
+                    vbs.iter().filter_map(|vb| Some((*vb, self.until_chains.get(vb)?.clone()))).collect();
+                let hold = Command::Hold { node, bucket: self.bucket.clone(), vbs: vbs.clone(), until_chains };
                 self.stage = Stage::Holding { node, vbs, rest };
                 vec![hold]
             }
@@ -483,8 +516,8 @@ impl Moves {
     fn committed(&mut self, ready: Vec<InFlight>, result: Result<u64, String>, now: Duration) -> Vec<Command> {
         let mut held: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
         for f in &ready {
-            if let Some((old, _)) = f.takeover {
-                held.entry(old).or_default().push(f.mv.vb);
+            if let Some(node) = f.held_on {
+                held.entry(node).or_default().push(f.mv.vb);
             }
         }
         let mut out = Vec::new();
@@ -494,8 +527,9 @@ impl Moves {
                 // The map did not change: the old actives serve again.
                 out.push(Command::Release { node: old, bucket: self.bucket.clone(), vbs });
             }
-            // Otherwise each old active ends its hold when it applies the new map (the vBucket goes from pending to
-            // replica or dead; a release reaching it first would make it active again for a moment).
+            // Otherwise each held active ends its hold when it applies the new map (the vBucket goes from pending to
+            // replica or dead, or to active with its new chain; a release reaching it first would make it active
+            // again for a moment with the old chain).
         }
         match result {
             Err(e) => {
@@ -569,8 +603,9 @@ impl Moves {
         let mut nodes: Vec<NodeId> = Vec::new();
         for f in &self.flight {
             nodes.extend(f.watched());
-            if let (Phase::Holding { .. }, Some((old, _))) = (f.phase, f.takeover) {
-                nodes.push(old);
+            // The held active too: a report of the vBucket from it says it serves again (it lost its hold).
+            if let (Phase::Holding { .. }, Some(node)) = (f.phase, f.held_on) {
+                nodes.push(node);
             }
         }
         nodes.sort_unstable();

@@ -97,7 +97,7 @@ fn holding_takeover() -> Moves {
     assert_eq!(m.handle(polled(&[(1, &[(7, 40)])]), secs(0)), vec![building(&[(7, &[3])])]);
     assert_eq!(m.handle(ok(), secs(0)), vec![poll(&[3], Duration::ZERO)], "then the new copy, in the same round");
     assert_eq!(m.handle(polled(&[(3, &[])]), secs(0)), vec![poll(&[3], Duration::ZERO)]);
-    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7] };
+    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7], until_chains: Default::default() };
     assert_eq!(m.handle(polled(&[(3, &[(7, 40)])]), secs(1)), vec![hold]);
     assert_eq!(m.handle(held(1, &[(7, 45)]), secs(100)), vec![poll(&[1, 3], Duration::ZERO)]);
     m
@@ -114,8 +114,14 @@ fn admission_waits_for_room_under_the_per_node_limit() {
     assert_eq!(m.handle(polled(&[(1, &data)]), secs(0)), vec![building(&[(0, &[3]), (1, &[3])])]);
     assert_eq!(m.handle(ok(), secs(0)), vec![poll(&[3], Duration::ZERO)]);
     assert_eq!(m.handle(polled(&[(3, &[])]), secs(0)), vec![poll(&[1], Duration::ZERO)]);
-    // The queued move still has no room; vBucket 0's copy caught up, vBucket 1's did not.
+    // The queued move still has no room; vBucket 0's copy caught up (its active is held), vBucket 1's did not.
     assert_eq!(m.handle(polled(&[(1, &data)]), secs(1)), vec![poll(&[3], Duration::ZERO)]);
+    let until_chains = [(0, vec![Some(1), Some(3)])].into_iter().collect();
+    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![0], until_chains };
+    assert_eq!(m.handle(polled(&[(3, &[(0, 10), (1, 4)])]), secs(1)), vec![hold]);
+    assert_eq!(m.handle(held(1, &[(0, 10)]), secs(1)), vec![poll(&[1], Duration::ZERO)]);
+    // Held, vBucket 0 is pending on node 1: its report leaves it out.
+    assert_eq!(m.handle(polled(&[(1, &data[1..])]), secs(1)), vec![poll(&[3], Duration::ZERO)]);
     assert_eq!(m.handle(polled(&[(3, &[(0, 10), (1, 4)])]), secs(1)), vec![chains(&[(0, &[1, 3])])]);
     assert_eq!(m.handle(ok(), secs(1)), vec![poll(&[1], Duration::ZERO)]);
     assert_eq!(m.take_committed(), 1);
@@ -145,14 +151,34 @@ fn a_takeover_holds_then_commits_once_the_new_active_caught_up() {
     assert_eq!(m.take_outcome(), Some(Ok(())));
 }
 
-/// A move whose active stays only adds copies: ready as soon as they caught up, committed without a hold.
+/// A move whose active stays and whose replica changes holds the active once the new replica caught up, until the
+/// chain it commits is applied there, and commits only when the new replica holds everything the active held when
+/// it stopped: a `majority` write acknowledged by the old replica meanwhile is on the new one before it joins the
+/// chain. (Committed without a hold, seed 815 of the persistent simulation lost two acknowledged writes: the new
+/// replica's stream was reconnecting at the commit and the active was killed before it caught up.)
 #[test]
-fn a_move_without_takeover_commits_without_a_hold() {
+fn a_replica_move_holds_its_active_until_the_new_replica_has_what_it_stopped_at() {
     let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1, 3])], 4, ME, 0);
     m.start();
     m.handle(polled(&[(1, &[(5, 8)])]), secs(0));
     m.handle(ok(), secs(0));
-    assert_eq!(m.handle(polled(&[(3, &[(5, 9)])]), secs(0)), vec![chains(&[(5, &[1, 3])])], "caught up at once");
+    let until_chains = [(5, vec![Some(1), Some(3)])].into_iter().collect();
+    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![5], until_chains };
+    assert_eq!(m.handle(polled(&[(3, &[(5, 9)])]), secs(0)), vec![hold], "caught up at once: hold the active");
+    assert_eq!(m.handle(held(1, &[(5, 11)]), secs(0)), vec![poll(&[1, 3], Duration::ZERO)]);
+    let behind = m.handle(polled(&[(1, &[]), (3, &[(5, 10)])]), secs(0));
+    assert_eq!(behind, vec![poll(&[1, 3], ROUND_PAUSE)], "writes acknowledged by the old replica are still missing");
+    assert_eq!(m.handle(polled(&[(1, &[]), (3, &[(5, 11)])]), secs(0)), vec![chains(&[(5, &[1, 3])])]);
+    assert_eq!(m.handle(ok(), secs(0)), Vec::<Command>::new(), "the active ends its hold as it applies the chain");
+    assert_eq!(m.take_outcome(), Some(Ok(())));
+}
+
+/// A move that builds nothing and keeps its active (a replica dropped) commits without a hold.
+#[test]
+fn a_move_that_only_drops_a_replica_commits_without_a_hold() {
+    let mut m = Moves::new("b", vec![mv(5, &[1, 2], &[1])], 4, ME, 0);
+    m.start();
+    assert_eq!(m.handle(polled(&[(1, &[(5, 8)])]), secs(0)), vec![chains(&[(5, &[1])])]);
 }
 
 /// A stop gives up the moves still building (their copies are no longer proposed) and ends the moves, with
@@ -231,7 +257,7 @@ fn a_takeover_past_its_time_fails_and_releases_the_hold() {
     assert!(matches!(m.handle(polled(&[(1, &[]), (3, &[(7, 44)])]), secs(120))[..], [Command::Poll { .. }]));
     assert_eq!(m.handle(polled(&[(1, &[]), (3, &[(7, 44)])]), secs(121)), vec![release(1, &[7]), clear()]);
     let Some(Err(MoveFailure::Overdue(why))) = m.take_outcome() else { panic!("a takeover past its time") };
-    assert!(why.contains("seqno 45") && why.contains("node 3") && why.contains("at 44"), "{why}");
+    assert!(why.contains("seqno 45") && why.contains("[3]") && why.contains("at 44"), "{why}");
 }
 
 /// Every move has an overall deadline, even one whose copy keeps moving.
@@ -255,7 +281,7 @@ fn every_move_has_an_overall_deadline() {
 fn a_lost_hold_is_taken_again() {
     let mut m = holding_takeover();
     assert_eq!(m.handle(polled(&[(1, &[(7, 50)]), (3, &[(7, 45)])]), secs(101)), vec![poll(&[3], Duration::ZERO)]);
-    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7] };
+    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7], until_chains: Default::default() };
     assert_eq!(m.handle(polled(&[(3, &[(7, 45)])]), secs(102)), vec![hold]);
 }
 
@@ -333,7 +359,7 @@ fn a_copy_counts_only_from_a_node_that_applied_its_proposal() {
     assert_eq!(m.handle(polled_at(11, &[(3, &[(7, 40)])]), secs(0)), vec![poll(&[3], Duration::ZERO)]);
     assert_eq!(m.handle(polled_at(11, &[(3, &[(7, 40)])]), secs(1)), vec![poll(&[3], ROUND_PAUSE)]);
     // From revision 12 on, its copy is the one being built: caught up, the takeover holds the old active.
-    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7] };
+    let hold = Command::Hold { node: 1, bucket: "b".into(), vbs: vec![7], until_chains: Default::default() };
     assert_eq!(m.handle(polled_at(12, &[(3, &[(7, 40)])]), secs(2)), vec![hold]);
     // The new active's report must also be from that revision on before the commit.
     assert_eq!(m.handle(held(1, &[(7, 41)]), secs(3)), vec![poll(&[1, 3], Duration::ZERO)]);

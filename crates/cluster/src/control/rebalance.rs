@@ -41,8 +41,9 @@ pub enum Command {
     Observe,
     /// After `pause`, ask each of `nodes` for its seqno report. Answer: [`Event::Polled`].
     Poll { nodes: Vec<NodeId>, pause: Duration },
-    /// Hold `vbs` of `bucket` on their active `node` for a takeover. Answer: [`Event::Held`].
-    Hold { node: NodeId, bucket: String, vbs: Vec<u16> },
+    /// Hold `vbs` of `bucket` on their active `node` for a takeover, or for a move of their replicas (those with a
+    /// chain in `until_chains`, the chain the move commits, which stay active on `node`). Answer: [`Event::Held`].
+    Hold { node: NodeId, bucket: String, vbs: Vec<u16>, until_chains: BTreeMap<u16, Vec<Option<NodeId>>> },
     /// Release `vbs` of `bucket` held on `node`. No answer (a failure is only logged: the hold's lease ends it).
     Release { node: NodeId, bucket: String, vbs: Vec<u16> },
     /// Put `chains` into `bucket`'s current map and propose it. Answer: [`Event::Proposed`].

@@ -210,7 +210,7 @@ impl Cooperative {
                     failed_over: Vec::new(),
                 }
             }
-            Command::Hold { node, bucket, vbs } => {
+            Command::Hold { node, bucket, vbs, .. } => {
                 let mut stopped = VbSeqnos::default();
                 for vb in vbs {
                     stopped.insert(bucket, *vb, 10);

@@ -70,7 +70,8 @@ impl ClusterDriver {
                         answer = Some(Event::FailedOver(outcome));
                     }
                     Command::Release { node } => {
-                        let release = HoldRequest { hold: false, scope: HoldScope::All };
+                        let release =
+                            HoldRequest { hold: false, scope: HoldScope::All, until_chains: Default::default() };
                         if let Err(e) = peers.hold(node, &release).await {
                             tracing::warn!(node, error = %e, "cannot release the node held for a graceful failover");
                         }

@@ -36,7 +36,7 @@ impl ClusterDriver {
             let now = self.now();
             for (b, vb) in &covered {
                 if request.hold {
-                    held.hold(b, *vb, now);
+                    held.hold_until(b, *vb, now, request.until_chains.get(vb).cloned());
                 } else {
                     held.release(b, *vb);
                 }
@@ -56,12 +56,13 @@ impl ClusterDriver {
         covered
     }
 
-    /// Ends the holds of `bucket`'s vBuckets that `still_active` says the applied map no longer makes active here:
-    /// a takeover (or graceful failover) that committed needs no release, so the held copy goes from pending
-    /// straight to replica or dead and never serves again after the map moved on (a release that arrived before
-    /// this node applied the new map would have made it active for a moment).
-    pub(super) fn end_moved_holds(&self, bucket: &str, still_active: impl Fn(u16) -> bool) {
-        self.held.lock().end_moved(bucket, still_active);
+    /// Ends the holds of `bucket`'s vBuckets that the applied `map` committed: a takeover (or graceful failover)
+    /// that committed needs no release, so the held copy goes from pending straight to replica or dead and never
+    /// serves again after the map moved on, and a move of replicas ends its hold once the new chain is applied (a
+    /// release that arrived before this node applied the new map would have made it active for a moment, with its
+    /// old chain).
+    pub(super) fn end_committed_holds(&self, bucket: &str, map: &settee_cluster::VbMap) {
+        self.held.lock().end_committed(bucket, map, self.me());
     }
 
     /// The vBuckets of `bucket` held for a takeover.

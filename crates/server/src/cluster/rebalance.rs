@@ -81,12 +81,13 @@ impl ClusterDriver {
                 let failed_over = self.metadata().failed_over_nodes();
                 Event::Polled { reports, health, stop_requested, failed_over }
             }
-            Command::Hold { node, bucket, vbs } => {
-                let request = HoldRequest { hold: true, scope: HoldScope::Some { bucket, vbs } };
+            Command::Hold { node, bucket, vbs, until_chains } => {
+                let request = HoldRequest { hold: true, scope: HoldScope::Some { bucket, vbs }, until_chains };
                 Event::Held { node, reply: peers.hold(node, &request).await.map_err(|e| e.to_string()) }
             }
             Command::Release { node, bucket, vbs } => {
-                let request = HoldRequest { hold: false, scope: HoldScope::Some { bucket, vbs } };
+                let scope = HoldScope::Some { bucket, vbs };
+                let request = HoldRequest { hold: false, scope, until_chains: Default::default() };
                 if let Err(e) = peers.hold(node, &request).await {
                     tracing::warn!(node, error = %e, "cannot release vBuckets held for a takeover");
                 }

@@ -88,7 +88,7 @@ impl Reconciler {
             };
             apply_settings(&handle, b);
             let me = driver.me();
-            driver.end_moved_holds(name, |vb| b.map.active(vb) == Some(me));
+            driver.end_committed_holds(name, &b.map);
             let here = Here {
                 me,
                 current: driver.handle.is_current(),
