@@ -9,6 +9,7 @@
 //! | [`JoinRequest`] | `POST /node/controller/doJoinCluster` | none (200) |
 //! | [`ProbeRequest`] | `GET /pools` | ignored (200 means alive) |
 //! | [`ClusterCaRequest`] | `GET /settee/tls/ca` | [`ClusterCaReply`] |
+//! | [`PeerSecretRequest`] | `GET /settee/node/peerSecret` | [`PeerSecretReply`] |
 //! | [`BucketSamplesRequest`] | `POST /settee/node/bucketSamples` | [`BucketSamples`] |
 //!
 //! The settee-only calls carry JSON; `doJoinCluster` is Couchbase's endpoint and keeps its form fields. Every call
@@ -107,6 +108,29 @@ impl PeerCall for SeqnosRequest {
         Body::Empty
     }
     fn decode_reply(body: &[u8]) -> Result<SeqnoReport, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
+/// A joining node asks its seed, with the administrator's own credentials, for the secret the cluster's nodes
+/// authenticate each other with (so that they do not depend on the administrator's password, which may be reset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerSecretRequest;
+
+/// The seed's node-to-node secret; None for a cluster formed by a settee that had none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerSecretReply {
+    pub secret: Option<String>,
+}
+
+impl PeerCall for PeerSecretRequest {
+    const METHOD: &'static str = "GET";
+    const PATH: &'static str = "/settee/node/peerSecret";
+    type Reply = PeerSecretReply;
+    fn body(&self) -> Body {
+        Body::Empty
+    }
+    fn decode_reply(body: &[u8]) -> Result<PeerSecretReply, serde_json::Error> {
         serde_json::from_slice(body)
     }
 }

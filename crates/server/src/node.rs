@@ -107,6 +107,12 @@ pub struct Node {
     pub restartable: std::sync::atomic::AtomicBool,
     /// Every bucket's statistics sampled once a second, at Couchbase's zoom levels (`stats_sampler`).
     pub stats_history: parking_lot::Mutex<crate::stats_history::History>,
+    /// The token `<data-dir>/localtoken` holds (`auth::local_token`), written at start by `service`; unset in a
+    /// node built without services, which then refuses every `@localtoken` login.
+    pub local_token: std::sync::OnceLock<crate::auth::LocalToken>,
+    /// The cluster's node-to-node secret (`auth::peer_secret`): None in a cluster formed by an older settee (and in
+    /// a node built without services), whose nodes call each other with the administrator's password.
+    peer_secret: RwLock<Option<Arc<str>>>,
 }
 
 impl Node {
@@ -147,9 +153,42 @@ impl Node {
             executable: std::env::current_exe().ok(),
             restart: tokio::sync::watch::Sender::new(None),
             restartable: std::sync::atomic::AtomicBool::new(false),
+            local_token: std::sync::OnceLock::new(),
+            peer_secret: RwLock::new(None),
         });
         node.query.indexes.set_memory_quota(node.config.index_memory_quota_mb.saturating_mul(1 << 20));
         Ok(node)
+    }
+
+    /// The credentials this node's calls to its peers carry (REST, Raft, DCP replication): the administrator's
+    /// user name with the cluster's node-to-node secret, or with the command line's password where there is none.
+    pub fn peer_credentials(&self) -> (String, String) {
+        let password = match &*self.peer_secret.read() {
+            Some(secret) => secret.to_string(),
+            None => self.config.password.clone(),
+        };
+        (self.config.username.clone(), password)
+    }
+
+    /// Whether `candidate` is the cluster's node-to-node secret (compared in constant time); false without one.
+    pub fn is_peer_secret(&self, candidate: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        self.peer_secret.read().as_ref().is_some_and(|secret| bool::from(secret.as_bytes().ct_eq(candidate)))
+    }
+
+    /// Whether this node has a node-to-node secret (see `peer_secret`).
+    pub fn has_peer_secret(&self) -> bool {
+        self.peer_secret.read().is_some()
+    }
+
+    /// The node-to-node secret, to hand to a joining node.
+    pub fn peer_secret(&self) -> Option<String> {
+        self.peer_secret.read().as_ref().map(|s| s.to_string())
+    }
+
+    /// Makes `secret` the node-to-node secret this node accepts and sends (already stored on disk by the caller).
+    pub fn set_peer_secret(&self, secret: Option<&str>) {
+        *self.peer_secret.write() = secret.map(Arc::from);
     }
 
     /// The cluster's security settings (`/settings/security`, `/settings/clientCertAuth`) this node applies.

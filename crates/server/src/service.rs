@@ -78,6 +78,9 @@ impl RunningNode {
         config.mgmt_tls_port = mgmt_tls_addr.map_or(0, |a| a.port());
         config.query_tls_port = query_tls_addr.map_or(0, |a| a.port());
         let node = Node::new(config)?;
+        let token = crate::auth::LocalToken::create(&node.config.data_dir)
+            .with_context(|| format!("cannot write the local token in {}", node.config.data_dir.display()))?;
+        let _ = node.local_token.set(token);
         // The cluster's seeded generator (node ids, vBucket uuids); a simulation seeds its own.
         let cluster = ClusterDriver::open(&node, StdRng::from_entropy()).await?;
 

@@ -9,9 +9,12 @@ plain HTTP and runs everywhere.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
+import urllib.error
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -239,14 +242,47 @@ def test_bucket_delete(nodes):
     assert rest(nodes[0], "GET", "/pools/default/buckets/e1")[0] == 404
 
 
-def test_reset_admin_password_is_not_supported(nodes):
-    """reset-admin-password logs in with the node's local token file (`@localtoken`), which settee does not write:
-    the node's administrator comes from its command line. The CLI stops with a clear error."""
-    done = subprocess.run([CLI, "reset-admin-password", "--config-path", str(nodes[0].data_dir),
-                           "--ip", nodes[0].host, "--port", str(nodes[0].mgmt_port), "--new-password", "x"],
+def reset_admin_password(node: SetteeServer, *args: str, config_path: Path | None = None) -> tuple[int, str]:
+    """Runs `couchbase-cli reset-admin-password` as an operator on the node's machine would: no credentials, the
+    node's data directory as the configuration path (where it reads `localtoken`)."""
+    path = config_path if config_path is not None else node.data_dir
+    done = subprocess.run([CLI, "reset-admin-password", "--config-path", str(path), "--ip", node.host,
+                           "--port", str(node.mgmt_port), *args],
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS)
-    RESULTS["reset-admin-password"] = "missing (no local token)"
-    assert done.returncode != 0 and "localtoken" in done.stdout + done.stderr, done
+    return done.returncode, done.stdout + done.stderr
+
+
+def admin_status(node: SetteeServer, password: str) -> int:
+    token = base64.b64encode(f"{USERNAME}:{password}".encode()).decode()
+    request = urllib.request.Request(node.mgmt_url + "/pools/default", headers={"Authorization": f"Basic {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_reset_admin_password(nodes):
+    """reset-admin-password logs in as `@localtoken` with `<config-path>/localtoken`: `--new-password` and
+    `--regenerate` change the administrator's password on every node (the old one refused), and a configuration
+    path without the token file stops the CLI with a clear error. The password is set back at the end."""
+    rc, out = reset_admin_password(nodes[0], "--new-password", "x", config_path=nodes[0].data_dir / "nowhere")
+    assert rc != 0 and "localtoken" in out, out
+    rc, out = reset_admin_password(nodes[0], "--new-password", "cli-new-pass")
+    passed = rc == 0 and "Administrator password changed" in out
+    for n in nodes:
+        wait_for(lambda: admin_status(n, "cli-new-pass") == 200, f"the new password on {n.host}")
+        passed = passed and admin_status(n, PASSWORD) == 401
+    rc, out = reset_admin_password(nodes[1], "--regenerate")
+    generated = out.strip().splitlines()[-1] if rc == 0 and out.strip() else ""
+    for n in nodes:
+        wait_for(lambda: admin_status(n, generated) == 200, f"the generated password on {n.host}")
+    rc_back, out_back = reset_admin_password(nodes[0], "--new-password", PASSWORD)
+    for n in nodes:
+        wait_for(lambda: admin_status(n, PASSWORD) == 200, f"the original password back on {n.host}")
+    passed = passed and rc == 0 and len(generated) >= 16 and rc_back == 0
+    RESULTS["reset-admin-password"] = "pass" if passed else f"FAIL: {out.strip()[-200:]} {out_back.strip()[-200:]}"
+    assert passed, (out, out_back)
 
 
 def test_zz_report(nodes):

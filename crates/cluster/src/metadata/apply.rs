@@ -34,6 +34,7 @@ impl ClusterMetadata {
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
+            MetaCommand::SetAdmin(admin) => self.admin = admin.clone(),
             MetaCommand::SetGroups(groups) => self.groups = groups.clone(),
             MetaCommand::SetAudit(audit) => self.audit = audit.clone(),
             MetaCommand::SetSecurity(security) => self.security = security.clone(),

@@ -31,6 +31,10 @@ pub struct ClusterMetadata {
     /// The user groups (`/settings/rbac/groups`), opaque as the users are. Null until first set (no groups).
     #[serde(default)]
     pub groups: serde_json::Value,
+    /// The administrator's credentials once reset cluster-wide (`/controller/resetAdminPassword`), opaque as the
+    /// users are. Null until first set: each node then keeps the password its command line gave.
+    #[serde(default)]
+    pub admin: serde_json::Value,
     pub auto_failover: AutoFailoverSettings,
     /// How each failed-over node marked for recovery rejoins at the next rebalance; the entry stays while that
     /// rebalance runs (a delta-recovering node keeps its data until then) and goes when it ends.
@@ -272,6 +276,8 @@ pub enum MetaCommand {
         promote: BTreeMap<u16, NodeId>,
     },
     SetUsers(serde_json::Value),
+    /// Replaces the administrator's credentials (opaque, see `ClusterMetadata::admin`).
+    SetAdmin(serde_json::Value),
     /// Replaces the user groups (opaque, see `ClusterMetadata::groups`).
     SetGroups(serde_json::Value),
     /// Replaces the audit settings (opaque, see `ClusterMetadata::audit`).

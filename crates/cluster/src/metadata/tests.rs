@@ -265,7 +265,7 @@ fn set_users_stores_opaque_value() {
     assert_eq!(meta.rev, 1);
 }
 
-/// SetAudit, SetSecurity and SetGroups store the server's values as given, and metadata written before they existed reads
+/// SetAudit, SetSecurity, SetGroups and SetAdmin store the server's values as given, and metadata written before they existed reads
 /// them as null.
 #[test]
 fn set_audit_security_and_groups_store_opaque_values_and_old_metadata_reads_null() {
@@ -279,12 +279,16 @@ fn set_audit_security_and_groups_store_opaque_values_and_old_metadata_reads_null
     let groups = json!([{"id": "g", "roles": ["admin"]}]);
     meta.apply(&MetaCommand::SetGroups(groups.clone())).expect("set groups");
     assert_eq!((meta.groups.clone(), meta.rev), (groups, 3));
+    let admin = json!({"id": "Administrator", "credentials": "opaque"});
+    meta.apply(&MetaCommand::SetAdmin(admin.clone())).expect("set admin");
+    assert_eq!((meta.admin.clone(), meta.rev), (admin, 4));
     let mut old = serde_json::to_value(ClusterMetadata::default()).expect("encode");
+    old.as_object_mut().expect("object").remove("admin");
     old.as_object_mut().expect("object").remove("audit");
     old.as_object_mut().expect("object").remove("security");
     old.as_object_mut().expect("object").remove("groups");
     let read: ClusterMetadata = serde_json::from_value(old).expect("decode without the fields");
-    assert!(read.audit.is_null() && read.security.is_null() && read.groups.is_null());
+    assert!(read.audit.is_null() && read.security.is_null() && read.groups.is_null() && read.admin.is_null());
 }
 
 /// SetSettings replaces one section of the opaque management settings and keeps the others; metadata written

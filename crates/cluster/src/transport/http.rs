@@ -30,10 +30,11 @@ const REPLY_BYTES_MAX: usize = 64 << 20;
 /// How much of an error body is kept in a [`TransportError::Status`].
 const ERROR_BODY_BYTES_MAX: usize = 512;
 
-/// Sends every request with the cluster's admin credentials.
+/// Sends every request with the node-to-node credentials the server gives it (replaceable: a joining node adopts
+/// its cluster's).
 pub struct HttpTransport {
     client: Client<HttpConnector, Full<Bytes>>,
-    authorization: HeaderValue,
+    authorization: parking_lot::RwLock<HeaderValue>,
 }
 
 impl HttpTransport {
@@ -49,11 +50,12 @@ impl HttpTransport {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE_TIMEOUT).build(connector);
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        let mut authorization =
-            HeaderValue::from_str(&format!("Basic {token}")).expect("base64 text is a valid header value");
-        authorization.set_sensitive(true);
-        HttpTransport { client, authorization }
+        HttpTransport { client, authorization: parking_lot::RwLock::new(basic_authorization(username, password)) }
+    }
+
+    /// Sends every later request with these credentials.
+    pub fn set_credentials(&self, username: &str, password: &str) {
+        *self.authorization.write() = basic_authorization(username, password);
     }
 
     async fn post<Req: Serialize, Resp: DeserializeOwned>(
@@ -80,7 +82,7 @@ impl HttpTransport {
         let body = serde_json::to_vec(body).map_err(|e| not_sent(format!("cannot encode the request: {e}")))?;
         let request = Request::post(uri)
             .header(CONTENT_TYPE, "application/json")
-            .header(AUTHORIZATION, self.authorization.clone())
+            .header(AUTHORIZATION, self.authorization.read().clone())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| not_sent(e.to_string()))?;
         let response = self.client.request(request).await.map_err(|e| {
@@ -102,6 +104,14 @@ impl HttpTransport {
         }
         serde_json::from_slice(&bytes).map_err(|e| TransportError::Decode(e.to_string()))
     }
+}
+
+fn basic_authorization(username: &str, password: &str) -> HeaderValue {
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    let mut authorization =
+        HeaderValue::from_str(&format!("Basic {token}")).expect("base64 text is a valid header value");
+    authorization.set_sensitive(true);
+    authorization
 }
 
 impl RaftTransport for HttpTransport {

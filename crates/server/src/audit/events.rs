@@ -60,6 +60,7 @@ pub const DROP_SCOPE: u32 = 8260;
 pub const CREATE_COLLECTION: u32 = 8261;
 pub const DROP_COLLECTION: u32 = 8262;
 pub const REST_AUTH_FAILURE: u32 = 8264;
+pub const ADMIN_PASSWORD_RESET: u32 = 8266;
 pub const MODIFY_COLLECTION: u32 = 8270;
 
 /// Every event, in a fixed order: an event's index here is its bit in the enabled-events mask (at most 64).
@@ -100,6 +101,7 @@ pub const EVENTS: &[Descriptor] = &[
     rest(CREATE_COLLECTION, "create collection", "Collection was created", true, true),
     rest(DROP_COLLECTION, "drop collection", "Collection was dropped", true, true),
     rest(REST_AUTH_FAILURE, "auth failure", "Authentication to the REST API failed", false, true),
+    rest(ADMIN_PASSWORD_RESET, "admin password reset", "The administrator password was reset", true, true),
     rest(MODIFY_COLLECTION, "modify collection", "Collection was modified", true, true),
 ];
 

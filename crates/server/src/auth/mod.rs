@@ -23,7 +23,9 @@
 
 mod credentials;
 mod derivation;
+pub mod local_token;
 mod mechanism;
+pub mod peer_secret;
 mod plain;
 mod plain_cache;
 mod role;
@@ -33,6 +35,7 @@ mod users;
 
 pub use credentials::{Credentials, PlainVerifier, ScramKeys, DEFAULT_ITERATIONS, SALT_BYTES};
 pub use derivation::{derivations_max, run_derivation};
+pub use local_token::{LocalToken, LOCAL_TOKEN_USER};
 pub use mechanism::{Mechanism, ScramHash};
 #[cfg(test)]
 pub(crate) use plain::decoy_checks;

@@ -57,13 +57,16 @@ impl ClusterDriver {
     /// handle. Nothing is proposed yet.
     pub async fn open(node: &Arc<Node>, mut rng: StdRng) -> anyhow::Result<Arc<ClusterDriver>> {
         let dir = node.config.data_dir.join("raft");
-        let me = match MetadataStore::stored_node_id(&dir)? {
+        let stored = MetadataStore::stored_node_id(&dir)?;
+        open_peer_secret(node, stored.is_none())?;
+        let me = match stored {
             Some(id) => id,
             None => new_node_id(&mut rng),
         };
         let addr = my_info(node, me).mgmt_addr();
         let peer_source = node.config.peer_source()?;
-        let transport = Arc::new(HttpTransport::with_source(&node.config.username, &node.config.password, peer_source));
+        let (user, password) = node.peer_credentials();
+        let transport = Arc::new(HttpTransport::with_source(&user, &password, peer_source));
         let store = MetadataStore::open(&dir, me, addr.clone(), transport.clone())
             .await
             .with_context(|| format!("cannot open the cluster metadata in {}", dir.display()))?;
@@ -106,9 +109,9 @@ impl ClusterDriver {
         self.rng.lock().next_u64()
     }
 
-    /// The administrator's credentials, which node-to-node calls carry.
-    pub(super) fn credentials(&self) -> (&str, &str) {
-        (self.node.config.username.as_str(), self.node.config.password.as_str())
+    /// The credentials node-to-node calls carry (`Node::peer_credentials`).
+    pub(super) fn credentials(&self) -> (String, String) {
+        self.node.peer_credentials()
     }
 
     /// The source address of this node's connections to its peers, if it binds one.
@@ -196,6 +199,7 @@ impl ClusterDriver {
 
     /// Joins the cluster `seed` ("host:mgmtport") belongs to: Raft membership first, then this node's entry.
     async fn join_via(&self, seed: &str) -> anyhow::Result<()> {
+        self.adopt_peer_secret(seed).await?;
         let store = self.handle.store();
         store.join(seed).await.with_context(|| format!("joining the cluster of {seed}"))?;
         match store.propose(MetaCommand::AddNode(my_info(&self.node, self.me()))).await {
@@ -208,14 +212,38 @@ impl ClusterDriver {
         Ok(())
     }
 
+    /// Takes the cluster's node-to-node secret from `seed` (asked with the administrator's own credentials, which
+    /// the seed checks), before anything of the cluster calls this node with it. A seed without one (a cluster formed
+    /// by an older settee) makes this node drop its own, so that both call each other with the administrator's
+    /// password.
+    async fn adopt_peer_secret(&self, seed: &str) -> anyhow::Result<()> {
+        use settee_cluster::peer::PeerSecretRequest;
+        let config = &self.node.config;
+        let credentials = Some((config.username.as_str(), config.password.as_str()));
+        let reply = super::peers::call(seed, self.peer_source(), credentials, &PeerSecretRequest, CLUSTER_CA_TIMEOUT)
+            .await
+            .with_context(|| format!("cannot get the cluster's node-to-node secret from {seed}"))?;
+        let dir = config.data_dir.clone();
+        let secret = reply.secret.clone();
+        tokio::task::spawn_blocking(move || crate::auth::peer_secret::store(&dir, secret.as_deref()))
+            .await?
+            .context("cannot store the cluster's node-to-node secret")?;
+        self.node.set_peer_secret(reply.secret.as_deref());
+        let (user, password) = self.node.peer_credentials();
+        self.transport.set_credentials(&user, &password);
+        crate::query::routing::peers(&self.node).set_credentials(&user, &password);
+        Ok(())
+    }
+
     /// Takes the cluster's CA from `seed` and signs this node a certificate with it, so that one CA covers every
     /// node's TLS ports. A failure is logged and leaves the node its own CA (clients must then trust that too).
     async fn adopt_cluster_ca(&self, seed: &str) {
         use settee_cluster::peer::{ClusterCaReply, ClusterCaRequest};
+        let credentials = self.credentials();
         match super::peers::call(
             seed,
             self.peer_source(),
-            Some(self.credentials()),
+            Some((credentials.0.as_str(), credentials.1.as_str())),
             &ClusterCaRequest,
             CLUSTER_CA_TIMEOUT,
         )
@@ -426,4 +454,23 @@ fn my_info(node: &Node, me: NodeId) -> NodeInfo {
             query: node.config.query_tls_port,
         },
     }
+}
+
+/// Loads this node's node-to-node secret, or makes one when the node forms a new cluster (`fresh`: no metadata
+/// yet). A node with metadata but no secret belongs to a cluster formed by an older settee and stays without.
+fn open_peer_secret(node: &Node, fresh: bool) -> anyhow::Result<()> {
+    use crate::auth::peer_secret;
+    let dir = &node.config.data_dir;
+    let secret = match peer_secret::load(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        Some(secret) => Some(secret),
+        None if fresh => {
+            let secret = peer_secret::generate();
+            peer_secret::store(dir, Some(&secret))
+                .with_context(|| format!("cannot write the cluster secret in {}", dir.display()))?;
+            Some(secret)
+        }
+        None => None,
+    };
+    node.set_peer_secret(secret.as_deref());
+    Ok(())
 }

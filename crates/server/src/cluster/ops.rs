@@ -153,6 +153,56 @@ impl Node {
 }
 
 impl Node {
+    /// Gives the administrator `password` on every node: the salted credentials are derived off the async workers,
+    /// proposed whole (`MetaCommand::SetAdmin`) and applied by each node's reconcile (`Node::apply_admin`, here
+    /// before the call returns). The administrator keeps its name and roles. Without a cluster, applied here.
+    pub async fn propose_admin_password(&self, password: &str) -> Result<(), ClusterOpError> {
+        let (id, clock, password) = (self.config.username.clone(), self.clock.clone(), password.to_owned());
+        let current = self.users.get(&id);
+        let derived = tokio::task::spawn_blocking(move || {
+            let scratch = UserStore::with_clock(clock);
+            let (name, roles) = match &current {
+                Some(admin) => (admin.name.clone(), admin.roles.clone()),
+                None => ("Administrator".to_owned(), crate::auth::Role::parse_list("admin").unwrap_or_default()),
+            };
+            scratch.upsert(&id, &name, Some(&password), roles).map(|()| scratch.get(&id))
+        })
+        .await
+        .map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
+        let admin = match derived {
+            Ok(Some(admin)) => (*admin).clone(),
+            Ok(None) => return Err(ClusterOpError::Unavailable("the new credentials were not derived".to_owned())),
+            Err(e) => return Err(ClusterOpError::Unavailable(e.to_string())),
+        };
+        match self.cluster() {
+            None => {
+                self.apply_admin(admin);
+                Ok(())
+            }
+            Some(cluster) => {
+                let value = serde_json::to_value(&admin).map_err(|e| ClusterOpError::Unavailable(e.to_string()))?;
+                cluster.propose(MetaCommand::SetAdmin(value)).await.map(drop).map_err(unavailable)
+            }
+        }
+    }
+
+    /// Makes `admin` this node's administrator (the cluster's, from the metadata): the other users stay. Refused,
+    /// with a log line, for a user that is not this node's administrator.
+    pub(crate) fn apply_admin(&self, admin: User) {
+        if admin.id != self.config.username {
+            tracing::error!(
+                user = %admin.id,
+                "the cluster's administrator is not the one this node was started with; keeping this node's"
+            );
+            return;
+        }
+        let mut all: Vec<User> = self.users.list().iter().filter(|u| u.id != admin.id).map(|u| (**u).clone()).collect();
+        all.push(admin);
+        if let Err(e) = self.users.restore(all) {
+            tracing::error!(error = %e, "cannot apply the cluster's administrator");
+        }
+    }
+
     /// Changes the user groups on every node: `change` edits a copy of the current groups; the result is proposed
     /// whole and applied by each node's reconcile (here before the call returns). A refused change proposes
     /// nothing.

@@ -61,12 +61,12 @@ pub async fn call<C: PeerCall>(
 /// The administrator's view of the other nodes, through one metadata state.
 pub struct Peers<'a> {
     meta: &'a ClusterMetadata,
-    creds: (&'a str, &'a str),
+    creds: (String, String),
     source: Option<IpAddr>,
 }
 
 impl<'a> Peers<'a> {
-    pub fn new(credentials: (&'a str, &'a str), source: Option<IpAddr>, meta: &'a ClusterMetadata) -> Self {
+    pub fn new(credentials: (String, String), source: Option<IpAddr>, meta: &'a ClusterMetadata) -> Self {
         Peers { meta, creds: credentials, source }
     }
 
@@ -88,6 +88,6 @@ impl<'a> Peers<'a> {
 
     async fn call<C: PeerCall>(&self, node: NodeId, request: &C, timeout: Duration) -> Result<C::Reply, PeerError> {
         let addr = self.meta.nodes.get(&node).map(|n| n.mgmt_addr()).ok_or(PeerError::UnknownNode(node))?;
-        call(&addr, self.source, Some(self.creds), request, timeout).await
+        call(&addr, self.source, Some((self.creds.0.as_str(), self.creds.1.as_str())), request, timeout).await
     }
 }

@@ -37,6 +37,8 @@ pub(super) struct Reconciler {
     feeds: HashMap<FeedKey, Feed>,
     /// The users value last applied from the metadata.
     users_applied: Option<serde_json::Value>,
+    /// The administrator value last applied from the metadata.
+    admin_applied: Option<serde_json::Value>,
     /// The audit settings value last applied from the metadata.
     audit_applied: Option<serde_json::Value>,
     /// The security settings value last applied from the metadata.
@@ -63,6 +65,7 @@ impl Reconciler {
         self.deferred = false;
         self.apply_groups(node, meta);
         self.apply_users(node, meta);
+        self.apply_admin(node, meta);
         self.apply_audit(node, meta);
         self.apply_security(node, meta);
         for local in node.buckets() {
@@ -75,6 +78,7 @@ impl Reconciler {
             }
         }
         let mut wanted = BTreeMap::new();
+        let (peer_user, peer_password) = node.peer_credentials();
         for (name, b) in &meta.buckets {
             let handle = match node.bucket(name) {
                 Some(h) => h,
@@ -106,8 +110,8 @@ impl Reconciler {
                 let spec = FeedSpec {
                     source: addr,
                     vbuckets,
-                    username: node.config.username.clone(),
-                    password: node.config.password.clone(),
+                    username: peer_user.clone(),
+                    password: peer_password.clone(),
                     bind: driver.peer_source(),
                     name: crate::dcp::replication_connection_name(me, name),
                     timeouts: Default::default(),
@@ -156,6 +160,20 @@ impl Reconciler {
         match node.users.restore(all) {
             Ok(()) => self.users_applied = Some(meta.users.clone()),
             Err(e) => tracing::error!(error = %e, "cannot apply the cluster's users"),
+        }
+    }
+
+    /// Applies the administrator's credentials once reset cluster-wide (null: each node keeps its command line's).
+    fn apply_admin(&mut self, node: &Node, meta: &ClusterMetadata) {
+        if meta.admin.is_null() || self.admin_applied.as_ref() == Some(&meta.admin) {
+            return;
+        }
+        match serde_json::from_value::<User>(meta.admin.clone()) {
+            Ok(admin) => {
+                node.apply_admin(admin);
+                self.admin_applied = Some(meta.admin.clone());
+            }
+            Err(e) => tracing::error!(error = %e, "the cluster's administrator cannot be read; keeping this node's"),
         }
     }
 
@@ -227,6 +245,7 @@ impl Reconciler {
     pub(super) fn forget_applied(&mut self) {
         self.applied_rev = 0;
         self.users_applied = None;
+        self.admin_applied = None;
         self.audit_applied = None;
         self.security_applied = None;
         self.groups_applied = None;

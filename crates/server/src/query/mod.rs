@@ -12,7 +12,7 @@ pub mod peer;
 pub mod request;
 pub mod requests;
 pub mod response;
-mod routing;
+pub(crate) mod routing;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

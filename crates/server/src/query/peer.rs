@@ -341,7 +341,16 @@ pub(crate) fn refusal_error(op_key: (&'static str, &str), reason: &str) -> Query
 /// The pooled HTTP client for peer calls.
 pub struct PeerClient {
     client: Client<HttpConnector, Full<Bytes>>,
-    authorization: HeaderValue,
+    /// Replaced when the node adopts its cluster's node-to-node secret at a join.
+    authorization: parking_lot::RwLock<HeaderValue>,
+}
+
+fn basic_authorization(username: &str, password: &str) -> HeaderValue {
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    let mut authorization =
+        HeaderValue::from_str(&format!("Basic {token}")).expect("base64 text is a valid header value");
+    authorization.set_sensitive(true);
+    authorization
 }
 
 impl PeerClient {
@@ -350,11 +359,12 @@ impl PeerClient {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE_TIMEOUT).build(connector);
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        let mut authorization =
-            HeaderValue::from_str(&format!("Basic {token}")).expect("base64 text is a valid header value");
-        authorization.set_sensitive(true);
-        PeerClient { client, authorization }
+        PeerClient { client, authorization: parking_lot::RwLock::new(basic_authorization(username, password)) }
+    }
+
+    /// Sends every later call with these credentials.
+    pub fn set_credentials(&self, username: &str, password: &str) {
+        *self.authorization.write() = basic_authorization(username, password);
     }
 
     /// POSTs `req` to `addr` (the peer's query port) at `/settee/query/<call>` and decodes the reply.
@@ -372,7 +382,7 @@ impl PeerClient {
                 format!("http://{addr}/settee/query/{call}").parse().map_err(|e| fail(format!("{e}")))?;
             let request = hyper::Request::post(uri)
                 .header(CONTENT_TYPE, "application/json")
-                .header(AUTHORIZATION, self.authorization.clone())
+                .header(AUTHORIZATION, self.authorization.read().clone())
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|e| fail(e.to_string()))?;
             let response = self.client.request(request).await.map_err(|e| fail(e.to_string()))?;

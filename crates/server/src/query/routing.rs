@@ -40,7 +40,13 @@ pub(crate) fn routed(local: BucketKeyspace, node: &Arc<Node>, runtime: tokio::ru
 }
 
 pub(crate) fn peers(node: &Node) -> Arc<PeerClient> {
-    node.query.peers.get_or_init(|| Arc::new(PeerClient::new(&node.config.username, &node.config.password))).clone()
+    node.query
+        .peers
+        .get_or_init(|| {
+            let (user, password) = node.peer_credentials();
+            Arc::new(PeerClient::new(&user, &password))
+        })
+        .clone()
 }
 
 /// Whether index `id` is online on every other node of the cluster.

@@ -105,6 +105,12 @@ pub(crate) async fn authenticate_request(
 /// times do not tell which user names exist.
 pub(crate) async fn authenticate(state: &RestState, id: &str, password: &str) -> Result<Caller, RestError> {
     let user = state.node.users.get(id);
+    // A peer node: the administrator's name with the cluster's node-to-node secret (`auth::peer_secret`).
+    if id == state.node.config.username && state.node.is_peer_secret(password.as_bytes()) {
+        if let Some(user) = user {
+            return Ok(Caller { builtin: true, user, addrs: Addrs::default() });
+        }
+    }
     let remembered = user.as_ref().is_some_and(|u| u.credentials.plain_remembered(password.as_bytes()));
     if !remembered {
         let credentials = user.as_ref().map(|u| u.credentials.clone());

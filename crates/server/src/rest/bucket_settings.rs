@@ -217,7 +217,8 @@ async fn flush_other_nodes(state: &RestState, bucket: &str) -> Result<(), RestEr
     let config = &state.node.config;
     let source = config.peer_source().ok().flatten();
     let request = FlushRequest { bucket: bucket.to_owned() };
-    let credentials = Some((config.username.as_str(), config.password.as_str()));
+    let (user, password) = state.node.peer_credentials();
+    let credentials = Some((user.as_str(), password.as_str()));
     // All at once: the slowest node bounds the flush, not the sum of them.
     let asked = meta.nodes.values().filter(|n| n.id != cluster.me && n.membership == Membership::Active).map(|n| {
         let (addr, request) = (n.mgmt_addr(), &request);

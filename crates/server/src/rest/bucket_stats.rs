@@ -139,7 +139,8 @@ pub(crate) async fn gather(
     let me = my_addr(state);
     let config = &state.node.config;
     let source = config.peer_source().ok().flatten();
-    let creds = (config.username.as_str(), config.password.as_str());
+    let (user, password) = state.node.peer_credentials();
+    let creds = (user.as_str(), password.as_str());
     let asked = addrs.iter().map(|addr| async {
         let samples = if *addr == me {
             local_samples(state, request).map_err(|_| format!("no bucket {} here", request.bucket))

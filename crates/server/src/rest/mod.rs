@@ -18,6 +18,7 @@
 //!
 //! Not a hot path: handlers allocate freely and log at INFO.
 
+mod admin_password;
 mod audit;
 pub(crate) mod auth;
 mod bucket_settings;
@@ -218,6 +219,8 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/settings/rbac/groups", get(users::groups))
         .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::delete_group))
         .route("/controller/changePassword", post(users::change_password))
+        .route("/controller/resetAdminPassword", post(admin_password::reset_admin_password))
+        .route("/settee/node/peerSecret", get(admin_password::peer_secret))
         .route("/settings/audit", get(audit::get_settings).post(audit::set_settings))
         .route("/settings/audit/descriptors", get(audit::descriptors))
         .route("/settings/security", get(security::get_settings).post(security::set_settings))

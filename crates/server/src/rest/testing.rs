@@ -49,7 +49,23 @@ impl TestApp {
 
     /// Sends one request; a body is sent as a urlencoded form.
     pub(crate) async fn call(&self, method: &str, uri: &str, auth: Option<(&str, &str)>, body: Option<&str>) -> Reply {
+        self.call_from(None, method, uri, auth, body).await
+    }
+
+    /// [`TestApp::call`] as if the connection came from `remote` (the handlers read it from `ConnectInfo`).
+    pub(crate) async fn call_from(
+        &self,
+        remote: Option<std::net::SocketAddr>,
+        method: &str,
+        uri: &str,
+        auth: Option<(&str, &str)>,
+        body: Option<&str>,
+    ) -> Reply {
         let mut request = Request::builder().method(method).uri(uri);
+        if let Some(remote) = remote {
+            let addrs = crate::audit::Addrs { remote: Some(remote), local: None };
+            request = request.extension(axum::extract::ConnectInfo(super::conn_info::ConnAddrs(addrs, None)));
+        }
         if let Some((user, password)) = auth {
             request =
                 request.header(header::AUTHORIZATION, format!("Basic {}", BASE64.encode(format!("{user}:{password}"))));

@@ -68,7 +68,8 @@ pub(crate) async fn cluster_timings(State(state): State<RestState>, caller: Call
 async fn ask(state: &RestState, addr: &str) -> Result<Value, String> {
     let config = &state.node.config;
     let source = config.peer_source().ok().flatten();
-    let creds = Some((config.username.as_str(), config.password.as_str()));
+    let (user, password) = state.node.peer_credentials();
+    let creds = Some((user.as_str(), password.as_str()));
     let body = settee_cluster::peer::Body::Empty;
     let reply = crate::cluster::rest_client::call(addr, source, "GET", NODE_PATH, creds, &body, NODE_TIMEOUT)
         .await

@@ -259,8 +259,12 @@ pub(crate) async fn change_password(
     let password = form.get("password").ok_or_else(|| RestError::field("password", "Password is required"))?;
     check_password(&state.node, password)?;
     let (user, password) = (caller.user.clone(), password.to_owned());
-    let stored = if caller.builtin {
-        // The command line's administrator is per node and never shared.
+    let stored = if caller.builtin && state.node.has_peer_secret() {
+        // The administrator's password is the cluster's, as a reset makes it (`resetAdminPassword`).
+        state.node.propose_admin_password(&password).await.map(Ok).map_err(|e| e.to_string())
+    } else if caller.builtin {
+        // A cluster formed by an older settee: its nodes call each other with the command line's password, so the
+        // administrator's stays per node.
         let users = state.node.users.clone();
         tokio::task::spawn_blocking(move || users.upsert(&user.id, &user.name, Some(&password), user.roles.clone()))
             .await

@@ -91,6 +91,10 @@ pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
             let credentials = lookup(m.user);
             match &credentials {
                 Some(c) if c.plain_remembered(m.password) => AuthStart::Done(m.user.to_owned()),
+                // A peer node's replication connection (`auth::peer_secret`).
+                Some(_) if m.user == node.config.username && node.is_peer_secret(m.password) => {
+                    AuthStart::Done(m.user.to_owned())
+                }
                 _ => AuthStart::Derive(AuthWork::Plain {
                     user: m.user.to_owned(),
                     credentials: credentials.map(Box::new),
