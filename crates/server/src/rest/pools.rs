@@ -107,8 +107,8 @@ pub(crate) async fn node_self(State(state): State<RestState>, caller: Caller, he
 }
 
 /// ns_server's `balanced`: false while a rebalance would change anything: a node added, failed over or marked for
-/// recovery, copies still being built, or a bucket's map other than the balanced one for the active nodes (a
-/// stopped rebalance, a hard failover that promoted replicas).
+/// recovery, copies still being built, or a bucket's map other than the balanced one for the active nodes and their
+/// server groups (a stopped rebalance, a hard failover that promoted replicas, nodes moved between groups).
 fn is_balanced(state: &RestState) -> bool {
     let Some(cluster) = state.node.cluster() else { return true };
     let meta = cluster.metadata();
@@ -116,9 +116,11 @@ fn is_balanced(state: &RestState) -> bool {
         return false;
     }
     let active: Vec<NodeId> = meta.nodes.keys().copied().collect();
+    let groups = meta.node_groups();
     meta.buckets.values().all(|b| {
         let replicas = usize::from(b.spec.replicas);
-        b.building.is_empty() && vbmap::moves(&b.map, &vbmap::rebalance(&b.map, &active, replicas)).is_empty()
+        let target = vbmap::rebalance(&b.map, &active, &groups, replicas);
+        b.building.is_empty() && vbmap::moves(&b.map, &target).is_empty()
     })
 }
 
