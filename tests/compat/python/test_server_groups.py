@@ -6,7 +6,8 @@ listing and the refusals of the create / rename / delete calls; moving two nodes
 revision is refused with 409) makes the cluster unbalanced; a rebalance then places every vBucket's replica in the
 group its active is not in, as the cluster config the SDKs read shows (`vBucketMap` and `nodesExt[].serverGroup`),
 so losing a whole group loses nothing; the SDK's `selected_server_group` read preference reads from the group it
-names; a node added into a group lands there.
+names (also the cases of the SDK's own server-group tests: no preferred group, no document); a node added into a
+group lands there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 from couchbase.exceptions import DocumentUnretrievableException
-from couchbase.options import GetAllReplicasOptions, GetAnyReplicaOptions
+import couchbase.subdocument as SD
+from couchbase.options import (GetAllReplicasMultiOptions, GetAllReplicasOptions, GetAnyReplicaMultiOptions,
+                               GetAnyReplicaOptions, LookupInAllReplicasOptions, LookupInAnyReplicaOptions)
 
 import settee_server
 from cluster_fixture import formed_cluster
@@ -187,6 +190,53 @@ def test_sdk_reads_replicas_from_the_selected_server_group(nodes):
             coll.get_any_replica("rack-0", GetAnyReplicaOptions(read_preference=ReadPreference.SELECTED_SERVER_GROUP))
     finally:
         nowhere.close()
+
+
+@pytest.mark.skipif(ReadPreference is None, reason="this Python SDK has no replica read preference")
+def test_sdk_read_preference_cases_of_the_sdk_suite(nodes):
+    """The cases of the Python SDK's own server-group tests (collection_t, collection_multi_t, subdoc_t:
+    `*_read_preference`), written for this cluster: without a preferred group every replica read with
+    `selected_server_group` is DocumentUnretrievable (single and multi gets, subdocument lookups); with one, the
+    same calls answer from that group."""
+    keys = {f"suite-{i}": {"batch": i} for i in range(4)}
+    preferred = ReadPreference.SELECTED_SERVER_GROUP
+    plain = connect(nodes[0])
+    try:
+        plain.wait_until_ready(timedelta(seconds=20))
+        coll = plain.bucket(BUCKET).default_collection()
+        coll.upsert_multi(keys)
+        key = "suite-0"
+        for read in (lambda: coll.get_any_replica(key, GetAnyReplicaOptions(read_preference=preferred)),
+                     lambda: list(coll.get_all_replicas(key, GetAllReplicasOptions(read_preference=preferred))),
+                     lambda: coll.lookup_in_any_replica(key, [SD.get("batch")],
+                                                        LookupInAnyReplicaOptions(read_preference=preferred)),
+                     lambda: list(coll.lookup_in_all_replicas(key, [SD.get("batch")],
+                                                              LookupInAllReplicasOptions(read_preference=preferred)))):
+            with pytest.raises(DocumentUnretrievableException):
+                read()
+        for multi in (coll.get_any_replica_multi(list(keys), GetAnyReplicaMultiOptions(read_preference=preferred,
+                                                                                       return_exceptions=True)),
+                      coll.get_all_replicas_multi(list(keys), GetAllReplicasMultiOptions(read_preference=preferred,
+                                                                                         return_exceptions=True))):
+            assert multi.all_ok is False and len(multi.results) == 0
+            assert all(isinstance(e, DocumentUnretrievableException) for e in multi.exceptions.values())
+    finally:
+        plain.close()
+    racked = connect(nodes[0], preferred_server_group="Rack B")
+    try:
+        racked.wait_until_ready(timedelta(seconds=20))
+        coll = racked.bucket(BUCKET).default_collection()
+        got = coll.lookup_in_any_replica("suite-1", [SD.get("batch")],
+                                         LookupInAnyReplicaOptions(read_preference=preferred))
+        assert got.content_as[int](0) == 1
+        every = list(coll.lookup_in_all_replicas("suite-1", [SD.get("batch")],
+                                                 LookupInAllReplicasOptions(read_preference=preferred)))
+        assert [r.content_as[int](0) for r in every] == [1], "one copy in the group"
+        multi = coll.get_any_replica_multi(list(keys), GetAnyReplicaMultiOptions(read_preference=preferred))
+        assert multi.all_ok, multi.exceptions
+        assert {k: r.content_as[dict] for k, r in multi.results.items()} == keys
+    finally:
+        racked.close()
 
 
 def _any_replica(coll, key, preference):
