@@ -20,10 +20,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from couchbase.exceptions import DocumentUnretrievableException
+from couchbase.durability import DurabilityLevel, ServerDurability
+from couchbase.exceptions import CouchbaseException, DocumentUnretrievableException
 import couchbase.subdocument as SD
 from couchbase.options import (GetAllReplicasMultiOptions, GetAllReplicasOptions, GetAnyReplicaMultiOptions,
-                               GetAnyReplicaOptions, LookupInAllReplicasOptions, LookupInAnyReplicaOptions)
+                               GetAnyReplicaOptions, LookupInAllReplicasOptions, LookupInAnyReplicaOptions,
+                               UpsertOptions)
 
 import settee_server
 from cluster_fixture import formed_cluster
@@ -127,7 +129,7 @@ def test_create_rename_delete_with_ns_server_refusals(nodes):
     assert rest(nodes[0], "DELETE", f"{GROUPS}/0") == (400, {"_": "group is not empty"})
     assert rest(nodes[0], "DELETE", spare) == (200, [])
     assert rest(nodes[0], "DELETE", spare)[0] == 404
-    assert sorted(members(nodes[1])) == ["Group 1", "Rack B"], "every node sees the groups"
+    wait_for(lambda: sorted(members(nodes[1])) == ["Group 1", "Rack B"], "every node to see the groups")
 
 
 def test_moving_nodes_needs_the_current_revision(nodes):
@@ -139,7 +141,9 @@ def test_moving_nodes_needs_the_current_revision(nodes):
     status, body = move(nodes[0], {"Group 1": nodes[:3]})
     assert (status, body) == (400, "Bad input"), "a node missing from the listing"
     assert move(nodes[0], {"Group 1": nodes[:2], "Rack B": nodes[2:]}) == (200, [])
-    assert members(nodes[3]) == {"Group 1": [otp(nodes[0]), otp(nodes[1])], "Rack B": [otp(nodes[2]), otp(nodes[3])]}
+    racks = {"Group 1": [otp(nodes[0]), otp(nodes[1])], "Rack B": [otp(nodes[2]), otp(nodes[3])]}
+    assert members(nodes[0]) == racks, "applied on the node that answered"
+    wait_for(lambda: members(nodes[3]) == racks, "the other nodes to apply the move")
     assert pool(nodes[0])["balanced"] is False, "the map does not follow the groups until a rebalance"
 
 
@@ -246,6 +250,33 @@ def _any_replica(coll, key, preference):
         return None
 
 
+def test_failing_over_a_whole_group_loses_nothing(nodes):
+    """Both nodes of "Rack B" hard-failed over, one after the other: neither failover risks data (ns_server's
+    unsafe-failover refusal would answer 400 otherwise), and every majority-durable write is readable after."""
+    keys = {f"rack-safe-{i}": {"i": i} for i in range(200)}
+    cluster = connect(nodes[0])
+    try:
+        cluster.wait_until_ready(timedelta(seconds=20))
+        coll = cluster.bucket(BUCKET).default_collection()
+        for key, value in keys.items():
+            coll.upsert(key, value, UpsertOptions(durability=ServerDurability(DurabilityLevel.MAJORITY)))
+        for lost in nodes[2:]:
+            assert rest(nodes[0], "POST", "/controller/failOver", {"otpNode": otp(lost)}) == (200, None)
+        wait_for(lambda: {n["clusterMembership"] for n in pool(nodes[0])["nodes"] if n["otpNode"] in
+                          (otp(nodes[2]), otp(nodes[3]))} == {"inactiveFailed"}, "the failovers")
+        for key, value in keys.items():
+            assert wait_for(lambda: _get(coll, key), f"{key} after the failovers", timeout=10) == value
+    finally:
+        cluster.close()
+
+
+def _get(coll, key):
+    try:
+        return coll.get(key).content_as[dict]
+    except CouchbaseException:
+        return None
+
+
 def test_a_node_added_into_a_group_lands_there(nodes, tmp_path_factory):
     base = Path(tmp_path_factory.mktemp("server-groups-extra"))
     extra = settee_server.cluster_servers(base, 1, first_ip=NODES + 1)[0]
@@ -256,6 +287,7 @@ def test_a_node_added_into_a_group_lands_there(nodes, tmp_path_factory):
         status, body = rest(nodes[0], "POST", add,
                             {"hostname": extra.mgmt_addr, "user": USERNAME, "password": PASSWORD})
         assert status == 200 and body["otpNode"] == otp(extra), body
-        assert otp(extra) in members(nodes[1])["Rack B"]
+        assert otp(extra) in members(nodes[0])["Rack B"], "the member that added it answers once it moved"
+        wait_for(lambda: otp(extra) in members(nodes[1])["Rack B"], "the other members to apply the move")
     finally:
         extra.stop()
