@@ -55,108 +55,172 @@ impl NodeGroups {
     }
 }
 
-/// `map` with replicas swapped between vBuckets until no swap raises the group spread of the two
-/// chains it touches. Actives never move and every node keeps its copy counts. A no-op with fewer than 2 groups.
+/// `map` with replicas swapped between vBuckets until no swap raises the group spread of the two chains it
+/// touches. Actives never move and every node keeps its copy counts. A no-op with fewer than 2 groups.
 pub fn spread_over_groups(map: &VbMap, groups: &NodeGroups) -> VbMap {
-    let mut map = map.clone();
     let nodes: Vec<NodeId> = map.nodes().into_iter().collect();
-    if groups.count_among(&nodes) < 2 {
-        return map;
+    if groups.count_among(&nodes) < 2 || map.replicas() >= CHAIN_MAX {
+        return map.clone();
     }
-    let mut pairs: BTreeMap<(NodeId, NodeId), usize> = BTreeMap::new();
-    for chain in &map.chains {
-        if let Some((Some(a), rest)) = chain.split_first() {
-            for r in rest.iter().flatten() {
-                *pairs.entry((*a, *r)).or_default() += 1;
-            }
-        }
-    }
+    let mut s = Spreader::new(map, &nodes, groups);
     for rank in 1..=map.replicas() {
         // Every swap raises the total spread, which is bounded by copies × vBuckets: the passes end. The bound on
         // passes is a second guard, and a pass that swaps nothing ends the rank.
         for _ in 0..map.chains.len().max(1) {
-            if !spread_pass(&mut map, rank, groups, &mut pairs) {
+            if !s.pass(rank) {
                 break;
             }
         }
     }
-    map
+    s.into_map(map, &nodes)
 }
 
-/// One pass over the vBuckets at `rank`: each chain whose replica there shares a group with another copy is
-/// swapped with its best partner replica (of any rank), if any. Returns whether anything was swapped.
-fn spread_pass(
-    map: &mut VbMap,
-    rank: usize,
-    groups: &NodeGroups,
-    pairs: &mut BTreeMap<(NodeId, NodeId), usize>,
-) -> bool {
-    let mut swapped = false;
-    for x in 0..map.chains.len() {
-        let Some(Some(b)) = map.chains[x].get(rank).copied() else { continue };
-        if !groups.shares_group(&map.chains[x], b) {
-            continue;
+/// Longest chain the spreading pass handles (an active and `REPLICAS_MAX` replicas).
+const CHAIN_MAX: usize = super::REPLICAS_MAX + 1;
+/// An empty slot in [`Spreader`]'s chains (a missing copy).
+const NONE: usize = usize::MAX;
+
+/// The map in dense form for the spreading pass: nodes as indexes, each slot's group beside it, each chain's
+/// spread and the (active, replica) pair counts kept up to date as replicas are swapped.
+struct Spreader {
+    chains: Vec<[usize; CHAIN_MAX]>,
+    group: Vec<u32>,
+    spread: Vec<usize>,
+    /// `pairs[a * n + r]`: vBuckets with their active on node `a` and a replica on node `r`.
+    pairs: Vec<usize>,
+    n: usize,
+    /// Distinct groups among the nodes: no chain can span more.
+    groups: usize,
+}
+
+impl Spreader {
+    fn new(map: &VbMap, nodes: &[NodeId], groups: &NodeGroups) -> Spreader {
+        let n = nodes.len();
+        let index = |node: &Option<NodeId>| node.and_then(|id| nodes.binary_search(&id).ok()).unwrap_or(NONE);
+        let chains: Vec<[usize; CHAIN_MAX]> = map
+            .chains
+            .iter()
+            .map(|c| {
+                let mut slots = [NONE; CHAIN_MAX];
+                for (slot, node) in slots.iter_mut().zip(c) {
+                    *slot = index(node);
+                }
+                slots
+            })
+            .collect();
+        let group: Vec<u32> = nodes.iter().map(|id| groups.group(*id)).collect();
+        let mut s =
+            Spreader { spread: Vec::new(), pairs: vec![0; n * n], chains, group, n, groups: groups.count_among(nodes) };
+        s.spread = (0..s.chains.len()).map(|v| s.spread_with(v, 0, s.chains[v][0])).collect();
+        for c in &s.chains {
+            if c[0] != NONE {
+                for r in c[1..].iter().filter(|r| **r != NONE) {
+                    s.pairs[c[0] * n + r] += 1;
+                }
+            }
         }
-        let Some((y, rank_y)) = best_partner(map, x, rank, groups, pairs) else { continue };
-        let (Some(ax), Some(ay), Some(d)) = (map.chains[x][0], map.chains[y][0], map.chains[y][rank_y]) else {
-            continue;
-        };
-        for (pair, delta) in [((ax, b), -1), ((ay, d), -1), ((ax, d), 1), ((ay, b), 1)] {
-            let count = pairs.entry(pair).or_default();
-            *count = count.saturating_add_signed(delta);
-        }
-        map.chains[x][rank] = Some(d);
-        map.chains[y][rank_y] = Some(b);
-        swapped = true;
+        s
     }
-    swapped
-}
 
-/// The replica (vBucket, rank) that swapped with `x`'s at `rank` raises the two chains' spread the most, ties to
-/// the same rank (per-rank balance kept), then to the swap that adds the fewest replicas to already frequent
-/// (active, replica) pairs, then the lowest vBucket.
-fn best_partner(
-    map: &VbMap,
-    x: usize,
-    rank: usize,
-    groups: &NodeGroups,
-    pairs: &BTreeMap<(NodeId, NodeId), usize>,
-) -> Option<(usize, usize)> {
-    let cx = &map.chains[x];
-    let (Some(ax), Some(b)) = (cx[0], cx[rank]) else { return None };
-    let before_x = groups.spread_of(cx);
-    // (ranking key, (vBucket, rank)): the lowest key wins.
-    type Candidate = ((usize, bool, usize), (usize, usize));
-    let mut best: Option<Candidate> = None;
-    for (y, cy) in map.chains.iter().enumerate() {
-        let Some(Some(ay)) = cy.first() else { continue };
-        if y == x || cy.contains(&Some(b)) {
-            continue;
-        }
-        for (rank_y, d) in cy.iter().enumerate().skip(1) {
-            let Some(d) = *d else { continue };
-            if cx.contains(&Some(d)) || groups.group(d) == groups.group(b) {
+    /// Distinct groups in chain `v` with `node` in slot `rank` instead of what is there.
+    fn spread_with(&self, v: usize, rank: usize, node: usize) -> usize {
+        let mut seen = [u32::MAX; CHAIN_MAX];
+        let mut count = 0;
+        for (i, slot) in self.chains[v].iter().enumerate() {
+            let node = if i == rank { node } else { *slot };
+            if node == NONE {
                 continue;
             }
-            let before = before_x + groups.spread_of(cy);
-            let after = groups.spread_of(&with(cx, rank, d)) + groups.spread_of(&with(cy, rank_y, b));
-            if after <= before {
-                continue;
-            }
-            let load = pairs.get(&(ax, d)).copied().unwrap_or(0) + pairs.get(&(*ay, b)).copied().unwrap_or(0);
-            let key = (usize::MAX - (after - before), rank_y != rank, load);
-            if best.is_none_or(|(k, _)| key < k) {
-                best = Some((key, (y, rank_y)));
+            let g = self.group[node];
+            if !seen[..count].contains(&g) {
+                seen[count] = g;
+                count += 1;
             }
         }
+        count
     }
-    best.map(|(_, at)| at)
-}
 
-fn with(chain: &[Option<NodeId>], rank: usize, node: NodeId) -> Vec<Option<NodeId>> {
-    let mut c = chain.to_vec();
-    c[rank] = Some(node);
-    c
+    /// One pass over the vBuckets at `rank`: each chain whose replica there shares a group with another copy is
+    /// swapped with its best partner replica (of any rank), if any. Returns whether anything was swapped.
+    fn pass(&mut self, rank: usize) -> bool {
+        let mut swapped = false;
+        for x in 0..self.chains.len() {
+            let b = self.chains[x][rank];
+            let copies = self.chains[x].iter().filter(|n| **n != NONE).count();
+            if b == NONE
+                || self.chains[x][0] == NONE
+                || self.spread[x] >= copies.min(self.groups)
+                || self.spread_with(x, rank, NONE) < self.spread[x]
+            {
+                // No replica here, the chain already spans every group it can, or this replica is the only copy
+                // in its group: no swap of it can help.
+                continue;
+            }
+            if let Some((y, rank_y)) = self.best_partner(x, rank) {
+                self.swap(x, rank, y, rank_y);
+                swapped = true;
+            }
+        }
+        swapped
+    }
+
+    fn swap(&mut self, x: usize, rank: usize, y: usize, rank_y: usize) {
+        let (ax, ay, b, d, n) =
+            (self.chains[x][0], self.chains[y][0], self.chains[x][rank], self.chains[y][rank_y], self.n);
+        self.pairs[ax * n + b] -= 1;
+        self.pairs[ay * n + d] -= 1;
+        self.pairs[ax * n + d] += 1;
+        self.pairs[ay * n + b] += 1;
+        self.chains[x][rank] = d;
+        self.chains[y][rank_y] = b;
+        self.spread[x] = self.spread_with(x, 0, ax);
+        self.spread[y] = self.spread_with(y, 0, ay);
+    }
+
+    /// The replica (vBucket, rank) that swapped with `x`'s at `rank` raises the two chains' spread the most, ties
+    /// to the same rank (per-rank balance kept), then to the swap that adds the fewest replicas to already
+    /// frequent (active, replica) pairs, then the lowest vBucket.
+    fn best_partner(&self, x: usize, rank: usize) -> Option<(usize, usize)> {
+        let (cx, n) = (&self.chains[x], self.n);
+        let (ax, b) = (cx[0], cx[rank]);
+        let gb = self.group[b];
+        // (ranking key, (vBucket, rank)): the lowest key wins.
+        type Candidate = ((usize, bool, usize), (usize, usize));
+        let mut best: Option<Candidate> = None;
+        for (y, cy) in self.chains.iter().enumerate() {
+            let ay = cy[0];
+            if ay == NONE || y == x || cy.contains(&b) {
+                continue;
+            }
+            for (rank_y, &d) in cy.iter().enumerate().skip(1) {
+                if d == NONE || self.group[d] == gb || cx.contains(&d) {
+                    continue;
+                }
+                let before = self.spread[x] + self.spread[y];
+                let after = self.spread_with(x, rank, d) + self.spread_with(y, rank_y, b);
+                if after <= before {
+                    continue;
+                }
+                let load = self.pairs[ax * n + d] + self.pairs[ay * n + b];
+                let key = (usize::MAX - (after - before), rank_y != rank, load);
+                if best.is_none_or(|(k, _)| key < k) {
+                    best = Some((key, (y, rank_y)));
+                }
+            }
+        }
+        best.map(|(_, at)| at)
+    }
+
+    /// The map back in node ids, each chain as long as in `original`.
+    fn into_map(self, original: &VbMap, nodes: &[NodeId]) -> VbMap {
+        let chains = self
+            .chains
+            .iter()
+            .zip(&original.chains)
+            .map(|(c, old)| c.iter().take(old.len()).map(|i| nodes.get(*i).copied()).collect::<Vec<_>>())
+            .collect();
+        VbMap { chains }
+    }
 }
 
 /// The copy a failover of `failed` makes active in `chain` when its active fails: the first surviving replica in
