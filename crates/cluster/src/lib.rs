@@ -2,7 +2,8 @@
 //! auto-failover settings), the Raft group that replicates it, and the pure planners that compute vBucket maps.
 //!
 //! - [`vbmap`]: [`VbMap`] and the deterministic planners: [`vbmap::plan`] (balanced initial placement),
-//!   [`vbmap::rebalance`] (balanced target with minimal movement), [`vbmap::failover`] (replica promotion).
+//!   [`vbmap::rebalance`] (balanced target with minimal movement), [`vbmap::failover`] (replica promotion), all
+//!   placing replicas in server groups other than their active's where [`vbmap::NodeGroups`] allows.
 //! - [`metadata`]: [`ClusterMetadata`] and [`MetaCommand`], the state machine: `apply` validates and applies one
 //!   command, deterministically, and bumps `rev`.
 //! - [`MetadataStore`]: the metadata replicated by Raft (openraft 0.9, storage-v2): propose from any node
@@ -32,7 +33,7 @@ pub mod vbmap;
 
 pub use metadata::{
     AutoFailoverSettings, BucketMeta, BucketSpec, ClusterMetadata, IndexKeySpec, IndexSpec, Membership, MetaCommand,
-    MetaError, NodeInfo, RebalanceSettings, Recovery, TlsPorts,
+    MetaError, NodeInfo, RebalanceSettings, Recovery, ServerGroup, ServerGroups, TlsPorts,
 };
 pub use store::{write_atomic, ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
 pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};

@@ -376,3 +376,25 @@ fn a_replica_told_to_roll_back_keeps_what_lies_below_and_resumes() {
     assert_eq!(replica.stream_info(VB).unwrap().high_seqno, survivor.stream_info(VB).unwrap().high_seqno);
     assert_eq!(replica.curr_items(), survivor.curr_items());
 }
+
+/// Regression (server groups, the Python SDK's `lookup_in_any_replica` from a group holding only a replica: every
+/// attempt got NOT_MY_VBUCKET, the handler refusing any replica-read lookup): a sub-document lookup with the
+/// replica-read flag is served by a replica vBucket, as GET_REPLICA is, and refused by the active; a plain lookup
+/// still needs the active. Fails without the fix (the engine ran every lookup on the active only).
+#[test]
+fn replica_read_lookups_are_served_by_replica_vbuckets_only() {
+    let active = bucket();
+    set(&active, "k", r#"{"batch":7}"#);
+    let replica = replica();
+    let cursor = active.open_cursor(VB, 0).unwrap();
+    let mut position = 0;
+    pump(&active, cursor, &mut position, &replica);
+    let spec = [settee_doc::LookupSpec { opcode: 0xc5, flags: 0, path: b"batch" }];
+    let flagged = crate::DocFlags(crate::DocFlags::REPLICA_READ);
+    let key = DocKey::new(0, b"k");
+    let got = replica.lookup_in(VB, &key, &spec, flagged).expect("served by the replica");
+    assert_eq!(got.results[0].value, b"7".to_vec());
+    assert_eq!(active.lookup_in(VB, &key, &spec, flagged), Err(EngineError::NotMyVbucket));
+    assert_eq!(replica.lookup_in(VB, &key, &spec, crate::DocFlags::default()), Err(EngineError::NotMyVbucket));
+    assert_eq!(replica.lookup_in(VB, &DocKey::new(0, b"nope"), &spec, flagged), Err(EngineError::NotFound));
+}

@@ -1,7 +1,8 @@
 //! The terse cluster configs clients bootstrap from (GET_CLUSTER_CONFIG, NOT_MY_VBUCKET bodies, `/pools/default/b`),
 //! shaped exactly as PROTOCOL.md §2.6 requires: `nodes` beside `nodesExt`, `kv` and `mgmt` ports (and the TLS ports
 //! `kvSSL`, `mgmtSSL`, `n1qlSSL` when on), a hex
-//! `collectionsManifestUid`, `thisNode`, and a `vBucketMap` whose rows are `numReplicas + 1` long.
+//! `collectionsManifestUid`, `thisNode`, each node's `serverGroup`, and a `vBucketMap` whose rows are
+//! `numReplicas + 1` long.
 
 use std::sync::Arc;
 
@@ -53,17 +54,20 @@ impl Node {
                 query: self.config.query_tls_port,
             },
             this: true,
+            group: settee_cluster::metadata::DEFAULT_GROUP_NAME.to_owned(),
         };
         let Some(cluster) = self.cluster() else { return (vec![me], None) };
         let meta = cluster.metadata();
         let in_map = bucket.map(|b| b.map.nodes()).unwrap_or_default();
+        let groups = meta.server_groups();
+        let group_of = |id| groups.of(id).map(|g| g.name.clone()).unwrap_or_default();
         let servers = meta
             .nodes
             .values()
             .filter(|n| n.membership == Membership::Active || in_map.contains(&n.id))
             .map(|n| {
                 if n.id == cluster.me {
-                    Server { id: Some(n.id), ..me.clone() }
+                    Server { id: Some(n.id), group: group_of(n.id), ..me.clone() }
                 } else {
                     Server {
                         id: Some(n.id),
@@ -73,6 +77,7 @@ impl Node {
                         query: n.query_port,
                         tls: n.tls_ports,
                         this: false,
+                        group: group_of(n.id),
                     }
                 }
             })
@@ -164,6 +169,9 @@ struct Server {
     query: u16,
     tls: settee_cluster::TlsPorts,
     this: bool,
+    /// The node's server group name (`serverGroup`, Couchbase 7.6.2+): the SDKs' `selected_server_group` read
+    /// preference picks the copies in the client's group from it.
+    group: String,
 }
 
 impl Server {
@@ -175,7 +183,7 @@ impl Server {
                 services[name] = json!(port);
             }
         }
-        let mut ext = json!({"services": services, "hostname": self.host});
+        let mut ext = json!({"services": services, "hostname": self.host, "serverGroup": self.group});
         if self.this {
             ext["thisNode"] = json!(true);
         }

@@ -228,13 +228,52 @@ def test_rebalance_status_and_rebalance_stop(nodes):
     assert status["status"] == "notRunning", status
 
 
+def groups(node: SetteeServer) -> dict[str, list[str]]:
+    """Each server group's name and its nodes' hostnames (sorted), from `group-manage --list`."""
+    listed, current = {}, None
+    for line in ok(node, "group-manage", "--list", expect="Group 1").splitlines():
+        if line.startswith(" server: "):
+            listed[current].append(line.split(": ", 1)[1].strip())
+        elif line.strip():
+            current = line.strip()
+            listed[current] = []
+    return {name: sorted(hosts) for name, hosts in listed.items()}
+
+
+def test_group_manage_create_rename_delete(nodes):
+    """Server groups while the third node is out: create, rename, delete an empty group, list."""
+    ok(nodes[0], "group-manage", "--create", "--group-name", "Rack B", expect="Server group created")
+    ok(nodes[0], "group-manage", "--create", "--group-name", "Spare", expect="Server group created")
+    ok(nodes[0], "group-manage", "--rename", "Rack C", "--group-name", "Spare", expect="Server group renamed")
+    ok(nodes[0], "group-manage", "--delete", "--group-name", "Rack C", expect="Server group deleted")
+    assert groups(nodes[1]) == {"Group 1": sorted([nodes[0].mgmt_addr, nodes[1].mgmt_addr]), "Rack B": []}
+
+
 def test_server_add_brings_a_removed_node_back(nodes):
-    """A node rebalanced out is added back with server-add (it was refused with "Prepare join failed")."""
+    """A node rebalanced out is added back with server-add (it was refused with "Prepare join failed"), straight
+    into a server group."""
     ok(nodes[0], "server-add", "--server-add", nodes[2].mgmt_addr, "--server-add-username", USERNAME,
-       "--server-add-password", PASSWORD, "--services", "data", expect="Server added")
+       "--server-add-password", PASSWORD, "--services", "data", "--group-name", "Rack B", expect="Server added")
+    assert groups(nodes[0])["Rack B"] == [nodes[2].mgmt_addr]
     ok(nodes[0], "rebalance", expect="Rebalance complete")
     assert members(nodes[0]) == {f"ns_1@{s.host}": "active" for s in nodes}
     wait_balanced(nodes[0])
+
+
+def test_group_manage_move_servers(nodes):
+    """Moving a node between groups, then a rebalance; a group with nodes cannot be deleted. (Three nodes in groups
+    of one and two have no better placement than the plain one, so this rebalance moves nothing: the four-node
+    cluster of test_server_groups.py shows the maps following the groups.)"""
+    rc, out = cli(nodes[0], "group-manage", "--delete", "--group-name", "Rack B")
+    assert rc != 0 and "not empty" in out, out
+    ok(nodes[0], "group-manage", "--move-servers", nodes[1].mgmt_addr, "--from-group", "Group 1",
+       "--to-group", "Rack B", expect="Servers moved between groups")
+    assert groups(nodes[0]) == {"Group 1": [nodes[0].mgmt_addr],
+                                "Rack B": sorted([nodes[1].mgmt_addr, nodes[2].mgmt_addr])}
+    ok(nodes[0], "rebalance", "--no-progress-bar", expect="Rebalance complete")
+    wait_balanced(nodes[0])
+    assert {n["hostname"]: n["serverGroup"] for n in pool(nodes[2])["nodes"]} == {
+        nodes[0].mgmt_addr: "Group 1", nodes[1].mgmt_addr: "Rack B", nodes[2].mgmt_addr: "Rack B"}
 
 
 def test_bucket_delete(nodes):

@@ -1,5 +1,5 @@
 //! Graceful failover as a state machine: a live node's actives are held (clients get NOT_MY_VBUCKET and retry),
-//! the first replica of each (the copy failover promotes) catches up to the seqno it stopped at, then the node is
+//! the replica failover promotes for each (see `vbmap::promoted`) catches up to the seqno it stopped at, then the node is
 //! failed over as a hard failover would (it ends its holds itself when it applies the new map). Nothing
 //! acknowledged is lost. If the node does not say where a vBucket stopped, the replicas do not catch up within
 //! [`GRACEFUL_CATCH_UP`], or the failover does not commit, the node is released and serves again.
@@ -85,10 +85,13 @@ impl GracefulFailover {
     /// A graceful failover of `node`, whose actives and replicas `meta` gives.
     pub fn new(node: NodeId, meta: &ClusterMetadata) -> GracefulFailover {
         let mut promoted = Vec::new();
+        let groups = meta.node_groups();
         for (bucket, b) in &meta.buckets {
             for vb in b.map.actives_of(node) {
-                if let Some(Some(replica)) = b.map.chains.get(usize::from(vb)).and_then(|c| c.get(1)) {
-                    promoted.push((bucket.clone(), vb, *replica));
+                let chain = b.map.chains.get(usize::from(vb)).map_or(&[][..], Vec::as_slice);
+                // The copy the hard failover at the end will promote: the one that must catch up.
+                if let Some(replica) = crate::vbmap::promoted(chain, &[node], &groups) {
+                    promoted.push((bucket.clone(), vb, replica));
                 }
             }
         }

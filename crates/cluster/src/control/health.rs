@@ -69,6 +69,13 @@ impl HealthTable {
         }
     }
 
+    /// Forgets every node not in `members` (the nodes the metadata lists now): a node removed and later added back
+    /// starts afresh as warming up, instead of reading as unhealthy from its last answer before its removal until
+    /// the next probe.
+    pub fn keep_only(&mut self, members: &std::collections::BTreeSet<NodeId>) {
+        self.seen.retain(|n, _| members.contains(n));
+    }
+
     /// `node` answered a probe at `now`.
     pub fn answered(&mut self, node: NodeId, now: Duration) {
         self.seen.insert(node, Seen { at: now, answered: true });
@@ -134,5 +141,20 @@ mod tests {
         assert_eq!(snap[&1].status, NodeHealth::Healthy);
         assert_eq!(unseen_in(&snap, 3), secs(20));
         assert_eq!(unseen_in(&snap, 9), Duration::ZERO);
+    }
+
+    /// Regression (couchbase-cli test: `server-add` of a node rebalanced out, then `rebalance` at once, refused with
+    /// "node ... is unreachable"): the table kept the removed node's last answer, so the node added back read as
+    /// unhealthy until the next probe. Forgetting nodes that left makes it warm up afresh.
+    #[test]
+    fn a_node_removed_and_added_back_is_not_unhealthy_before_its_first_probe() {
+        let mut t = HealthTable::default();
+        t.heard_of([2, 3], secs(10));
+        t.answered(3, secs(10));
+        t.keep_only(&[2].into_iter().collect());
+        t.heard_of([2, 3], secs(60));
+        assert_eq!(t.status(3, 1, secs(60)), NodeHealth::Warmup);
+        assert_eq!(t.unseen_for(3, secs(61)), secs(1));
+        assert_eq!(t.status(2, 1, secs(60)), NodeHealth::Unhealthy, "a node that stayed keeps its history");
     }
 }

@@ -35,7 +35,8 @@ fn failed_over_3() -> ClusterMetadata {
     let mut meta =
         meta_with_nodes(&[(1, Membership::Active), (2, Membership::Active), (3, Membership::InactiveFailed)]);
     let before = vbmap::plan(&[1, 2, 3], 16, 1);
-    let after = vbmap::repair_replicas(&vbmap::failover(&before, &[3]), &[1, 2]);
+    let groups = vbmap::NodeGroups::default();
+    let after = vbmap::repair_replicas(&vbmap::failover(&before, &[3], &groups), &[1, 2], &groups);
     meta.buckets.insert("b".into(), bucket_meta("b", after, 1));
     meta
 }

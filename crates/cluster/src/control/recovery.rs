@@ -77,11 +77,12 @@ pub fn add_kept(kept: &mut KeptCopies, node: NodeId, report: &SeqnoReport) {
 /// `kept` as already in place.
 pub fn plan_moves(meta: &ClusterMetadata, kept: &KeptCopies, nodes: &[NodeId]) -> Vec<(String, Vec<VbMove>)> {
     let none = BTreeMap::new();
+    let groups = meta.node_groups();
     meta.buckets
         .iter()
         .map(|(name, b)| {
             let kept = kept.get(name).unwrap_or(&none);
-            let target = vbmap::rebalance_keeping(&b.map, kept, nodes, usize::from(b.spec.replicas));
+            let target = vbmap::rebalance_keeping(&b.map, kept, nodes, &groups, usize::from(b.spec.replicas));
             (name.clone(), vbmap::moves(&b.map, &target))
         })
         .collect()
@@ -120,7 +121,8 @@ mod tests {
         let mut meta = meta_with_nodes(&[(1, Membership::Active), (2, Membership::Active)]);
         let before = vbmap::plan(&[1, 2, 3], 64, 1);
         let on_3: Vec<u16> = (0..64).filter(|vb| before.chains[usize::from(*vb)].contains(&Some(3))).collect();
-        let failed_over = vbmap::repair_replicas(&vbmap::failover(&before, &[3]), &[1, 2]);
+        let groups = vbmap::NodeGroups::default();
+        let failed_over = vbmap::repair_replicas(&vbmap::failover(&before, &[3], &groups), &[1, 2], &groups);
         meta.buckets.insert("b".into(), bucket_meta("b", failed_over, 1));
         let mut report = SeqnoReport::default();
         for vb in &on_3 {

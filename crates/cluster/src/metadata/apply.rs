@@ -22,6 +22,11 @@ impl ClusterMetadata {
             MetaCommand::UpdateNode(node) => self.update_node(node)?,
             MetaCommand::SetMembership { node, membership } => self.set_membership(*node, *membership)?,
             MetaCommand::RemoveNode(node) => self.remove_node(*node)?,
+            MetaCommand::CreateServerGroup { uuid, name } => self.create_server_group(uuid, name)?,
+            MetaCommand::RenameServerGroup { uuid, name } => self.rename_server_group(uuid, name)?,
+            MetaCommand::DeleteServerGroup { uuid } => self.delete_server_group(uuid)?,
+            MetaCommand::SetServerGroupMembers { rev, members } => self.set_server_group_members(*rev, members)?,
+            MetaCommand::MoveToServerGroup { node, group } => self.move_to_server_group(*node, group)?,
             MetaCommand::CreateBucket(spec) => self.create_bucket(spec)?,
             MetaCommand::UpdateBucket(spec) => self.update_bucket(spec)?,
             MetaCommand::DeleteBucket(name) => {
@@ -85,6 +90,7 @@ impl ClusterMetadata {
         }
         let membership = if self.nodes.is_empty() { Membership::Active } else { Membership::InactiveAdded };
         self.nodes.insert(node.id, NodeInfo { membership, ..node.clone() });
+        self.place_new_node(node.id);
         Ok(())
     }
 
@@ -119,6 +125,7 @@ impl ClusterMetadata {
         }
         self.nodes.remove(&id);
         self.recovery.remove(&id);
+        self.unplace_node(id);
         Ok(())
     }
 
@@ -147,7 +154,7 @@ impl ClusterMetadata {
         if active.is_empty() {
             return Err(MetaError::NoActiveNodes);
         }
-        let map = vbmap::plan(&active, NUM_VBUCKETS, usize::from(spec.replicas));
+        let map = vbmap::plan_in_groups(&active, &self.node_groups(), NUM_VBUCKETS, usize::from(spec.replicas));
         let meta = BucketMeta {
             spec: spec.clone(),
             manifest: Manifest::default(),
@@ -282,8 +289,9 @@ impl ClusterMetadata {
         if self.active_nodes().iter().all(|n| nodes.contains(n)) {
             return Err(MetaError::LastActiveNode);
         }
+        let groups = self.node_groups();
         for bucket in self.buckets.values_mut() {
-            bucket.map = vbmap::failover(&bucket.map, nodes);
+            bucket.map = vbmap::failover(&bucket.map, nodes, &groups);
             bucket.failover_epoch += 1;
             retain_building(&mut bucket.building, |_, node| !nodes.contains(&node));
         }

@@ -6,15 +6,21 @@
 
 mod apply;
 mod indexes;
+mod server_groups;
+#[cfg(test)]
+mod server_groups_tests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use settee_engine::Manifest;
 
 pub use indexes::{IndexKeySpec, IndexSpec};
+pub use server_groups::{
+    check_group_name, ServerGroup, ServerGroups, DEFAULT_GROUP_NAME, DEFAULT_GROUP_UUID, GROUP_NAME_BYTES_MAX,
+};
 
 use crate::vbmap::{NodeId, VbMap};
 
@@ -64,6 +70,10 @@ pub struct ClusterMetadata {
     /// vBucket moves to (rebalance, failover) resumes from there instead of from zero.
     #[serde(default)]
     pub xdcr_checkpoints: BTreeMap<String, BTreeMap<u16, (u64, u64)>>,
+    /// The server groups as stored; read them through [`ClusterMetadata::server_groups`], which applies the
+    /// invariant (every node in exactly one group) to metadata written before groups existed.
+    #[serde(default, rename = "server_groups")]
+    pub(crate) server_groups_stored: ServerGroups,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -229,8 +239,33 @@ pub enum MetaCommand {
         node: NodeId,
         membership: Membership,
     },
-    /// Removes a node that holds no copy in any map.
+    /// Removes a node that holds no copy in any map (and from its server group).
     RemoveNode(NodeId),
+    /// Creates an empty server group; `uuid` is chosen by the proposer and must be new, `name` too.
+    CreateServerGroup {
+        uuid: String,
+        name: String,
+    },
+    /// Renames a server group; the new name must be free.
+    RenameServerGroup {
+        uuid: String,
+        name: String,
+    },
+    /// Deletes an empty server group.
+    DeleteServerGroup {
+        uuid: String,
+    },
+    /// Replaces every server group's members at once: every group listed, every node in exactly one, and `rev`
+    /// the groups' current revision (a stale listing is refused). Takes effect on the maps at the next rebalance.
+    SetServerGroupMembers {
+        rev: u64,
+        members: BTreeMap<String, BTreeSet<NodeId>>,
+    },
+    /// Moves one node into a server group (a node added into a group joins the default one, then moves).
+    MoveToServerGroup {
+        node: NodeId,
+        group: String,
+    },
     /// Creates a bucket with the default manifest and a map planned over the Active nodes.
     CreateBucket(BucketSpec),
     /// Replaces a bucket's settings; its uuid and type cannot change, and a new replica count takes effect at the
@@ -372,6 +407,18 @@ pub enum MetaError {
     IndexExists(String),
     #[error("unknown index {0}")]
     UnknownIndex(String),
+    #[error("invalid server group: {0}")]
+    InvalidServerGroup(String),
+    #[error("a server group named {0} already exists")]
+    ServerGroupExists(String),
+    #[error("unknown server group {0}")]
+    UnknownServerGroup(String),
+    #[error("server group {0} is not empty")]
+    ServerGroupNotEmpty(String),
+    #[error("server groups revision {proposed} is not the current {current}")]
+    StaleServerGroups { current: u64, proposed: u64 },
+    #[error("invalid server group members: {0}")]
+    InvalidServerGroupMembers(String),
 }
 
 impl ClusterMetadata {

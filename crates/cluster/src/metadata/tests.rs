@@ -7,7 +7,7 @@ use settee_types::limits::NUM_VBUCKETS;
 use super::*;
 use crate::vbmap;
 
-fn node(id: NodeId) -> NodeInfo {
+pub(super) fn node(id: NodeId) -> NodeInfo {
     NodeInfo {
         id,
         hostname: "127.0.0.1".into(),
@@ -36,7 +36,7 @@ fn spec(name: &str, replicas: u8) -> BucketSpec {
 }
 
 /// Applies `cmd` expecting a refusal, and checks the refusal left the state exactly as it was.
-fn refused(meta: &mut ClusterMetadata, cmd: MetaCommand) -> MetaError {
+pub(super) fn refused(meta: &mut ClusterMetadata, cmd: MetaCommand) -> MetaError {
     let before = meta.clone();
     let err = meta.apply(&cmd).expect_err("command should be refused");
     assert_eq!(*meta, before, "a refused command changed the state");
@@ -44,7 +44,7 @@ fn refused(meta: &mut ClusterMetadata, cmd: MetaCommand) -> MetaError {
 }
 
 /// Three Active nodes and bucket "b" with one replica.
-fn cluster() -> ClusterMetadata {
+pub(super) fn cluster() -> ClusterMetadata {
     let mut meta = ClusterMetadata::default();
     for id in 1..=3 {
         meta.apply(&MetaCommand::AddNode(node(id))).expect("add");
@@ -199,7 +199,7 @@ fn failover_promotes_and_marks_failed() {
     let before = meta.buckets["b"].map.clone();
     meta.apply(&MetaCommand::Failover { nodes: vec![1] }).expect("failover");
     let b = &meta.buckets["b"];
-    assert_eq!(b.map, vbmap::failover(&before, &[1]));
+    assert_eq!(b.map, vbmap::failover(&before, &[1], &vbmap::NodeGroups::default()));
     assert!(!b.map.contains_node(1));
     assert!(b.map.chains.iter().all(|c| c[0].is_some()), "one replica: every vBucket keeps a copy");
     assert_eq!(b.failover_epoch, 1);

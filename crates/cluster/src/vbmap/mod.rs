@@ -3,6 +3,9 @@
 //! randomness: the same inputs always give the same map, so every node of the cluster computes the same answer and
 //! the simulator can replay it.
 
+mod groups;
+#[cfg(test)]
+mod groups_tests;
 mod plan;
 mod rebalance;
 #[cfg(test)]
@@ -12,7 +15,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-pub use plan::{plan, REPLICAS_MAX};
+pub use groups::{promoted, spread_over_groups, NodeGroups};
+pub use plan::{plan, plan_in_groups, REPLICAS_MAX};
 pub use rebalance::{rebalance, rebalance_keeping};
 
 /// A node's id in the cluster; also its Raft id.
@@ -86,17 +90,24 @@ pub fn moves(from: &VbMap, to: &VbMap) -> Vec<VbMove> {
 }
 
 /// The map after hard failover of `failed`: every chain loses the failed nodes and its survivors move up in order,
-/// so an active on a failed node is replaced by its first surviving replica (promotion). A chain with no survivor
+/// so an active on a failed node is replaced by a surviving replica (promotion): the first one outside the failed
+/// nodes' groups where `groups` gives a choice (see [`promoted`]), else the first one. A chain with no survivor
 /// keeps `None` as its active: that vBucket's data is unavailable until the node comes back, as in Couchbase.
 /// Chains keep their length (missing copies become `None` at the end).
-pub fn failover(current: &VbMap, failed: &[NodeId]) -> VbMap {
-    let failed: BTreeSet<NodeId> = failed.iter().copied().collect();
+pub fn failover(current: &VbMap, failed: &[NodeId], groups: &NodeGroups) -> VbMap {
+    let failed_set: BTreeSet<NodeId> = failed.iter().copied().collect();
     let chains = current
         .chains
         .iter()
         .map(|chain| {
             let mut survivors: Vec<Option<NodeId>> =
-                chain.iter().filter(|n| n.is_some_and(|n| !failed.contains(&n))).copied().collect();
+                chain.iter().filter(|n| n.is_some_and(|n| !failed_set.contains(&n))).copied().collect();
+            if let Some(new_active) = promoted(chain, failed, groups) {
+                if let Some(at) = survivors.iter().position(|n| *n == Some(new_active)) {
+                    let node = survivors.remove(at);
+                    survivors.insert(0, node);
+                }
+            }
             survivors.resize(chain.len(), None);
             survivors
         })
@@ -144,10 +155,11 @@ pub fn promote(current: &VbMap, node: NodeId, promote: &std::collections::BTreeM
 }
 
 /// The map with every missing replica (`None` after the active) placed on an Active node of `nodes` that holds no
-/// copy of that vBucket, choosing the node with the fewest copies so far (ties: lowest id). Actives never move,
-/// so no takeover is needed: a new replica is built by streaming from its active. A vBucket with no active, or
-/// with no eligible node left, keeps its gaps.
-pub fn repair_replicas(current: &VbMap, nodes: &[NodeId]) -> VbMap {
+/// copy of that vBucket, choosing the node with the fewest copies so far, then one in a group the chain lacks,
+/// then the lowest id: balance first, as the planners do; the next rebalance restores the full group spread.
+/// Actives never move, so no takeover is needed: a new replica is built by streaming from its active. A vBucket
+/// with no active, or with no eligible node left, keeps its gaps.
+pub fn repair_replicas(current: &VbMap, nodes: &[NodeId], groups: &NodeGroups) -> VbMap {
     let nodes = node_set(nodes);
     let mut load: std::collections::BTreeMap<NodeId, usize> = nodes.iter().map(|n| (*n, 0)).collect();
     for n in current.chains.iter().flatten().flatten() {
@@ -164,7 +176,10 @@ pub fn repair_replicas(current: &VbMap, nodes: &[NodeId]) -> VbMap {
             if chain[slot].is_some() {
                 continue;
             }
-            let pick = load.iter().filter(|(n, _)| !chain.contains(&Some(**n))).min_by_key(|(n, l)| (**l, **n));
+            let pick = load
+                .iter()
+                .filter(|(n, _)| !chain.contains(&Some(**n)))
+                .min_by_key(|(n, l)| (**l, groups.shares_group(chain, **n), **n));
             let Some((&node, _)) = pick else { break };
             chain[slot] = Some(node);
             *load.entry(node).or_default() += 1;
@@ -202,7 +217,7 @@ mod unit_tests {
     #[test]
     fn failover_promotes_first_surviving_replica() {
         let map = VbMap { chains: vec![vec![Some(1), Some(2), Some(3)], vec![Some(2), Some(1), None]] };
-        let after = failover(&map, &[1]);
+        let after = failover(&map, &[1], &NodeGroups::default());
         assert_eq!(after.chains[0], vec![Some(2), Some(3), None]);
         assert_eq!(after.chains[1], vec![Some(2), None, None]);
     }
@@ -252,7 +267,7 @@ mod unit_tests {
     #[test]
     fn failover_without_survivor_leaves_no_active() {
         let map = VbMap { chains: vec![vec![Some(1), Some(2)], vec![Some(3), Some(1)], vec![None, None]] };
-        let after = failover(&map, &[1, 2]);
+        let after = failover(&map, &[1, 2], &NodeGroups::default());
         assert_eq!(after.chains[0], vec![None, None]);
         assert_eq!(after.chains[1], vec![Some(3), None]);
         assert_eq!(data_loss_risk(&map, &[1, 2]), vec![0]);

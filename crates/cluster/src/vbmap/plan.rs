@@ -12,7 +12,7 @@
 //! replica counts to within one; the windows are then matched to vBuckets (Kuhn's augmenting paths) so that no
 //! window holds its own vBucket's active.
 
-use super::{node_set, NodeId, VbMap};
+use super::{node_set, spread_over_groups, NodeGroups, NodeId, VbMap};
 
 /// Most replicas a bucket may have (Couchbase's limit).
 pub const REPLICAS_MAX: usize = 3;
@@ -46,6 +46,13 @@ pub fn plan(nodes: &[NodeId], num_vbuckets: u16, replicas: usize) -> VbMap {
     }
     debug_assert_eq!(chains.len(), vbs);
     VbMap { chains }
+}
+
+/// [`plan`], then each vBucket's replicas moved into groups other than its active's wherever swapping replicas
+/// between vBuckets allows it (see [`spread_over_groups`]): exactly as balanced as [`plan`], and the same map when
+/// the nodes are in fewer than two groups.
+pub fn plan_in_groups(nodes: &[NodeId], groups: &NodeGroups, num_vbuckets: u16, replicas: usize) -> VbMap {
+    spread_over_groups(&plan(nodes, num_vbuckets, replicas), groups)
 }
 
 fn chain(

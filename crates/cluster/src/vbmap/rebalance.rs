@@ -1,26 +1,27 @@
 //! Rebalance target: the balanced map for a new node set that moves as few copies as possible.
 //!
-//! Balance is a property of the multiset of chains, not of which vBucket gets which chain. So the target is the
-//! fresh [`plan`] for the new node set with its chains dealt out to the vBuckets that already hold most of each
+//! Balance (and the spread over server groups) is a property of the multiset of chains, not of which vBucket gets
+//! which chain. So the target is the fresh [`plan_in_groups`] for the new node set with its chains dealt out to the vBuckets that already hold most of each
 //! chain's copies: a greedy assignment by descending score (two points per copy already in place, one more for an
 //! active that stays). Replicas that stay replicas keep their rank. The result is exactly as balanced as the plan,
 //! and never moves more copies than the plan itself would; when the greedy deal is worse, the plan is returned.
 
 use std::collections::BTreeMap;
 
-use super::{copies_to_build, plan, NodeId, VbMap};
+use super::{copies_to_build, plan_in_groups, NodeGroups, NodeId, VbMap};
 
 type Chain = Vec<Option<NodeId>>;
 
-/// The balanced map for `nodes` with `replicas` replicas that keeps as many of `current`'s copies in place as it
-/// can, preferring to keep actives where they are.
+/// The balanced map for `nodes` with `replicas` replicas, its replicas in groups other than their active's where
+/// `groups` allows, that keeps as many of `current`'s copies in place as it can, preferring to keep actives where
+/// they are.
 ///
 /// # Panics
 /// If `current` has more than `u16::MAX` vBuckets or `replicas` is over the limit: both are validated before a map
 /// is stored.
-pub fn rebalance(current: &VbMap, nodes: &[NodeId], replicas: usize) -> VbMap {
+pub fn rebalance(current: &VbMap, nodes: &[NodeId], groups: &NodeGroups, replicas: usize) -> VbMap {
     let vbs = u16::try_from(current.chains.len()).expect("a vBucket map has at most u16::MAX vBuckets");
-    let target = plan(nodes, vbs, replicas);
+    let target = plan_in_groups(nodes, groups, vbs, replicas);
     let Some(dealt) = deal(current, &target) else {
         return target;
     };
@@ -38,6 +39,7 @@ pub fn rebalance_keeping(
     current: &VbMap,
     kept: &BTreeMap<NodeId, Vec<u16>>,
     nodes: &[NodeId],
+    groups: &NodeGroups,
     replicas: usize,
 ) -> VbMap {
     let mut hinted = current.clone();
@@ -50,7 +52,7 @@ pub fn rebalance_keeping(
             }
         }
     }
-    rebalance(&hinted, nodes, replicas)
+    rebalance(&hinted, nodes, groups, replicas)
 }
 
 /// (copies to build, actives that change node): lower is better.
@@ -131,13 +133,13 @@ fn align(old: &[Option<NodeId>], new: &[Option<NodeId>]) -> Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vbmap::moves;
+    use crate::vbmap::{moves, plan};
 
     /// Adding a fourth node moves about a quarter of the actives and builds far fewer copies than a fresh plan.
     #[test]
     fn adding_a_node_moves_a_fraction_of_the_copies() {
         let before = plan(&[1, 2, 3], 1024, 1);
-        let after = rebalance(&before, &[1, 2, 3, 4], 1);
+        let after = rebalance(&before, &[1, 2, 3, 4], &NodeGroups::default(), 1);
         let fresh = plan(&[1, 2, 3, 4], 1024, 1);
         assert_eq!(after.actives_of(4).len(), 256);
         let (copies, actives) = cost(&before, &after);
@@ -150,7 +152,7 @@ mod tests {
     #[test]
     fn rebalance_onto_same_nodes_is_identity() {
         let before = plan(&[1, 2, 3, 4, 5], 1024, 2);
-        assert_eq!(rebalance(&before, &[5, 4, 3, 2, 1], 2), before);
+        assert_eq!(rebalance(&before, &[5, 4, 3, 2, 1], &NodeGroups::default(), 2), before);
     }
 
     /// A failed-over node in delta recovery gets back (nearly) the vBuckets it kept: far fewer copies to build
@@ -159,10 +161,14 @@ mod tests {
     fn delta_recovery_hands_back_the_kept_vbuckets() {
         let before = plan(&[1, 2, 3], 1024, 1);
         let kept: Vec<u16> = (0..1024).filter(|vb| before.chains[usize::from(*vb)].contains(&Some(3))).collect();
-        let failed_over = crate::vbmap::repair_replicas(&crate::vbmap::failover(&before, &[3]), &[1, 2]);
+        let failed_over = crate::vbmap::repair_replicas(
+            &crate::vbmap::failover(&before, &[3], &NodeGroups::default()),
+            &[1, 2],
+            &NodeGroups::default(),
+        );
         let kept = BTreeMap::from([(3, kept)]);
-        let delta = rebalance_keeping(&failed_over, &kept, &[1, 2, 3], 1);
-        let full = rebalance(&failed_over, &[1, 2, 3], 1);
+        let delta = rebalance_keeping(&failed_over, &kept, &[1, 2, 3], &NodeGroups::default(), 1);
+        let full = rebalance(&failed_over, &[1, 2, 3], &NodeGroups::default(), 1);
         let built_on_3 = |to: &VbMap| {
             (0..1024usize).filter(|vb| to.chains[*vb].contains(&Some(3)) && !kept[&3].contains(&(*vb as u16))).count()
         };

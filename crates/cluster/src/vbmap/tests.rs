@@ -10,6 +10,29 @@ use settee_types::limits::NUM_VBUCKETS;
 
 /// Asserts the balance invariants of a planned map over `nodes` and returns nothing; the message names the bound.
 fn assert_balanced(map: &VbMap, nodes: &BTreeSet<NodeId>, replicas: usize, vbs: usize) {
+    let pairs = assert_copies_balanced(map, nodes, replicas, vbs);
+    let copies = (replicas + 1).min(nodes.len());
+    if copies > 1 {
+        for a in nodes {
+            let mut others = nodes.iter().filter(|b| *b != a).map(|b| pairs.get(&(*a, *b)).copied().unwrap_or(0));
+            assert!(spread(&mut others) <= 2, "replicas of node {a}'s actives are not spread: {pairs:?}");
+        }
+    }
+}
+
+pub(super) fn spread(counts: &mut dyn Iterator<Item = usize>) -> usize {
+    let v: Vec<usize> = counts.collect();
+    v.iter().max().unwrap_or(&0) - v.iter().min().unwrap_or(&0)
+}
+
+/// Asserts chains are well formed and actives and replicas per node are within one of each other; returns the
+/// (active, replica) pair counts.
+pub(super) fn assert_copies_balanced(
+    map: &VbMap,
+    nodes: &BTreeSet<NodeId>,
+    replicas: usize,
+    vbs: usize,
+) -> BTreeMap<(NodeId, NodeId), usize> {
     assert_eq!(map.chains.len(), vbs);
     let copies = (replicas + 1).min(nodes.len());
     let mut actives: BTreeMap<NodeId, usize> = nodes.iter().map(|n| (*n, 0)).collect();
@@ -30,18 +53,9 @@ fn assert_balanced(map: &VbMap, nodes: &BTreeSet<NodeId>, replicas: usize, vbs: 
             }
         }
     }
-    let spread = |counts: &mut dyn Iterator<Item = usize>| {
-        let v: Vec<usize> = counts.collect();
-        v.iter().max().unwrap_or(&0) - v.iter().min().unwrap_or(&0)
-    };
     assert!(spread(&mut actives.values().copied()) <= 1, "actives per node {actives:?}");
     assert!(spread(&mut replica_counts.values().copied()) <= 1, "replicas per node {replica_counts:?}");
-    if copies > 1 {
-        for a in nodes {
-            let mut others = nodes.iter().filter(|b| *b != a).map(|b| pairs.get(&(*a, *b)).copied().unwrap_or(0));
-            assert!(spread(&mut others) <= 2, "replicas of node {a}'s actives are not spread: {pairs:?}");
-        }
-    }
+    pairs
 }
 
 fn total_cost(from: &VbMap, to: &VbMap) -> usize {
@@ -79,7 +93,7 @@ proptest! {
         let list: Vec<NodeId> = nodes.iter().copied().collect();
         let map = plan(&list, 256, replicas);
         let failed: Vec<NodeId> = list.iter().enumerate().filter(|(i, _)| failed_mask >> i & 1 == 1).map(|(_, n)| *n).collect();
-        let after = failover(&map, &failed);
+        let after = failover(&map, &failed, &NodeGroups::default());
         let lost: BTreeSet<u16> = data_loss_risk(&map, &failed).into_iter().collect();
         for (vb, (old, new)) in map.chains.iter().zip(&after.chains).enumerate() {
             let survivors: Vec<NodeId> = old.iter().flatten().filter(|n| !failed.contains(n)).copied().collect();
@@ -100,7 +114,7 @@ proptest! {
     ) {
         let current = plan(&old.iter().copied().collect::<Vec<_>>(), vbs, replicas);
         let new_list: Vec<NodeId> = new.iter().copied().collect();
-        let target = rebalance(&current, &new_list, replicas);
+        let target = rebalance(&current, &new_list, &NodeGroups::default(), replicas);
         assert_balanced(&target, &new, replicas, usize::from(vbs));
         let fresh = plan(&new_list, vbs, replicas);
         prop_assert!(total_cost(&current, &target) <= total_cost(&current, &fresh));
@@ -113,7 +127,7 @@ proptest! {
         let mut new = old.clone();
         if grow { new.push(100) } else { old.push(100) }
         let current = plan(&old, 1024, 1);
-        let target = rebalance(&current, &new, 1);
+        let target = rebalance(&current, &new, &NodeGroups::default(), 1);
         let fresh = plan(&new, 1024, 1);
         prop_assert!(total_cost(&current, &target) < total_cost(&current, &fresh));
     }
@@ -124,8 +138,8 @@ proptest! {
 #[test]
 fn repair_replicas_fills_gaps_after_failover() {
     let before = plan(&[1, 2, 3, 4], NUM_VBUCKETS, 2);
-    let failed = failover(&before, &[4]);
-    let repaired = repair_replicas(&failed, &[1, 2, 3]);
+    let failed = failover(&before, &[4], &NodeGroups::default());
+    let repaired = repair_replicas(&failed, &[1, 2, 3], &NodeGroups::default());
     for (old, new) in failed.chains.iter().zip(&repaired.chains) {
         assert_eq!(old[0], new[0], "actives never move");
         assert!(new.iter().all(Option::is_some), "every gap filled: {new:?}");
@@ -138,6 +152,10 @@ fn repair_replicas_fills_gaps_after_failover() {
     assert_eq!(copies.iter().sum::<usize>(), 3 * NUM_VBUCKETS as usize);
     assert!(copies.iter().all(|c| *c == NUM_VBUCKETS as usize), "three copies on three nodes: {copies:?}");
     // With too few nodes (one replica needed, only the active's node left) the gap stays.
-    let lone = repair_replicas(&failover(&plan(&[1, 2], NUM_VBUCKETS, 1), &[2]), &[1]);
+    let lone = repair_replicas(
+        &failover(&plan(&[1, 2], NUM_VBUCKETS, 1), &[2], &NodeGroups::default()),
+        &[1],
+        &NodeGroups::default(),
+    );
     assert!(lone.chains.iter().all(|c| c[0] == Some(1) && c[1].is_none()));
 }

@@ -12,6 +12,7 @@ use crate::item::{DocKey, StoredItem};
 use crate::stats::BucketStats;
 use crate::table::Item;
 use crate::vbucket::VbInner;
+use crate::VbState;
 
 /// Sub-document document flags (the last extras byte).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,6 +89,9 @@ impl Bucket {
         self.collection_ttl(key.cid())?;
         BucketStats::bump(&self.stats.cmd_lookup);
         let (now_ns, now) = self.now();
+        if flags.has(DocFlags::REPLICA_READ) {
+            return self.lookup_in_replica(vb, key, specs, flags, now);
+        }
         self.with_active(vb, |inner| {
             self.prepare_key(inner, key, now_ns, now, true)?;
             let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
@@ -99,6 +103,34 @@ impl Bucket {
                 .map_err(EngineError::Subdoc)?;
             let cas = if item.is_locked(now) { LOCKED_CAS } else { item.cas() };
             Ok(LookupResult { cas, deleted: item.deleted(), results })
+        })
+    }
+
+    /// A lookup with the replica-read flag: served by a replica vBucket only (NOT_MY_VBUCKET anywhere else), as
+    /// GET_REPLICA is; an expired document reads as absent without being expired here (the active does that).
+    fn lookup_in_replica(
+        &self,
+        vb: VbId,
+        key: &DocKey<'_>,
+        specs: &[LookupSpec<'_>],
+        flags: DocFlags,
+        now: u32,
+    ) -> Result<LookupResult, EngineError> {
+        self.with_vbucket(vb, &[VbState::Replica], |inner| {
+            let item = match inner.table.get(key.encoded()) {
+                Some(item) if !item.resident() => return Err(EngineError::NeedFetch),
+                Some(item) => item,
+                None if inner.ejected_items > 0 => return Err(EngineError::NeedFetch),
+                None => return Err(EngineError::NotFound),
+            };
+            let gone = item.deleted() && !flags.has(DocFlags::ACCESS_DELETED);
+            if gone || (!item.deleted() && crate::expiry::is_expired(item.expiry(), now)) {
+                return Err(EngineError::NotFound);
+            }
+            let meta = meta_of(item, inner.uuid());
+            let results = settee_doc::lookup(item.value(), item.datatype().has_xattr(), &meta, specs, now)
+                .map_err(EngineError::Subdoc)?;
+            Ok(LookupResult { cas: item.cas(), deleted: item.deleted(), results })
         })
     }
 

@@ -32,9 +32,10 @@ impl ClusterDriver {
     /// After a failover, rebuilds on the survivors the replicas the failed node held.
     async fn rebuild_replicas(&self, meta: Arc<ClusterMetadata>) -> Proposal {
         let survivors = meta.active_nodes();
+        let groups = meta.node_groups();
         let mut latest = meta.clone();
         for (name, b) in &meta.buckets {
-            let repaired = vbmap::repair_replicas(&b.map, &survivors);
+            let repaired = vbmap::repair_replicas(&b.map, &survivors, &groups);
             if repaired == b.map {
                 continue;
             }

@@ -37,7 +37,11 @@ impl ClusterDriver {
     async fn probe(&self) {
         let meta = self.metadata();
         let peers: Vec<_> = meta.nodes.values().filter(|n| n.id != self.me()).map(|n| (n.id, n.mgmt_addr())).collect();
-        self.handle.health.table().heard_of(peers.iter().map(|(id, _)| *id), self.now());
+        {
+            let mut table = self.handle.health.table();
+            table.keep_only(&meta.nodes.keys().copied().collect());
+            table.heard_of(peers.iter().map(|(id, _)| *id), self.now());
+        }
         let mut probes = tokio::task::JoinSet::new();
         let source = self.peer_source();
         for (id, addr) in peers {

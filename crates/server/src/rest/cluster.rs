@@ -29,11 +29,11 @@ use crate::cluster::ClusterHandle;
 /// How long a member waits for a newcomer to finish joining.
 const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-fn require_admin(caller: &Caller) -> Result<(), RestError> {
+pub(crate) fn require_admin(caller: &Caller) -> Result<(), RestError> {
     caller.require(caller.user.is_admin(), || "cluster.admin!write".to_owned())
 }
 
-fn cluster(state: &RestState) -> Result<&std::sync::Arc<ClusterHandle>, RestError> {
+pub(crate) fn cluster(state: &RestState) -> Result<&std::sync::Arc<ClusterHandle>, RestError> {
     state.node.cluster().ok_or_else(|| RestError::global(StatusCode::SERVICE_UNAVAILABLE, "This node has no cluster"))
 }
 
@@ -98,6 +98,19 @@ pub(crate) async fn add_node(
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
     let (cluster, form) = admin_form(&state, &caller, &body)?;
+    let (otp, _) = join_node(&state, &caller, cluster, &form).await?;
+    Ok(Json(json!({ "otpNode": otp })))
+}
+
+/// Asks the node the form's `hostname` names to join this node's cluster and waits until it has; answers its
+/// `otpNode` and id (None if the metadata does not list it yet). Shared by `/controller/addNode` and
+/// `/pools/default/serverGroups/<uuid>/addNode`.
+pub(crate) async fn join_node(
+    state: &RestState,
+    caller: &Caller,
+    cluster: &std::sync::Arc<ClusterHandle>,
+    form: &Form,
+) -> Result<(String, Option<NodeId>), RestError> {
     let hostname =
         form.get("hostname").filter(|h| !h.is_empty()).ok_or_else(|| bad_request("Hostname is required."))?;
     if hostname.starts_with("https://") {
@@ -140,8 +153,8 @@ pub(crate) async fn add_node(
         ("services", services),
         ("user", user),
     ];
-    caller.audit(&state, events::ADD_NODE, fields);
-    Ok(Json(json!({ "otpNode": otp })))
+    caller.audit(state, events::ADD_NODE, fields);
+    Ok((otp, added.map(|n| n.id)))
 }
 
 /// `POST /node/controller/doJoinCluster` (`clusterMemberHostIp`, `clusterMemberPort`): this node leaves its

@@ -43,6 +43,7 @@ mod pools;
 mod process_stats;
 mod roles;
 mod security;
+mod server_groups;
 mod stats_range;
 mod timings;
 mod users;
@@ -59,7 +60,7 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::Router;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
@@ -227,6 +228,12 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/settings/clientCertAuth", get(security::get_client_cert_auth).post(security::set_client_cert_auth))
         .route("/settings/passwordPolicy", get(security::get_password_policy).post(security::set_password_policy))
         .route("/controller/addNode", post(cluster::add_node))
+        .route(
+            "/pools/default/serverGroups",
+            get(server_groups::list).post(server_groups::create).put(server_groups::set_members),
+        )
+        .route("/pools/default/serverGroups/{uuid}", put(server_groups::rename).delete(server_groups::delete))
+        .route("/pools/default/serverGroups/{uuid}/addNode", post(server_groups::add_node))
         .route("/node/controller/doJoinCluster", post(cluster::do_join_cluster))
         .route("/controller/failOver", post(cluster::fail_over))
         .route("/controller/startGracefulFailover", post(cluster::graceful_fail_over))

@@ -106,9 +106,14 @@ pub(crate) async fn node_self(State(state): State<RestState>, caller: Caller, he
     Json(me)
 }
 
+/// The server groups' revision, as `serverGroupsUri` and `serverGroups?rev=` carry it (0 without a cluster).
+pub(crate) fn server_groups_rev(state: &RestState) -> u64 {
+    state.node.cluster().map_or(0, |c| c.metadata().server_groups().rev)
+}
+
 /// ns_server's `balanced`: false while a rebalance would change anything: a node added, failed over or marked for
-/// recovery, copies still being built, or a bucket's map other than the balanced one for the active nodes (a
-/// stopped rebalance, a hard failover that promoted replicas).
+/// recovery, copies still being built, or a bucket's map other than the balanced one for the active nodes and their
+/// server groups (a stopped rebalance, a hard failover that promoted replicas, nodes moved between groups).
 fn is_balanced(state: &RestState) -> bool {
     let Some(cluster) = state.node.cluster() else { return true };
     let meta = cluster.metadata();
@@ -116,9 +121,11 @@ fn is_balanced(state: &RestState) -> bool {
         return false;
     }
     let active: Vec<NodeId> = meta.nodes.keys().copied().collect();
+    let groups = meta.node_groups();
     meta.buckets.values().all(|b| {
         let replicas = usize::from(b.spec.replicas);
-        b.building.is_empty() && vbmap::moves(&b.map, &vbmap::rebalance(&b.map, &active, replicas)).is_empty()
+        let target = vbmap::rebalance(&b.map, &active, &groups, replicas);
+        b.building.is_empty() && vbmap::moves(&b.map, &target).is_empty()
     })
 }
 
@@ -183,6 +190,7 @@ fn pool_json(state: &RestState, caller: &Caller, host: &str) -> Value {
             "hdd": {"total": 0, "quotaTotal": 0, "used": 0, "usedByData": 0, "free": 0},
         },
         "rebalanceStatus": if running { "running" } else { "none" },
+        "serverGroupsUri": format!("/pools/default/serverGroups?v={}", server_groups_rev(state)),
         "balanced": is_balanced(state),
         "maxBucketCount": BUCKETS_MAX,
         "clusterCapabilitiesVer": global["clusterCapabilitiesVer"],
@@ -198,6 +206,7 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
     if !meta.nodes.contains_key(&cluster.me) {
         return vec![node_json(state, host)];
     }
+    let groups = meta.server_groups();
     meta.nodes
         .values()
         .map(|n| {
@@ -228,6 +237,7 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
             j["nodeUUID"] = json!(format!("{:016x}", n.id));
             // ns_server's node name and REST port as configured, whatever host the client addressed.
             j["configuredHostname"] = json!(host_port(&n.hostname, n.mgmt_port));
+            j["serverGroup"] = json!(groups.of(n.id).map(|g| g.name.as_str()).unwrap_or_default());
             j
         })
         .collect()
@@ -261,6 +271,7 @@ pub(crate) fn node_json(state: &RestState, host: &str) -> Value {
         "interestingStats": {"curr_items": items, "curr_items_tot": items_tot, "mem_used": mem_used},
         "nodeEncryption": false,
         "addressFamily": "inet",
+        "serverGroup": settee_cluster::metadata::DEFAULT_GROUP_NAME,
     })
 }
 

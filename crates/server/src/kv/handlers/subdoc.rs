@@ -83,10 +83,6 @@ pub fn multi_lookup(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult {
     }
     let specs = parse_lookup_specs(req.value)?;
     let b = selected_bucket(s)?;
-    if doc_flags & DocFlags::REPLICA_READ != 0 {
-        // This node holds no replica vBuckets.
-        return Err(KvError::Engine(EngineError::NotMyVbucket));
-    }
     let r = b.lookup_in(VbId(req.vbucket), &key, &specs, DocFlags(doc_flags))?;
     let mut body = Vec::new();
     let mut all_ok = true;
