@@ -136,19 +136,29 @@ fn a_persistent_node_restarted_before_failover_hands_over_what_its_replicas_are_
     // Proves the take-back (the black-box checker's finding 2, now under simulation): a node killed while its disk
     // stalled comes back from disk without the `majority` writes it had acknowledged since; restarted before the
     // cluster fails it over, it must hand the vBuckets its replicas are ahead on over to them before it serves.
-    // Without the take-back (the build before it) these seeds lose acknowledged writes, which the checker reports;
-    // with it they lose none. The seeds are the first two of 300 that lose writes without it.
-    for seed in [47, 120] {
+    // Without the take-back (the build before it) such seeds lose acknowledged writes, which the checker reports;
+    // with it they lose none. Seeds 7 and 51 did so when written (13 of the first 300 lose writes without it); a
+    // change to the schedules may move the losses to other seeds, so the first two found are used.
+    let mut checked = 0;
+    for seed in [7, 51].into_iter().chain(0..200) {
         let mut cfg = SimConfig::new(seed);
         cfg.fault_phase = Duration::from_secs(20);
         cfg.persistent = true;
         cfg.takeback = false;
         let without = Sim::new(cfg.clone()).run();
+        if without.ok() {
+            continue;
+        }
         assert!(without.anomalies.iter().any(|a| a.contains("not linearizable")), "{}", without.summary());
         cfg.takeback = true;
         let with = Sim::new(cfg).run();
         assert!(with.ok(), "{}", with.summary());
         let handed = with.counters.get("take-backs handing vBuckets to replicas ahead").copied().unwrap_or(0);
         assert!(handed > 0, "{}", with.summary());
+        checked += 1;
+        if checked == 2 {
+            return;
+        }
     }
+    panic!("only {checked} of the first 200 persistent seeds lost writes without the take-back");
 }
