@@ -13,7 +13,7 @@ use crate::dcp_reader::{read_node, NodeRead, VbOutcome, VbTask};
 use crate::error::BackupError;
 use crate::layout::{
     check_name, list_backups, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta, VbPosition,
-    BACKUP_META, FORMAT_VERSION,
+    BACKUP_META, FORMAT_VERSION, INDEXES_FILE,
 };
 use crate::rest::{BucketMap, Rest};
 
@@ -37,7 +37,7 @@ pub(crate) async fn run(a: &BackupArgs) -> Result<(), BackupError> {
         // one taken with --include-data may have left it out.
         let prev =
             history.iter().rev().find_map(|p| p.buckets.iter().find(|x| x.name == bucket && b["uuid"] == x.uuid));
-        metas.push(back_up_bucket(&rest, &dir, &bucket, prev, !a.no_progress_bar).await?);
+        metas.push(back_up_bucket(&rest, &dir, &bucket, prev, a).await?);
     }
     let any_incremental = metas.iter().any(|m| m.full_vbuckets.len() < m.vbuckets.len());
     let meta = BackupMeta {
@@ -64,8 +64,9 @@ async fn back_up_bucket(
     backup_dir: &Path,
     bucket: &str,
     prev: Option<&BucketBackup>,
-    progress_lines: bool,
+    a: &BackupArgs,
 ) -> Result<BucketBackup, BackupError> {
+    let progress_lines = !a.no_progress_bar;
     check_name("bucket", bucket)?;
     let config = rest.get_json(&format!("/pools/default/buckets/{bucket}")).await?;
     let uuid = config["uuid"].as_str().unwrap_or_default().to_string();
@@ -100,6 +101,13 @@ async fn back_up_bucket(
     // Collections created while the streams ran name documents too; ones dropped meanwhile are kept from before.
     let scopes = union_of_scopes(rest.get_json(&scopes_path).await?, &scopes_before);
     let mut files = vec![save(&dir, "bucket-config.json", &config)?, save(&dir, "scopes.json", &scopes)?];
+    let mut indexes = None;
+    if !a.disable_gsi_indexes {
+        let defs = crate::indexes::fetch(rest, bucket).await?;
+        indexes = Some(defs.indexes.len() as u64);
+        let value = serde_json::to_value(&defs).map_err(|e| BackupError::Usage(e.to_string()))?;
+        files.push(save(&dir, INDEXES_FILE, &value)?);
+    }
     outcomes.sort_by_key(|o| o.vb);
     let mut meta = BucketBackup {
         name: bucket.to_string(),
@@ -110,6 +118,7 @@ async fn back_up_bucket(
         files: Vec::new(),
         mutations: 0,
         deletions: 0,
+        indexes,
     };
     for o in outcomes {
         meta.vbuckets.insert(o.vb, o.position);
@@ -122,7 +131,8 @@ async fn back_up_bucket(
     }
     meta.files = files;
     if progress_lines {
-        println!("bucket {bucket}: {} mutations, {} deletions backed up", meta.mutations, meta.deletions);
+        let ix = indexes.map_or(String::new(), |n| format!(", {n} index definitions"));
+        println!("bucket {bucket}: {} mutations, {} deletions{ix} backed up", meta.mutations, meta.deletions);
     }
     Ok(meta)
 }

@@ -69,6 +69,9 @@ pub struct BackupArgs {
     /// Only these buckets (comma-separated); all buckets when absent.
     #[arg(long, value_delimiter = ',')]
     pub include_data: Vec<String>,
+    /// Do not back up the buckets' GSI index definitions.
+    #[arg(long)]
+    pub disable_gsi_indexes: bool,
     /// Print no progress lines.
     #[arg(long)]
     pub no_progress_bar: bool,
@@ -96,6 +99,9 @@ pub struct RestoreArgs {
     /// Create a target bucket that does not exist, with the settings its backup saved.
     #[arg(long)]
     pub auto_create_buckets: bool,
+    /// Do not restore GSI index definitions.
+    #[arg(long)]
+    pub disable_gsi_indexes: bool,
     /// Print no progress lines.
     #[arg(long)]
     pub no_progress_bar: bool,

@@ -3,7 +3,8 @@
 //!
 //! The JSON uses cbbackupmgr's `info --json` names where settee has the same thing (`name`, `size`, `count`,
 //! `repos`, `backups`, `date`, `type`, `complete`, `source`, `buckets[].items/mutations/tombstones`; `items` counts
-//! both), plus `damaged` and per bucket `uuid` and `vbuckets_read_whole`.
+//! both), plus `damaged` and per bucket `uuid`, `vbuckets_read_whole` and `indexes` (index definitions saved, null when
+//! left out).
 
 use std::path::Path;
 
@@ -54,6 +55,8 @@ struct BucketInfo {
     mutations: u64,
     tombstones: u64,
     vbuckets_read_whole: usize,
+    /// Index definitions saved; null when the backup left them out.
+    indexes: Option<u64>,
 }
 
 pub(crate) fn run(a: &InfoArgs) -> Result<(), BackupError> {
@@ -117,6 +120,7 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
                 mutations: b.mutations,
                 tombstones: b.deletions,
                 vbuckets_read_whole: b.full_vbuckets.len(),
+                indexes: b.indexes,
             })
             .collect();
         backups.push(BackupInfo {
@@ -138,18 +142,16 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
 /// Every file of the backup that is missing or whose size or CRC32C differs from its record, as messages.
 pub(crate) fn verify(backup_dir: &Path, meta: &BackupMeta) -> Vec<String> {
     let mut damaged = Vec::new();
-    for b in &meta.buckets {
-        for f in &b.files {
-            let path = backup_dir.join(&b.dir).join(&f.path);
-            let rel = format!("{}/{}", b.dir, f.path);
-            match std::fs::read(&path) {
-                Err(e) => damaged.push(format!("{rel}: {e}")),
-                Ok(bytes) if bytes.len() as u64 != f.bytes => {
-                    damaged.push(format!("{rel}: {} bytes, {} expected", bytes.len(), f.bytes))
-                }
-                Ok(bytes) if crc32c::crc32c(&bytes) != f.crc32c => damaged.push(format!("{rel}: checksum mismatch")),
-                Ok(_) => {}
+    let bucket_files = meta.buckets.iter().flat_map(|b| b.files.iter().map(|f| (format!("{}/", b.dir), f)));
+    for (dir, f) in bucket_files {
+        let rel = format!("{dir}{}", f.path);
+        match std::fs::read(backup_dir.join(&rel)) {
+            Err(e) => damaged.push(format!("{rel}: {e}")),
+            Ok(bytes) if bytes.len() as u64 != f.bytes => {
+                damaged.push(format!("{rel}: {} bytes, {} expected", bytes.len(), f.bytes))
             }
+            Ok(bytes) if crc32c::crc32c(&bytes) != f.crc32c => damaged.push(format!("{rel}: checksum mismatch")),
+            Ok(_) => {}
         }
     }
     damaged
@@ -162,6 +164,10 @@ fn print_table(info: &ArchiveInfo) {
         println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", "Backup", "Type", "Size", "Mutations", "Tombstones");
         for b in &r.backups {
             println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", b.date, b.kind, b.size, b.mutations, b.tombstones);
+            for k in &b.buckets {
+                let ix = k.indexes.map_or("not backed up".to_string(), |n| n.to_string());
+                println!("      bucket {}: {} items, index definitions: {ix}", k.name, k.items);
+            }
             for d in &b.damaged {
                 println!("      DAMAGED {d}");
             }

@@ -5,6 +5,7 @@
 //! <archive>/<repo>/<backup>/backup.json             written last: the backup is complete once it exists
 //! <archive>/<repo>/<backup>/<bucket>-<uuid>/bucket-config.json   the bucket as GET /pools/default/buckets/<b>
 //! <archive>/<repo>/<backup>/<bucket>-<uuid>/scopes.json          its scopes and collections
+//! <archive>/<repo>/<backup>/<bucket>-<uuid>/indexes.json         its GSI index definitions (see `indexes`)
 //! <archive>/<repo>/<backup>/<bucket>-<uuid>/data/vb-NNNN.dat     the vBucket's changes (see `record`)
 //! ```
 //!
@@ -21,6 +22,8 @@ use crate::error::BackupError;
 pub(crate) const REPO_META: &str = "backup-meta.json";
 pub(crate) const BACKUP_META: &str = "backup.json";
 pub(crate) const FORMAT_VERSION: u32 = 1;
+/// A bucket's index definitions, in its directory.
+pub(crate) const INDEXES_FILE: &str = "indexes.json";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct RepoMeta {
@@ -54,6 +57,9 @@ pub(crate) struct BucketBackup {
     pub files: Vec<FileMeta>,
     pub mutations: u64,
     pub deletions: u64,
+    /// Index definitions saved in `indexes.json`; None when the backup left them out (`--disable-gsi-indexes`).
+    #[serde(default)]
+    pub indexes: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]

@@ -18,6 +18,7 @@ mod cli;
 mod create_bucket;
 mod dcp_reader;
 mod error;
+mod indexes;
 mod info;
 mod layout;
 mod merge;

@@ -5,7 +5,8 @@
 //! the newest version of each document kept (deletions included: a backup before the range may still hold the
 //! document); the merged file is in seqno order. Each vBucket's resume position is the last backup's, so the next
 //! incremental backup continues from it. The scopes and collections are the union of the range's (a collection
-//! dropped meanwhile still names its records). Every file is checked first; a damaged one stops the merge.
+//! dropped meanwhile still names its records), the index definitions the newest backup of the range that saved
+//! them. Every file is checked first; a damaged one stops the merge.
 //!
 //! The merged backup is built beside the others under a name starting with `.` (never listed as a backup), then
 //! the merged backups are removed and it is renamed into place. A crash before the removal leaves the originals
@@ -20,7 +21,7 @@ use std::path::Path;
 use crate::error::BackupError;
 use crate::layout::{
     check_name, list_backups, read_json, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta,
-    BACKUP_META,
+    BACKUP_META, INDEXES_FILE,
 };
 use crate::record::{Record, RecordReader, RecordWriter};
 
@@ -89,6 +90,13 @@ fn merge_bucket(repo: &Path, staging: &Path, parts: &[(&str, &BucketBackup)]) ->
     let scopes = serde_json::to_vec_pretty(&scopes).map_err(|e| BackupError::Usage(e.to_string()))?;
     write_file_atomically(&dir.join("scopes.json"), &scopes)?;
     let mut files = vec![entry("bucket-config.json", &config), entry("scopes.json", &scopes)];
+    // The index definitions of the newest part that saved them.
+    let with_indexes = parts.iter().rev().find(|(_, p)| p.indexes.is_some() && has_file(p, INDEXES_FILE));
+    if let Some((name, part)) = with_indexes {
+        let bytes = std::fs::read(repo.join(name).join(&part.dir).join(INDEXES_FILE))?;
+        write_file_atomically(&dir.join(INDEXES_FILE), &bytes)?;
+        files.push(entry(INDEXES_FILE, &bytes));
+    }
     let mut vb_files: BTreeMap<&str, Vec<(&str, &BucketBackup)>> = BTreeMap::new();
     for &(name, part) in parts {
         for f in part.files.iter().filter(|f| f.path.starts_with("data/")) {
@@ -136,7 +144,12 @@ fn merge_bucket(repo: &Path, staging: &Path, parts: &[(&str, &BucketBackup)]) ->
         files,
         mutations,
         deletions,
+        indexes: with_indexes.and_then(|(_, p)| p.indexes),
     })
+}
+
+fn has_file(part: &BucketBackup, rel: &str) -> bool {
+    part.files.iter().any(|f| f.path == rel)
 }
 
 fn entry(rel: &str, bytes: &[u8]) -> FileMeta {

@@ -38,6 +38,11 @@ impl Rest {
         })
     }
 
+    /// The same credentials at another `host:port` (another service of the cluster).
+    pub(crate) fn at(&self, host: &str) -> Rest {
+        Rest { host: host.to_string(), ..self.clone() }
+    }
+
     pub(crate) async fn get_json(&self, path: &str) -> Result<serde_json::Value, BackupError> {
         let (status, body) = self.call("GET", path, None).await?;
         if status != 200 {
@@ -53,8 +58,7 @@ impl Rest {
 
     /// POSTs a form; returns the status and body (the caller decides what a non-200 means).
     pub(crate) async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), BackupError> {
-        let body = form.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&");
-        self.call("POST", path, Some(body)).await
+        self.call("POST", path, Some(form_body(form))).await
     }
 
     async fn call(&self, method: &str, path: &str, form: Option<String>) -> Result<(u16, Vec<u8>), BackupError> {
@@ -82,6 +86,10 @@ impl Rest {
             .to_bytes();
         Ok((status, body.to_vec()))
     }
+}
+
+fn form_body(form: &[(&str, &str)]) -> String {
+    form.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
 }
 
 /// Percent-encodes a form value.

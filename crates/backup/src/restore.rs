@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 
 use crate::cli::RestoreArgs;
 use crate::error::BackupError;
-use crate::layout::{list_backups, read_json, BackupMeta, BucketBackup};
+use crate::indexes::{IndexCounts, IndexFile};
+use crate::layout::{list_backups, read_json, BackupMeta, BucketBackup, INDEXES_FILE};
 use crate::record::{Record, RecordKind, RecordReader};
 use crate::rest::{BucketMap, Rest};
 
@@ -67,14 +68,48 @@ pub(crate) async fn run(a: &RestoreArgs) -> Result<(), BackupError> {
     }
     let secs = started.elapsed().as_secs_f64();
     let docs = total.written + total.skipped;
+    let ix = if a.disable_gsi_indexes {
+        IndexCounts::default()
+    } else {
+        restore_indexes(&rest, &repo, &backups, &mapping, !a.no_progress_bar).await?
+    };
     println!(
-        "Restore completed: {} backup(s), {} documents written, {} skipped, in {secs:.2} s ({:.0} docs/s)",
+        "Restore completed: {} backup(s), {} documents written, {} skipped, in {secs:.2} s ({:.0} docs/s); \
+         {} indexes created, {} existed",
         backups.len(),
         total.written,
         total.skipped,
-        docs as f64 / secs.max(1e-9)
+        docs as f64 / secs.max(1e-9),
+        ix.created,
+        ix.existed,
     );
     Ok(())
+}
+
+/// Creates the index definitions of each bucket from the newest backup of the range that saved them, once its
+/// documents are all written (so a built index is built once, over them all).
+async fn restore_indexes(
+    rest: &Rest,
+    repo: &Path,
+    backups: &[BackupMeta],
+    mapping: &Mapping,
+    progress_lines: bool,
+) -> Result<IndexCounts, BackupError> {
+    let mut done: Vec<&str> = Vec::new();
+    let mut total = IndexCounts::default();
+    for b in backups.iter().rev() {
+        for bucket in &b.buckets {
+            if done.contains(&bucket.name.as_str()) || bucket.indexes.is_none() {
+                continue;
+            }
+            done.push(&bucket.name);
+            let file: IndexFile = read_json(&repo.join(&b.name).join(&bucket.dir).join(INDEXES_FILE))?;
+            let c = crate::indexes::restore(rest, &file, |p| mapping.target(p), progress_lines).await?;
+            total.created += c.created;
+            total.existed += c.existed;
+        }
+    }
+    Ok(total)
 }
 
 /// The complete backups from `start` to `end` (inclusive), oldest first.

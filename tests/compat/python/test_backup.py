@@ -268,3 +268,95 @@ def _vb(key: str) -> int:
     import zlib
 
     return ((zlib.crc32(key.encode()) >> 16) & 0x7FFF) % 1024
+
+
+def _query(node: SetteeServer, statement: str) -> dict:
+    from test_query_cluster import query
+
+    return query(node, statement)
+
+
+def _index_states(node: SetteeServer) -> dict:
+    """(bucket, scope, collection, index) -> status, from `GET /indexStatus`."""
+    status, body = rest(node, "GET", "/indexStatus")
+    assert status == 200, body
+    return {(i["bucket"], i["scope"], i["collection"], i["index"]): i["status"] for i in body["indexes"]}
+
+
+def test_index_definitions_are_backed_up_and_restored_deferred_or_built(tmp_path):
+    """A built index and a deferred one are saved with the bucket; a restore into a fresh node creates both, the
+    deferred one still deferred and the other built and answering a query; a second restore reports them existing;
+    a merge carries them; `--disable-gsi-indexes` leaves them out of a backup and out of a restore; a damaged
+    `indexes.json` is reported by `info` and refused by `restore`."""
+    src = start(tmp_path / "src")
+    dst = start(tmp_path / "dst")
+    try:
+        status, _ = rest(src, "POST", "/pools/default/buckets/default/scopes", {"name": "app"})
+        assert status == 200
+        status, _ = rest(src, "POST", "/pools/default/buckets/default/scopes/app/collections", {"name": "orders"})
+        assert status == 200
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        b = c.bucket("default")
+        orders = b.scope("app").collection("orders")
+        wait_until(lambda: _upsert_ok(orders), timeout_seconds=20, what="the new collection to accept writes")
+        for i in range(50):
+            b.default_collection().upsert(f"u{i}", {"name": f"n{i}", "age": i})
+            orders.upsert(f"o{i}", {"total": i})
+        for statement in ["CREATE INDEX ix_name ON `default`(name) WHERE age >= 10",
+                          'CREATE INDEX ix_total ON `default`.app.orders(total) WITH {"defer_build": true}']:
+            got = _query(src, statement)
+            assert got["status"] == "success", got
+        built, deferred = ("default", "_default", "_default", "ix_name"), ("default", "app", "orders", "ix_total")
+        wait_until(lambda: _index_states(src).get(built) == "Ready", timeout_seconds=30, what="ix_name to be built")
+        assert _index_states(src)[deferred] == "Created"
+
+        archive = tmp_path / "archive"
+        backup("config", "-a", str(archive), "-r", "repo")
+        backup("backup", "-a", str(archive), "-r", "repo", *cluster_args(src))
+        backup("backup", "-a", str(archive), "-r", "repo", *cluster_args(src))
+        info = json.loads(backup("info", "-a", str(archive), "--json").stdout)["repos"][0]["backups"]
+        assert [x["buckets"][0]["indexes"] for x in info] == [2, 2]
+        backup("merge", "-a", str(archive), "-r", "repo", "--start", info[0]["date"], "--end", info[1]["date"])
+        merged = json.loads(backup("info", "-a", str(archive), "--json").stdout)["repos"][0]["backups"]
+        assert len(merged) == 1 and merged[0]["buckets"][0]["indexes"] == 2, merged
+
+        out = backup("restore", "-a", str(archive), "-r", "repo", *cluster_args(dst)).stdout
+        assert "2 indexes created, 0 existed" in out, out
+        states = _index_states(dst)
+        assert states[deferred] == "Created", states
+        wait_until(lambda: _index_states(dst).get(built) == "Ready", timeout_seconds=30, what="restored ix_name built")
+        plan = _query(dst, "EXPLAIN SELECT name FROM `default` WHERE name = 'n20' AND age >= 10")
+        assert "ix_name" in json.dumps(plan), plan
+        got = _query(dst, "SELECT name FROM `default` WHERE name = 'n20' AND age >= 10")
+        assert got["status"] == "success" and got["results"] == [{"name": "n20"}], got
+        again = backup("restore", "-a", str(archive), "-r", "repo", *cluster_args(dst)).stdout
+        assert "0 indexes created, 2 existed" in again, again
+
+        # --disable-gsi-indexes on restore: a dropped index stays dropped.
+        assert _query(dst, "DROP INDEX ix_name ON `default`")["status"] == "success"
+        skipped = backup("restore", "-a", str(archive), "-r", "repo", "--disable-gsi-indexes", *cluster_args(dst))
+        assert "0 indexes created, 0 existed" in skipped.stdout, skipped.stdout
+        assert built not in _index_states(dst)
+        # ... and on backup: no indexes.json, `indexes` null in info.
+        backup("config", "-a", str(archive), "-r", "noix")
+        backup("backup", "-a", str(archive), "-r", "noix", "--disable-gsi-indexes", *cluster_args(src))
+        noix = json.loads(backup("info", "-a", str(archive), "-r", "noix", "--json").stdout)["repos"][0]
+        assert noix["backups"][0]["buckets"][0]["indexes"] is None
+        assert not list(archive.glob("noix/*/default-*/indexes.json"))
+
+        # A damaged indexes.json: reported by info, refused by restore (nothing created).
+        victim = next(archive.glob("repo/*/default-*/indexes.json"))
+        victim.write_text(victim.read_text().replace("ix_name", "ix_nbme"))
+        info = backup("info", "-a", str(archive), "-r", "repo", "--json", check=False)
+        assert info.returncode != 0
+        damaged = json.loads(info.stdout)["repos"][0]["backups"][0]["damaged"]
+        assert len(damaged) == 1 and "indexes.json" in damaged[0] and "checksum" in damaged[0], damaged
+        restore = backup("restore", "-a", str(archive), "-r", "repo", *cluster_args(dst), check=False)
+        assert restore.returncode != 0 and "damaged" in restore.stderr
+        assert built not in _index_states(dst)
+        c.close()
+    finally:
+        src.stop()
+        dst.stop()
+
