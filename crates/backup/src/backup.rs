@@ -13,7 +13,7 @@ use crate::dcp_reader::{read_node, NodeRead, VbOutcome, VbTask};
 use crate::error::BackupError;
 use crate::layout::{
     check_name, list_backups, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta, VbPosition,
-    BACKUP_META, FORMAT_VERSION, INDEXES_FILE,
+    BACKUP_META, FORMAT_VERSION, INDEXES_FILE, USERS_FILE,
 };
 use crate::rest::{BucketMap, Rest};
 
@@ -40,12 +40,24 @@ pub(crate) async fn run(a: &BackupArgs) -> Result<(), BackupError> {
         metas.push(back_up_bucket(&rest, &dir, &bucket, prev, a).await?);
     }
     let any_incremental = metas.iter().any(|m| m.full_vbuckets.len() < m.vbuckets.len());
+    let (mut files, mut users, mut groups) = (Vec::new(), None, None);
+    if a.enable_users {
+        let (doc, u, g) = crate::users::fetch(&rest).await?;
+        files.push(save(&dir, USERS_FILE, &doc)?);
+        (users, groups) = (Some(u), Some(g));
+        if !a.no_progress_bar {
+            println!("{u} users and {g} groups backed up");
+        }
+    }
     let meta = BackupMeta {
         version: FORMAT_VERSION,
         name: name.clone(),
         cluster: a.cluster.cluster.clone(),
         kind: if any_incremental { "INCR" } else { "FULL" }.into(),
         buckets: metas,
+        files,
+        users,
+        groups,
     };
     write_json(&dir.join(BACKUP_META), &meta)?;
     let docs: u64 = meta.buckets.iter().map(|b| b.mutations + b.deletions).sum();

@@ -72,6 +72,9 @@ pub struct BackupArgs {
     /// Do not back up the buckets' GSI index definitions.
     #[arg(long)]
     pub disable_gsi_indexes: bool,
+    /// Also back up the cluster's local users (roles, groups, password hashes) and groups.
+    #[arg(long)]
+    pub enable_users: bool,
     /// Print no progress lines.
     #[arg(long)]
     pub no_progress_bar: bool,
@@ -102,6 +105,12 @@ pub struct RestoreArgs {
     /// Do not restore GSI index definitions.
     #[arg(long)]
     pub disable_gsi_indexes: bool,
+    /// Restore the users and groups the backup saved (`backup --enable-users`); existing ones are left alone.
+    #[arg(long)]
+    pub enable_users: bool,
+    /// With --enable-users: replace existing users and groups with the backup's.
+    #[arg(long)]
+    pub overwrite_users: bool,
     /// Print no progress lines.
     #[arg(long)]
     pub no_progress_bar: bool,

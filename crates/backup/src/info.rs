@@ -42,6 +42,9 @@ struct BackupInfo {
     mutations: u64,
     tombstones: u64,
     buckets: Vec<BucketInfo>,
+    /// Users and groups saved (`--enable-users`); null when left out.
+    users: Option<u64>,
+    groups: Option<u64>,
     /// Files that are missing or whose size or checksum does not match.
     damaged: Vec<String>,
 }
@@ -104,6 +107,8 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
                 mutations: 0,
                 tombstones: 0,
                 buckets: Vec::new(),
+                users: None,
+                groups: None,
                 damaged: Vec::new(),
             });
             continue;
@@ -128,11 +133,13 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
             kind: meta.kind.clone(),
             complete: true,
             source: meta.cluster.clone(),
-            size: buckets.iter().map(|b| b.size).sum(),
+            size: buckets.iter().map(|b| b.size).sum::<u64>() + meta.files.iter().map(|f| f.bytes).sum::<u64>(),
             items: buckets.iter().map(|b| b.items).sum(),
             mutations: buckets.iter().map(|b| b.mutations).sum(),
             tombstones: buckets.iter().map(|b| b.tombstones).sum(),
             buckets,
+            users: meta.users,
+            groups: meta.groups,
             damaged,
         });
     }
@@ -142,8 +149,9 @@ fn repo_info(dir: &Path, name: String) -> Result<RepoInfo, BackupError> {
 /// Every file of the backup that is missing or whose size or CRC32C differs from its record, as messages.
 pub(crate) fn verify(backup_dir: &Path, meta: &BackupMeta) -> Vec<String> {
     let mut damaged = Vec::new();
+    let cluster_files = meta.files.iter().map(|f| (String::new(), f));
     let bucket_files = meta.buckets.iter().flat_map(|b| b.files.iter().map(|f| (format!("{}/", b.dir), f)));
-    for (dir, f) in bucket_files {
+    for (dir, f) in cluster_files.chain(bucket_files) {
         let rel = format!("{dir}{}", f.path);
         match std::fs::read(backup_dir.join(&rel)) {
             Err(e) => damaged.push(format!("{rel}: {e}")),
@@ -164,6 +172,9 @@ fn print_table(info: &ArchiveInfo) {
         println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", "Backup", "Type", "Size", "Mutations", "Tombstones");
         for b in &r.backups {
             println!("    {:<32} {:<10} {:>12} {:>10} {:>10}", b.date, b.kind, b.size, b.mutations, b.tombstones);
+            if let (Some(u), Some(g)) = (b.users, b.groups) {
+                println!("      users: {u}, groups: {g}");
+            }
             for k in &b.buckets {
                 let ix = k.indexes.map_or("not backed up".to_string(), |n| n.to_string());
                 println!("      bucket {}: {} items, index definitions: {ix}", k.name, k.items);

@@ -3,6 +3,7 @@
 //! ```text
 //! <archive>/<repo>/backup-meta.json                 the repository (written by `config`)
 //! <archive>/<repo>/<backup>/backup.json             written last: the backup is complete once it exists
+//! <archive>/<repo>/<backup>/users.json              users and groups, with `--enable-users` (see `users`)
 //! <archive>/<repo>/<backup>/<bucket>-<uuid>/bucket-config.json   the bucket as GET /pools/default/buckets/<b>
 //! <archive>/<repo>/<backup>/<bucket>-<uuid>/scopes.json          its scopes and collections
 //! <archive>/<repo>/<backup>/<bucket>-<uuid>/indexes.json         its GSI index definitions (see `indexes`)
@@ -24,6 +25,8 @@ pub(crate) const BACKUP_META: &str = "backup.json";
 pub(crate) const FORMAT_VERSION: u32 = 1;
 /// A bucket's index definitions, in its directory.
 pub(crate) const INDEXES_FILE: &str = "indexes.json";
+/// The cluster's users and groups, in the backup's directory.
+pub(crate) const USERS_FILE: &str = "users.json";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct RepoMeta {
@@ -41,6 +44,14 @@ pub(crate) struct BackupMeta {
     #[serde(rename = "type")]
     pub kind: String,
     pub buckets: Vec<BucketBackup>,
+    /// Cluster-level files (`users.json`), relative to the backup's directory.
+    #[serde(default)]
+    pub files: Vec<FileMeta>,
+    /// Users and groups saved in `users.json`; None without `--enable-users`.
+    #[serde(default)]
+    pub users: Option<u64>,
+    #[serde(default)]
+    pub groups: Option<u64>,
 }
 
 /// One bucket within a backup.

@@ -27,6 +27,7 @@ mod repo;
 mod rest;
 mod restore;
 mod time;
+mod users;
 
 pub use cli::{BackupCommand, Subcommand};
 pub use error::BackupError;

@@ -21,7 +21,7 @@ use std::path::Path;
 use crate::error::BackupError;
 use crate::layout::{
     check_name, list_backups, read_json, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta,
-    BACKUP_META, INDEXES_FILE,
+    BACKUP_META, INDEXES_FILE, USERS_FILE,
 };
 use crate::record::{Record, RecordReader, RecordWriter};
 
@@ -62,12 +62,23 @@ pub(crate) fn run(archive: &Path, repo_name: &str, start: &str, end: &str) -> Re
             .collect();
         merged.push(merge_bucket(&repo, &staging, &parts)?);
     }
+    // The users of the newest backup of the range that saved them.
+    let (mut files, mut users, mut groups) = (Vec::new(), None, None);
+    if let Some(b) = range.iter().rev().find(|b| b.users.is_some()) {
+        let bytes = std::fs::read(repo.join(&b.name).join(USERS_FILE))?;
+        write_file_atomically(&staging.join(USERS_FILE), &bytes)?;
+        files.push(entry(USERS_FILE, &bytes));
+        (users, groups) = (b.users, b.groups);
+    }
     let meta = BackupMeta {
         version: range[0].version,
         name: end.to_string(),
         cluster: range[range.len() - 1].cluster.clone(),
         kind: range[0].kind.clone(),
         buckets: merged,
+        files,
+        users,
+        groups,
     };
     write_json(&staging.join(BACKUP_META), &meta)?;
     for b in range {

@@ -56,6 +56,11 @@ impl Rest {
         self.call("GET", path, None).await
     }
 
+    /// PUTs a form; returns the status and body.
+    pub(crate) async fn put_form(&self, path: &str, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), BackupError> {
+        self.call("PUT", path, Some(form_body(form))).await
+    }
+
     /// POSTs a form; returns the status and body (the caller decides what a non-200 means).
     pub(crate) async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), BackupError> {
         self.call("POST", path, Some(form_body(form))).await

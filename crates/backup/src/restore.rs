@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use crate::cli::RestoreArgs;
 use crate::error::BackupError;
 use crate::indexes::{IndexCounts, IndexFile};
-use crate::layout::{list_backups, read_json, BackupMeta, BucketBackup, INDEXES_FILE};
+use crate::layout::{list_backups, read_json, BackupMeta, BucketBackup, INDEXES_FILE, USERS_FILE};
 use crate::record::{Record, RecordKind, RecordReader};
 use crate::rest::{BucketMap, Rest};
 
@@ -51,6 +51,12 @@ pub(crate) async fn run(a: &RestoreArgs) -> Result<(), BackupError> {
         }
     }
     let mapping = Mapping::parse(&a.map_data)?;
+    if a.overwrite_users && !a.enable_users {
+        return Err(BackupError::Usage("--overwrite-users needs --enable-users".into()));
+    }
+    if a.enable_users {
+        restore_users(&rest, &repo, &backups, a.overwrite_users).await?;
+    }
     let started = Instant::now();
     let mut total = Counts::default();
     for b in &backups {
@@ -82,6 +88,27 @@ pub(crate) async fn run(a: &RestoreArgs) -> Result<(), BackupError> {
         docs as f64 / secs.max(1e-9),
         ix.created,
         ix.existed,
+    );
+    Ok(())
+}
+
+/// Installs the users and groups of the newest backup of the range that saved them.
+async fn restore_users(rest: &Rest, repo: &Path, backups: &[BackupMeta], overwrite: bool) -> Result<(), BackupError> {
+    let Some(b) = backups.iter().rev().find(|b| b.users.is_some()) else {
+        println!("Users: none restored (no backup of the range was taken with --enable-users)");
+        return Ok(());
+    };
+    let path = repo.join(&b.name).join(USERS_FILE);
+    let doc = std::fs::read(&path).map_err(BackupError::file(&path))?;
+    let r = crate::users::restore(rest, &doc, overwrite).await?;
+    println!(
+        "Users: {} created, {} replaced, {} existing left as they are{}; {} groups created (from backup {})",
+        r.created.len(),
+        r.replaced.len(),
+        r.skipped.len(),
+        if r.skipped.is_empty() { String::new() } else { format!(" ({})", r.skipped.join(", ")) },
+        r.groups_created,
+        b.name
     );
     Ok(())
 }

@@ -360,3 +360,60 @@ def test_index_definitions_are_backed_up_and_restored_deferred_or_built(tmp_path
         src.stop()
         dst.stop()
 
+
+def test_users_and_groups_are_backed_up_with_enable_users_and_log_in_after_restore(tmp_path):
+    """Only `--enable-users` saves the cluster's users and groups (password hashes, never passwords); a restore with
+    `--enable-users` creates them on a fresh node, where the user logs in with its old password and holds its
+    roles and group; an existing user is reported and left alone unless `--overwrite-users`; a damaged users file
+    is reported by `info` and refused by `restore`."""
+    src = start(tmp_path / "src")
+    dst = start(tmp_path / "dst")
+    try:
+        status, body = rest(src, "PUT", "/settings/rbac/groups/auditors", {"roles": "ro_admin", "description": "d"})
+        assert status == 200, body
+        status, body = rest(src, "PUT", "/settings/rbac/users/local/carol",
+                            {"name": "Carol", "password": "carol-pass-1", "roles": "data_reader[default]",
+                             "groups": "auditors"})
+        assert status == 200, body
+        archive = tmp_path / "archive"
+        backup("config", "-a", str(archive), "-r", "repo")
+        backup("backup", "-a", str(archive), "-r", "repo", *cluster_args(src))
+        backup("backup", "-a", str(archive), "-r", "repo", "--enable-users", *cluster_args(src))
+        listed = json.loads(backup("info", "-a", str(archive), "--json").stdout)["repos"][0]["backups"]
+        assert [(b["users"], b["groups"]) for b in listed] == [(None, None), (1, 1)], listed
+        saved = next(archive.glob("repo/*/users.json")).read_text()
+        assert "carol-pass-1" not in saved and "carol" in saved
+
+        out = backup("restore", "-a", str(archive), "-r", "repo", "--enable-users", *cluster_args(dst)).stdout
+        assert "Users: 1 created, 0 replaced, 0 existing" in out, out
+        status, carol = rest(dst, "GET", "/settings/rbac/users/local/carol")
+        assert status == 200 and carol["name"] == "Carol" and carol["groups"] == ["auditors"], carol
+        assert {r["role"] for r in carol["roles"]} == {"data_reader", "ro_admin"}, carol
+        d = connect(dst, username="carol", password="carol-pass-1")
+        d.wait_until_ready(timedelta(seconds=20))
+        d.bucket("default").default_collection().exists("anything")
+        d.close()
+
+        # An existing user is left alone (its changed password keeps working) unless --overwrite-users.
+        status, _ = rest(dst, "PUT", "/settings/rbac/users/local/carol",
+                         {"name": "Carol", "password": "changed-pass", "roles": "data_reader[default]"})
+        assert status == 200
+        again = backup("restore", "-a", str(archive), "-r", "repo", "--enable-users", *cluster_args(dst)).stdout
+        assert "0 created, 0 replaced, 1 existing left as they are (carol)" in again, again
+        assert rest(dst, "GET", "/settings/rbac/users/local/carol")[1]["groups"] == []
+        forced = backup("restore", "-a", str(archive), "-r", "repo", "--enable-users", "--overwrite-users",
+                        *cluster_args(dst)).stdout
+        assert "0 created, 1 replaced" in forced, forced
+        assert rest(dst, "GET", "/settings/rbac/users/local/carol")[1]["groups"] == ["auditors"]
+
+        victim = next(archive.glob("repo/*/users.json"))
+        victim.write_text(victim.read_text().replace("Carol", "Carl "))
+        info = backup("info", "-a", str(archive), "--json", check=False)
+        assert info.returncode != 0
+        damaged = json.loads(info.stdout)["repos"][0]["backups"][1]["damaged"]
+        assert damaged == ["users.json: checksum mismatch"], damaged
+        restore = backup("restore", "-a", str(archive), "-r", "repo", "--enable-users", *cluster_args(dst), check=False)
+        assert restore.returncode != 0 and "damaged" in restore.stderr
+    finally:
+        src.stop()
+        dst.stop()

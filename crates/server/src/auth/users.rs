@@ -210,6 +210,22 @@ impl UserStore {
         Ok(())
     }
 
+    /// Stores `user` as given, credentials included (a restore of `/settings/rbac/backup`), replacing any user of
+    /// that id; its groups must exist.
+    pub fn install(&self, mut user: User) -> Result<(), UserError> {
+        validate_id(&user.id)?;
+        let groups = self.inner.groups.read();
+        let missing: Vec<&str> = user.groups.iter().filter(|g| !groups.contains_key(*g)).map(String::as_str).collect();
+        if !missing.is_empty() {
+            return Err(UserError::UnknownGroups(missing.join(",")));
+        }
+        user.group_roles = group_roles(&user.groups, &groups);
+        drop(groups);
+        self.inner.users.write().insert(user.id.clone(), Arc::new(user));
+        self.inner.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
     pub fn get(&self, id: &str) -> Option<Arc<User>> {
         self.inner.users.read().get(id).cloned()
     }

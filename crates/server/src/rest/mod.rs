@@ -47,6 +47,7 @@ mod server_groups;
 mod stats_range;
 mod timings;
 mod users;
+mod users_backup;
 mod write_stall;
 mod xdcr;
 
@@ -217,6 +218,7 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/settings/rbac/users/local", get(users::list))
         .route("/settings/rbac/users/local/{user}", get(users::get).put(users::upsert).delete(users::delete))
         .route("/settings/rbac/roles", get(users::roles))
+        .route("/settings/rbac/backup", get(users_backup::get).put(users_backup::put))
         .route("/settings/rbac/groups", get(users::groups))
         .route("/settings/rbac/groups/{group}", get(users::group).put(users::put_group).delete(users::delete_group))
         .route("/controller/changePassword", post(users::change_password))
