@@ -1,13 +1,14 @@
 //! A simulated node's disk: the real in-memory store ([`MemoryStore`]) for what the node reads and writes, and a
 //! journal of every change that tells what a crash keeps. A change is durable once a sync follows it; a crash keeps
 //! every synced change and a seeded prefix of those written since the last sync (an LSM journal reaches the disk in
-//! order, so what survives a crash without fsync is some prefix of it). Disk faults as the real store has them
-//! (`settee_store::FaultInjector` on fjall): a failed write or sync poisons the store until the node restarts, a
-//! full disk fails every write and sync, and a slow disk is the driver's business (the sync lands later).
+//! order, so what survives a crash without fsync is some prefix of it). Disk faults through the real store's seam
+//! (`settee_store::FaultInjector`), handled as `FjallStore` handles them: a failed write or sync poisons the store
+//! until the node restarts, a full disk fails every write and sync, and a slow disk is the driver's business (the
+//! sync lands later).
 
 use std::sync::Mutex;
 
-use settee_store::{MemoryStore, Record, StoreError, VbStateRecord, VbStore, VbWrite};
+use settee_store::{FaultInjector, MemoryStore, Record, StoreError, VbStateRecord, VbStore, VbWrite};
 use settee_types::{Seqno, VbId};
 
 use crate::rng::SimRng;
@@ -20,32 +21,19 @@ enum Change {
     Rollback(VbId, Seqno),
 }
 
-/// Faults the nemesis switches on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DiskFaults {
-    pub fail_next_write: bool,
-    pub fail_next_sync: bool,
-    pub full: bool,
-}
-
 #[derive(Default)]
 struct Journal {
     synced: Vec<Change>,
     unsynced: Vec<Change>,
     poisoned: bool,
-    faults: DiskFaults,
 }
 
 /// The disk of one simulated node; it outlives the node's crashes.
+#[derive(Default)]
 pub struct SimDisk {
     live: MemoryStore,
     journal: Mutex<Journal>,
-}
-
-impl Default for SimDisk {
-    fn default() -> Self {
-        SimDisk { live: MemoryStore::default(), journal: Mutex::new(Journal::default()) }
-    }
+    faults: FaultInjector,
 }
 
 impl SimDisk {
@@ -53,12 +41,9 @@ impl SimDisk {
         self.journal.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn set_faults(&self, faults: DiskFaults) {
-        self.journal().faults = faults;
-    }
-
-    pub fn faults(&self) -> DiskFaults {
-        self.journal().faults
+    /// The faults the nemesis switches on.
+    pub fn faults(&self) -> &FaultInjector {
+        &self.faults
     }
 
     /// Whether a failed write or sync poisoned the store (until the node restarts).
@@ -75,8 +60,9 @@ impl SimDisk {
         let kept = rng.below(unsynced.len() as u64 + 1) as usize;
         journal.synced.extend(unsynced.iter().take(kept).cloned());
         journal.poisoned = false;
-        journal.faults.fail_next_write = false;
-        journal.faults.fail_next_sync = false;
+        let full = self.faults.is_disk_full();
+        self.faults.clear();
+        self.faults.set_disk_full(full);
         let live = MemoryStore::default();
         for change in &journal.synced {
             // Every change replayed was accepted once, by a store in the same state.
@@ -86,19 +72,17 @@ impl SimDisk {
         unsynced.len() - kept
     }
 
-    /// Before a write: a poisoned store refuses; an injected failure poisons it.
-    fn before_write(&self) -> Result<(), StoreError> {
+    /// Before a write or a sync: a poisoned store refuses; an injected failure poisons it (as `FjallStore`).
+    fn before_io(&self, sync: bool) -> Result<(), StoreError> {
         let mut j = self.journal();
         if j.poisoned {
             return Err(StoreError::Poisoned);
         }
-        if j.faults.full || std::mem::take(&mut j.faults.fail_next_write) {
+        let injected = if sync { self.faults.before_sync() } else { self.faults.before_write() };
+        injected.map_err(|e| {
             j.poisoned = true;
-            let why =
-                if j.faults.full { "no space left on device (simulated)" } else { "input/output error (simulated)" };
-            return Err(StoreError::Io(why.into()));
-        }
-        Ok(())
+            StoreError::Io(e.to_string())
+        })
     }
 
     fn record(&self, change: Change) {
@@ -122,7 +106,7 @@ fn apply(store: &MemoryStore, change: &Change) -> Result<(), StoreError> {
 
 impl VbStore for SimDisk {
     fn write_many(&self, parts: &[VbWrite<'_>]) -> Result<(), StoreError> {
-        self.before_write()?;
+        self.before_io(false)?;
         self.live.write_many(parts)?;
         let change =
             Change::Write(parts.iter().map(|p| (p.vb, p.records.to_vec(), p.state.cloned())).collect::<Vec<_>>());
@@ -140,14 +124,8 @@ impl VbStore for SimDisk {
     }
 
     fn sync(&self) -> Result<(), StoreError> {
+        self.before_io(true)?;
         let mut j = self.journal();
-        if j.poisoned {
-            return Err(StoreError::Poisoned);
-        }
-        if j.faults.full || std::mem::take(&mut j.faults.fail_next_sync) {
-            j.poisoned = true;
-            return Err(StoreError::Io("fsync failed (simulated)".into()));
-        }
         let done = std::mem::take(&mut j.unsynced);
         j.synced.extend(done);
         Ok(())
@@ -185,14 +163,14 @@ impl VbStore for SimDisk {
     }
 
     fn clear_vbucket(&self, vb: VbId) -> Result<u64, StoreError> {
-        self.before_write()?;
+        self.before_io(false)?;
         let removed = self.live.clear_vbucket(vb)?;
         self.record(Change::Clear(vb));
         Ok(removed)
     }
 
     fn rollback_vbucket(&self, vb: VbId, to: Seqno) -> Result<u64, StoreError> {
-        self.before_write()?;
+        self.before_io(false)?;
         let removed = self.live.rollback_vbucket(vb, to)?;
         self.record(Change::Rollback(vb, to));
         Ok(removed)
@@ -248,7 +226,7 @@ mod tests {
     fn a_failed_write_or_sync_poisons_until_restart() {
         let vb = VbId(1);
         let mut disk = SimDisk::default();
-        disk.set_faults(DiskFaults { fail_next_sync: true, ..DiskFaults::default() });
+        disk.faults().fail_next_sync();
         disk.write_batch(vb, &[record(b"a", 1)]).expect("the write itself succeeds");
         assert!(matches!(disk.sync(), Err(StoreError::Io(_))));
         assert_eq!(disk.write_batch(vb, &[record(b"b", 2)]), Err(StoreError::Poisoned));
@@ -256,7 +234,7 @@ mod tests {
         disk.crash(&mut SimRng::new(1));
         assert!(!disk.poisoned());
         disk.write_batch(vb, &[record(b"b", 2)]).expect("reopened");
-        disk.set_faults(DiskFaults { full: true, ..DiskFaults::default() });
+        disk.faults().set_disk_full(true);
         assert!(disk.write_batch(vb, &[record(b"c", 3)]).is_err());
     }
 }

@@ -233,8 +233,7 @@ impl SimNode {
     /// Whether a disk fault is armed and has not struck yet, or struck and the node awaits its restart: the
     /// nemesis waits for neither before the next fault.
     pub fn disk_trouble(&self) -> bool {
-        self.disk().is_some_and(|d| d.faults() != crate::disk::DiskFaults::default() || d.poisoned())
-            || self.persistence_failed()
+        self.disk().is_some_and(|d| d.faults().armed() || d.poisoned()) || self.persistence_failed()
     }
 
     /// Whether the bucket stopped persisting (a failed write or fsync): it takes no writes until restarted.

@@ -14,7 +14,6 @@ use settee_types::DurabilityLevel;
 
 use crate::clock::SimClock;
 use crate::control::Control;
-use crate::disk::DiskFaults;
 use crate::history::{check_key, Op, OpKind, Outcome, Verdict};
 use crate::msg::{ClientOp, Msg, Reply};
 use crate::net::{Endpoint, Net, NetConfig};
@@ -450,7 +449,7 @@ impl Sim {
                     Undo::CalmNetwork => self.net.set_config(NetConfig::default()),
                     Undo::DiskSpace(n) => {
                         if let Some(disk) = self.nodes[n].disk() {
-                            disk.set_faults(DiskFaults::default());
+                            disk.faults().set_disk_full(false);
                         }
                         self.fault_log.push((now, format!("node {n}: disk space freed")));
                     }
@@ -554,17 +553,17 @@ impl Sim {
         let Some(disk) = self.nodes[victim].disk() else { return };
         match self.rng.below(5) {
             0 => {
-                disk.set_faults(DiskFaults { fail_next_write: true, ..DiskFaults::default() });
+                disk.faults().fail_next_write();
                 self.fault_log.push((now, format!("node {victim}: next disk write fails")));
                 self.fault("disk: a write fails");
             }
             1 => {
-                disk.set_faults(DiskFaults { fail_next_sync: true, ..DiskFaults::default() });
+                disk.faults().fail_next_sync();
                 self.fault_log.push((now, format!("node {victim}: next fsync fails")));
                 self.fault("disk: an fsync fails");
             }
             2 => {
-                disk.set_faults(DiskFaults { full: true, ..DiskFaults::default() });
+                disk.faults().set_disk_full(true);
                 self.fault_log.push((now, format!("node {victim}: disk full")));
                 let lasts = Duration::from_millis(self.rng.between(500, 4000));
                 self.undo = Some((now + lasts, Undo::DiskSpace(victim)));
@@ -595,7 +594,7 @@ impl Sim {
     /// server's log asks: "bucket refuses writes until restart".
     fn restart_failed_persistence(&mut self, now: Duration) {
         for n in 0..self.nodes.len() {
-            let full = self.nodes[n].disk().is_some_and(|d| d.faults().full);
+            let full = self.nodes[n].disk().is_some_and(|d| d.faults().is_disk_full());
             if self.nodes[n].persistence_failed() && !full && !self.crashed.contains_key(&n) {
                 let after = Duration::from_millis(self.rng.between(100, 2000));
                 self.kill(now, n, after, true);
@@ -640,7 +639,7 @@ impl Sim {
             self.net.set_config(NetConfig::default());
             for node in &self.nodes {
                 if let Some(disk) = node.disk() {
-                    disk.set_faults(DiskFaults::default());
+                    disk.faults().clear();
                 }
             }
         }

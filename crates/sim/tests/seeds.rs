@@ -137,10 +137,10 @@ fn a_persistent_node_restarted_before_failover_hands_over_what_its_replicas_are_
     // stalled comes back from disk without the `majority` writes it had acknowledged since; restarted before the
     // cluster fails it over, it must hand the vBuckets its replicas are ahead on over to them before it serves.
     // Without the take-back (the build before it) such seeds lose acknowledged writes, which the checker reports;
-    // with it they lose none. Seeds 7 and 51 did so when written (13 of the first 300 lose writes without it); a
+    // with it they lose none. Seeds 32 and 39 did so when written (17 of the first 300 lose writes without it); a
     // change to the schedules may move the losses to other seeds, so the first two found are used.
     let mut checked = 0;
-    for seed in [7, 51].into_iter().chain(0..200) {
+    for seed in [32, 39].into_iter().chain(0..200) {
         let mut cfg = SimConfig::new(seed);
         cfg.fault_phase = Duration::from_secs(20);
         cfg.persistent = true;

@@ -2,10 +2,11 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The file-system seam of [`crate::FjallStore`]: fjall does its own I/O, so faults are injected at the store
-/// boundary instead, consulted before every write (batch, vBucket state, purge, compaction), every sync and every
-/// document read (a key's record, a range of the seqno index). An injected failure is handled exactly like a real
-/// one: a write or sync fails and poisons the store; a read fails with an I/O error and poisons nothing.
+/// The file-system seam of a store ([`crate::FjallStore`], and the deterministic simulator's disk): fjall does its
+/// own I/O, so faults are injected at the store boundary instead, consulted before every write (batch, vBucket
+/// state, purge, compaction), every sync and every document read (a key's record, a range of the seqno index). An
+/// injected failure is handled exactly like a real one: a write or sync fails and poisons the store; a read fails
+/// with an I/O error and poisons nothing.
 ///
 /// Shared as an `Arc` between the test (or an operator hook) and the store; all switches are atomics, so it can be
 /// flipped while writers run. A store opened without one never fails on purpose.
@@ -49,18 +50,40 @@ impl FaultInjector {
         self.sync_delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
-    pub(crate) fn before_write(&self) -> io::Result<()> {
+    /// Whether a fault is waiting to strike: a one-shot not yet consumed, or a full disk.
+    pub fn armed(&self) -> bool {
+        [&self.fail_next_write, &self.fail_next_sync, &self.fail_next_read, &self.disk_full]
+            .iter()
+            .any(|f| f.load(Ordering::SeqCst))
+    }
+
+    pub fn is_disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::SeqCst)
+    }
+
+    /// Every fault off (the one-shots disarmed, the disk no longer full, no sync delay).
+    pub fn clear(&self) {
+        for f in [&self.fail_next_write, &self.fail_next_sync, &self.fail_next_read, &self.disk_full] {
+            f.store(false, Ordering::SeqCst);
+        }
+        self.sync_delay_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// What a store calls before a write: the injected failure, if one is due.
+    pub fn before_write(&self) -> io::Result<()> {
         self.check(&self.fail_next_write)
     }
 
-    pub(crate) fn before_read(&self) -> io::Result<()> {
+    /// What a store calls before a document read.
+    pub fn before_read(&self) -> io::Result<()> {
         if self.fail_next_read.swap(false, Ordering::SeqCst) {
             return Err(io::Error::other("input/output error (injected read)"));
         }
         Ok(())
     }
 
-    pub(crate) fn before_sync(&self) -> io::Result<()> {
+    /// What a store calls before a sync (after the delay of a slow disk, if one is set).
+    pub fn before_sync(&self) -> io::Result<()> {
         let delay = self.sync_delay_ms.load(Ordering::SeqCst);
         if delay > 0 {
             // The flusher's own thread, never an async worker, calls sync.
@@ -84,7 +107,8 @@ impl FaultInjector {
 mod tests {
     use super::*;
 
-    /// One-shot faults fire once; the disk-full switch fails everything until cleared.
+    /// One-shot faults fire once; the disk-full switch fails everything until cleared; `armed` sees what is waiting
+    /// and `clear` disarms it all.
     #[test]
     fn one_shot_faults_fire_once_and_disk_full_persists() {
         let f = FaultInjector::new();
@@ -104,5 +128,10 @@ mod tests {
         assert!(f.before_write().is_ok() && f.before_sync().is_ok(), "a read fault fails only a read");
         assert!(f.before_read().is_err());
         assert!(f.before_read().is_ok());
+        f.fail_next_sync();
+        f.set_disk_full(true);
+        assert!(f.armed() && f.is_disk_full());
+        f.clear();
+        assert!(!f.armed() && f.before_sync().is_ok(), "cleared, nothing strikes");
     }
 }

@@ -60,9 +60,6 @@ struct InFlight {
     building: Vec<NodeId>,
     /// (old, new) active when the active changes node.
     takeover: Option<(NodeId, NodeId)>,
-    /// The node whose active copy is held before the commit: the old active of a takeover, or the active that keeps
-    /// the vBucket while new replicas join its chain. None for a move that builds nothing and keeps its active.
-    held_on: Option<NodeId>,
     /// The active's high seqno when the move started: what the new copies must reach. Zero for an empty vBucket,
     /// whose move copies nothing and does not count against the per-node limit.
     wanted: u64,
@@ -87,15 +84,25 @@ impl InFlight {
             (Some(Some(old)), Some(Some(new))) if old != new => Some((*old, *new)),
             _ => None,
         };
-        let held_on = match takeover {
-            Some((old, _)) => Some(old),
-            None if !building.is_empty() => source(&mv),
-            None => None,
-        };
         let deadline = now + CATCH_UP_TIMEOUT;
         let since = if building.is_empty() { known_rev } else { PROPOSING };
         let (phase, progress) = (Phase::Building, (0, now));
-        InFlight { mv, building, takeover, held_on, wanted, phase, deadline, progress, since }
+        InFlight { mv, building, takeover, wanted, phase, deadline, progress, since }
+    }
+
+    /// The node whose active copy is held before the commit: the old active of a takeover, or the active that keeps
+    /// the vBucket while new replicas join its chain. None for a move that builds nothing and keeps its active.
+    fn held_on(&self) -> Option<NodeId> {
+        match self.takeover {
+            Some((old, _)) => Some(old),
+            None if !self.building.is_empty() => source(&self.mv),
+            None => None,
+        }
+    }
+
+    /// The chain a hold of a move that keeps its active lasts until (a takeover's ends when the active leaves).
+    fn until_chain(&self) -> Option<&Vec<Option<NodeId>>> {
+        self.takeover.is_none().then_some(&self.mv.new_chain)
     }
 
     /// The copies this move waits for in its phase: while the active is held, the new active and every new copy.
@@ -152,7 +159,7 @@ impl InFlight {
         if let Some((old, new)) = self.takeover {
             nodes.extend([old, new]);
         }
-        nodes.extend(self.held_on);
+        nodes.extend(self.held_on());
         nodes.sort_unstable();
         nodes.dedup();
         nodes
@@ -200,8 +207,6 @@ pub(crate) struct Moves {
     flight: Vec<InFlight>,
     /// vBuckets held, by the node holding them: asked for and neither committed nor released.
     held: BTreeMap<NodeId, Vec<u16>>,
-    /// The chains the replica moves being held commit (their holds end when a node applies them).
-    until_chains: BTreeMap<u16, Vec<Option<NodeId>>>,
     stage: Stage,
     /// This round's observations.
     reports: Reports,
@@ -227,7 +232,6 @@ impl Moves {
             queue: moves.into(),
             flight: Vec::new(),
             held: BTreeMap::new(),
-            until_chains: BTreeMap::new(),
             stage: Stage::Polling,
             reports: Reports::new(),
             health: HealthSnapshot::new(),
@@ -429,7 +433,6 @@ impl Moves {
     /// Moves every copy that caught up to its next phase, then holds the actives of the takeovers that can start.
     fn advance(&mut self, now: Duration) -> Vec<Command> {
         let mut to_hold: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
-        let mut until_chains: BTreeMap<u16, Vec<Option<NodeId>>> = BTreeMap::new();
         for i in 0..self.flight.len() {
             let (at, next) = self.next_step(&self.flight[i]);
             let f = &mut self.flight[i];
@@ -439,12 +442,7 @@ impl Moves {
             }
             match next {
                 Step::Stay => continue,
-                Step::Hold(node) => {
-                    to_hold.entry(node).or_default().push(f.mv.vb);
-                    if f.takeover.is_none() {
-                        until_chains.insert(f.mv.vb, f.mv.new_chain.clone());
-                    }
-                }
+                Step::Hold(node) => to_hold.entry(node).or_default().push(f.mv.vb),
                 Step::Enter(phase) => {
                     if f.phase != Phase::Building && phase == Phase::Building {
                         // The old active serves the vBucket again (it restarted and lost its holds): what it took
@@ -461,7 +459,6 @@ impl Moves {
             let held = self.held.entry(*old).or_default();
             held.extend(vbs.iter().filter(|vb| !held.contains(vb)).collect::<Vec<_>>());
         }
-        self.until_chains = until_chains;
         self.hold_next(to_hold.into_iter().collect(), now)
     }
 
@@ -471,11 +468,11 @@ impl Moves {
         let at = f.watched().iter().map(|n| self.seqno(*n, vb, f.since).unwrap_or(0)).min().unwrap_or(0);
         let reached = |node: NodeId, seqno: u64| self.seqno(node, vb, f.since).is_some_and(|h| h >= seqno);
         let step = match f.phase {
-            Phase::Building if f.building.iter().all(|n| reached(*n, f.wanted)) => match f.held_on {
+            Phase::Building if f.building.iter().all(|n| reached(*n, f.wanted)) => match f.held_on() {
                 Some(node) => Step::Hold(node),
                 None => Step::Enter(Phase::Ready),
             },
-            Phase::Holding { .. } if f.held_on.is_some_and(|node| self.seqno(node, vb, 0).is_some()) => {
+            Phase::Holding { .. } if f.held_on().is_some_and(|node| self.seqno(node, vb, 0).is_some()) => {
                 Step::Enter(Phase::Building)
             }
             Phase::Holding { stopped_at } if f.watched().iter().all(|n| reached(*n, stopped_at)) => {
@@ -490,8 +487,12 @@ impl Moves {
     fn hold_next(&mut self, mut rest: VecDeque<(NodeId, Vec<u16>)>, now: Duration) -> Vec<Command> {
         match rest.pop_front() {
             Some((node, vbs)) => {
-                let until_chains =
-                    vbs.iter().filter_map(|vb| Some((*vb, self.until_chains.get(vb)?.clone()))).collect();
+                let until_chains = self
+                    .flight
+                    .iter()
+                    .filter(|f| vbs.contains(&f.mv.vb))
+                    .filter_map(|f| Some((f.mv.vb, f.until_chain()?.clone())))
+                    .collect();
                 let hold = Command::Hold { node, bucket: self.bucket.clone(), vbs: vbs.clone(), until_chains };
                 self.stage = Stage::Holding { node, vbs, rest };
                 vec![hold]
@@ -516,7 +517,7 @@ impl Moves {
     fn committed(&mut self, ready: Vec<InFlight>, result: Result<u64, String>, now: Duration) -> Vec<Command> {
         let mut held: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
         for f in &ready {
-            if let Some(node) = f.held_on {
+            if let Some(node) = f.held_on() {
                 held.entry(node).or_default().push(f.mv.vb);
             }
         }
@@ -604,7 +605,7 @@ impl Moves {
         for f in &self.flight {
             nodes.extend(f.watched());
             // The held active too: a report of the vBucket from it says it serves again (it lost its hold).
-            if let (Phase::Holding { .. }, Some(node)) = (f.phase, f.held_on) {
+            if let (Phase::Holding { .. }, Some(node)) = (f.phase, f.held_on()) {
                 nodes.push(node);
             }
         }

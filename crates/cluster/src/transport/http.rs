@@ -106,7 +106,8 @@ impl HttpTransport {
     }
 }
 
-fn basic_authorization(username: &str, password: &str) -> HeaderValue {
+/// The `Authorization: Basic` header of node-to-node calls, marked sensitive (never logged).
+pub fn basic_authorization(username: &str, password: &str) -> HeaderValue {
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
     let mut authorization =
         HeaderValue::from_str(&format!("Basic {token}")).expect("base64 text is a valid header value");

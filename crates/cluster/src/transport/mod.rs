@@ -16,7 +16,7 @@ use std::time::Duration;
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
-pub use http::HttpTransport;
+pub use http::{basic_authorization, HttpTransport};
 pub use router::raft_router;
 
 use crate::metadata::{ClusterMetadata, MetaCommand, MetaError};

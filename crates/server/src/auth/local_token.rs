@@ -6,10 +6,8 @@
 //! lost administrator password without granting anything else. ns_server also replaces its token every minute,
 //! keeping the previous one valid; settee's lives as long as the process.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rand::RngCore;
 use subtle::ConstantTimeEq;
 
 /// The user name the token authenticates, as Couchbase spells it.
@@ -33,10 +31,8 @@ impl LocalToken {
     /// Makes a new token and writes it, followed by a newline, to `<dir>/localtoken` with mode 0600, replacing the
     /// previous start's by rename so a reader never sees half a token.
     pub fn create(dir: &Path) -> std::io::Result<LocalToken> {
-        let mut bytes = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut bytes);
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        write_private(&dir.join(LOCAL_TOKEN_FILE), format!("{token}\n").as_bytes())?;
+        let token = crate::node::random_hex32(0);
+        crate::tls::write_replacing(&dir.join(LOCAL_TOKEN_FILE), format!("{token}\n").as_bytes(), true)?;
         Ok(LocalToken { token })
     }
 
@@ -44,28 +40,6 @@ impl LocalToken {
     pub fn matches(&self, candidate: &str) -> bool {
         self.token.as_bytes().ct_eq(candidate.as_bytes()).into()
     }
-}
-
-/// Writes `bytes` to `path` readable by the owner only: a temporary file created 0600, synced, then renamed.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temporary: PathBuf = path.with_extension("tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&temporary)?;
-    #[cfg(unix)]
-    {
-        // A file left by an earlier run keeps its old mode under `create`; make sure of 0600.
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)
 }
 
 #[cfg(test)]

@@ -11,10 +11,6 @@
 
 use std::path::Path;
 
-use rand::RngCore;
-
-use super::local_token::write_private;
-
 /// The file's name in the data directory.
 pub const PEER_SECRET_FILE: &str = "cluster-secret";
 
@@ -33,17 +29,17 @@ pub fn load(dir: &Path) -> std::io::Result<Option<String>> {
     }
 }
 
-/// A new random secret.
+/// A new random secret: 256 bits as 64 hex digits.
 pub fn generate() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{}{}", crate::node::random_hex32(0), crate::node::random_hex32(0))
 }
 
 /// Makes `secret` this node's (None: the node has none, and calls its peers with the administrator's password).
 pub fn store(dir: &Path, secret: Option<&str>) -> std::io::Result<()> {
     match secret {
-        Some(secret) => write_private(&dir.join(PEER_SECRET_FILE), format!("{secret}\n").as_bytes()),
+        Some(secret) => {
+            crate::tls::write_replacing(&dir.join(PEER_SECRET_FILE), format!("{secret}\n").as_bytes(), true)
+        }
         None => match std::fs::remove_file(dir.join(PEER_SECRET_FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),

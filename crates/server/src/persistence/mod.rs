@@ -22,7 +22,6 @@ use settee_store::{FaultInjector, VbStore};
 pub use fetch::fetch_item;
 pub(crate) use records::disk_changes;
 pub(crate) use settee_persist::snapshot_of;
-pub use warmup::WarmupReport;
 
 /// Flusher threads per bucket; each owns the vBuckets `vb % FLUSHER_SHARDS == shard`.
 pub const FLUSHER_SHARDS: u16 = 2;

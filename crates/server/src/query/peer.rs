@@ -24,6 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use settee_cluster::transport::basic_authorization;
 use settee_query::datastore::{Consistency, DocMeta, Document, Durability, KeyspaceName, Mutation, MutationKind};
 use settee_query::index::{Bound, IndexEntry, ScanRange, Span};
 use settee_query::value::Value;
@@ -343,14 +344,6 @@ pub struct PeerClient {
     client: Client<HttpConnector, Full<Bytes>>,
     /// Replaced when the node adopts its cluster's node-to-node secret at a join.
     authorization: parking_lot::RwLock<HeaderValue>,
-}
-
-fn basic_authorization(username: &str, password: &str) -> HeaderValue {
-    let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-    let mut authorization =
-        HeaderValue::from_str(&format!("Basic {token}")).expect("base64 text is a valid header value");
-    authorization.set_sensitive(true);
-    authorization
 }
 
 impl PeerClient {

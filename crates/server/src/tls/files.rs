@@ -94,19 +94,23 @@ pub(super) fn parse_key(pem: &[u8], path: &Path) -> Result<PrivateKeyDer<'static
     })
 }
 
-/// Writes `text` to `path` through a temporary file and a rename; `private` files get mode 0600 from the start.
+/// Writes `text` to `path` (see [`write_replacing`]).
 pub(super) fn write_file(path: &Path, text: &str, private: bool) -> Result<(), TlsError> {
+    write_replacing(path, text.as_bytes(), private).map_err(|source| TlsError::Write { path: path.to_owned(), source })
+}
+
+/// Writes `bytes` to `path` through a synced temporary file and a rename, so a reader never sees half a file;
+/// `private` files get mode 0600 from the start (others 0644). A temporary file an earlier run left is replaced.
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8], private: bool) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    let err = |source| TlsError::Write { path: path.to_owned(), source };
     let _ = std::fs::remove_file(&tmp);
     let mut file = std::fs::OpenOptions::new()
         .create_new(true)
         .write(true)
         .mode(if private { 0o600 } else { 0o644 })
-        .open(&tmp)
-        .map_err(err)?;
-    file.write_all(text.as_bytes()).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
 }

@@ -12,6 +12,8 @@
 //! Not a hot path: handshakes and certificate changes allocate and log freely.
 
 mod files;
+
+pub(crate) use files::write_replacing;
 mod generate;
 pub(crate) mod http_listener;
 mod resolver;

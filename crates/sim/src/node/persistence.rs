@@ -80,43 +80,37 @@ impl Persistence {
             *counters.entry("prepares restored by warmup").or_default() += warmed.prepares;
             return true;
         }
-        let fsync = match self.slow {
-            Some((until, fsync)) if now < until => fsync,
-            _ => Duration::from_millis(rng.between(1, 4)),
-        };
         for s in 0..SHARDS {
             let shard = &mut self.shards[usize::from(s)];
             if shard.stopped {
                 continue;
             }
-            match shard.in_flight.take() {
-                Some((written, at)) if at <= now => match self.disk.sync() {
-                    Ok(()) => written.persisted(bucket),
-                    Err(_) => {
-                        // The server's flusher: "persistence failed: bucket refuses writes until restart".
-                        bucket.fail_persistence();
-                        shard.stopped = true;
-                        *counters.entry("persistence failures").or_default() += 1;
-                    }
-                },
-                Some(waiting) => shard.in_flight = Some(waiting),
+            let outcome = match shard.in_flight.take() {
+                Some((written, at)) if at <= now => self.disk.sync().map(|()| written.persisted(bucket)),
+                Some(waiting) => {
+                    shard.in_flight = Some(waiting);
+                    Ok(())
+                }
                 None => {
                     let vbuckets: Vec<VbId> = (s..VBUCKETS).step_by(usize::from(SHARDS)).map(VbId).collect();
-                    match settee_persist::write_round(bucket, &self.disk, &vbuckets, shard.next, ROUND_BYTES_TARGET) {
-                        Ok(Some(written)) => {
-                            if let Some(resume) = written.resume {
-                                shard.next = resume;
-                            }
-                            shard.in_flight = Some((written, now + fsync));
-                        }
-                        Ok(None) => {}
-                        Err(_) => {
-                            bucket.fail_persistence();
-                            shard.stopped = true;
-                            *counters.entry("persistence failures").or_default() += 1;
-                        }
-                    }
+                    let round =
+                        settee_persist::write_round(bucket, &self.disk, &vbuckets, shard.next, ROUND_BYTES_TARGET);
+                    round.map(|written| {
+                        let Some(written) = written else { return };
+                        shard.next = written.resume.unwrap_or(shard.next);
+                        let fsync = match self.slow {
+                            Some((until, fsync)) if now < until => fsync,
+                            _ => Duration::from_millis(rng.between(1, 4)),
+                        };
+                        shard.in_flight = Some((written, now + fsync));
+                    })
                 }
+            };
+            if outcome.is_err() {
+                // The server's flusher: "persistence failed: bucket refuses writes until restart".
+                bucket.fail_persistence();
+                shard.stopped = true;
+                *counters.entry("persistence failures").or_default() += 1;
             }
         }
         false
