@@ -38,6 +38,18 @@ pub enum QueryError {
     ShuttingDown,
     #[error("Request queue full")]
     QueueFull,
+    /// The user's `num_concurrent_requests` limit (1191).
+    #[error("User has more requests running than allowed")]
+    UserRequestsExceeded,
+    /// The user's `num_queries_per_min` limit (1192).
+    #[error("User has exceeded request rate limit")]
+    UserRequestRateExceeded,
+    /// The user's `ingress_mib_per_min` limit (1193).
+    #[error("User has exceeded input network traffic limit")]
+    UserRequestSizeExceeded,
+    /// The user's `egress_mib_per_min` limit (1194).
+    #[error("User has exceeded results size limit")]
+    UserResultSizeExceeded,
     /// A statement that does not parse; the text carries the line, column and context.
     #[error("{0}")]
     Syntax(String),
@@ -126,6 +138,10 @@ impl QueryError {
             QueryError::InvalidValue(_) => 1090,
             QueryError::ShuttingDown => 1180,
             QueryError::QueueFull => 1201,
+            QueryError::UserRequestsExceeded => 1191,
+            QueryError::UserRequestRateExceeded => 1192,
+            QueryError::UserRequestSizeExceeded => 1193,
+            QueryError::UserResultSizeExceeded => 1194,
             QueryError::Syntax(_) => 3000,
             QueryError::AmbiguousReference(_) => 3080,
             QueryError::Semantics(_) => 3100,
@@ -165,6 +181,8 @@ impl QueryError {
             1040 | 1050 | 1065 | 1090 | 3000..=3999 => 400,
             1080 => 500,
             1180 | 1201 => 503,
+            1191 | 1192 => 429,
+            1193 | 1194 => 413,
             13014 => 401,
             4000..=4999 if self.code() != 4300 => 404,
             4300 => 409,

@@ -65,6 +65,8 @@ pub struct Node {
     pub config: ServerConfig,
     pub clock: Arc<dyn Clock>,
     pub users: UserStore,
+    /// Per-user connection and rate limits (`auth::limits`), enforced while the cluster's `enforceLimits` is on.
+    pub limits: crate::auth::Limits,
     /// 32 hex digits identifying this node.
     pub uuid: String,
     buckets: RwLock<BTreeMap<String, Arc<BucketHandle>>>,
@@ -135,6 +137,7 @@ impl Node {
             timings,
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
             config,
+            limits: crate::auth::Limits::new(clock.clone()),
             clock,
             users,
             buckets: RwLock::new(BTreeMap::new()),

@@ -21,6 +21,7 @@ pub enum ErrorAttr {
     ItemLocked,
     ItemDeleted,
     SystemConstraint,
+    RateLimit,
 }
 
 impl ErrorAttr {
@@ -42,6 +43,7 @@ impl ErrorAttr {
             Self::ItemLocked => "item-locked",
             Self::ItemDeleted => "item-deleted",
             Self::SystemConstraint => "system-constraint",
+            Self::RateLimit => "rate-limit",
         }
     }
 }
@@ -100,6 +102,10 @@ statuses! {
     Rollback = 0x23, "ROLLBACK", "Rollback required", [SpecialHandling];
     Eaccess = 0x24, "EACCESS", "No access", [Support, Auth];
     NotInitialized = 0x25, "NOT_INITIALIZED", "The connection is not initialized", [ConnStateInvalidated, Support];
+    RateLimitedNetworkIngress = 0x30, "RATE_LIMITED_NETWORK_INGRESS", "The user exceeded their network ingress limit", [RateLimit];
+    RateLimitedNetworkEgress = 0x31, "RATE_LIMITED_NETWORK_EGRESS", "The user exceeded their network egress limit", [RateLimit];
+    RateLimitedMaxConnections = 0x32, "RATE_LIMITED_MAX_CONNECTIONS", "The user exceeded their maximum number of connections", [RateLimit];
+    RateLimitedMaxCommands = 0x33, "RATE_LIMITED_MAX_COMMANDS", "The user exceeded their maximum number of commands", [RateLimit];
     UnknownFrameInfo = 0x80, "UNKNOWN_FRAME_INFO", "Unknown frame info", [Support, InvalidInput];
     UnknownCommand = 0x81, "UNKNOWN_COMMAND", "Unknown command", [Support];
     Enomem = 0x82, "ENOMEM", "Out of memory", [Temp, RetryLater];

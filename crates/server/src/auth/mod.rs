@@ -23,6 +23,7 @@
 
 mod credentials;
 mod derivation;
+pub mod limits;
 pub mod local_token;
 mod mechanism;
 pub mod peer_secret;
@@ -35,6 +36,7 @@ mod users;
 
 pub use credentials::{Credentials, PlainVerifier, ScramKeys, DEFAULT_ITERATIONS, SALT_BYTES};
 pub use derivation::{derivations_max, run_derivation};
+pub use limits::{KvMeter, Limits, QueryLimit, QueryTicket, UserLimits};
 pub use local_token::{LocalToken, LOCAL_TOKEN_USER};
 pub use mechanism::{Mechanism, ScramHash};
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub struct User {
     pub credentials: Credentials,
     /// When the password was last set, in seconds since the Unix epoch.
     pub password_change_date_secs: Option<u64>,
+    /// The user's per-service limits (`auth::limits`); None when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::UserLimits>,
 }
 
 /// A group of users (`/settings/rbac/groups`): roles its members get besides their own.
@@ -176,6 +179,7 @@ impl UserStore {
             (None, None) => return Err(UserError::PasswordRequired),
         };
         let groups = groups.unwrap_or_else(|| users.get(id).map(|u| u.groups.clone()).unwrap_or_default());
+        let limits = users.get(id).and_then(|u| u.limits.clone());
         let mut user = User {
             id: id.to_owned(),
             name: name.to_owned(),
@@ -184,6 +188,7 @@ impl UserStore {
             group_roles: Vec::new(),
             credentials,
             password_change_date_secs,
+            limits,
         };
         user.group_roles = group_roles(&user.groups, &self.inner.groups.read());
         users.insert(id.to_owned(), Arc::new(user));
@@ -224,6 +229,16 @@ impl UserStore {
         self.inner.users.write().insert(user.id.clone(), Arc::new(user));
         self.inner.generation.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Replaces an existing user's limits (`{}` removes them, as in ns_server); false when there is no such user.
+    pub fn set_limits(&self, id: &str, limits: super::UserLimits) -> bool {
+        let mut users = self.inner.users.write();
+        let Some(user) = users.get_mut(id) else { return false };
+        Arc::make_mut(user).limits = (!limits.is_empty()).then_some(limits);
+        drop(users);
+        self.inner.generation.fetch_add(1, Ordering::Release);
+        true
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<User>> {

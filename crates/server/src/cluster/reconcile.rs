@@ -68,6 +68,7 @@ impl Reconciler {
         self.apply_admin(node, meta);
         self.apply_audit(node, meta);
         self.apply_security(node, meta);
+        node.limits.set_enforced(crate::rest::cluster_settings::limits_enforced(meta));
         for local in node.buckets() {
             let cfg = local.config();
             if meta.buckets.get(&cfg.name).is_none_or(|b| b.spec.uuid != cfg.uuid) {
@@ -158,7 +159,10 @@ impl Reconciler {
         // The command line's administrator always exists on its node, with the password it was started with.
         all.extend(admin.map(|a| (*a).clone()));
         match node.users.restore(all) {
-            Ok(()) => self.users_applied = Some(meta.users.clone()),
+            Ok(()) => {
+                self.users_applied = Some(meta.users.clone());
+                node.limits.forget_absent(|user| node.users.get(user).is_some());
+            }
             Err(e) => tracing::error!(error = %e, "cannot apply the cluster's users"),
         }
     }

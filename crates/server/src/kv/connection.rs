@@ -182,7 +182,9 @@ pub(crate) async fn serve_connection<S: KvStream>(
         session.tls = true;
         if let Some(user) = cert_user {
             session.auth_mechanism = "X.509";
-            crate::kv::handlers::session::authenticated(&node, &mut session, user);
+            if let Err(why) = crate::kv::handlers::session::authenticated(&node, &mut session, user) {
+                tracing::info!(%peer, ?why, "kv connection's certificate user not authenticated");
+            }
         }
     }
     // One waiter for the node's shutdown for the connection's life: a fresh `changed()` per read would register

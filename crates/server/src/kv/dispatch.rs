@@ -55,6 +55,15 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
     if flags.needs_bucket && s.bucket.is_none() {
         return reply::status(out, req, Status::NoBucket);
     }
+    // One branch for a user without limits (or while they are not enforced).
+    let metered = s.meter.as_ref().filter(|m| m.active() && counts_against_limits(op, flags)).is_some();
+    if metered {
+        if let Some(Err(status)) = s.meter.as_ref().map(|m| m.admit(request_bytes(req))) {
+            tracing::debug!(peer = %s.peer, user = ?s.user, ?status, "kv command over the user's limits");
+            return reply::status(out, req, status);
+        }
+    }
+    let written = out.buf.len();
     let result = match op {
         Opcode::Hello => sess::hello(s, req, out),
         Opcode::SaslListMechs => sess::sasl_list_mechs(node, s, req, out),
@@ -95,6 +104,27 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         Ok(()) if node.audit.wants_data() => audit_document(node, s, req, op),
         Ok(()) => {}
     }
+    if metered {
+        if let Some(m) = &s.meter {
+            m.sent(out.buf.len().saturating_sub(written) as u64);
+        }
+    }
+}
+
+/// Whether a command is counted against its user's KV limits: data commands; not the session's own (HELLO, SASL,
+/// SELECT_BUCKET), nor the cluster-map and collection-id look-ups an SDK makes on its own every few seconds, which
+/// would otherwise spend a small budget without the application asking for anything.
+fn counts_against_limits(op: Opcode, flags: settee_mcbp::OpcodeFlags) -> bool {
+    flags.needs_bucket
+        && !matches!(
+            op,
+            Opcode::GetClusterConfig | Opcode::GetCollectionsManifest | Opcode::GetCollectionId | Opcode::Noop
+        )
+}
+
+/// The bytes a request took on the wire.
+fn request_bytes(req: &Request<'_>) -> u64 {
+    (24 + req.framing.len() + req.extras.len() + req.key.len() + req.value.len()) as u64
 }
 
 /// Writes the document event (kv_engine's 20488-20491) of a request that succeeded, if it names a document.
@@ -142,6 +172,9 @@ fn check_user_still_exists(node: &Node, s: &mut Session) -> bool {
     };
     if let Some(b) = s.bucket.clone() {
         s.set_access(&current, &b.name());
+    }
+    if let Some(m) = &mut s.meter {
+        m.refresh(&current);
     }
     s.users_generation = generation;
     true

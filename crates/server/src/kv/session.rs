@@ -74,6 +74,8 @@ pub struct Session {
     pub scoped: Vec<crate::auth::ScopedGrant>,
     /// The user store's generation `access` was computed at; a role change makes it stale.
     pub users_generation: u64,
+    /// The connection's place among its user's connections and commands (`auth::limits`), from authentication on.
+    pub meter: Option<crate::auth::KvMeter>,
     /// Failed SASL attempts on this connection; each one is answered later than the one before.
     pub auth_failures: u32,
     /// Set when the connection must close after the current batch is written.
@@ -98,6 +100,7 @@ impl Session {
             access: BucketAccess::NONE,
             scoped: Vec::new(),
             users_generation: 0,
+            meter: None,
             auth_failures: 0,
             close: false,
             dcp: None,

@@ -157,6 +157,10 @@ async fn service(
         Ok(c) => c,
         Err(_) => return early(&request_id, context_id.as_deref(), no_credentials(), started),
     };
+    let ticket = match admit(&node, &caller.user, &fields) {
+        Ok(t) => t,
+        Err(e) => return early(&request_id, context_id.as_deref(), e, started),
+    };
     let req = match request::parse(fields, from_form) {
         Ok(r) => r,
         Err(e) => return early(&request_id, context_id.as_deref(), e, started),
@@ -219,7 +223,7 @@ async fn service(
     match head_rx.await {
         Ok(Head::Started) => {
             // The client going away drops the body stream, which fails the executor's next send and stops it.
-            let stream = async_stream_body(rx);
+            let stream = async_stream_body(rx, ticket);
             let mut resp = Response::new(Body::from_stream(stream));
             resp.headers_mut().insert(header::CONTENT_TYPE, "application/json; version=7.6.2".parse().expect("static"));
             resp
@@ -237,9 +241,42 @@ async fn service(
     }
 }
 
-/// The executor's chunks as the response body.
-fn async_stream_body(rx: mpsc::Receiver<Bytes>) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|chunk| (Ok(chunk), rx)) })
+/// The executor's chunks as the response body. The user's ticket (`auth::limits`) lives as long as the body, so the
+/// query counts among the user's running ones until its last chunk is sent, and each chunk counts as sent bytes.
+fn async_stream_body(
+    rx: mpsc::Receiver<Bytes>,
+    ticket: crate::auth::QueryTicket,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::unfold((rx, ticket), |(mut rx, ticket)| async move {
+        let chunk = rx.recv().await?;
+        ticket.sent(chunk.len() as u64);
+        Some((Ok(chunk), (rx, ticket)))
+    })
+}
+
+/// Admits a request of `user` under its query limits (`auth::limits`), or answers which one it is over
+/// (Couchbase's 1191-1194). The request's size is only added up for a user who has query limits.
+fn admit(
+    node: &crate::node::Node,
+    user: &crate::auth::User,
+    fields: &[(String, Json)],
+) -> Result<crate::auth::QueryTicket, QueryError> {
+    use crate::auth::QueryLimit;
+    let limited = user.limits.as_ref().is_some_and(|l| l.query.is_some());
+    let bytes = if limited {
+        fields.iter().map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len)).sum::<usize>()
+    } else {
+        0
+    };
+    node.limits.query_admit(user, bytes as u64).map_err(|limit| {
+        tracing::debug!(user = %user.id, ?limit, "query over the user's limits");
+        match limit {
+            QueryLimit::Concurrent => QueryError::UserRequestsExceeded,
+            QueryLimit::Rate => QueryError::UserRequestRateExceeded,
+            QueryLimit::Ingress => QueryError::UserRequestSizeExceeded,
+            QueryLimit::Egress => QueryError::UserResultSizeExceeded,
+        }
+    })
 }
 
 fn no_credentials() -> QueryError {

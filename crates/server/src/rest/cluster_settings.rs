@@ -1,6 +1,7 @@
 //! The cluster-wide settings that tools such as `couchbase-cli` read and write but that change nothing in how
 //! settee serves data: `POST /pools/default` (`clusterName` and the service quotas), `/settings/indexes`,
-//! `/settings/stats` (`setting-notification`), `/settings/retryRebalance` and `pendingRetryRebalance`.
+//! `/settings/stats` (`setting-notification`), `/settings/retryRebalance` and `pendingRetryRebalance`; and
+//! `/internalSettings`, whose `enforceLimits` turns the per-user limits (`auth::limits`) on.
 //!
 //! Each endpoint owns one section of the metadata's opaque `settings` object, replaced whole through Raft
 //! (`MetaCommand::SetSettings`), so every node answers the same and a restart keeps it. Values are validated as
@@ -25,6 +26,8 @@ const POOL: &str = "pool";
 const INDEXES: &str = "indexes";
 /// The section of `/settings/stats`.
 const STATS: &str = "stats";
+/// The section of `/internalSettings`.
+const INTERNAL: &str = "internal";
 
 /// ns_server's smallest data-service quota, in MiB.
 const DATA_QUOTA_MB_MIN: u64 = 256;
@@ -254,6 +257,39 @@ pub(crate) async fn set_stats(State(state): State<RestState>, caller: Caller, bo
     refuse_unknown(&form, &["sendStats"])?;
     let send = form.get_bool("sendStats")?.ok_or_else(|| RestError::field("sendStats", BOOL_EXPECTED))?;
     store(&state, STATS, json!({ "sendStats": send })).await
+}
+
+/// Whether the cluster enforces per-user limits (`enforceLimits` of `/internalSettings`; off by default, as in
+/// Couchbase).
+pub(crate) fn limits_enforced(meta: &ClusterMetadata) -> bool {
+    section(meta, INTERNAL).get("enforceLimits").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// `GET /internalSettings`: the internal settings settee has (`enforceLimits`).
+pub(crate) async fn get_internal(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
+    require_reader(&caller)?;
+    Ok(Json(json!({ "enforceLimits": limits_enforced(&*cluster_meta(&state)?) })))
+}
+
+/// `POST /internalSettings` with `enforceLimits=true|false`: turns the users' limits on or off cluster-wide (each
+/// node counts its own connections and rates). ns_server's other internal settings tune its own processes and
+/// are refused as unknown.
+pub(crate) async fn set_internal(
+    State(state): State<RestState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<Value>, RestError> {
+    require_admin(&caller)?;
+    let form = Form::parse(&body);
+    refuse_unknown(&form, &["enforceLimits"])?;
+    let mut section = current(&*cluster_meta(&state)?, INTERNAL);
+    if let Some(on) = form.get_bool("enforceLimits")? {
+        section.insert("enforceLimits".to_owned(), json!(on));
+        store(&state, INTERNAL, Value::Object(section)).await?;
+        state.node.limits.set_enforced(on);
+        tracing::info!(enforce_limits = on, "internal settings changed");
+    }
+    Ok(Json(json!({})))
 }
 
 /// `GET /settings/retryRebalance`: settee does not retry a failed rebalance on its own, so it is always off.

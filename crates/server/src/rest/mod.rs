@@ -26,7 +26,7 @@ mod bucket_stats;
 mod buckets;
 mod certificates;
 mod cluster;
-mod cluster_settings;
+pub(crate) mod cluster_settings;
 mod collections;
 mod conn_info;
 mod console;
@@ -185,6 +185,7 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/nodeInit", post(node_init::node_init))
         .route("/settings/indexes", get(cluster_settings::get_indexes).post(cluster_settings::set_indexes))
         .route("/settings/stats", get(cluster_settings::get_stats).post(cluster_settings::set_stats))
+        .route("/internalSettings", get(cluster_settings::get_internal).post(cluster_settings::set_internal))
         .route(
             "/settings/retryRebalance",
             get(cluster_settings::get_retry_rebalance).post(cluster_settings::set_retry_rebalance),

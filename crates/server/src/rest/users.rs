@@ -18,7 +18,7 @@ use super::form::Form;
 use super::roles::{catalogue, role_json};
 use super::RestState;
 use crate::audit::events;
-use crate::auth::{Group, Role, User, UserError};
+use crate::auth::{Group, Role, User, UserError, UserLimits};
 use crate::node::Node;
 
 const UNKNOWN_USER: &str = "Unknown user.";
@@ -75,6 +75,11 @@ pub(crate) async fn upsert(
     if let Some(p) = &password {
         check_password(&state.node, p)?;
     }
+    // `limits` absent keeps the user's limits, `{}` removes them (ns_server's rule).
+    let limits = match form.get("limits") {
+        Some(text) => Some(UserLimits::parse(text).map_err(|why| RestError::field("limits", why))?),
+        None => None,
+    };
     let name = form.get("name").unwrap_or_default().to_owned();
     let existed = state.node.users.get(&id).is_some();
     let audited = crate::audit_fields![
@@ -83,12 +88,17 @@ pub(crate) async fn upsert(
         ("full_name", name),
         ("groups", groups.clone()),
         ("reason", if existed { "updated" } else { "added" }),
+        ("limits", limits.as_ref().map_or(Value::Null, |l| serde_json::to_value(l).unwrap_or(Value::Null))),
     ];
     let user_id = id.clone();
     let stored = state
         .node
         .propose_user_change(move |users| {
-            users.upsert_member(&user_id, &name, password.as_deref(), roles, Some(groups))
+            users.upsert_member(&user_id, &name, password.as_deref(), roles, Some(groups))?;
+            if let Some(limits) = limits {
+                users.set_limits(&user_id, limits);
+            }
+            Ok(())
         })
         .await;
     match stored {
@@ -375,6 +385,9 @@ fn user_json(user: &User) -> Value {
     });
     if let Some(secs) = user.password_change_date_secs {
         out["password_change_date"] = json!(iso8601_utc(secs));
+    }
+    if let Some(limits) = &user.limits {
+        out["limits"] = serde_json::to_value(limits).unwrap_or(Value::Null);
     }
     out
 }

@@ -111,8 +111,9 @@ pub fn sasl_auth(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
     s.auth_mechanism = Mechanism::parse(req.key).map_or("unknown", Mechanism::name);
     match started {
         Ok(AuthStart::Done(user)) => match authenticated(node, s, user) {
-            true => reply::status(out, req, Status::Success),
-            false => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
+            Ok(()) => reply::status(out, req, Status::Success),
+            Err(Unauthenticated::Limited(status)) => reply::status(out, req, status),
+            Err(Unauthenticated::UserGone) => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
         },
         Ok(AuthStart::Continue(server_first)) => {
             reply::with_value(out, req, Status::AuthContinue, 0, &[], &server_first)
@@ -137,8 +138,9 @@ pub fn sasl_step(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out)
     };
     match server.step(req.value) {
         Ok((user, server_final)) => match authenticated(node, s, user) {
-            true => reply::with_value(out, req, Status::Success, 0, &[], &server_final),
-            false => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
+            Ok(()) => reply::with_value(out, req, Status::Success, 0, &[], &server_final),
+            Err(Unauthenticated::Limited(status)) => reply::status(out, req, status),
+            Err(Unauthenticated::UserGone) => out.auth = Some(AuthWork::Failed(AuthError::Failed)),
         },
         Err(e) => out.auth = Some(AuthWork::Failed(e)),
     }
@@ -167,9 +169,13 @@ pub async fn finish_auth(
         }
         AuthWork::Failed(e) => Err(e),
     };
-    let outcome = outcome.and_then(|user| if authenticated(node, s, user) { Ok(()) } else { Err(AuthError::Failed) });
+    let outcome = outcome.and_then(|user| match authenticated(node, s, user) {
+        Ok(()) => Ok(Status::Success),
+        Err(Unauthenticated::Limited(status)) => Ok(status),
+        Err(Unauthenticated::UserGone) => Err(AuthError::Failed),
+    });
     match outcome {
-        Ok(()) => reply::status(out, req, Status::Success),
+        Ok(status) => reply::status(out, req, status),
         Err(e) => {
             if node.audit.wants(events::KV_AUTH_FAILED) {
                 let user = Identity { domain: "local", user: std::mem::take(&mut s.auth_attempt) };
@@ -196,14 +202,27 @@ pub async fn finish_auth(
     }
 }
 
-/// Marks the connection authenticated as `user`; false (and nothing changes) when the user was deleted while its
-/// password was being checked. The user store's generation is read before the user is looked up, so a deletion
+/// Why a right password did not authenticate the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unauthenticated {
+    /// The user was deleted while its password was being checked.
+    UserGone,
+    /// The user holds as many connections to this node as its limits allow (`auth::limits`): answered with this
+    /// status at once, with no failure delay, as kv_engine does.
+    Limited(Status),
+}
+
+/// Marks the connection authenticated as `user`, counted among the user's connections; refused (and the connection
+/// left unauthenticated) when the user was deleted while its password was being checked, or holds all the
+/// connections its limits allow. The user store's generation is read before the user is looked up, so a deletion
 /// after the lookup moves the generation and the connection's next request finds it (`dispatch`).
-pub(crate) fn authenticated(node: &Node, s: &mut Session, user: String) -> bool {
+pub(crate) fn authenticated(node: &Node, s: &mut Session, user: String) -> Result<(), Unauthenticated> {
     let generation = node.users.generation();
-    if node.users.get(&user).is_none() {
-        return false;
-    }
+    let Some(account) = node.users.get(&user) else { return Err(Unauthenticated::UserGone) };
+    // A connection that authenticates again gives up its old place first.
+    s.meter = None;
+    s.user = None;
+    s.meter = Some(node.limits.kv_connect(&account).map_err(Unauthenticated::Limited)?);
     tracing::debug!(peer = %s.peer, %user, "authenticated");
     if node.audit.wants(events::KV_AUTH_SUCCEEDED) {
         let fields = crate::audit_fields![("mechanism", s.auth_mechanism)];
@@ -216,7 +235,7 @@ pub(crate) fn authenticated(node: &Node, s: &mut Session, user: String) -> bool 
     s.scoped.clear();
     bind_bucket_named_as_user(node, s, &user);
     s.user = Some(user);
-    true
+    Ok(())
 }
 
 /// kv_engine's rule for pre-RBAC clients (java-client 2.x, YCSB's Couchbase binding, memcached clients that log in
