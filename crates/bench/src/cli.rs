@@ -59,9 +59,13 @@ impl Durability {
 /// Options of a benchmark run.
 #[derive(Clone, Debug, Args, Serialize)]
 pub struct RunArgs {
-    /// What to drive: couchbase://HOST[:KVPORT][,HOST...][/BUCKET] (smart client) or memcached://HOST[:PORT].
+    /// What to drive: couchbase://HOST[:KVPORT][,HOST...][/BUCKET] (smart client), couchbases://... (the same over
+    /// TLS: KV TLS ports, with --cacert) or memcached://HOST[:PORT].
     #[arg(short = 'U', long, default_value = "couchbase://127.0.0.1/default")]
     pub spec: String,
+    /// The CA certificate (PEM) a couchbases:// run trusts: a node's `GET /pools/default/certificate`.
+    #[arg(long)]
+    pub cacert: Option<std::path::PathBuf>,
     /// User name (couchbase:// only).
     #[arg(short = 'u', long, default_value = "Administrator")]
     pub username: String,

@@ -203,13 +203,18 @@ fn query_kinds(a: &RunArgs) -> Option<Vec<OpKind>> {
 async fn bootstrap(args: &RunArgs, spec: &Spec) -> Result<LinkFactory, BenchError> {
     match spec {
         Spec::Memcached { addr } => Ok(LinkFactory::Memcached { addr: resolve(addr).await? }),
-        Spec::Couchbase { seeds, bucket } => {
+        Spec::Couchbase { seeds, bucket, tls } => {
+            let tls = match tls {
+                false => None,
+                true => Some(tls_client(args)?),
+            };
             let options = BootstrapOptions {
                 user: args.username.clone(),
                 password: args.password.clone(),
                 bucket: bucket.clone(),
                 features: SDK_FEATURES.to_vec(),
                 agent: format!("settee-bench/{}", env!("CARGO_PKG_VERSION")),
+                tls,
             };
             let (cluster, mut conn) = Cluster::bootstrap(seeds, options).await?;
             let cid = match &args.collection {
@@ -223,6 +228,14 @@ async fn bootstrap(args: &RunArgs, spec: &Spec) -> Result<LinkFactory, BenchErro
             })
         }
     }
+}
+
+/// The CAs a `couchbases://` run trusts: `--cacert` (a node's `/pools/default/certificate`, or `<data-dir>/certs/ca.pem`).
+fn tls_client(args: &RunArgs) -> Result<settee_client::TlsClient, BenchError> {
+    let path = args.cacert.as_ref().ok_or_else(|| BenchError::Invalid("couchbases:// needs --cacert PATH".into()))?;
+    let pem = std::fs::read_to_string(path)
+        .map_err(|e| BenchError::Invalid(format!("cannot read --cacert {}: {e}", path.display())))?;
+    settee_client::TlsClient::with_roots_pem(&pem).map_err(|e| BenchError::Invalid(format!("--cacert: {e}")))
 }
 
 fn describe(s: &Setup) -> String {

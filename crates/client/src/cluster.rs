@@ -24,6 +24,8 @@ pub struct BootstrapOptions {
     pub features: Vec<Feature>,
     /// The HELLO agent string, shown in the server's logs.
     pub agent: String,
+    /// TLS for every connection (the seeds are then TLS ports, and each node is reached on its `kvSSL` port).
+    pub tls: Option<crate::TlsClient>,
 }
 
 /// The features the official SDKs ask for that change what goes over the wire for KV operations. Duplex with brief
@@ -116,8 +118,9 @@ impl Cluster {
     /// A handshaken connection to every KV node of the current map, in map order.
     pub async fn connect_all(&self) -> Result<NodeConnections, ClientError> {
         let mut conns = Vec::with_capacity(self.config.kv_nodes.len());
-        for node in &self.config.kv_nodes {
-            conns.push(Some(handshake(node, &self.options).await?));
+        for node in 0..self.config.kv_nodes.len() {
+            let addr = self.config.dial_addr(node, self.options.tls.is_some())?;
+            conns.push(Some(handshake(addr, &self.options).await?));
         }
         Ok(NodeConnections::new(conns, self.config.clone()))
     }
@@ -128,7 +131,14 @@ impl Cluster {
     /// that cannot be reached within a few seconds keeps an empty slot and is reported.
     pub async fn reconcile(&self, nodes: &mut NodeConnections) -> Reconciled {
         let mut opened = Vec::new();
-        for (index, addr) in nodes.to_open(&self.config) {
+        for (index, _) in nodes.to_open(&self.config) {
+            let addr = match self.config.dial_addr(index, self.options.tls.is_some()) {
+                Ok(addr) => addr,
+                Err(e) => {
+                    opened.push((index, Err(e)));
+                    continue;
+                }
+            };
             let attempt = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(addr, &self.options)).await {
                 Ok(r) => r,
                 Err(_) => Err(ClientError::Io(std::io::Error::new(
@@ -155,7 +165,7 @@ impl Cluster {
 /// Opens a connection to `host:port` and runs HELLO, SASL PLAIN and SELECT_BUCKET.
 async fn handshake(addr: &str, options: &BootstrapOptions) -> Result<Connection, ClientError> {
     let sock = resolve(addr).await?;
-    let mut conn = Connection::connect_raw(sock).await?;
+    let mut conn = Connection::connect_raw_with(sock, None, options.tls.as_ref()).await?;
     conn.hello(&options.agent, &options.features).await?;
     conn.sasl_plain(&options.user, &options.password).await?;
     conn.select_bucket(&options.bucket).await?;
@@ -195,6 +205,7 @@ mod tests {
             bucket: "b".into(),
             features: vec![],
             agent: "t".into(),
+            tls: None,
         }
     }
 

@@ -19,6 +19,9 @@ pub struct ClusterConfig {
     pub num_replicas: u32,
     /// Query service endpoints (`host:port`) of the nodes whose `nodesExt` entry lists `n1ql`, in `nodesExt` order.
     pub query_nodes: Vec<String>,
+    /// The TLS KV endpoint (`kvSSL`) of each of `kv_nodes`, from the same node's `nodesExt` entry; None when the
+    /// node lists none.
+    pub kv_tls_nodes: Vec<Option<String>>,
 }
 
 impl ClusterConfig {
@@ -41,7 +44,9 @@ impl ClusterConfig {
         if let Some(n) = vbucket_map.iter().find(|&&n| n >= kv_nodes.len() as i32) {
             return Err(ClientError::Config(format!("vBucketMap names node {n} of {}", kv_nodes.len())));
         }
+        let kv_tls_nodes = kv_nodes.iter().map(|node| tls_endpoint(&v, node, seed_host)).collect();
         Ok(ClusterConfig {
+            kv_tls_nodes,
             rev_epoch: v["revEpoch"].as_i64().unwrap_or(0),
             rev: v["rev"].as_i64().unwrap_or(0),
             bucket: v["name"].as_str().map(str::to_owned),
@@ -67,6 +72,18 @@ impl ClusterConfig {
         self.vbucket_map.get(usize::from(vb)).and_then(|&n| usize::try_from(n).ok())
     }
 
+    /// The address to dial for KV node `node`: its plain endpoint, or its TLS one (`kvSSL`) for a TLS client.
+    pub fn dial_addr(&self, node: usize, tls: bool) -> Result<&str, ClientError> {
+        let missing = || ClientError::Config(format!("no KV node {node} in the config"));
+        if !tls {
+            return self.kv_nodes.get(node).map(String::as_str).ok_or_else(missing);
+        }
+        match self.kv_tls_nodes.get(node).ok_or_else(missing)? {
+            Some(addr) => Ok(addr),
+            None => Err(ClientError::Config(format!("KV node {} lists no TLS port (kvSSL)", self.kv_nodes[node]))),
+        }
+    }
+
     /// Whether this config supersedes `other` (compared by epoch, then revision).
     pub fn is_newer_than(&self, other: &ClusterConfig) -> bool {
         (self.rev_epoch, self.rev) > (other.rev_epoch, other.rev)
@@ -90,6 +107,15 @@ fn service_endpoints(v: &Value, service: &str, seed_host: &str) -> Vec<String> {
             Some(host_port(&substitute(host, seed_host), port))
         })
         .collect()
+}
+
+/// The `kvSSL` endpoint of the `nodesExt` entry whose `kv` endpoint is `kv` (`host:port`).
+fn tls_endpoint(v: &Value, kv: &str, seed_host: &str) -> Option<String> {
+    v["nodesExt"].as_array()?.iter().find_map(|n| {
+        let host = substitute(n["hostname"].as_str().unwrap_or("$HOST"), seed_host);
+        let port = n["services"]["kv"].as_u64()?;
+        (host_port(&host, port) == kv).then(|| n["services"]["kvSSL"].as_u64().map(|tls| host_port(&host, tls)))?
+    })
 }
 
 /// The KV endpoints in `serverList` order (the order `vBucketMap` indexes), each confirmed against `nodesExt` when

@@ -3,7 +3,7 @@
 use settee_bench::{BenchCommand, BenchSubcommand, CompareArgs, PlotArgs};
 use settee_testkit::{TestNode, ADMIN, PASSWORD, SDK_FEATURES};
 
-use crate::support::{bench, write_result};
+use crate::support::{bench, bench_error, write_result};
 
 fn spec(node: &TestNode) -> String {
     format!("couchbase://{}/default", node.kv_addr())
@@ -115,4 +115,38 @@ async fn rate_limited_run_then_plot_and_compare() {
 
 fn empty_run() -> settee_bench::RunArgs {
     settee_bench::RunArgs::from_argv(Vec::<String>::new()).unwrap()
+}
+
+/// Over `couchbases://` the whole run (bootstrap, the load, a mix) goes over the node's KV TLS port with the node's
+/// CA, and the node counts the connections as TLS ones; without `--cacert`, or trusting another CA, the run is
+/// refused before it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn couchbases_runs_over_the_tls_port_with_the_nodes_ca() {
+    let node = TestNode::start_with(|c| {
+        let free = settee_testkit::free_port;
+        (c.kv_tls_port, c.mgmt_tls_port, c.query_tls_port) = (free(), free(), free());
+    })
+    .await;
+    let tls = node.running.kv_tls_addr.expect("the KV TLS port");
+    let spec = format!("couchbases://{tls}/default");
+    let dir = settee_testkit::temp_dir("bench-tls");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, node.running.node.tls.ca_pem()).unwrap();
+    let ca_arg = ca.to_str().unwrap();
+    let r =
+        bench(&["--spec", &spec, "--cacert", ca_arg, "-I", "300", "-B", "10", "-t", "2", "--num-cycles", "20"]).await;
+    assert_eq!((r.load.as_ref().unwrap().ops, r.load.as_ref().unwrap().errors), (300, 0));
+    let run = r.run.as_ref().unwrap();
+    assert_eq!((run.ops, run.errors, run.not_found), (2 * 20 * 10, 0, 0));
+    assert_eq!(node.running.node.bucket("default").unwrap().curr_items(), 300);
+
+    let refused = bench_error(&["--spec", &spec, "-I", "10", "--num-cycles", "1"]).await;
+    assert!(refused.contains("--cacert"), "{refused}");
+    let stranger = TestNode::start_with(|c| c.kv_tls_port = settee_testkit::free_port()).await;
+    let other = dir.join("other.pem");
+    std::fs::write(&other, stranger.running.node.tls.ca_pem()).unwrap();
+    let wrong = bench_error(&["--spec", &spec, "--cacert", other.to_str().unwrap(), "-I", "10"]).await;
+    assert!(wrong.contains("certificate"), "{wrong}");
+    stranger.stop().await;
+    node.stop().await;
 }

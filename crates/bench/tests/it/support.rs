@@ -22,6 +22,18 @@ pub fn bench_in_background(argv: &[&str]) -> tokio::task::JoinHandle<BenchResult
     })
 }
 
+/// Runs `settee bench` with `argv` expecting it to fail, and returns the error's text.
+pub async fn bench_error(argv: &[&str]) -> String {
+    let mut args: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+    args.push("--quiet".into());
+    let run = RunArgs::from_argv(&args).expect("valid options");
+    let outcome = tokio::task::spawn_blocking(move || settee_bench::run(BenchCommand { command: None, run }));
+    match outcome.await.expect("bench thread") {
+        Ok(()) => panic!("settee bench {argv:?} succeeded"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
 /// Writes `result` to a fresh file and returns its path.
 pub fn write_result(result: &BenchResult, name: &str) -> PathBuf {
     let path = settee_testkit::temp_dir("bench-out").join(name);

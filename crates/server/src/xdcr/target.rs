@@ -60,6 +60,7 @@ impl Target {
             bucket: self.bucket.clone(),
             features: FEATURES.to_vec(),
             agent: "settee-xdcr".into(),
+            tls: None,
         };
         let (cluster, meta) =
             Cluster::bootstrap(&seeds, options).await.map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
