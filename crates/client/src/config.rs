@@ -208,6 +208,18 @@ mod tests {
         assert_eq!(c.query_nodes, ["b:8093", "seed:9000"]);
     }
 
+    /// Each KV node's TLS endpoint is the kvSSL port of its own nodesExt entry (not of another node on the same
+    /// host), in serverList order; a node without kvSSL has none, and a TLS client cannot dial it.
+    #[test]
+    fn tls_endpoints_follow_each_nodes_kv_ssl_port() {
+        let ext = r#"[{"hostname":"h","services":{"kv":2,"kvSSL":12}},{"hostname":"h","services":{"kv":1,"kvSSL":11}},
+                      {"hostname":"g","services":{"kv":3}}]"#;
+        let c = ClusterConfig::parse(&config(r#"["h:1","h:2","g:3"]"#, ext, "[[0]]"), "seed").unwrap();
+        assert_eq!(c.kv_tls_nodes, [Some("h:11".to_owned()), Some("h:12".to_owned()), None]);
+        assert_eq!((c.dial_addr(1, false).unwrap(), c.dial_addr(1, true).unwrap()), ("h:2", "h:12"));
+        assert!(c.dial_addr(2, true).is_err() && c.dial_addr(3, false).is_err());
+    }
+
     /// A map that names a node the config does not list, or a serverList nodesExt does not confirm, is refused.
     #[test]
     fn inconsistent_configs_are_errors() {
