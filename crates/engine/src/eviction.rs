@@ -91,9 +91,9 @@ impl Bucket {
         let Some(vbucket) = self.vbucket(vb) else { return };
         let mut inner = vbucket.inner.lock();
         crate::stats::BucketStats::bump(&self.stats.bg_fetched);
-        let delta = match (inner.table.get_mut(key), found) {
+        let delta = match (inner.table.get(key), found) {
             (Some(item), Some(snap)) if !item.resident() && item.seqno() == snap.seqno => {
-                *item = item.with_value(&snap.value, true);
+                inner.table.replace_value(key, &snap.value, true);
                 snap.value.len() as isize
             }
             (None, Some(snap)) => {
@@ -247,25 +247,27 @@ const KNOWN_ABSENT_MAX: usize = 4096;
 /// Ejects clean, unreferenced, unlocked items of one vBucket; returns (count, bytes freed).
 fn eject_from(inner: &mut VbInner, full: bool) -> (u64, usize) {
     let persisted = inner.persisted_seqno;
-    let mut doomed = Vec::new();
-    let mut freed = 0;
-    let mut count = 0;
-    for item in inner.table.iter_mut() {
+    // Clean, unlocked, and not accessed since the pager last looked (which it clears: the second chance).
+    let pick = |item: &mut Item| {
         if item.seqno() > persisted || item.locked_until() != 0 || (!full && (!item.resident() || item.deleted())) {
-            continue;
+            return false;
         }
         if item.referenced() {
             item.set_referenced(false);
-            continue;
+            return false;
         }
-        if full {
+        true
+    };
+    if !full {
+        return inner.table.eject_values(pick);
+    }
+    let mut doomed = Vec::new();
+    for item in inner.table.iter_mut() {
+        if pick(item) {
             doomed.push(Box::<[u8]>::from(item.key()));
-        } else {
-            freed += item.value().len();
-            *item = item.with_value(&[], false);
-            count += 1;
         }
     }
+    let (mut count, mut freed) = (0, 0);
     for key in doomed {
         let was_live = inner.table.get(&key).is_some_and(|i| !i.deleted());
         freed += inner.purge(&key);

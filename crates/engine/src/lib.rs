@@ -13,6 +13,7 @@
 #![deny(clippy::disallowed_methods)]
 
 mod abort_log;
+mod arena;
 mod bucket;
 mod change_log;
 mod checkpoint;

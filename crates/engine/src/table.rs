@@ -1,30 +1,30 @@
 //! Hot path: how a vBucket keeps its items in memory.
 //!
-//! Each item is one heap allocation — a 40-byte header, the key, the value — behind an 8-byte pointer, and the
-//! vBucket's hash table ([`ItemTable`]) holds just those pointers. That is what memcached does with its item
-//! header and slab chunks, and what keeps settee's cost per item near memcached's: the previous layout (a
-//! `HashMap<Box<[u8]>, StoredItem>`) spent a 72-byte slot and two allocations (key, value) on every item, about
-//! 200 bytes beyond the key and value at a million items. One allocation also means a lookup touches the header,
-//! the key it compares and the value it returns in neighbouring cache lines.
+//! Each item is one chunk of the vBucket's [`Arena`] — a 36-byte header, the key, the value, rounded to 4 bytes —
+//! and the vBucket's hash table ([`ItemTable`]) holds a 4-byte handle per item (5 bytes with hashbrown's control
+//! byte). The arena pays no allocator's size field or size-class rounding, and the table half the bytes of a
+//! pointer table; the previous layout (one glibc allocation per item behind an 8-byte pointer) spent 79–82 bytes
+//! per item beyond key and value at a million items, memcached 78 (BENCHMARKS.md, "Memory per item";
+//! docs/adr/0005-item-arena-per-vbucket.md). A lookup still touches the header, the key it compares and the value it
+//! returns in neighbouring cache lines.
 //!
-//! Items come from the system allocator (glibc's malloc), whatever the process's global allocator is: its chunks
-//! grow in 16-byte steps, where jemalloc's size classes between 256 and 512 bytes are 64 bytes apart, which cost
-//! 40 bytes more per item at a million 200-byte items (111 against 71 beyond key and value), and after a minute of
-//! overwrites with values of 50–400 bytes it held 361 MiB where jemalloc held 609 MiB (see BENCHMARKS.md,
-//! "Memory per item"). Everything else (buffers, requests) stays with the global allocator. docs/adr/0001-items-system-allocator.md.
+//! [`Item`] is the chunk seen as a value: a dynamically sized type (header, then key and value bytes) borrowed from
+//! the table, so `&Item` and `&mut Item` live no longer than the table's borrow, and every change that allocates or
+//! frees (and so may move or compact the arena) takes `&mut ItemTable`.
 //!
 //! The header packs what [`StoredItem`] spells out: the revision has 48 bits (as kv_engine's `revSeqno`), the seqno
 //! 56 bits (at a million mutations a second a vBucket needs 2,000 years to pass that), and the key length one byte
-//! (keys are at most 250 bytes plus a collection prefix of at most 5).
+//! (keys are at most 250 bytes plus a collection prefix of at most 5). Every other field keeps its full range. The
+//! GET_LOCKED deadline, which few items ever have, is not in the header: a locked item's chunk carries it as a
+//! 4-byte trailer after the value (a state bit says so), and locking or unlocking rewrites the chunk.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::borrow::Cow;
 use std::hash::BuildHasher;
-use std::ptr::NonNull;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use settee_types::{Cas, Datatype, Seqno};
 
+use crate::arena::{rounded, Arena};
 use crate::item::StoredItem;
 
 const REV_BITS: u32 = 48;
@@ -36,8 +36,14 @@ const SEQNO_MAX: u64 = (1 << SEQNO_BITS) - 1;
 const DELETED: u64 = 1 << 56;
 const RESIDENT: u64 = 1 << 57;
 const REFERENCED: u64 = 1 << 58;
+/// The chunk was freed (the table no longer points at it); compaction skips it.
+const DEAD: u64 = 1 << 59;
+/// The chunk ends with a 4-byte lock deadline (Unix seconds) after the value, 4-byte aligned.
+const LOCKED: u64 = 1 << 60;
+const LOCK_BYTES: usize = 4;
 
-#[repr(C)]
+/// 4-byte aligned, so that a chunk (header, key, value) needs no padding beyond rounding its end to 4 bytes.
+#[repr(C, packed(4))]
 struct Header {
     cas: Cas,
     /// The seqno (low 56 bits) and the state bits.
@@ -47,138 +53,149 @@ struct Header {
     flags: u32,
     expiry: u32,
     value_len: u32,
-    locked_until: u32,
 }
 
 const HEADER: usize = std::mem::size_of::<Header>();
-const _: () = assert!(HEADER == 40);
+const _: () = assert!(HEADER == 36 && std::mem::align_of::<Header>() == 4);
 
-/// One item in one allocation: header, key, value. Owns its allocation as a `Box` does.
-pub(crate) struct Item {
-    ptr: NonNull<Header>,
-}
-
-// SAFETY: an Item owns its allocation exclusively (no shared interior state), like a Box<[u8]>.
-unsafe impl Send for Item {}
-// SAFETY: shared references only read.
-unsafe impl Sync for Item {}
-
-fn layout(key_len: usize, value_len: usize) -> Layout {
-    // Cannot fail: the size is bounded by the 255-byte key and the u32 value length.
-    Layout::from_size_align(HEADER + key_len + value_len, std::mem::align_of::<Header>()).expect("item layout")
-}
-
-impl Item {
-    /// Packs `item` under `key`. Keys are at most 255 bytes (250 plus the collection prefix) and values under
+impl Header {
+    /// The header of `item` under `key`. Keys are at most 255 bytes (250 plus the collection prefix) and values under
     /// 4 GiB: the engine refuses anything larger before it gets here.
-    pub(crate) fn new(key: &[u8], item: &StoredItem<'_>) -> Item {
-        let value = &item.value[..];
+    fn of(key: &[u8], item: &StoredItem<'_>) -> Header {
         assert!(key.len() <= u8::MAX as usize, "key of {} bytes", key.len());
-        let value_len = u32::try_from(value.len()).expect("value under 4 GiB");
+        let value_len = u32::try_from(item.value.len()).expect("value under 4 GiB");
         debug_assert!(item.seqno <= SEQNO_MAX, "seqno beyond 56 bits");
         let mut bits = 0;
-        if item.deleted {
-            bits |= DELETED;
+        for (set, bit) in [
+            (item.deleted, DELETED),
+            (item.resident, RESIDENT),
+            (item.referenced, REFERENCED),
+            (item.locked_until != 0, LOCKED),
+        ] {
+            if set {
+                bits |= bit;
+            }
         }
-        if item.resident {
-            bits |= RESIDENT;
-        }
-        if item.referenced {
-            bits |= REFERENCED;
-        }
-        let header = Header {
+        Header {
             cas: item.cas,
             seqno_bits: (item.seqno & SEQNO_MAX) | bits,
             rev_key_datatype: item.rev.min(REV_MAX) | (key.len() as u64) << 48 | u64::from(item.datatype.0) << 56,
             flags: item.flags,
             expiry: item.expiry,
             value_len,
-            locked_until: item.locked_until,
-        };
-        let layout = layout(key.len(), value.len());
-        // SAFETY: the layout has a non-zero size (the header); the writes stay inside it: the header at 0, the key
-        // after it, the value after the key, from slices that cannot overlap a fresh allocation.
-        unsafe {
-            let raw = System.alloc(layout);
-            let Some(ptr) = NonNull::new(raw.cast::<Header>()) else { std::alloc::handle_alloc_error(layout) };
-            ptr.as_ptr().write(header);
-            std::ptr::copy_nonoverlapping(key.as_ptr(), raw.add(HEADER), key.len());
-            std::ptr::copy_nonoverlapping(value.as_ptr(), raw.add(HEADER + key.len()), value.len());
-            Item { ptr }
         }
     }
-
-    fn header(&self) -> &Header {
-        // SAFETY: the allocation starts with an initialised header and lives as long as self.
-        unsafe { self.ptr.as_ref() }
-    }
-    fn header_mut(&mut self) -> &mut Header {
-        // SAFETY: as in header(); &mut self makes the access exclusive.
-        unsafe { self.ptr.as_mut() }
-    }
     fn key_len(&self) -> usize {
-        (self.header().rev_key_datatype >> 48) as u8 as usize
+        (self.rev_key_datatype >> 48) as u8 as usize
     }
+    fn locked(&self) -> bool {
+        self.seqno_bits & LOCKED != 0
+    }
+    /// Bytes after the header: key, value, and when locked the padding and the deadline.
+    fn tail_bytes(&self) -> usize {
+        tail_bytes(self.key_len(), self.value_len as usize, self.locked())
+    }
+    /// Bytes the chunk takes in the arena.
+    fn chunk_bytes(&self) -> usize {
+        chunk_bytes(self.key_len(), self.value_len as usize, self.locked())
+    }
+}
 
+fn tail_bytes(key_len: usize, value_len: usize, locked: bool) -> usize {
+    if locked {
+        rounded(HEADER + key_len + value_len) - HEADER + LOCK_BYTES
+    } else {
+        key_len + value_len
+    }
+}
+
+fn chunk_bytes(key_len: usize, value_len: usize, locked: bool) -> usize {
+    rounded(HEADER + tail_bytes(key_len, value_len, locked))
+}
+
+/// One item as it lies in the arena: header, key, value. Only ever borrowed from an [`ItemTable`].
+#[repr(C)]
+pub(crate) struct Item {
+    header: Header,
+    /// The key, the value, and when locked the padding and the lock deadline.
+    bytes: [u8],
+}
+
+/// The item at `handle`, borrowed for as long as the caller borrows the arena.
+///
+/// # Safety
+/// `handle` must be a live chunk of `arena` (written by [`ItemTable::write`]).
+unsafe fn item_at(arena: &Arena, handle: u32) -> *mut Item {
+    let raw = arena.at(handle);
+    let header = &*raw.cast::<Header>();
+    std::ptr::slice_from_raw_parts_mut(raw, header.tail_bytes()) as *mut Item
+}
+
+impl Item {
+    fn key_len(&self) -> usize {
+        self.header.key_len()
+    }
     pub(crate) fn key(&self) -> &[u8] {
-        // SAFETY: key_len bytes were written right after the header.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>().add(HEADER), self.key_len()) }
+        &self.bytes[..self.key_len()]
     }
     /// The value: an optional xattr section followed by the body, never compressed; empty when not resident.
     pub(crate) fn value(&self) -> &[u8] {
-        let len = self.header().value_len as usize;
-        // SAFETY: value_len bytes were written right after the key.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>().add(HEADER + self.key_len()), len) }
+        let start = self.key_len();
+        &self.bytes[start..start + self.header.value_len as usize]
     }
     pub(crate) fn cas(&self) -> Cas {
-        self.header().cas
+        self.header.cas
+    }
+    fn state(&self) -> u64 {
+        self.header.seqno_bits
     }
     pub(crate) fn seqno(&self) -> Seqno {
-        self.header().seqno_bits & SEQNO_MAX
+        self.state() & SEQNO_MAX
     }
     /// Revision: how many times the document was mutated.
     pub(crate) fn rev(&self) -> u64 {
-        self.header().rev_key_datatype & REV_MAX
+        self.header.rev_key_datatype & REV_MAX
     }
     pub(crate) fn flags(&self) -> u32 {
-        self.header().flags
+        self.header.flags
     }
     /// Absolute Unix seconds, 0 = never. For a tombstone, the time it was deleted.
     pub(crate) fn expiry(&self) -> u32 {
-        self.header().expiry
+        self.header.expiry
     }
     /// JSON and XATTR bits of the stored value.
     pub(crate) fn datatype(&self) -> Datatype {
-        Datatype((self.header().rev_key_datatype >> 56) as u8)
+        Datatype((self.header.rev_key_datatype >> 56) as u8)
     }
     pub(crate) fn deleted(&self) -> bool {
-        self.header().seqno_bits & DELETED != 0
+        self.state() & DELETED != 0
     }
     /// The value is in memory (false once the item pager ejected it; it is on disk).
     pub(crate) fn resident(&self) -> bool {
-        self.header().seqno_bits & RESIDENT != 0
+        self.state() & RESIDENT != 0
     }
     /// Accessed since the item pager last looked (second-chance ejection).
     pub(crate) fn referenced(&self) -> bool {
-        self.header().seqno_bits & REFERENCED != 0
+        self.state() & REFERENCED != 0
     }
     /// Unix seconds until which the document is locked by GET_LOCKED; 0 = unlocked.
     pub(crate) fn locked_until(&self) -> u32 {
-        self.header().locked_until
+        if !self.header.locked() {
+            return 0;
+        }
+        let at = self.bytes.len() - LOCK_BYTES;
+        u32::from_ne_bytes(self.bytes[at..].try_into().expect("4 bytes"))
     }
     pub(crate) fn is_locked(&self, now_secs: u32) -> bool {
         self.locked_until() > now_secs
     }
 
     pub(crate) fn set_cas(&mut self, cas: Cas) {
-        self.header_mut().cas = cas;
-    }
-    pub(crate) fn set_locked_until(&mut self, secs: u32) {
-        self.header_mut().locked_until = secs;
+        self.header.cas = cas;
     }
     pub(crate) fn set_referenced(&mut self, referenced: bool) {
-        let h = self.header_mut();
-        h.seqno_bits = if referenced { h.seqno_bits | REFERENCED } else { h.seqno_bits & !REFERENCED };
+        let bits = self.header.seqno_bits;
+        self.header.seqno_bits = if referenced { bits | REFERENCED } else { bits & !REFERENCED };
     }
 
     /// The item's fields, its value borrowed.
@@ -198,24 +215,9 @@ impl Item {
         }
     }
 
-    /// The same item with another value (the item pager ejecting it, or a fetch bringing it back).
-    pub(crate) fn with_value(&self, value: &[u8], resident: bool) -> Item {
-        let mut fields = self.to_stored().with_value(Cow::Borrowed(value));
-        fields.resident = resident;
-        Item::new(self.key(), &fields)
-    }
-
     /// Bytes charged to the bucket quota for this item.
     pub(crate) fn footprint(&self) -> usize {
         footprint(self.key_len(), self.value().len())
-    }
-}
-
-impl Drop for Item {
-    fn drop(&mut self) {
-        let layout = layout(self.key_len(), self.header().value_len as usize);
-        // SAFETY: allocated in Item::new with this same layout (key and value lengths never change).
-        unsafe { System.dealloc(self.ptr.as_ptr().cast::<u8>(), layout) }
     }
 }
 
@@ -230,160 +232,282 @@ pub(crate) fn footprint(key_len: usize, value_len: usize) -> usize {
     ITEM_OVERHEAD_BYTES + key_len + value_len
 }
 
-/// Fixed memory charged per item beyond key and value: the header, the table slot (8 bytes and a control byte at
-/// a load between 7/16 and 7/8) and the allocator's rounding.
-pub(crate) const ITEM_OVERHEAD_BYTES: usize = 64;
+/// Fixed memory charged per item beyond key and value: the 36-byte header, the rounding to 4 bytes, the table slot
+/// (4-byte handle and a control byte at a load between 7/16 and 7/8) and a share of the dead bytes the arena keeps
+/// until it compacts.
+pub(crate) const ITEM_OVERHEAD_BYTES: usize = 48;
 
-/// A vBucket's items by key.
-pub(crate) struct ItemTable {
-    items: HashTable<Item>,
-    hasher: DefaultHashBuilder,
+/// What an item the table dropped or replaced was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Replaced {
+    seqno: Seqno,
+    deleted: bool,
+    footprint: usize,
 }
 
-impl Default for ItemTable {
-    fn default() -> ItemTable {
-        ItemTable { items: HashTable::new(), hasher: DefaultHashBuilder::default() }
+impl Replaced {
+    fn of(item: &Item) -> Replaced {
+        Replaced { seqno: item.seqno(), deleted: item.deleted(), footprint: item.footprint() }
     }
+    pub(crate) fn seqno(&self) -> Seqno {
+        self.seqno
+    }
+    pub(crate) fn deleted(&self) -> bool {
+        self.deleted
+    }
+    pub(crate) fn footprint(&self) -> usize {
+        self.footprint
+    }
+}
+
+/// A vBucket's items by key: handles in a hash table, items in an arena.
+#[derive(Default)]
+pub(crate) struct ItemTable {
+    slots: HashTable<u32>,
+    arena: Arena,
+    hasher: DefaultHashBuilder,
 }
 
 impl ItemTable {
     fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
     }
+    fn item(&self, handle: u32) -> &Item {
+        // SAFETY: the table's handles are live chunks; the borrow of self keeps the arena still.
+        unsafe { &*item_at(&self.arena, handle) }
+    }
+    fn handle(&self, key: &[u8]) -> Option<u32> {
+        self.handle_hashed(self.hash(key), key)
+    }
+    fn handle_hashed(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let arena = &self.arena;
+        // SAFETY (in the closure): candidates are the table's handles.
+        self.slots.find(hash, |&h| unsafe { (*item_at(arena, h)).key() == key }).copied()
+    }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Item> {
-        self.items.find(self.hash(key), |i| i.key() == key)
+        self.handle(key).map(|h| self.item(h))
     }
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Item> {
-        let hash = self.hash(key);
-        self.items.find_mut(hash, |i| i.key() == key)
+        let handle = self.handle(key)?;
+        // SAFETY: a live chunk; &mut self makes the access exclusive.
+        Some(unsafe { &mut *item_at(&self.arena, handle) })
     }
-    /// Puts `item` under its key; returns the item it replaced.
-    pub(crate) fn insert(&mut self, item: Item) -> Option<Item> {
-        let hash = self.hash(item.key());
-        let hasher = &self.hasher;
-        match self.items.entry(hash, |i| i.key() == item.key(), |i| hasher.hash_one(i.key())) {
-            hashbrown::hash_table::Entry::Occupied(mut slot) => Some(std::mem::replace(slot.get_mut(), item)),
-            hashbrown::hash_table::Entry::Vacant(slot) => {
-                slot.insert(item);
-                None
+
+    /// Puts `item` under `key`, replacing any item there; returns what it replaced.
+    pub(crate) fn insert(&mut self, key: &[u8], item: &StoredItem<'_>) -> Option<Replaced> {
+        let header = Header::of(key, item);
+        let hash = self.hash(key);
+        let Some(old) = self.handle_hashed(hash, key) else {
+            let new = self.write(header, key, item);
+            let (arena, hasher) = (&self.arena, &self.hasher);
+            // SAFETY (in the closure): the table's handles, and `new`, are live chunks.
+            self.slots.insert_unique(hash, new, |&h| hasher.hash_one(unsafe { (*item_at(arena, h)).key() }));
+            return None;
+        };
+        let replaced = Replaced::of(self.item(old));
+        if self.item(old).header.chunk_bytes() == header.chunk_bytes() {
+            // The same size (an overwrite of a same-sized value, a tombstone of one): in place, nothing dead.
+            // SAFETY: the old chunk is no longer read (its fields are in `replaced`) and has the room needed.
+            unsafe { self.write_at(old, header, key, item) };
+            return Some(replaced);
+        }
+        let new = self.write(header, key, item);
+        if let Some(slot) = self.slots.find_mut(hash, |&h| h == old) {
+            *slot = new;
+        }
+        self.release(old);
+        self.compact_if_due();
+        Some(replaced)
+    }
+
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Replaced> {
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        // SAFETY (in the closure): candidates are the table's handles.
+        let slot = self.slots.find_entry(hash, |&h| unsafe { (*item_at(arena, h)).key() == key }).ok()?;
+        let (old, _) = slot.remove();
+        let replaced = self.release(old);
+        self.compact_if_due();
+        Some(replaced)
+    }
+
+    /// Gives the item under `key` another value (a fetch bringing an ejected value back), its other fields kept.
+    /// Returns false when the key is not here.
+    pub(crate) fn replace_value(&mut self, key: &[u8], value: &[u8], resident: bool) -> bool {
+        let Some(old) = self.handle(key) else { return false };
+        let locked_until = self.item(old).locked_until();
+        self.replace(key, old, Some((value, resident)), locked_until);
+        true
+    }
+
+    /// Locks the item under `key` until `secs` (Unix seconds; 0 unlocks it). Returns false when the key is not here.
+    pub(crate) fn set_locked_until(&mut self, key: &[u8], secs: u32) -> bool {
+        let Some(old) = self.handle(key) else { return false };
+        self.replace(key, old, None, secs);
+        true
+    }
+
+    /// Points `key`'s slot at a rewritten copy of the chunk at `old` and frees `old`.
+    fn replace(&mut self, key: &[u8], old: u32, value: Option<(&[u8], bool)>, locked_until: u32) {
+        let new = self.rewrite(old, value, locked_until);
+        let hash = self.hash(key);
+        if let Some(slot) = self.slots.find_mut(hash, |&h| h == old) {
+            *slot = new;
+        }
+        self.release(old);
+        self.compact_if_due();
+    }
+
+    /// Drops the value of every item `eject` picks (the item pager; `eject` may also update the item, as in
+    /// clearing its referenced bit); the key and the metadata stay, the item no longer resident. Returns the
+    /// number of values dropped and their bytes.
+    pub(crate) fn eject_values(&mut self, mut eject: impl FnMut(&mut Item) -> bool) -> (u64, usize) {
+        let mut moves = Vec::new();
+        for &handle in self.slots.iter() {
+            // SAFETY: a live chunk, one at a time, under &mut self.
+            let item = unsafe { &mut *item_at(&self.arena, handle) };
+            if eject(item) {
+                moves.push(handle);
             }
         }
+        let mut freed = 0;
+        for &old in &moves {
+            let item = self.item(old);
+            freed += item.value().len();
+            let locked_until = item.locked_until();
+            let new = self.rewrite(old, Some((&[], false)), locked_until);
+            let hash = self.hash(self.item(new).key());
+            if let Some(slot) = self.slots.find_mut(hash, |&h| h == old) {
+                *slot = new;
+            }
+            self.release(old);
+        }
+        self.compact_if_due();
+        (moves.len() as u64, freed)
     }
-    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Item> {
-        let hash = self.hash(key);
-        self.items.find_entry(hash, |i| i.key() == key).ok().map(|slot| slot.remove().0)
-    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Item> {
-        self.items.iter()
+        self.slots.iter().map(|&h| self.item(h))
     }
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Item> {
-        self.items.iter_mut()
+        let arena = &self.arena;
+        // SAFETY: each handle is a distinct live chunk, so the &mut borrows do not overlap; &mut self keeps the
+        // arena still while they live.
+        self.slots.iter().map(move |&h| unsafe { &mut *item_at(arena, h) })
     }
     /// The keys of the items `keep` selects (to act on them one by one afterwards).
     pub(crate) fn keys_where(&self, keep: impl Fn(&Item) -> bool) -> Vec<Box<[u8]>> {
-        self.items.iter().filter(|i| keep(i)).map(|i| i.key().into()).collect()
+        self.iter().filter(|i| keep(i)).map(|i| i.key().into()).collect()
+    }
+
+    /// Writes a chunk for `item` under `key` at the end of the arena; returns its handle.
+    fn write(&mut self, header: Header, key: &[u8], item: &StoredItem<'_>) -> u32 {
+        let handle = self.arena.alloc(header.chunk_bytes());
+        // SAFETY: a fresh chunk of the header's size.
+        unsafe { self.write_at(handle, header, key, item) };
+        handle
+    }
+
+    /// Writes `header`, the key, the value and any lock deadline at `handle`.
+    ///
+    /// # Safety
+    /// `handle` must start `header.chunk_bytes()` bytes of the arena that nothing else reads. The slices lie outside
+    /// the arena: the public callers lend &mut self, so none of them borrows from it.
+    unsafe fn write_at(&mut self, handle: u32, header: Header, key: &[u8], item: &StoredItem<'_>) {
+        let raw = self.arena.at(handle);
+        let value = &item.value[..];
+        raw.cast::<Header>().write(header);
+        std::ptr::copy_nonoverlapping(key.as_ptr(), raw.add(HEADER), key.len());
+        std::ptr::copy_nonoverlapping(value.as_ptr(), raw.add(HEADER + key.len()), value.len());
+        write_lock(raw, key.len(), value.len(), item.locked_until);
+    }
+
+    /// A copy of the chunk at `old` with the lock deadline `locked_until` (0: none) and, when `value` is given,
+    /// another value and resident bit; `old` stays live until released.
+    fn rewrite(&mut self, old: u32, value: Option<(&[u8], bool)>, locked_until: u32) -> u32 {
+        let header = &self.item(old).header;
+        let key_len = header.key_len();
+        let value_len = value.map_or(header.value_len as usize, |(v, _)| v.len());
+        let new = self.arena.alloc(chunk_bytes(key_len, value_len, locked_until != 0));
+        // SAFETY: both chunks are live and distinct (taken after the allocation, which may move the region); the new
+        // one has room for the header, the key, the value and the deadline; a new value lies outside the arena (see
+        // `write`).
+        unsafe {
+            let (from, to) = (self.arena.at(old), self.arena.at(new));
+            let kept = HEADER + key_len + if value.is_none() { value_len } else { 0 };
+            std::ptr::copy_nonoverlapping(from, to, kept);
+            let header = &mut *to.cast::<Header>();
+            let mut bits = header.seqno_bits & !LOCKED;
+            if let Some((v, resident)) = value {
+                std::ptr::copy_nonoverlapping(v.as_ptr(), to.add(HEADER + key_len), v.len());
+                header.value_len = value_len as u32;
+                bits = if resident { bits | RESIDENT } else { bits & !RESIDENT };
+            }
+            header.seqno_bits = if locked_until != 0 { bits | LOCKED } else { bits };
+            write_lock(to, key_len, value_len, locked_until);
+        }
+        new
+    }
+
+    /// Frees the chunk at `handle`, which the table no longer points at; returns what it was.
+    fn release(&mut self, handle: u32) -> Replaced {
+        // SAFETY: the chunk is live until this marks it dead; nothing else refers to it.
+        let item = unsafe { &mut *item_at(&self.arena, handle) };
+        let replaced = Replaced::of(item);
+        let bytes = item.header.chunk_bytes();
+        item.header.seqno_bits |= DEAD;
+        self.arena.free(bytes);
+        replaced
+    }
+
+    fn compact_if_due(&mut self) {
+        if self.arena.wants_compaction() {
+            self.compact();
+        }
+    }
+
+    /// Slides the live chunks down over the dead ones, in address order, and points the table at their new places;
+    /// the arena then returns the pages past the end. A chunk's slot is found by its key's hash and its old handle:
+    /// no slot holds a handle between where the chunks are written and where they are read.
+    fn compact(&mut self) {
+        let used = self.arena.used();
+        let (mut read, mut write) = (0, 0);
+        while read < used {
+            let (from, to) = ((read / crate::arena::UNIT) as u32, (write / crate::arena::UNIT) as u32);
+            // SAFETY: `read` walks chunk by chunk from the start of the used part; every chunk there, live or dead,
+            // has a whole header.
+            let header = unsafe { &*self.arena.at(from).cast::<Header>() };
+            let (bytes, dead) = (header.chunk_bytes(), header.seqno_bits & DEAD != 0);
+            if !dead {
+                if from != to {
+                    self.arena.move_down(from, to, bytes);
+                    let hash = self.hash(self.item(to).key());
+                    let slot = self.slots.find_mut(hash, |&h| h == from);
+                    debug_assert!(slot.is_some(), "a live chunk has a slot");
+                    if let Some(slot) = slot {
+                        *slot = to;
+                    }
+                }
+                write += bytes;
+            }
+            read += bytes;
+        }
+        self.arena.truncate(write);
+    }
+}
+
+/// Writes the lock deadline after the value of the chunk at `raw` when there is one (`secs` not 0).
+///
+/// # Safety
+/// `raw` must start a chunk of `chunk_bytes(key_len, value_len, secs != 0)` bytes.
+unsafe fn write_lock(raw: *mut u8, key_len: usize, value_len: usize, secs: u32) {
+    if secs != 0 {
+        let at = rounded(HEADER + key_len + value_len);
+        std::ptr::copy_nonoverlapping(secs.to_ne_bytes().as_ptr(), raw.add(at), LOCK_BYTES);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fields(value: &[u8]) -> StoredItem<'_> {
-        StoredItem {
-            value: Cow::Borrowed(value),
-            cas: 0x1234_5678_9abc_def0,
-            seqno: SEQNO_MAX,
-            rev: 77,
-            flags: 0xdead_beef,
-            expiry: 1_900_000_000,
-            datatype: Datatype(3),
-            deleted: false,
-            locked_until: 42,
-            resident: true,
-            referenced: false,
-        }
-    }
-
-    /// Every field comes back as it was packed, with keys and values of the extreme sizes.
-    #[test]
-    fn packs_and_unpacks() {
-        let long_key = vec![b'k'; 255];
-        let big = vec![7u8; 70_000];
-        for (key, value) in [(&b""[..], &b""[..]), (&b"\x00doc"[..], &b"{\"a\":1}"[..]), (&long_key[..], &big[..])] {
-            let item = Item::new(key, &fields(value));
-            assert_eq!(item.key(), key);
-            assert_eq!(item.value(), value);
-            let back = item.to_stored();
-            assert_eq!(
-                (back.cas, back.seqno, back.rev, back.flags, back.expiry, back.datatype, back.locked_until),
-                (0x1234_5678_9abc_def0, SEQNO_MAX, 77, 0xdead_beef, 1_900_000_000, Datatype(3), 42)
-            );
-            assert_eq!((item.deleted(), item.resident(), item.referenced()), (false, true, false));
-            assert_eq!(item.footprint(), ITEM_OVERHEAD_BYTES + key.len() + value.len());
-        }
-    }
-
-    /// Setters change one field and leave the others (the state bits share a word with the seqno).
-    #[test]
-    fn setters_touch_one_field() {
-        let mut f = fields(b"v");
-        f.deleted = true;
-        let mut item = Item::new(b"key", &f);
-        item.set_referenced(true);
-        item.set_cas(5);
-        item.set_locked_until(0);
-        assert_eq!((item.seqno(), item.cas(), item.locked_until()), (SEQNO_MAX, 5, 0));
-        assert_eq!((item.deleted(), item.resident(), item.referenced()), (true, true, true));
-        item.set_referenced(false);
-        assert_eq!((item.seqno(), item.deleted(), item.referenced()), (SEQNO_MAX, true, false));
-        assert_eq!(item.rev(), 77);
-    }
-
-    /// A revision beyond 48 bits saturates instead of spilling into the key length.
-    #[test]
-    fn revision_saturates() {
-        let mut f = fields(b"v");
-        f.rev = u64::MAX;
-        let item = Item::new(b"key", &f);
-        assert_eq!((item.rev(), item.key()), (REV_MAX, &b"key"[..]));
-    }
-
-    /// Ejecting a value and fetching it back keeps key and fields.
-    #[test]
-    fn value_replaced() {
-        let item = Item::new(b"key", &fields(b"value"));
-        let ejected = item.with_value(&[], false);
-        assert_eq!(
-            (ejected.key(), ejected.value(), ejected.resident(), ejected.cas()),
-            (&b"key"[..], &b""[..], false, item.cas())
-        );
-        let back = ejected.with_value(b"value", true);
-        assert_eq!((back.value(), back.resident(), back.flags()), (&b"value"[..], true, 0xdead_beef));
-    }
-
-    /// The table finds, replaces and removes by key, across growth.
-    #[test]
-    fn table_by_key() {
-        let mut t = ItemTable::default();
-        for i in 0..5000u32 {
-            let key = format!("key-{i}");
-            assert!(t.insert(Item::new(key.as_bytes(), &fields(&i.to_be_bytes()))).is_none());
-        }
-        assert_eq!(t.iter().count(), 5000);
-        let old = t.insert(Item::new(b"key-17", &fields(b"new"))).expect("replaced");
-        assert_eq!(old.value(), 17u32.to_be_bytes());
-        assert_eq!(t.get(b"key-17").map(Item::value), Some(&b"new"[..]));
-        t.get_mut(b"key-4999").expect("present").set_cas(1);
-        assert_eq!(t.get(b"key-4999").map(Item::cas), Some(1));
-        assert_eq!(t.remove(b"key-0").map(|i| i.value().to_vec()), Some(0u32.to_be_bytes().to_vec()));
-        assert!(t.get(b"key-0").is_none() && t.remove(b"key-0").is_none());
-        assert_eq!(t.keys_where(|i| i.value() == b"new"), vec![Box::from(&b"key-17"[..])]);
-        assert_eq!(t.iter().count(), 4999);
-        for i in 1..5000u32 {
-            t.remove(format!("key-{i}").as_bytes());
-        }
-        assert_eq!(t.iter().count(), 0);
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;

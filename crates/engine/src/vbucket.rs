@@ -10,7 +10,7 @@ use crate::durability_monitor::DurabilityMonitor;
 use crate::hlc::Hlc;
 use crate::item::StoredItem;
 use crate::rollback::OverwriteLog;
-use crate::table::{Item, ItemTable};
+use crate::table::ItemTable;
 
 /// The role this node plays for a vBucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,7 +215,7 @@ impl VbInner {
         if self.ejected_items > 0 {
             self.known_absent.remove(key);
         }
-        let (delta, replaced) = self.put(Item::new(key, &item));
+        let (delta, replaced) = self.put(key, &item);
         if let Some(old) = replaced {
             self.overwrites.record(item.seqno, old);
         }
@@ -242,10 +242,10 @@ impl VbInner {
 
     /// Puts a packed item in the table in place of any under its key; returns the change in charged bytes, and the
     /// seqno of the item it replaced.
-    fn put(&mut self, item: Item) -> (isize, Option<Seqno>) {
-        let new_bytes = item.footprint() as isize;
-        let now_live = !item.deleted();
-        match self.table.insert(item) {
+    fn put(&mut self, key: &[u8], item: &StoredItem<'_>) -> (isize, Option<Seqno>) {
+        let new_bytes = item.footprint(key.len()) as isize;
+        let now_live = !item.deleted;
+        match self.table.insert(key, item) {
             Some(old) => {
                 match (old.deleted(), now_live) {
                     (true, true) => self.live_items += 1,
@@ -287,7 +287,7 @@ impl VbInner {
 
     /// Puts an item read from disk in place as it is (no new seqno, not dirty); returns the change in charged bytes.
     pub(crate) fn load(&mut self, key: &[u8], item: StoredItem<'_>) -> isize {
-        self.put(Item::new(key, &item)).0
+        self.put(key, &item).0
     }
 
     /// Drops every item without new seqnos (a flush of a memory-only bucket, a vBucket emptied), as [`VbInner::purge`]

@@ -90,7 +90,8 @@ impl Bucket {
                 return Err(EngineError::Locked);
             }
             item.set_cas(cas);
-            item.set_locked_until(now + secs);
+            inner.table.set_locked_until(key.encoded(), now + secs);
+            let item = inner.table.get(key.encoded()).ok_or(EngineError::NotFound)?;
             Ok(f(ItemView::of(item, cas)))
         })
     }
@@ -106,7 +107,7 @@ impl Bucket {
             if item.cas() != cas {
                 return Err(EngineError::Locked);
             }
-            item.set_locked_until(0);
+            inner.table.set_locked_until(key.encoded(), 0);
             Ok(())
         })
     }
