@@ -352,7 +352,7 @@ def test_filters_replicate_only_the_documents_and_deletions_they_accept(tmp_path
 def test_explicit_collection_mapping_sends_each_collection_where_its_rule_says(tmp_path):
     """Issue 19 item 4: `collectionsExplicitMapping` with `colMappingRules` (goxdcr's JSON): a scope rule keeps
     collection names, a collection rule renames, a collection no rule names (here the default one) is not
-    replicated; malformed rules and the migration mode are refused naming their field."""
+    replicated; malformed rules, and the migration mode beside explicit mapping, are refused naming their field."""
     a = start(tmp_path / "a")
     b = start(tmp_path / "b")
     try:
@@ -396,6 +396,75 @@ def test_explicit_collection_mapping_sends_each_collection_where_its_rule_says(t
                    timeout_seconds=30, what="the mapped collections on the target")
         caught_up(a, rid)
         assert not any(dst.default_collection().exists(f"d-{i}").exists for i in range(10)), "no rule, no copy"
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_migration_mode_sends_default_collection_documents_to_the_collections_their_rules_match(tmp_path):
+    """Issue 19 item 4: `collectionsMigrationMode` with `colMappingRules` whose keys are filter expressions over
+    the documents of the source's default collection and whose values are target collections, as goxdcr reads
+    them: a document goes to every collection whose rule it matches (none: not replicated), a deletion follows to
+    every rule's collection, other source collections are not replicated; rules goxdcr refuses (a deny rule, the
+    mode beside explicit mapping) are refused with its words, naming the field."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        for node, namespaces in ((a, [("inventory", "hotels")]),
+                                 (b, [("travel", "hotels"), ("travel", "luxury"), ("inventory", "hotels")])):
+            for scope, collection in namespaces:
+                rest(node, "POST", "/pools/default/buckets/default/scopes", {"name": scope})
+                status, body = rest(node, "POST", f"/pools/default/buckets/default/scopes/{scope}/collections",
+                                    {"name": collection})
+                assert status == 200, body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters",
+                            {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD})
+        assert status == 200, body
+        form = {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default", "replicationType": "continuous",
+                "collectionsMigrationMode": "true"}
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            form | {"colMappingRules": '{"type = \\"hotel\\"": null}'})
+        assert status == 400 and "Deny rules are not allowed" in body["errors"]["colMappingRules"], body
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            form | {"colMappingRules": '{"type = \\"hotel\\"": "travel.hotels"}',
+                                    "collectionsExplicitMapping": "true"})
+        assert status == 400 and "cannot both be active" in body["errors"]["collectionsMigrationMode"], body
+        rules = '{"type = \\"hotel\\"": "travel.hotels", "type = \\"hotel\\" AND stars >= 4": "travel.luxury"}'
+        status, body = rest(a, "POST", "/controller/createReplication", form | {"colMappingRules": rules})
+        assert status == 200, body
+        rid = body["id"]
+        shown = rest(a, "GET", settings_path(rid))[1]
+        assert shown["collectionsMigrationMode"] is True and len(shown["colMappingRules"]) == 2, shown
+
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        src, dst = ca.bucket("default"), cb.bucket("default")
+        source = src.default_collection()
+        for i in range(10):
+            source.upsert(f"hotel-{i}", {"type": "hotel", "stars": i % 6})
+        for i in range(5):
+            source.upsert(f"airline-{i}", {"type": "airline"})
+        inventory = src.scope("inventory").collection("hotels")
+        wait_until(lambda: _upsert_ok(inventory), timeout_seconds=20, what="the source collection")
+        inventory.upsert("inv-1", {"type": "hotel", "stars": 5})
+        hotels, luxury = dst.scope("travel").collection("hotels"), dst.scope("travel").collection("luxury")
+        caught_up(a, rid)
+        present = lambda coll, keys: {k for k in keys if coll.exists(k).exists}
+        every = [f"hotel-{i}" for i in range(10)] + [f"airline-{i}" for i in range(5)]
+        wait_until(lambda: present(hotels, every) == {f"hotel-{i}" for i in range(10)}, timeout_seconds=30,
+                   what="every hotel in travel.hotels")
+        assert present(luxury, every) == {f"hotel-{i}" for i in range(10) if i % 6 >= 4}, "matching both: copied"
+        assert not present(dst.default_collection(), every), "no rule sends anything to the default collection"
+        assert not dst.scope("inventory").collection("hotels").exists("inv-1").exists, "default collection only"
+        assert hotels.get("hotel-5").cas == source.get("hotel-5").cas, "the metadata travels with each copy"
+
+        # A deletion has no body to match: it reaches every rule's collection.
+        source.remove("hotel-4")
+        wait_until(lambda: not hotels.exists("hotel-4").exists and not luxury.exists("hotel-4").exists,
+                   timeout_seconds=30, what="the deletion in both collections")
         ca.close()
         cb.close()
     finally:

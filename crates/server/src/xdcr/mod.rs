@@ -5,7 +5,9 @@
 //! (`checkpoints`) and the remote's REST calls (`remote`). REST handlers live in `rest::xdcr`.
 
 pub mod checkpoints;
+mod filter;
 pub mod mapping;
+pub mod migration;
 pub mod model;
 pub mod remote;
 pub mod runner;

@@ -57,7 +57,10 @@ pub struct ReplSettings {
     /// `collectionsExplicitMapping`: collections go where `col_mapping_rules` says (else to the target collection of
     /// the same name).
     pub collections_explicit_mapping: bool,
-    /// `colMappingRules`, checked when set.
+    /// `collectionsMigrationMode`: only the default collection is replicated, each document to the collections
+    /// whose `col_mapping_rules` filter it matches (`xdcr::migration`).
+    pub collections_migration_mode: bool,
+    /// `colMappingRules`, checked when set (as explicit rules, or as migration rules in migration mode).
     pub col_mapping_rules: super::mapping::MappingRules,
 }
 
@@ -72,6 +75,7 @@ impl Default for ReplSettings {
             filter_expiration: false,
             filter_binary: false,
             collections_explicit_mapping: false,
+            collections_migration_mode: false,
             col_mapping_rules: Default::default(),
         }
     }
@@ -108,6 +112,7 @@ impl ReplSettings {
             ("filterExpiration", &mut next.filter_expiration),
             ("filterBinary", &mut next.filter_binary),
             ("collectionsExplicitMapping", &mut next.collections_explicit_mapping),
+            ("collectionsMigrationMode", &mut next.collections_migration_mode),
         ] {
             if let Some(v) = flag(field)? {
                 *slot = v;
@@ -122,16 +127,34 @@ impl ReplSettings {
             next.filter_expression = text.to_owned();
         }
         if let Some(text) = get("colMappingRules") {
-            next.col_mapping_rules = super::mapping::MappingRules::parse(&text)
+            next.col_mapping_rules = super::mapping::MappingRules::from_json(&text)
                 .map_err(|e| ("colMappingRules".to_owned(), format!("Invalid mapping rules: {e}")))?;
         }
-        if get("collectionsMigrationMode").as_deref().map(str::trim) == Some("true") {
-            return Err(("collectionsMigrationMode".into(), "settee does not support the migration mode yet".into()));
-        }
-        if next.collections_explicit_mapping && next.col_mapping_rules.is_empty() {
-            return Err(("colMappingRules".into(), "explicit mapping needs at least one rule".into()));
-        }
+        next.check_collections()?;
         Ok(next)
+    }
+
+    /// The collection settings together, as goxdcr checks them: migration and explicit mapping exclude each
+    /// other, each needs rules, and the rules are read as the mode reads them.
+    fn check_collections(&self) -> Result<(), (String, String)> {
+        let rules_error = |e: String| ("colMappingRules".to_owned(), e);
+        if self.collections_migration_mode && self.collections_explicit_mapping {
+            return Err((
+                "collectionsMigrationMode".into(),
+                "Migration and Explicit mapping cannot both be active".into(),
+            ));
+        }
+        if (self.collections_migration_mode || self.collections_explicit_mapping) && self.col_mapping_rules.is_empty() {
+            let mode = if self.collections_migration_mode { "migration mode" } else { "explicit mapping" };
+            return Err(rules_error(format!("{mode} needs at least one rule")));
+        }
+        if self.collections_migration_mode {
+            super::migration::check(&self.col_mapping_rules).map_err(rules_error)
+        } else if self.col_mapping_rules.is_empty() {
+            Ok(())
+        } else {
+            self.col_mapping_rules.check_explicit().map_err(|e| rules_error(format!("Invalid mapping rules: {e}")))
+        }
     }
 
     pub fn to_json(&self) -> Value {
@@ -148,7 +171,7 @@ impl ReplSettings {
             "replicationType": "continuous",
             "collectionsExplicitMapping": self.collections_explicit_mapping,
             "colMappingRules": self.col_mapping_rules.to_json(),
-            "collectionsMigrationMode": false,
+            "collectionsMigrationMode": self.collections_migration_mode,
         })
     }
 }
@@ -235,6 +258,27 @@ mod tests {
         assert_eq!(s.edited(get(&[("filterBinary", "1")])).unwrap_err().0, "filterBinary");
         let cleared = filtered.edited(get(&[("filterExpression", "")])).unwrap();
         assert_eq!((cleared.filter_expression.as_str(), cleared.filter_deletion), ("", true));
+    }
+
+    /// Proves the collection settings are checked together as goxdcr checks them: migration rules are filter
+    /// expressions to collections, migration and explicit mapping exclude each other, and each mode needs rules.
+    #[test]
+    fn migration_mode_takes_filter_rules_when_explicit_mapping_is_off() {
+        let s = ReplSettings::default();
+        fn get<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        }
+        let rules = r#"{"type = 'hotel'": "travel.hotels"}"#;
+        let m = s.edited(get(&[("collectionsMigrationMode", "true"), ("colMappingRules", rules)])).unwrap();
+        assert!(m.collections_migration_mode && m.to_json()["collectionsMigrationMode"] == json!(true));
+        assert_eq!(s.edited(get(&[("colMappingRules", rules)])).unwrap_err().0, "colMappingRules", "not explicit");
+        let both =
+            [("collectionsMigrationMode", "true"), ("collectionsExplicitMapping", "true"), ("colMappingRules", rules)];
+        assert_eq!(s.edited(get(&both)).unwrap_err().0, "collectionsMigrationMode");
+        assert_eq!(s.edited(get(&[("collectionsMigrationMode", "true")])).unwrap_err().0, "colMappingRules");
+        let off =
+            m.edited(get(&[("collectionsMigrationMode", "false"), ("colMappingRules", r#"{"a": "b"}"#)])).unwrap();
+        assert!(!off.collections_migration_mode, "back to implicit mapping with scope rules kept");
     }
 
     /// Proves a model round-trips through the metadata's JSON and that null reads as empty.

@@ -11,13 +11,13 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use settee_cluster::MetaCommand;
 use settee_engine::VbState;
-use settee_query::datastore::DocMeta;
-use settee_query::index::DocFilter;
-use settee_types::{limits::NUM_VBUCKETS, Datatype, VbId};
-use settee_xdcr::{Change, ChangeKind, Command, Event, Replicator, Settings, Stats};
+use settee_types::{limits::NUM_VBUCKETS, VbId};
+use settee_xdcr::{Change, Command, Event, Replicator, Settings, Stats};
 use tokio::sync::{mpsc, watch};
 
 use super::checkpoints::CheckpointStore;
+use super::filter::{DocInput, Filters};
+use super::migration::MigrationRules;
 use super::model::{RemoteCluster, Replication};
 use super::source::{self, VbRead};
 use super::target::Target;
@@ -76,8 +76,9 @@ struct Runner {
     status: Arc<Mutex<ReplStatus>>,
     /// Stats counted before this run (the core starts at zero each run).
     base: Stats,
-    /// The replication's `filterExpression`, compiled (checked when it was set).
-    filter: Option<DocFilter>,
+    /// The replication's filters (`filterExpression` compiled once) and, in migration mode, its rules.
+    filters: Filters,
+    migration: Option<MigrationRules>,
     /// Changes the filters left out this run.
     filtered: u64,
 }
@@ -138,20 +139,14 @@ impl Runner {
             st.running = true;
             st.stats
         };
-        let filter = match spec.settings.filter_expression.as_str() {
-            "" => None,
-            text => match DocFilter::compile(text) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    // Checked when it was set: only a filter stored by another version could fail here. Nothing
-                    // is replicated rather than everything.
-                    tracing::error!(replication = %spec.id, error = %e, "xdcr filter expression does not compile");
-                    Some(DocFilter::compile("FALSE").expect("a literal compiles"))
-                }
-            },
-        };
+        let filters = Filters::new(&spec.settings, &spec.id);
+        let migration = spec
+            .settings
+            .collections_migration_mode
+            .then(|| MigrationRules::compile(&spec.settings.col_mapping_rules, &spec.id));
         let r = Runner {
-            filter,
+            filters,
+            migration,
             filtered: 0,
             node,
             bucket,
@@ -372,15 +367,18 @@ impl Runner {
         }
     }
 
-    /// Maps each change's collection to the target's and hands the pieces to the core; false (nothing handed)
-    /// when the target cannot be asked.
+    /// Maps each change's collection to the target's (one copy per target collection in migration mode) and hands
+    /// the pieces to the core; false (nothing handed) when the target cannot be asked.
     async fn deliver(&mut self, vb: u16, pieces: Vec<source::Piece>) -> bool {
         let manifest = self.bucket.manifest();
         let mut mapped = Vec::with_capacity(pieces.len());
         for p in pieces {
             let mut changes = Vec::with_capacity(p.changes.len());
-            for mut c in p.changes {
-                if !self.passes(&c) {
+            for c in p.changes {
+                let reads_doc = self.filters.needs_document(&c)
+                    || (c.collection == 0 && self.migration.as_ref().is_some_and(|m| m.needs_document(&c)));
+                let doc = reads_doc.then(|| DocInput::of(&c));
+                if !self.filters.passes(&c, doc.as_ref()) {
                     self.filtered += 1;
                     continue; // Left out: the core never sees it, and its snapshot still ends where it did.
                 }
@@ -391,23 +389,25 @@ impl Runner {
                 else {
                     continue; // A dropped collection's change.
                 };
-                let path = if self.spec.settings.collections_explicit_mapping {
-                    match self.spec.settings.col_mapping_rules.target(&scope.name, &collection.name) {
-                        Some(path) => path,
-                        None => continue, // No rule sends this collection anywhere.
-                    }
-                } else {
-                    format!("{}.{}", scope.name, collection.name)
-                };
-                match self.target.collection_id(&path).await {
-                    Ok(Some(id)) => c.collection = id,
-                    Ok(None) => continue, // Implicit mapping: the target has no collection of that name.
-                    Err(_) => {
-                        self.need_map = true;
-                        return false;
+                let paths = self.target_paths(&c, &scope.name, &collection.name, doc.as_ref());
+                let mut ids: Vec<u32> = Vec::with_capacity(paths.len());
+                for path in paths {
+                    match self.target.collection_id(&path).await {
+                        Ok(Some(id)) if !ids.contains(&id) => ids.push(id),
+                        Ok(_) => {} // The target has no such collection (or it was named twice).
+                        Err(_) => {
+                            self.need_map = true;
+                            return false;
+                        }
                     }
                 }
-                changes.push(c);
+                // Copies of one change follow each other with its seqno: the core counts each as a write.
+                if let Some((&last, others)) = ids.split_last() {
+                    for &id in others {
+                        changes.push(Change { collection: id, ..c.clone() });
+                    }
+                    changes.push(Change { collection: last, ..c });
+                }
             }
             mapped.push((p.start, p.end, changes));
         }
@@ -424,31 +424,21 @@ impl Runner {
         true
     }
 
-    /// Whether the replication's filters let `c` through: deletions and expirations unless `filterDeletion` /
-    /// `filterExpiration`; a document that is not JSON unless `filterBinary`; then the filter expression over the
-    /// document (xattrs left out; a binary one is MISSING, so only its key and metadata can match) and its META().
-    fn passes(&self, c: &Change) -> bool {
+    /// The target collections (`scope.collection`) of a change of source collection `scope.collection`: the same
+    /// name (implicit mapping), the explicit rules' choice, or in migration mode the rules the document matches
+    /// (the default collection only); empty when it is not replicated.
+    fn target_paths(&self, c: &Change, scope: &str, collection: &str, doc: Option<&DocInput>) -> Vec<String> {
         let s = &self.spec.settings;
-        match c.kind {
-            ChangeKind::Deletion => return !s.filter_deletion,
-            ChangeKind::Expiration => return !s.filter_expiration,
-            ChangeKind::Mutation => {}
+        if let Some(migration) = &self.migration {
+            if c.collection != 0 {
+                return Vec::new(); // Migration mode replicates the default collection only.
+            }
+            return migration.targets(c, doc).into_iter().map(str::to_owned).collect();
         }
-        let datatype = Datatype(c.datatype);
-        let is_json = datatype.is_json();
-        if !is_json && s.filter_binary {
-            return false;
+        if s.collections_explicit_mapping {
+            return s.col_mapping_rules.target(scope, collection).into_iter().collect();
         }
-        let Some(filter) = &self.filter else { return true };
-        let body = match settee_doc::split_value(&c.value, datatype.has_xattr()) {
-            Ok((_, body)) => body,
-            Err(_) => &c.value[..],
-        };
-        let doc = if is_json { settee_query::Value::from_json(body).unwrap_or_default() } else { Default::default() };
-        let meta = DocMeta { cas: c.cas, expiration: c.expiry, flags: c.flags, is_json };
-        let id: Arc<str> = Arc::from(String::from_utf8_lossy(&c.key).as_ref());
-        // A document the filter cannot evaluate is not replicated (goxdcr counts it as unable to filter).
-        filter.matches(&id, &doc, &meta).unwrap_or(false)
+        vec![format!("{scope}.{collection}")]
     }
 
     /// Carries out the core's commands until it has none left.
