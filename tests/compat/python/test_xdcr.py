@@ -349,6 +349,59 @@ def test_filters_replicate_only_the_documents_and_deletions_they_accept(tmp_path
         b.stop()
 
 
+def test_filter_change_restreams_from_zero_unless_filter_skip_restream(tmp_path):
+    """Issue 19: a new `filterExpression` restarts the replication from seqno 0 (its checkpoints dropped), so the
+    documents the old filter left out reach the target, as goxdcr does unless `filterSkipRestream=true`, which
+    keeps the checkpoints (the new filter applies to later changes only); an edit naming a filter without the
+    flag is refused with goxdcr's words."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        rid = replicate(a, b, "to-b", filterExpression='REGEXP_CONTAINS(META().id, "^a-")', checkpointInterval="1")
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        for p in "abc":
+            for i in range(5):
+                ka.upsert(f"{p}-{i}", {"p": p, "i": i})
+        caught_up(a, rid, written_at_least=5)
+        every = [f"{p}-{i}" for p in "abc" for i in range(5)]
+        on_target = lambda: {k for k in every if kb.exists(k).exists}
+        assert on_target() == {f"a-{i}" for i in range(5)}
+        wait_until(lambda: list((a.data_dir / "xdcr").glob("*.ckpt.json")), timeout_seconds=10,
+                   what="a checkpoint file")
+
+        status, body = rest(a, "POST", settings_path(rid), {"filterExpression": 'REGEXP_CONTAINS(META().id, "^b-")'})
+        assert status == 400 and "skip restream flag is required" in body["errors"]["filterExpression"], body
+
+        # Skipped: the checkpoints stay, so only b documents written from now on replicate.
+        status, body = rest(a, "POST", settings_path(rid), {"filterExpression": 'REGEXP_CONTAINS(META().id, "^b-")',
+                                                           "filterSkipRestream": "true"})
+        assert status == 200, body
+        # The runner restarts with the new filter within a manager pass: written again until it replicates.
+        wait_until(lambda: ka.upsert("b-new", {"p": "b"}) and kb.exists("b-new").exists, timeout_seconds=30,
+                   what="a b document written after the change")
+        caught_up(a, rid)
+        assert on_target() == {f"a-{i}" for i in range(5)}, "no re-stream: the older b documents stay behind"
+
+        # Not skipped: the replication reads again from seqno 0 with the new filter.
+        status, body = rest(a, "POST", settings_path(rid), {"filterExpression": 'REGEXP_CONTAINS(META().id, "^[bc]-")',
+                                                           "filterSkipRestream": "false"})
+        assert status == 200, body
+        wanted = {f"a-{i}" for i in range(5)} | {f"{p}-{i}" for p in "bc" for i in range(5)}
+        wait_until(lambda: on_target() == wanted, timeout_seconds=30, what="the documents the old filters left out")
+        # The old stream's checkpoint file went; the new stream has its own.
+        wait_until(lambda: [f.name for f in (a.data_dir / "xdcr").glob("*.ckpt.json")] and
+                   all("restream" in f.name for f in (a.data_dir / "xdcr").glob("*.ckpt.json")),
+                   timeout_seconds=10, what="only the new stream's checkpoints")
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_explicit_collection_mapping_sends_each_collection_where_its_rule_says(tmp_path):
     """Issue 19 item 4: `collectionsExplicitMapping` with `colMappingRules` (goxdcr's JSON): a scope rule keeps
     collection names, a collection rule renames, a collection no rule names (here the default one) is not

@@ -161,6 +161,7 @@ pub(crate) async fn create_replication(
         remote_uuid,
         target_bucket: to_bucket,
         settings,
+        restreams: 0,
     });
     node.xdcr.save(node, &model).await.map_err(unavailable)?;
     tracing::info!(replication = %id, "xdcr replication created");
@@ -212,6 +213,8 @@ pub(crate) async fn get_settings(
 }
 
 /// `POST /settings/replications/<id>`: pauseRequested and the other settings; fields not named keep their values.
+/// A new filter expression without `filterSkipRestream=true` restarts the replication from seqno 0
+/// (`Replication::edit`).
 pub(crate) async fn set_settings(
     State(state): State<RestState>,
     caller: Caller,
@@ -223,7 +226,7 @@ pub(crate) async fn set_settings(
     let node = &state.node;
     let mut model = node.xdcr.model(node);
     let r = model.replications.iter_mut().find(|r| r.id == id).ok_or(RestError::NotFound)?;
-    r.settings = r.settings.edited(|k| form.get(k).map(str::to_owned)).map_err(|(f, e)| RestError::field(&f, e))?;
+    r.edit(|k| form.get(k).map(str::to_owned)).map_err(|(f, e)| RestError::field(&f, e))?;
     let answer = r.settings.to_json();
     node.xdcr.save(node, &model).await.map_err(unavailable)?;
     Ok(Json(answer))

@@ -46,7 +46,7 @@ pub struct ReplSettings {
     /// `pauseRequested`.
     pub pause_requested: bool,
     /// `filterExpression`: only documents it accepts are replicated (SQL++ over the document and `META()`); empty
-    /// for none. Checked when set; a change restarts the replication from its checkpoints (no re-stream).
+    /// for none. Checked when set; a change re-streams from seqno 0 unless `filterSkipRestream` (`Replication::edit`).
     pub filter_expression: String,
     /// `filterDeletion`: deletions are not replicated.
     pub filter_deletion: bool,
@@ -185,11 +185,57 @@ pub struct Replication {
     pub remote_uuid: String,
     pub target_bucket: String,
     pub settings: ReplSettings,
+    /// How many times the replication was restarted from seqno 0 (a filter or collection mode change without
+    /// `filterSkipRestream`): its checkpoints are kept under a key of their own (`checkpoint_key`), so those of an
+    /// earlier stream are dropped, on every node, by the same clean-up as a deleted replication's.
+    #[serde(default)]
+    pub restreams: u64,
 }
+
+/// goxdcr's words when an edit names a filter without saying whether to re-stream.
+pub const SKIP_RESTREAM_REQUIRED: &str = "Filter skip restream flag is required along with a filter";
 
 impl Replication {
     pub fn id_of(remote_uuid: &str, source: &str, target: &str) -> String {
         format!("{remote_uuid}/{source}/{target}")
+    }
+
+    /// The key of this stream's checkpoints (file name and cluster metadata): the id until the first re-stream.
+    pub fn checkpoint_key(&self) -> String {
+        match self.restreams {
+            0 => self.id.clone(),
+            n => format!("{}#restream-{n}", self.id),
+        }
+    }
+
+    /// Applies an edit of the settings (`POST /settings/replications/<id>`). As goxdcr: an edit that names
+    /// `filterExpression` must say `filterSkipRestream`; a new filter expression without `filterSkipRestream=true`,
+    /// or a switch of the collection mode (explicit mapping or migration on or off), restarts the replication from
+    /// seqno 0 (its checkpoints dropped), so documents the old settings left out are sent now.
+    pub fn edit(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), (String, String)> {
+        let skip = match get("filterSkipRestream") {
+            None => None,
+            // Go's strconv.ParseBool, which goxdcr reads it with (couchbase-cli sends 0 or 1).
+            Some(v) => match v.trim() {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+                _ => return Err(("filterSkipRestream".into(), crate::rest::form::BOOL_EXPECTED.into())),
+            },
+        };
+        if get("filterExpression").is_some() && skip.is_none() {
+            return Err(("filterExpression".into(), SKIP_RESTREAM_REQUIRED.into()));
+        }
+        let next = self.settings.edited(get)?;
+        let old = &self.settings;
+        let filter_changed = next.filter_expression != old.filter_expression && skip != Some(true);
+        let mode_changed = next.collections_explicit_mapping != old.collections_explicit_mapping
+            || next.collections_migration_mode != old.collections_migration_mode;
+        if filter_changed || mode_changed {
+            self.restreams += 1;
+            tracing::info!(replication = %self.id, restreams = self.restreams, "xdcr replication restreams from zero");
+        }
+        self.settings = next;
+        Ok(())
     }
 }
 
@@ -281,6 +327,38 @@ mod tests {
         assert!(!off.collections_migration_mode, "back to implicit mapping with scope rules kept");
     }
 
+    /// Proves a new filter re-streams (a new checkpoint key) unless `filterSkipRestream` is true, that an edit
+    /// naming a filter must say which (goxdcr's words), that switching the collection mode re-streams, and that
+    /// other edits keep the checkpoints.
+    #[test]
+    fn filter_change_restreams_unless_skip_restream_is_set() {
+        fn get<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        }
+        let mut r = Replication {
+            id: "u/a/b".into(),
+            source_bucket: "a".into(),
+            remote_uuid: "u".into(),
+            target_bucket: "b".into(),
+            settings: ReplSettings::default(),
+            restreams: 0,
+        };
+        assert_eq!(r.checkpoint_key(), "u/a/b");
+        let e = r.edit(get(&[("filterExpression", "x = 1")])).unwrap_err();
+        assert_eq!(e, ("filterExpression".into(), SKIP_RESTREAM_REQUIRED.into()));
+        r.edit(get(&[("filterExpression", "x = 1"), ("filterSkipRestream", "1")])).unwrap();
+        assert_eq!((r.restreams, r.settings.filter_expression.as_str()), (0, "x = 1"), "skipped: checkpoints kept");
+        r.edit(get(&[("filterExpression", "x = 2"), ("filterSkipRestream", "false")])).unwrap();
+        assert_eq!(r.checkpoint_key(), "u/a/b#restream-1");
+        r.edit(get(&[("filterExpression", "x = 2"), ("filterSkipRestream", "0")])).unwrap();
+        assert_eq!(r.restreams, 1, "the same filter again is no change");
+        r.edit(get(&[("checkpointInterval", "5")])).unwrap();
+        assert_eq!(r.restreams, 1);
+        r.edit(get(&[("collectionsExplicitMapping", "true"), ("colMappingRules", r#"{"s": "t"}"#)])).unwrap();
+        assert_eq!(r.restreams, 2, "a collection mode switch re-streams");
+        assert_eq!(r.edit(get(&[("filterSkipRestream", "maybe")])).unwrap_err().0, "filterSkipRestream");
+    }
+
     /// Proves a model round-trips through the metadata's JSON and that null reads as empty.
     #[test]
     fn model_reads_back_when_stored_in_metadata() {
@@ -298,6 +376,7 @@ mod tests {
                 remote_uuid: "u".into(),
                 target_bucket: "b".into(),
                 settings: ReplSettings::default(),
+                restreams: 0,
             }],
         };
         assert_eq!(XdcrModel::from_metadata(&serde_json::to_value(&m).unwrap()), m);

@@ -124,7 +124,7 @@ impl Runner {
         status: Arc<Mutex<ReplStatus>>,
     ) -> (Runner, mpsc::Receiver<WriterReport>) {
         let dir = node.config.data_dir.join("xdcr");
-        let store = CheckpointStore::open(&dir, &spec.id);
+        let store = CheckpointStore::open(&dir, &spec.checkpoint_key());
         let settings = Settings {
             batch_count: spec.settings.worker_batch_size as usize,
             checkpoint_interval: Duration::from_secs(spec.settings.checkpoint_interval),
@@ -251,6 +251,7 @@ impl Runner {
         if self.bucket.is_warming_up() || self.bucket.is_deleted() {
             return;
         }
+        let key = self.spec.checkpoint_key();
         for vb in 0..NUM_VBUCKETS {
             // The state alone each scan; the failover log is copied only for a vBucket that starts.
             let active = self.bucket.vbucket(VbId(vb)).is_some_and(|v| v.state() == VbState::Active);
@@ -265,7 +266,7 @@ impl Runner {
                 let recorded = self
                     .node
                     .cluster()
-                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&self.spec.id).and_then(|m| m.get(&vb).copied()));
+                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&key).and_then(|m| m.get(&vb).copied()));
                 if let Some((vbuuid, seqno)) = recorded {
                     self.core.offer_checkpoint(settee_xdcr::Checkpoint { vb, vbuuid, seqno });
                 }
@@ -488,7 +489,7 @@ impl Runner {
     fn share_checkpoints(&self, saved: &[settee_xdcr::Checkpoint]) {
         let Some(cluster) = self.node.cluster().cloned() else { return };
         let vbuckets = saved.iter().map(|c| (c.vb, (c.vbuuid, c.seqno))).collect();
-        let cmd = MetaCommand::SaveXdcrCheckpoints { replication: self.spec.id.clone(), vbuckets };
+        let cmd = MetaCommand::SaveXdcrCheckpoints { replication: self.spec.checkpoint_key(), vbuckets };
         let id = self.spec.id.clone();
         tokio::spawn(async move {
             if let Err(e) = cluster.propose(cmd).await {
