@@ -145,6 +145,59 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
         dst.stop()
 
 
+def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
+    """Issue 19: XDCR's statistics where Couchbase 7 serves them after a replication: the bucket's XDCR section
+    `/pools/default/buckets/@xdcr-<bucket>/stats` with ns_server's names (`replications/<uuid>/<source>/<target>/
+    docs_written`, `changes_left`, `wtavg_docs_latency` in ms, `replication_changes_left`), the statistics API
+    `/pools/default/stats/range/xdcr_*` with goxdcr's labels, and `/metrics` (`xdcr_docs_checked_total`,
+    `xdcr_wtavg_docs_latency_seconds`)."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        rid = replicate(a, b, "to-b")
+        uuid = rid.split("/")[0]
+        ca = connect(a)
+        ca.wait_until_ready(timedelta(seconds=20))
+        ka = ca.bucket("default").default_collection()
+        for i in range(50):
+            ka.upsert(f"k-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=50)
+        prefix = f"replications/{uuid}/default/default/"
+
+        def section():
+            status, body = rest(a, "GET", "/pools/default/buckets/@xdcr-default/stats")
+            assert status == 200, body
+            samples = body["op"]["samples"]
+            last = lambda name: next((v for v in reversed(samples.get(name, [])) if v is not None), None)
+            ok = last(prefix + "docs_written") == 50 and last(prefix + "changes_left") == 0
+            return samples if ok and last("replication_changes_left") == 0 else None
+        samples = wait_until(section, timeout_seconds=10, what="the XDCR section's samples")
+        assert len(samples["timestamp"]) == len(samples[prefix + "docs_written"])
+        assert any((v or 0) > 0 for v in samples[prefix + "wtavg_docs_latency"]), "replies took some time"
+        assert any((v or 0) > 0 for v in samples[prefix + "rate_replicated"]), "50 writes in a second or so"
+        assert "ops" not in samples and "curr_connections" not in samples, "the section holds XDCR's only"
+        assert rest(a, "GET", "/pools/default/buckets/@xdcr-missing/stats")[0] == 404
+
+        status, body = rest(a, "GET", "/pools/default/stats/range/xdcr_docs_written_total"
+                                      "?sourceBucketName=default&start=-30&step=1")
+        assert status == 200 and not body["errors"], body
+        [series] = body["data"]
+        assert series["metric"]["targetClusterUUID"] == uuid and series["metric"]["targetBucketName"] == "default"
+        assert series["values"][-1][1] == "50", series
+        status, body = rest(a, "GET", "/pools/default/stats/range/xdcr_docs_written_total?targetBucketName=other")
+        assert status == 200 and body["data"] == [], body
+
+        status, text = rest(a, "GET", "/metrics")
+        assert status == 200
+        checked = [line for line in text.splitlines() if line.startswith("xdcr_docs_checked_total{")]
+        assert checked and float(checked[0].rsplit(" ", 1)[1]) >= 50, checked
+        assert any(line.startswith("xdcr_wtavg_docs_latency_seconds{") for line in text.splitlines())
+        ca.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
     a = start(tmp_path / "a")
     b = start(tmp_path / "b")

@@ -45,6 +45,7 @@ mod roles;
 mod security;
 mod server_groups;
 mod stats_range;
+mod stats_range_xdcr;
 mod timings;
 mod users;
 mod users_backup;

@@ -46,6 +46,9 @@ pub struct ReplStatus {
     pub changes_left: u64,
     /// Recent errors, oldest first.
     pub errors: Vec<String>,
+    /// The mean time from a write's send to its reply over the last second with replies, in milliseconds
+    /// (goxdcr's `wtavg_docs_latency`).
+    pub docs_latency_ms: f64,
 }
 
 impl ReplStatus {
@@ -81,6 +84,9 @@ struct Runner {
     migration: Option<MigrationRules>,
     /// Changes the filters left out this run.
     filtered: u64,
+    /// Replies since the last publication and their summed latency.
+    replies: u64,
+    latency_sum: Duration,
 }
 
 fn now(node: &Node) -> Duration {
@@ -147,6 +153,8 @@ impl Runner {
         let r = Runner {
             filters,
             migration,
+            replies: 0,
+            latency_sum: Duration::ZERO,
             filtered: 0,
             node,
             bucket,
@@ -233,7 +241,9 @@ impl Runner {
 
     fn on_report(&mut self, report: WriterReport) {
         match report {
-            WriterReport::Reply { generation, node, id, outcome } if generation == self.target.generation => {
+            WriterReport::Reply { generation, node, id, outcome, latency } if generation == self.target.generation => {
+                self.replies += 1;
+                self.latency_sum += latency;
                 self.handle(Event::Reply { node, id, outcome });
             }
             WriterReport::Down { generation, node } if generation == self.target.generation => {
@@ -498,8 +508,9 @@ impl Runner {
         });
     }
 
-    /// Copies the core's counts and the changes left into the status the REST layer reads.
-    fn publish(&self) {
+    /// Copies the core's counts, the changes left and the latency of the replies since the last call into the status
+    /// the REST layer reads.
+    fn publish(&mut self) {
         let mut left = 0u64;
         for &vb in self.reading.keys() {
             if let (Some(v), Some(through)) = (self.bucket.vbucket(VbId(vb)), self.core.through(vb)) {
@@ -508,8 +519,13 @@ impl Runner {
         }
         let s = self.core.stats();
         let b = self.base;
+        let latency_ms = (self.replies > 0).then(|| self.latency_sum.as_secs_f64() * 1000.0 / self.replies as f64);
+        (self.replies, self.latency_sum) = (0, Duration::ZERO);
         let mut st = self.status.lock();
         st.changes_left = left;
+        if let Some(ms) = latency_ms {
+            st.docs_latency_ms = ms;
+        }
         st.stats = Stats {
             changes_read: b.changes_read + s.changes_read,
             docs_written: b.docs_written + s.docs_written,
