@@ -17,7 +17,7 @@ mod dial;
 mod node_connections;
 
 pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
-pub use config::{vbucket_of, ClusterConfig};
+pub use config::{service_endpoints, vbucket_of, ClusterConfig};
 pub use connection::{ClientError, Connection, OwnedResponse, WithMetaWrite};
 pub use dial::dial;
 pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};

@@ -39,20 +39,12 @@ pub async fn cluster_uuid(hostname: &str, user: &str, password: &str) -> Result<
     pools["uuid"].as_str().map(str::to_owned).ok_or_else(|| format!("{hostname}/pools has no uuid"))
 }
 
-/// `host:port` of every KV service of the remote (nodes without a host of their own take the reference's).
+/// `host:port` of every KV service of the remote, read from its `nodesExt` as the client reads a bucket config
+/// (`settee_client::service_endpoints`; a node without a host of its own is the reference's host).
 pub async fn kv_seeds(hostname: &str, user: &str, password: &str) -> Result<Vec<String>, String> {
     let services = get_json(hostname, user, password, "/pools/default/nodeServices").await?;
     let default_host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h);
-    let seeds: Vec<String> = services["nodesExt"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| {
-            let port = n["services"]["kv"].as_u64()?;
-            let host = n["hostname"].as_str().filter(|h| !h.is_empty()).unwrap_or(default_host);
-            Some(format!("{host}:{port}"))
-        })
-        .collect();
+    let seeds = settee_client::service_endpoints(&services, "kv", default_host);
     if seeds.is_empty() {
         return Err(format!("{hostname} lists no KV service"));
     }

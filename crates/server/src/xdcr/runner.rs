@@ -4,13 +4,13 @@
 //! active vBuckets, so a replication scales with the source cluster and follows rebalance and failover: a vBucket
 //! that stops being active here is dropped, one that becomes active is read from this node's checkpoint.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use settee_cluster::MetaCommand;
-use settee_engine::VbState;
+use settee_engine::{Manifest, VbState};
 use settee_types::{limits::NUM_VBUCKETS, VbId};
 use settee_xdcr::{Change, Command, Event, Replicator, Settings, Stats};
 use tokio::sync::{mpsc, watch};
@@ -60,6 +60,33 @@ impl ReplStatus {
     }
 }
 
+/// The source bucket's collection names by id, rebuilt only when the manifest changes: the runner reads the
+/// manifest once per batch and looks each change's collection up here.
+#[derive(Default)]
+struct SourceNames {
+    uid: Option<u64>,
+    names: HashMap<u32, (String, String)>,
+}
+
+impl SourceNames {
+    fn refresh(&mut self, manifest: &Manifest) {
+        if self.uid == Some(manifest.uid) {
+            return;
+        }
+        self.names = manifest
+            .scopes
+            .iter()
+            .flat_map(|s| s.collections.iter().map(move |c| (c.uid, (s.name.clone(), c.name.clone()))))
+            .collect();
+        self.uid = Some(manifest.uid);
+    }
+
+    /// `(scope, collection)` of collection `id`; None for a dropped one.
+    fn get(&self, id: u32) -> Option<&(String, String)> {
+        self.names.get(&id)
+    }
+}
+
 struct Runner {
     node: Arc<Node>,
     bucket: Arc<BucketHandle>,
@@ -84,6 +111,7 @@ struct Runner {
     migration: Option<MigrationRules>,
     /// Changes the filters left out this run.
     filtered: u64,
+    source_names: SourceNames,
     /// Replies since the last publication and their summed latency.
     replies: u64,
     latency_sum: Duration,
@@ -153,6 +181,7 @@ impl Runner {
         let r = Runner {
             filters,
             migration,
+            source_names: SourceNames::default(),
             replies: 0,
             latency_sum: Duration::ZERO,
             filtered: 0,
@@ -381,7 +410,7 @@ impl Runner {
     /// Maps each change's collection to the target's (one copy per target collection in migration mode) and hands
     /// the pieces to the core; false (nothing handed) when the target cannot be asked.
     async fn deliver(&mut self, vb: u16, pieces: Vec<source::Piece>) -> bool {
-        let manifest = self.bucket.manifest();
+        self.source_names.refresh(&self.bucket.manifest());
         let mut mapped = Vec::with_capacity(pieces.len());
         for p in pieces {
             let mut changes = Vec::with_capacity(p.changes.len());
@@ -393,14 +422,10 @@ impl Runner {
                     self.filtered += 1;
                     continue; // Left out: the core never sees it, and its snapshot still ends where it did.
                 }
-                let Some((scope, collection)) = manifest
-                    .scopes
-                    .iter()
-                    .find_map(|s| s.collections.iter().find(|k| k.uid == c.collection).map(|k| (s, k)))
-                else {
+                let Some((scope, collection)) = self.source_names.get(c.collection) else {
                     continue; // A dropped collection's change.
                 };
-                let paths = self.target_paths(&c, &scope.name, &collection.name, doc.as_ref());
+                let paths = self.target_paths(&c, scope, collection, doc.as_ref());
                 let mut ids: Vec<u32> = Vec::with_capacity(paths.len());
                 for path in paths {
                     match self.target.collection_id(&path).await {
@@ -537,5 +562,29 @@ impl Runner {
             docs_filtered: b.docs_filtered + self.filtered,
             last_error: s.last_error.or(b.last_error),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves the collection names are read from the manifest once per manifest uid: a collection created later
+    /// is found after the manifest changed, and a lookup between changes does not need the manifest.
+    #[test]
+    fn source_names_are_rebuilt_only_when_the_manifest_changes() {
+        let mut m = Manifest::default();
+        let mut names = SourceNames::default();
+        names.refresh(&m);
+        assert_eq!(names.get(0), Some(&("_default".to_owned(), "_default".to_owned())));
+        m.create_scope("inventory").unwrap();
+        m.create_collection("inventory", "hotels", None, false).unwrap();
+        let id = m.scopes.iter().flat_map(|s| &s.collections).find(|c| c.name == "hotels").unwrap().uid;
+        assert_eq!(names.get(id), None, "not refreshed yet");
+        names.refresh(&m);
+        assert_eq!(names.get(id), Some(&("inventory".to_owned(), "hotels".to_owned())));
+        let before = names.uid;
+        names.refresh(&m);
+        assert_eq!(names.uid, before);
     }
 }
