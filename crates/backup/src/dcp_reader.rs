@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use settee_client::Connection;
+use settee_client::KvStream;
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
 use settee_mcbp::dcp::{encode_dcp_response, DcpControl, DcpOpen, DcpOpenFlags, StreamEndReason, StreamFlags};
 use settee_mcbp::{decode_leb128, decode_request, decode_response, Feature, Opcode};
 use settee_types::{FailoverLog, VbId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::error::BackupError;
 use crate::layout::{FileMeta, VbPosition};
@@ -91,6 +91,7 @@ pub(crate) async fn read_node(r: &NodeRead, tasks: Vec<VbTask>) -> Result<Vec<Vb
         }
         if !out.is_empty() {
             sock.write_all(&out).await?;
+            sock.flush().await?;
             out.clear();
         }
         if open_streams.is_empty() {
@@ -116,7 +117,7 @@ pub(crate) async fn read_node(r: &NodeRead, tasks: Vec<VbTask>) -> Result<Vec<Vb
 }
 
 /// Connects, authenticates, selects the bucket and opens a DCP producer with xattrs and delete times.
-async fn open(r: &NodeRead) -> Result<(TcpStream, Vec<u8>), BackupError> {
+async fn open(r: &NodeRead) -> Result<(KvStream, Vec<u8>), BackupError> {
     let features = [Feature::Collections, Feature::Xattr, Feature::Json];
     let mut c = Connection::connect(r.addr, &r.username, &r.password, Some(&r.bucket), &features).await?;
     let name = format!("settee-backup:{}:{}", r.bucket, std::process::id());

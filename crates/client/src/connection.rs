@@ -10,7 +10,9 @@ use settee_mcbp::{
 };
 use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+
+use crate::stream::KvStream;
+use crate::tls::TlsClient;
 
 /// A reply, owning its parts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,7 +64,7 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Two ways to use it: `call`/`send` write one request and wait for its reply (tests, bootstrap); `queue`, `flush`,
 /// `fill` and `next_response` pipeline many requests and decode their replies in place without copying (bench).
 pub struct Connection {
-    stream: TcpStream,
+    stream: KvStream,
     /// Received bytes live in `rbuf[rstart..rend]`; the rest of `rbuf` is zeroed space to read into.
     rbuf: Vec<u8>,
     rstart: usize,
@@ -84,8 +86,22 @@ impl Connection {
         addr: std::net::SocketAddr,
         source: Option<std::net::IpAddr>,
     ) -> Result<Connection, ClientError> {
-        let stream = crate::dial(addr, source).await?;
-        stream.set_nodelay(true)?;
+        Connection::connect_raw_with(addr, source, None).await
+    }
+
+    /// Connects without any handshake but TLS's when `tls` is given (the server's certificate checked against its
+    /// roots: a certificate they do not sign fails here), from `source` when one is given.
+    pub async fn connect_raw_with(
+        addr: std::net::SocketAddr,
+        source: Option<std::net::IpAddr>,
+        tls: Option<&TlsClient>,
+    ) -> Result<Connection, ClientError> {
+        let tcp = crate::dial(addr, source).await?;
+        tcp.set_nodelay(true)?;
+        let stream = match tls {
+            None => KvStream::Plain(tcp),
+            Some(tls) => KvStream::Tls(Box::new(tls.handshake(tcp, addr).await?)),
+        };
         Ok(Connection {
             stream,
             rbuf: vec![0; READ_BUFFER_BYTES],
@@ -119,7 +135,21 @@ impl Connection {
         bucket: Option<&str>,
         features: &[Feature],
     ) -> Result<Connection, ClientError> {
-        let mut c = Connection::connect_raw_from(addr, source).await?;
+        Connection::connect_with(addr, source, None, user, password, bucket, features).await
+    }
+
+    /// [`Connection::connect_from`] over TLS when `tls` is given (a node's replication connections when the
+    /// cluster encrypts node-to-node traffic).
+    pub async fn connect_with(
+        addr: std::net::SocketAddr,
+        source: Option<std::net::IpAddr>,
+        tls: Option<&TlsClient>,
+        user: &str,
+        password: &str,
+        bucket: Option<&str>,
+        features: &[Feature],
+    ) -> Result<Connection, ClientError> {
+        let mut c = Connection::connect_raw_with(addr, source, tls).await?;
         c.hello("settee-client", features).await?;
         c.sasl_plain(user, password).await?;
         if let Some(b) = bucket {
@@ -204,9 +234,15 @@ impl Connection {
         self.read_response().await
     }
 
-    /// Gives up the connection after its handshake: the socket and the bytes already read but not yet decoded, for
-    /// a caller that speaks a protocol this type does not (a DCP consumer reads requests from the server).
-    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+    /// Whether the connection runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
+    }
+
+    /// Gives up the connection after its handshake: the stream (plain or TLS) and the bytes already read but not yet
+    /// decoded, for a caller that speaks a protocol this type does not (a DCP consumer reads requests from the
+    /// server).
+    pub fn into_parts(self) -> (KvStream, Vec<u8>) {
         let unread = self.rbuf[self.rstart..self.rend].to_vec();
         (self.stream, unread)
     }
@@ -214,6 +250,7 @@ impl Connection {
     /// Writes bytes as they are (for tests that send malformed frames).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
         self.stream.write_all(bytes).await?;
+        self.stream.flush().await?;
         Ok(())
     }
 
@@ -280,6 +317,10 @@ impl Connection {
     pub async fn flush(&mut self) -> Result<(), ClientError> {
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await?;
+            if self.stream.is_tls() {
+                // rustls keeps encrypted bytes it could not write yet until flushed.
+                self.stream.flush().await?;
+            }
             self.wbuf.clear();
         }
         Ok(())

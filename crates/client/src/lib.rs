@@ -7,17 +7,23 @@
 //!   per KV node with vBucket routing from the config's `vBucketMap`, `serverList` and `nodesExt`
 //!   ([`ClusterConfig`]), reconciled with a new node list by [`Cluster::reconcile`].
 //! - [`dial`]: a TCP connection, optionally from a chosen local address (`Connection::connect_from`).
+//! - [`TlsClient`]: the CAs a TLS connection trusts (`Connection::connect_with`); the connection then runs over a
+//!   [`KvStream`], plain or TLS, which `into_parts` hands to callers that speak DCP themselves.
 //!
-//! It depends on the codec (`settee-mcbp`) and tokio only; it knows nothing of the server.
+//! It depends on the codec (`settee-mcbp`), tokio and rustls only; it knows nothing of the server.
 
 mod cluster;
 mod config;
 mod connection;
 mod dial;
 mod node_connections;
+mod stream;
+mod tls;
 
 pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
 pub use config::{service_endpoints, vbucket_of, ClusterConfig};
 pub use connection::{ClientError, Connection, OwnedResponse, WithMetaWrite};
 pub use dial::dial;
 pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};
+pub use stream::KvStream;
+pub use tls::{TlsClient, TlsSetupError};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use settee_client::Connection;
+use settee_client::{Connection, KvStream};
 use settee_dcp::{ConsumerAction, ConsumerEvent, ConsumerFlowControl, ConsumerStream, DcpItem};
 use settee_engine::{ChangeKind, DcpChange, EngineError, ItemSnapshot, ReplicaApply, VbState};
 use settee_mcbp::dcp::{encode_dcp_response, CloseStream, DcpControl, DcpOpen, DcpOpenFlags};
@@ -127,7 +127,7 @@ async fn stream_once(
 }
 
 /// Connects, authenticates and opens the DCP connection; returns the socket and what was read past the replies.
-async fn handshake(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(tokio::net::TcpStream, Vec<u8>)> {
+async fn handshake(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(KvStream, Vec<u8>)> {
     let features = [Feature::Collections, Feature::Xattr, Feature::Json];
     let mut c = Connection::connect_from(
         spec.source,
@@ -164,7 +164,7 @@ async fn stream(
     bucket: &BucketHandle,
     spec: &FeedSpec,
     vbuckets: &mut watch::Receiver<Vec<VbId>>,
-    mut sock: tokio::net::TcpStream,
+    mut sock: KvStream,
     unread: Vec<u8>,
 ) -> anyhow::Result<()> {
     let mut out = Vec::new();
@@ -269,8 +269,13 @@ async fn stream(
 }
 
 /// Writes to the producer within `limit`.
-async fn write(sock: &mut tokio::net::TcpStream, bytes: &[u8], limit: Duration) -> anyhow::Result<()> {
-    match tokio::time::timeout(limit, sock.write_all(bytes)).await {
+async fn write(sock: &mut KvStream, bytes: &[u8], limit: Duration) -> anyhow::Result<()> {
+    // The flush pushes out what TLS still buffers (a no-op on plain TCP).
+    let written = async {
+        sock.write_all(bytes).await?;
+        sock.flush().await
+    };
+    match tokio::time::timeout(limit, written).await {
         Ok(written) => Ok(written?),
         Err(_) => {
             tracing::warn!(

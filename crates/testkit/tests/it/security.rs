@@ -281,7 +281,7 @@ async fn a_stalled_large_frame_is_closed_and_its_budget_freed() {
 }
 
 /// Reads raw frames (DCP messages are requests from the server) until a STREAM_END; returns how many mutations came.
-async fn read_stream_to_its_end(stream: &mut tokio::net::TcpStream, mut buf: Vec<u8>) -> usize {
+async fn read_stream_to_its_end(stream: &mut settee_client::KvStream, mut buf: Vec<u8>) -> usize {
     use tokio::io::AsyncReadExt;
     let mut mutations = 0;
     loop {

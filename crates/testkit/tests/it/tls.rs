@@ -282,3 +282,42 @@ async fn kv_tls_port_accepts_clients_offering_other_alpn_protocols() {
     assert_eq!(mgmt.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
     node.stop().await;
 }
+
+/// Proves settee's own client runs a whole KV session over the TLS port (HELLO, SASL, SELECT_BUCKET, a pipelined
+/// SET then GET) when it trusts the node's CA, hands the TLS stream on with `into_parts` (a NOOP answered through
+/// it), and fails the handshake when it trusts another CA, before sending anything.
+#[tokio::test]
+async fn client_connection_runs_over_tls_and_refuses_a_server_another_ca_signed() {
+    use settee_client::{ClientError, Connection, KvStream, TlsClient};
+    let node = TestNode::start_with(tls_on).await;
+    let kv = node.running.kv_tls_addr.unwrap();
+    let trusted = TlsClient::with_roots_pem(&node.running.node.tls.ca_pem()).expect("the node's CA");
+    let mut c = Connection::connect_with(kv, None, Some(&trusted), ADMIN, PASSWORD, Some("default"), &[])
+        .await
+        .expect("a TLS session");
+    assert!(c.is_tls());
+    c.queue(&Request { vbucket: vb(b"k"), ..req(0x01, b"k", &[0; 8], b"\"via client\"") });
+    c.queue(&Request { vbucket: vb(b"k"), ..req(0x00, b"k", &[], &[]) });
+    c.flush().await.expect("flush");
+    let (set, get) = (c.read_response().await.expect("SET"), c.read_response().await.expect("GET"));
+    assert_eq!((set.status, get.status, get.value), (0, 0, b"\"via client\"".to_vec()));
+    let (mut stream, unread) = c.into_parts();
+    assert!(unread.is_empty() && matches!(stream, KvStream::Tls(_)));
+    let mut noop = Vec::new();
+    encode_request(&mut noop, &Request { opaque: 77, ..req(0x0a, b"", &[], &[]) });
+    stream.write_all(&noop).await.expect("write");
+    stream.flush().await.expect("flush");
+    let mut head = [0u8; 24];
+    stream.read_exact(&mut head).await.expect("the NOOP reply");
+    assert_eq!((head[1], &head[12..16]), (0x0a, &77u32.to_be_bytes()[..]));
+
+    let (foreign, _, _) = foreign_ca_and_cert();
+    let wrong = TlsClient::with_roots_pem(&foreign).expect("a CA");
+    let refused = Connection::connect_with(kv, None, Some(&wrong), ADMIN, PASSWORD, None, &[]).await;
+    assert!(
+        matches!(&refused, Err(ClientError::Io(e)) if e.to_string().contains("invalid peer certificate")),
+        "{:?}",
+        refused.err()
+    );
+    node.stop().await;
+}
