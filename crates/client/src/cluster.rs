@@ -10,6 +10,7 @@ use settee_mcbp::{Feature, Opcode};
 use crate::config::ClusterConfig;
 use crate::connection::{ClientError, Connection};
 use crate::node_connections::{NodeConnections, Reconciled};
+use crate::tls::TlsClient;
 
 /// How long opening a connection to a node that joined the map may take (connect, HELLO, SASL, SELECT_BUCKET)
 /// before it counts as unreachable.
@@ -68,9 +69,19 @@ impl Cluster {
     /// Bootstraps from the first of `seeds` (`host:port` of a KV service) that answers, returning the cluster and
     /// the handshaken connection to that seed.
     pub async fn bootstrap(seeds: &[String], options: BootstrapOptions) -> Result<(Cluster, Connection), ClientError> {
+        Cluster::bootstrap_with(seeds, options, None).await
+    }
+
+    /// [`Cluster::bootstrap`] over TLS when `tls` is given (`seeds` are then TLS ports). The config's `kv_nodes`
+    /// stay the plain endpoints the bucket config names; a TLS client maps them to the nodes' TLS ports.
+    pub async fn bootstrap_with(
+        seeds: &[String],
+        options: BootstrapOptions,
+        tls: Option<&TlsClient>,
+    ) -> Result<(Cluster, Connection), ClientError> {
         let mut last = ClientError::Config("no seed nodes".into());
         for seed in seeds {
-            match Cluster::bootstrap_one(seed, &options).await {
+            match Cluster::bootstrap_one(seed, &options, tls).await {
                 Ok(found) => return Ok(found),
                 Err(e) => last = e,
             }
@@ -78,8 +89,12 @@ impl Cluster {
         Err(last)
     }
 
-    async fn bootstrap_one(seed: &str, options: &BootstrapOptions) -> Result<(Cluster, Connection), ClientError> {
-        let mut conn = handshake(seed, options).await?;
+    async fn bootstrap_one(
+        seed: &str,
+        options: &BootstrapOptions,
+        tls: Option<&TlsClient>,
+    ) -> Result<(Cluster, Connection), ClientError> {
+        let mut conn = handshake(seed, options, tls).await?;
         let r = conn.call(Opcode::GetClusterConfig as u8, &[], &[], &[], 0, 0).await?;
         if r.status != 0 {
             return Err(ClientError::Status { what: "GET_CLUSTER_CONFIG", status: r.status });
@@ -117,7 +132,7 @@ impl Cluster {
     pub async fn connect_all(&self) -> Result<NodeConnections, ClientError> {
         let mut conns = Vec::with_capacity(self.config.kv_nodes.len());
         for node in &self.config.kv_nodes {
-            conns.push(Some(handshake(node, &self.options).await?));
+            conns.push(Some(handshake(node, &self.options, None).await?));
         }
         Ok(NodeConnections::new(conns, self.config.clone()))
     }
@@ -129,7 +144,7 @@ impl Cluster {
     pub async fn reconcile(&self, nodes: &mut NodeConnections) -> Reconciled {
         let mut opened = Vec::new();
         for (index, addr) in nodes.to_open(&self.config) {
-            let attempt = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(addr, &self.options)).await {
+            let attempt = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(addr, &self.options, None)).await {
                 Ok(r) => r,
                 Err(_) => Err(ClientError::Io(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -153,9 +168,9 @@ impl Cluster {
 }
 
 /// Opens a connection to `host:port` and runs HELLO, SASL PLAIN and SELECT_BUCKET.
-async fn handshake(addr: &str, options: &BootstrapOptions) -> Result<Connection, ClientError> {
+async fn handshake(addr: &str, options: &BootstrapOptions, tls: Option<&TlsClient>) -> Result<Connection, ClientError> {
     let sock = resolve(addr).await?;
-    let mut conn = Connection::connect_raw(sock).await?;
+    let mut conn = Connection::connect_raw_with(sock, None, tls).await?;
     conn.hello(&options.agent, &options.features).await?;
     conn.sasl_plain(&options.user, &options.password).await?;
     conn.select_bucket(&options.bucket).await?;

@@ -84,14 +84,20 @@ pub fn vbucket_of(key: &[u8], num_vbuckets: u16) -> u16 {
 /// `$HOST`) is `seed_host`, the host the document came from.
 pub fn service_endpoints(v: &Value, service: &str, seed_host: &str) -> Vec<String> {
     let Some(nodes) = v["nodesExt"].as_array() else { return Vec::new() };
-    nodes
-        .iter()
-        .filter_map(|n| {
-            let port = n["services"][service].as_u64()?;
-            let host = n["hostname"].as_str().filter(|h| !h.is_empty()).unwrap_or("$HOST");
-            Some(host_port(&substitute(host, seed_host), port))
-        })
-        .collect()
+    nodes.iter().filter_map(|n| node_endpoint(n, service, seed_host)).collect()
+}
+
+/// For each node of `nodesExt` that lists both services, its (`from`, `to`) endpoints, in `nodesExt` order: how a
+/// client finds a node's TLS port (`kvSSL`) from the plain one (`kv`) a bucket config's map names.
+pub fn service_endpoint_pairs(v: &Value, from: &str, to: &str, seed_host: &str) -> Vec<(String, String)> {
+    let Some(nodes) = v["nodesExt"].as_array() else { return Vec::new() };
+    nodes.iter().filter_map(|n| Some((node_endpoint(n, from, seed_host)?, node_endpoint(n, to, seed_host)?))).collect()
+}
+
+fn node_endpoint(n: &Value, service: &str, seed_host: &str) -> Option<String> {
+    let port = n["services"][service].as_u64()?;
+    let host = n["hostname"].as_str().filter(|h| !h.is_empty()).unwrap_or("$HOST");
+    Some(host_port(&substitute(host, seed_host), port))
 }
 
 /// The KV endpoints in `serverList` order (the order `vBucketMap` indexes), each confirmed against `nodesExt` when
@@ -185,6 +191,7 @@ mod tests {
         .unwrap();
         assert_eq!(service_endpoints(&v, "kv", "h"), ["h:11210", "10.0.0.2:11999"]);
         assert_eq!(service_endpoints(&v, "kvSSL", "h"), ["h:11207"]);
+        assert_eq!(service_endpoint_pairs(&v, "kv", "kvSSL", "h"), [("h:11210".to_owned(), "h:11207".to_owned())]);
     }
 
     /// The query endpoints are the nodes whose nodesExt entry lists n1ql, in nodesExt order, with `$HOST`

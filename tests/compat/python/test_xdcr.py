@@ -16,7 +16,7 @@ import couchbase.subdocument as SD
 
 from conditions import wait_until
 from sdk_connect import connect
-from settee_server import PASSWORD, USERNAME, SetteeServer, new_server
+from settee_server import PASSWORD, USERNAME, SetteeServer, new_server, new_tls_server
 from test_backup import _upsert_ok, snapshot, start
 from test_cluster import rest
 
@@ -193,6 +193,56 @@ def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
         assert checked and float(checked[0].rsplit(" ", 1)[1]) >= 50, checked
         assert any(line.startswith("xdcr_wtavg_docs_latency_seconds{") for line in text.splitlines())
         ca.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
+    """Issue 19: `demandEncryption=1` with the remote's CA as `certificate` (`encryptionType` full by default, as
+    goxdcr): the reference is validated over the remote's TLS management port (found through its
+    `/nodes/self/xdcrSSLPorts`), a CA that did not sign the remote's certificate is refused when the reference is
+    made with goxdcr's "Invalid remote cluster", a missing certificate names its field, and the replication's
+    bootstrap and writes go to the target's TLS KV port (`kvSSL`)."""
+    a = new_tls_server(tmp_path / "a").start()
+    b = new_tls_server(tmp_path / "b").start()
+    try:
+        status, ca_b = rest(b, "GET", "/pools/default/certificate")
+        assert status == 200 and ca_b.startswith("-----BEGIN CERTIFICATE-----"), ca_b
+        status, ca_a = rest(a, "GET", "/pools/default/certificate")
+        assert status == 200 and ca_a != ca_b, "each node generated its own CA"
+        form = {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD,
+                "demandEncryption": "1"}
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form)
+        assert status == 400 and "certificate must be given" in body["errors"]["certificate"], body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_a})
+        assert status == 400 and body["errors"]["_"].startswith("Invalid remote cluster."), body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"encryptionType": "half",
+                                                                             "certificate": ca_b})
+        assert status == 400 and "encryptionType" in body["errors"], body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_b})
+        assert status == 200, body
+        assert body["demandEncryption"] is True and body["secureType"] == "full", body
+        status, remotes = rest(a, "GET", "/pools/default/remoteClusters")
+        assert remotes[0]["encryptionType"] == "full" and remotes[0]["certificate"].strip() == ca_b.strip()
+
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
+                             "replicationType": "continuous"})
+        assert status == 200, body
+        rid = body["id"]
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        for i in range(20):
+            ka.upsert(f"tls-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=20)
+        keys = [f"tls-{i}" for i in range(20)]
+        assert snapshot(ka, keys) == snapshot(kb, keys)
+        assert not task(a, rid)["errors"], task(a, rid)
+        ca.close()
+        cb.close()
     finally:
         a.stop()
         b.stop()

@@ -15,6 +15,32 @@ pub struct RemoteCluster {
     pub username: String,
     /// Kept as given: the replicator authenticates with it (see docs/compat.md, XDCR).
     pub password: String,
+    /// `demandEncryption=1` with `encryptionType=full`: everything to the remote over TLS, trusting this CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<RemoteTls>,
+}
+
+/// Full encryption to a remote cluster: its CA (`certificate`, PEM) and its TLS management address, learned from
+/// its `/nodes/self/xdcrSSLPorts` when the reference was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteTls {
+    pub certificate: String,
+    /// `host:port` of the remote's HTTPS management service.
+    pub mgmt_tls: String,
+}
+
+impl RemoteTls {
+    /// The TLS client that trusts the remote's CA; the certificate is checked for the host dialled (its name, or
+    /// its address when the reference names an IP address).
+    pub fn client(&self, hostname: &str) -> Result<settee_client::TlsClient, String> {
+        let client = settee_client::TlsClient::with_roots_pem(&self.certificate).map_err(|e| e.to_string())?;
+        let host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h).trim_matches(['[', ']']);
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            Ok(client)
+        } else {
+            client.with_server_name(host).map_err(|e| e.to_string())
+        }
+    }
 }
 
 impl RemoteCluster {
@@ -25,8 +51,10 @@ impl RemoteCluster {
             "deleted": false,
             "hostname": self.hostname,
             "name": name,
-            "secureType": "none",
-            "demandEncryption": false,
+            "secureType": if self.encryption.is_some() { "full" } else { "none" },
+            "demandEncryption": self.encryption.is_some(),
+            "encryptionType": if self.encryption.is_some() { "full" } else { "" },
+            "certificate": self.encryption.as_ref().map_or("", |t| t.certificate.as_str()),
             "uri": format!("/pools/default/remoteClusters/{name}"),
             "username": self.username,
             "uuid": self.uuid,
@@ -369,6 +397,7 @@ mod tests {
                 hostname: "h:1".into(),
                 username: "a".into(),
                 password: "p".into(),
+                encryption: None,
             }],
             replications: vec![Replication {
                 id: Replication::id_of("u", "a", "b"),
