@@ -278,3 +278,35 @@ pub(crate) async fn cancel(
     tracing::info!(replication = %id, "xdcr replication cancelled");
     Ok(StatusCode::OK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The form field a 400 names.
+    fn field_of(e: RestError) -> String {
+        match e {
+            RestError::Json(StatusCode::BAD_REQUEST, body) => {
+                body["errors"].as_object().and_then(|m| m.keys().next().cloned()).unwrap_or_default()
+            }
+            _ => panic!("not a field error"),
+        }
+    }
+
+    /// Proves the encryption fields are read as goxdcr reads them: none by default, demandEncryption meaning full
+    /// unless encryptionType says otherwise, secureType winning, a certificate required by full and refused by
+    /// none, half refused.
+    #[test]
+    fn encryption_is_full_when_demanded_and_needs_a_certificate() {
+        let form = |body: &str| Form::parse(body.as_bytes());
+        assert_eq!(encryption_of(&form("name=a")).unwrap(), None);
+        assert_eq!(encryption_of(&form("demandEncryption=1&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
+        assert_eq!(encryption_of(&form("secureType=full&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
+        assert_eq!(field_of(encryption_of(&form("demandEncryption=1")).unwrap_err()), "certificate");
+        assert_eq!(field_of(encryption_of(&form("certificate=PEM")).unwrap_err()), "certificate");
+        let half = form("demandEncryption=true&encryptionType=half&certificate=PEM");
+        assert_eq!(field_of(encryption_of(&half).unwrap_err()), "encryptionType");
+        let overridden = form("secureType=none&demandEncryption=1");
+        assert_eq!(encryption_of(&overridden).unwrap(), None, "secureType wins");
+    }
+}
