@@ -69,6 +69,8 @@ pub enum ConfigChange {
 impl Cluster {
     /// Bootstraps from the first of `seeds` (`host:port` of a KV service) that answers, returning the cluster and
     /// the handshaken connection to that seed.
+    /// With `options.tls` the seeds are TLS ports; the config's `kv_nodes` stay the plain endpoints the bucket
+    /// config names, and every node is dialled on its TLS port (`ClusterConfig::dial_addr`).
     pub async fn bootstrap(seeds: &[String], options: BootstrapOptions) -> Result<(Cluster, Connection), ClientError> {
         let mut last = ClientError::Config("no seed nodes".into());
         for seed in seeds {

@@ -96,17 +96,25 @@ pub fn vbucket_of(key: &[u8], num_vbuckets: u16) -> u16 {
     (((crc >> 16) & 0x7fff) % u32::from(num_vbuckets.max(1))) as u16
 }
 
-/// The endpoints of `service` (a `nodesExt[].services` key such as `n1ql`) in `nodesExt` order.
-fn service_endpoints(v: &Value, service: &str, seed_host: &str) -> Vec<String> {
+/// The endpoints (`host:port`) of `service` (a `nodesExt[].services` key such as `kv`, `kvSSL` or `n1ql`) in
+/// `nodesExt` order, from a bucket config or `/pools/default/nodeServices`; a node without a hostname (or with
+/// `$HOST`) is `seed_host`, the host the document came from.
+pub fn service_endpoints(v: &Value, service: &str, seed_host: &str) -> Vec<String> {
     let Some(nodes) = v["nodesExt"].as_array() else { return Vec::new() };
-    nodes
-        .iter()
-        .filter_map(|n| {
-            let port = n["services"][service].as_u64()?;
-            let host = n["hostname"].as_str().unwrap_or("$HOST");
-            Some(host_port(&substitute(host, seed_host), port))
-        })
-        .collect()
+    nodes.iter().filter_map(|n| node_endpoint(n, service, seed_host)).collect()
+}
+
+/// For each node of `nodesExt` that lists both services, its (`from`, `to`) endpoints, in `nodesExt` order: how a
+/// client finds a node's TLS port (`kvSSL`) from the plain one (`kv`) a bucket config's map names.
+pub fn service_endpoint_pairs(v: &Value, from: &str, to: &str, seed_host: &str) -> Vec<(String, String)> {
+    let Some(nodes) = v["nodesExt"].as_array() else { return Vec::new() };
+    nodes.iter().filter_map(|n| Some((node_endpoint(n, from, seed_host)?, node_endpoint(n, to, seed_host)?))).collect()
+}
+
+fn node_endpoint(n: &Value, service: &str, seed_host: &str) -> Option<String> {
+    let port = n["services"][service].as_u64()?;
+    let host = n["hostname"].as_str().filter(|h| !h.is_empty()).unwrap_or("$HOST");
+    Some(host_port(&substitute(host, seed_host), port))
 }
 
 /// The `kvSSL` endpoint of the `nodesExt` entry whose `kv` endpoint is `kv` (`host:port`).
@@ -196,6 +204,20 @@ mod tests {
         assert!(c.query_nodes.is_empty(), "no node lists n1ql");
         let c = ClusterConfig::parse(&body, "::1").unwrap();
         assert_eq!(c.kv_nodes, ["[::1]:11210"]);
+    }
+
+    /// `/pools/default/nodeServices` (what XDCR reads of a remote cluster) gives its KV endpoints the same way; an
+    /// empty hostname is the seed host too.
+    #[test]
+    fn node_services_give_their_service_endpoints() {
+        let v: Value = serde_json::from_str(
+            r#"{"rev":3,"nodesExt":[{"hostname":"","services":{"kv":11210,"kvSSL":11207}},
+                {"hostname":"10.0.0.2","services":{"kv":11999,"mgmt":8091}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(service_endpoints(&v, "kv", "h"), ["h:11210", "10.0.0.2:11999"]);
+        assert_eq!(service_endpoints(&v, "kvSSL", "h"), ["h:11207"]);
+        assert_eq!(service_endpoint_pairs(&v, "kv", "kvSSL", "h"), [("h:11210".to_owned(), "h:11207".to_owned())]);
     }
 
     /// The query endpoints are the nodes whose nodesExt entry lists n1ql, in nodesExt order, with `$HOST`

@@ -42,7 +42,10 @@ impl Tier {
     }
 }
 
-/// A series: a bucket (empty for node-wide ones) and a statistic's Couchbase name.
+/// A series: a bucket (empty for node-wide ones) and a statistic's Couchbase name. A statistics section other
+/// than a bucket's starts with `@` (Couchbase's `@xdcr-<bucket>`); a key under a section names its item after a
+/// `/` (`@xdcr-<bucket>/replications/<uuid>/<source>/<target>`), and its series is read as
+/// `<item>/<statistic>`, as Couchbase names XDCR's per-replication statistics.
 pub type SeriesKey = (String, &'static str);
 
 /// One tier's samples: the times, and per series one value per time (NaN where the series had none).
@@ -59,7 +62,7 @@ struct TierData {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Samples {
     pub times: Vec<u64>,
-    pub series: BTreeMap<&'static str, Vec<Option<f64>>>,
+    pub series: BTreeMap<String, Vec<Option<f64>>>,
 }
 
 /// How a reader shows a sampled statistic.
@@ -71,6 +74,8 @@ pub enum Shown {
     Rate,
     /// A percentage: averaged, not summed, across nodes.
     Ratio,
+    /// A mean (a latency): averaged, not summed, across nodes.
+    Average,
 }
 
 /// The statistics sampled for every bucket (and `curr_connections` for the node), under Couchbase's names.
@@ -109,9 +114,29 @@ pub const STATS: &[(&str, Shown)] = &[
     ("ep_resident_items_rate", Shown::Ratio),
 ];
 
-/// How `name` is shown (a name outside [`STATS`] as a gauge).
+/// The statistics sampled for every replication this node runs (section `@xdcr-<source bucket>`), under the
+/// names ns_server gives them (`replications/<uuid>/<source>/<target>/<name>`; Prometheus `xdcr_<name>_total`),
+/// and `replication_changes_left`, the bucket's sum. The counts are running totals shown as they are, as Couchbase
+/// shows them; `rate_*` are the same totals shown per second.
+pub const XDCR_STATS: &[(&str, Shown)] = &[
+    ("changes_left", Shown::Gauge),
+    ("docs_checked", Shown::Gauge),
+    ("docs_received_from_dcp", Shown::Gauge),
+    ("docs_written", Shown::Gauge),
+    ("docs_filtered", Shown::Gauge),
+    ("docs_failed_cr_source", Shown::Gauge),
+    ("num_checkpoints", Shown::Gauge),
+    ("rate_replicated", Shown::Rate),
+    ("rate_received_from_dcp", Shown::Rate),
+    ("wtavg_docs_latency", Shown::Average),
+    ("replication_changes_left", Shown::Gauge),
+];
+
+/// How `name` is shown (a name outside [`STATS`] and [`XDCR_STATS`] as a gauge); a section's `<item>/<stat>` by
+/// its statistic.
 pub fn shown(name: &str) -> Shown {
-    STATS.iter().find(|(n, _)| *n == name).map_or(Shown::Gauge, |(_, s)| *s)
+    let stat = name.rsplit('/').next().unwrap_or(name);
+    STATS.iter().chain(XDCR_STATS).find(|(n, _)| *n == stat).map_or(Shown::Gauge, |(_, s)| *s)
 }
 
 #[derive(Default)]
@@ -170,17 +195,23 @@ impl History {
         column.iter().rev().find(|v| !v.is_nan()).map(|v| f64::from(*v))
     }
 
-    /// `bucket`'s series (and the node-wide ones, bucket "") in `tier`, from the samples after `since_ms`.
+    /// `bucket`'s series (and the node-wide ones, bucket "", for a bucket) in `tier`, from the samples after
+    /// `since_ms`; for a section (`@...`) also its items' series, named `<item>/<statistic>`.
     pub fn samples(&self, tier: Tier, bucket: &str, since_ms: Option<u64>) -> Samples {
         let Some(at) = TIERS.iter().position(|t| *t == tier) else { return Samples::default() };
         let data = &self.tiers[at];
         let skip = since_ms.map_or(0, |since| data.times.iter().take_while(|t| **t <= since).count());
         let mut out = Samples { times: data.times.iter().skip(skip).copied().collect(), ..Samples::default() };
+        let section = bucket.starts_with('@');
         for ((b, name), column) in &data.series {
-            if b.is_empty() || b == bucket {
-                let values = column.iter().skip(skip).map(|v| (!v.is_nan()).then_some(f64::from(*v))).collect();
-                out.series.insert(*name, values);
-            }
+            let item = b.strip_prefix(bucket).and_then(|rest| rest.strip_prefix('/')).filter(|_| section);
+            let name = match item {
+                Some(item) => format!("{item}/{name}"),
+                None if b == bucket || (b.is_empty() && !section) => (*name).to_owned(),
+                None => continue,
+            };
+            let values = column.iter().skip(skip).map(|v| (!v.is_nan()).then_some(f64::from(*v))).collect();
+            out.series.insert(name, values);
         }
         out
     }
@@ -231,6 +262,31 @@ mod tests {
             h.record(s * 1_000, &values(&[("b", "mem_used", s as f64)]));
         }
         assert!(!h.samples(TIERS[0], "a", None).series.contains_key("mem_used"), "bucket a's series is gone");
+    }
+
+    /// A section (`@xdcr-<bucket>`) reads its own series and its items' as `<item>/<stat>`, not the node-wide
+    /// ones nor another section's; a bucket does not read its section's; a section item's statistic is shown by
+    /// its last name.
+    #[test]
+    fn a_section_reads_its_items_series_under_their_names() {
+        let mut h = History::default();
+        let item = "@xdcr-b/replications/u/b/t";
+        h.record(
+            1_000,
+            &values(&[
+                (item, "docs_written", 4.0),
+                ("@xdcr-b", "replication_changes_left", 2.0),
+                ("@xdcr-bb/replications/u/bb/t", "docs_written", 9.0),
+                ("b", "curr_items", 1.0),
+                ("", "curr_connections", 5.0),
+            ]),
+        );
+        let section = h.samples(TIERS[0], "@xdcr-b", None);
+        let names: Vec<&str> = section.series.keys().map(String::as_str).collect();
+        assert_eq!(names, ["replication_changes_left", "replications/u/b/t/docs_written"]);
+        assert!(!h.samples(TIERS[0], "b", None).series.keys().any(|n| n.contains("docs_written")));
+        assert_eq!(shown("replications/u/b/t/rate_replicated"), Shown::Rate);
+        assert_eq!(shown("replications/u/b/t/wtavg_docs_latency"), Shown::Average);
     }
 
     /// Running totals read as per-second rates; gauges as sampled; a reset (restart) reads as absent.

@@ -82,7 +82,37 @@ pub(crate) fn sample(node: &Node, resident: &BTreeMap<String, f64>) -> BTreeMap<
     for b in node.buckets() {
         bucket_sample(&mut out, &b, resident.get(&b.name()).copied());
     }
+    xdcr_sample(&mut out, node);
     out
+}
+
+/// The counts of every replication running on this node, in section `@xdcr-<source bucket>`
+/// (`stats_history::XDCR_STATS`), and each section's `replication_changes_left`.
+fn xdcr_sample(out: &mut BTreeMap<SeriesKey, f64>, node: &Node) {
+    for (r, st) in node.xdcr.statuses(node) {
+        if !st.running {
+            continue;
+        }
+        let section = format!("@xdcr-{}", r.source_bucket);
+        let item = format!("{section}/replications/{}/{}/{}", r.remote_uuid, r.source_bucket, r.target_bucket);
+        let s = st.stats;
+        let values: [(&'static str, f64); 10] = [
+            ("changes_left", st.changes_left as f64),
+            ("docs_checked", s.changes_read as f64),
+            ("docs_received_from_dcp", s.changes_read as f64),
+            ("docs_written", s.docs_written as f64),
+            ("docs_filtered", s.docs_filtered as f64),
+            ("docs_failed_cr_source", s.docs_failed_cr as f64),
+            ("num_checkpoints", s.checkpoints as f64),
+            ("rate_replicated", s.docs_written as f64),
+            ("rate_received_from_dcp", s.changes_read as f64),
+            ("wtavg_docs_latency", st.docs_latency_ms),
+        ];
+        for (stat, value) in values {
+            out.insert((item.clone(), stat), value);
+        }
+        *out.entry((section, "replication_changes_left")).or_insert(0.0) += st.changes_left as f64;
+    }
 }
 
 fn bucket_sample(out: &mut BTreeMap<SeriesKey, f64>, b: &BucketHandle, resident: Option<f64>) {

@@ -338,3 +338,31 @@ fn a_checkpoint_offered_from_another_node_is_kept_when_it_is_ahead() {
     started(&mut r, 2);
     assert_eq!(r.take_commands(), vec![Command::Read { vb: 1, from: 40 }, Command::Read { vb: 2, from: 5 }]);
 }
+
+#[test]
+fn a_change_copied_to_two_collections_is_through_only_when_both_copies_are_on_the_target() {
+    // Proves the collections migration mode's fan-out: a change delivered twice with the same seqno (once per
+    // target collection) is two writes, and the checkpoint passes it only after the second acknowledgement; a
+    // copy of a change that is already settled, or of an older one, is still refused as out of order.
+    let mut r = ready();
+    r.handle(T0, Event::Snapshot { vb: 0, start: 1, end: 1 }).unwrap();
+    let first = Change { collection: 8, ..change("a", 1) };
+    let second = Change { collection: 9, ..change("a", 1) };
+    r.handle(T0, Event::Change { vb: 0, change: first }).unwrap();
+    r.handle(T0, Event::Change { vb: 0, change: second }).unwrap();
+    r.handle(T0, Event::SnapshotDone { vb: 0 }).unwrap();
+    let sent: Vec<(usize, u64)> =
+        sends(&r.take_commands()).into_iter().flat_map(|(n, ids)| ids.into_iter().map(move |i| (n, i))).collect();
+    assert_eq!(sent.len(), 2, "one write per target collection");
+    r.handle(T0, Event::Reply { node: sent[0].0, id: sent[0].1, outcome: Outcome::Success }).unwrap();
+    assert_eq!(r.through(0), Some(0), "one copy still in flight");
+    r.handle(T0, Event::Reply { node: sent[1].0, id: sent[1].1, outcome: Outcome::LostConflict }).unwrap();
+    assert_eq!(r.through(0), Some(1));
+    assert_eq!(r.stats().docs_written, 1);
+    r.handle(T0, Event::Snapshot { vb: 0, start: 2, end: 2 }).unwrap();
+    assert_eq!(
+        r.handle(T0, Event::Change { vb: 0, change: change("a", 1) }),
+        Err(XdcrError::OutOfOrder { vb: 0, seqno: 1, after: 1 }),
+        "the change at seqno 1 is settled: no copy of it can follow"
+    );
+}

@@ -1,7 +1,7 @@
 //! Where the replication of one source vBucket stands: the history it reads, what was delivered, which changes
 //! the target has not acknowledged yet, and so the *through* seqno a checkpoint may record.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::error::XdcrError;
 
@@ -13,15 +13,16 @@ pub(crate) struct VbProgress {
     /// The highest seqno delivered: the last change, or the end of the last snapshot delivered whole.
     delivered: u64,
     snapshot: Option<(u64, u64)>,
-    /// Seqnos of changes not yet acknowledged by the target.
-    pending: BTreeSet<u64>,
+    /// Seqnos of changes not yet acknowledged by the target, with how many writes of each are outstanding (a
+    /// change copied to several target collections, as the collections migration mode does, is several writes).
+    pending: BTreeMap<u64, u32>,
     /// The through seqno of the last checkpoint saved.
     pub(crate) saved: u64,
 }
 
 impl VbProgress {
     pub(crate) fn new(vbuuid: u64, epoch: u64, from: u64) -> VbProgress {
-        VbProgress { vbuuid, epoch, delivered: from, snapshot: None, pending: BTreeSet::new(), saved: from }
+        VbProgress { vbuuid, epoch, delivered: from, snapshot: None, pending: BTreeMap::new(), saved: from }
     }
 
     pub(crate) fn on_snapshot(&mut self, vb: u16, start: u64, end: u64) -> Result<(), XdcrError> {
@@ -32,8 +33,15 @@ impl VbProgress {
         Ok(())
     }
 
-    /// Records a delivered change at `seqno`, which must follow everything delivered and lie in the snapshot.
+    /// Records a delivered change at `seqno`, which must follow everything delivered and lie in the snapshot, or
+    /// be a further copy of the change just delivered (still unacknowledged, same seqno).
     pub(crate) fn on_change(&mut self, vb: u16, seqno: u64) -> Result<(), XdcrError> {
+        if seqno == self.delivered {
+            if let Some(copies) = self.pending.get_mut(&seqno) {
+                *copies += 1;
+                return Ok(());
+            }
+        }
         if seqno <= self.delivered {
             return Err(XdcrError::OutOfOrder { vb, seqno, after: self.delivered });
         }
@@ -43,7 +51,7 @@ impl VbProgress {
             }
         }
         self.delivered = seqno;
-        self.pending.insert(seqno);
+        self.pending.insert(seqno, 1);
         Ok(())
     }
 
@@ -53,14 +61,19 @@ impl VbProgress {
         }
     }
 
-    /// The target acknowledged (or conflict resolution settled) the change at `seqno`.
+    /// The target acknowledged (or conflict resolution settled) one write of the change at `seqno`.
     pub(crate) fn on_settled(&mut self, seqno: u64) {
-        self.pending.remove(&seqno);
+        if let Some(copies) = self.pending.get_mut(&seqno) {
+            *copies -= 1;
+            if *copies == 0 {
+                self.pending.remove(&seqno);
+            }
+        }
     }
 
     /// Every change at or below this seqno is on the target.
     pub(crate) fn through(&self) -> u64 {
-        match self.pending.first() {
+        match self.pending.keys().next() {
             Some(&oldest) => oldest - 1,
             None => self.delivered,
         }

@@ -16,7 +16,7 @@ import couchbase.subdocument as SD
 
 from conditions import wait_until
 from sdk_connect import connect
-from settee_server import PASSWORD, USERNAME, SetteeServer, new_server
+from settee_server import PASSWORD, USERNAME, SetteeServer, new_server, new_tls_server
 from test_backup import _upsert_ok, snapshot, start
 from test_cluster import rest
 
@@ -143,6 +143,109 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
     finally:
         src.stop()
         dst.stop()
+
+
+def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
+    """Issue 19: XDCR's statistics where Couchbase 7 serves them after a replication: the bucket's XDCR section
+    `/pools/default/buckets/@xdcr-<bucket>/stats` with ns_server's names (`replications/<uuid>/<source>/<target>/
+    docs_written`, `changes_left`, `wtavg_docs_latency` in ms, `replication_changes_left`), the statistics API
+    `/pools/default/stats/range/xdcr_*` with goxdcr's labels, and `/metrics` (`xdcr_docs_checked_total`,
+    `xdcr_wtavg_docs_latency_seconds`)."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        rid = replicate(a, b, "to-b")
+        uuid = rid.split("/")[0]
+        ca = connect(a)
+        ca.wait_until_ready(timedelta(seconds=20))
+        ka = ca.bucket("default").default_collection()
+        for i in range(50):
+            ka.upsert(f"k-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=50)
+        prefix = f"replications/{uuid}/default/default/"
+
+        def section():
+            status, body = rest(a, "GET", "/pools/default/buckets/@xdcr-default/stats")
+            assert status == 200, body
+            samples = body["op"]["samples"]
+            last = lambda name: next((v for v in reversed(samples.get(name, [])) if v is not None), None)
+            ok = last(prefix + "docs_written") == 50 and last(prefix + "changes_left") == 0
+            return samples if ok and last("replication_changes_left") == 0 else None
+        samples = wait_until(section, timeout_seconds=10, what="the XDCR section's samples")
+        assert len(samples["timestamp"]) == len(samples[prefix + "docs_written"])
+        assert any((v or 0) > 0 for v in samples[prefix + "wtavg_docs_latency"]), "replies took some time"
+        assert any((v or 0) > 0 for v in samples[prefix + "rate_replicated"]), "50 writes in a second or so"
+        assert "ops" not in samples and "curr_connections" not in samples, "the section holds XDCR's only"
+        assert rest(a, "GET", "/pools/default/buckets/@xdcr-missing/stats")[0] == 404
+
+        status, body = rest(a, "GET", "/pools/default/stats/range/xdcr_docs_written_total"
+                                      "?sourceBucketName=default&start=-30&step=1")
+        assert status == 200 and not body["errors"], body
+        [series] = body["data"]
+        assert series["metric"]["targetClusterUUID"] == uuid and series["metric"]["targetBucketName"] == "default"
+        assert series["values"][-1][1] == "50", series
+        status, body = rest(a, "GET", "/pools/default/stats/range/xdcr_docs_written_total?targetBucketName=other")
+        assert status == 200 and body["data"] == [], body
+
+        status, text = rest(a, "GET", "/metrics")
+        assert status == 200
+        checked = [line for line in text.splitlines() if line.startswith("xdcr_docs_checked_total{")]
+        assert checked and float(checked[0].rsplit(" ", 1)[1]) >= 50, checked
+        assert any(line.startswith("xdcr_wtavg_docs_latency_seconds{") for line in text.splitlines())
+        ca.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
+    """Issue 19: `demandEncryption=1` with the remote's CA as `certificate` (`encryptionType` full by default, as
+    goxdcr): the reference is validated over the remote's TLS management port (found through its
+    `/nodes/self/xdcrSSLPorts`), a CA that did not sign the remote's certificate is refused when the reference is
+    made with goxdcr's "Invalid remote cluster", a missing certificate names its field, and the replication's
+    bootstrap and writes go to the target's TLS KV port (`kvSSL`)."""
+    a = new_tls_server(tmp_path / "a").start()
+    b = new_tls_server(tmp_path / "b").start()
+    try:
+        status, ca_b = rest(b, "GET", "/pools/default/certificate")
+        assert status == 200 and ca_b.startswith("-----BEGIN CERTIFICATE-----"), ca_b
+        status, ca_a = rest(a, "GET", "/pools/default/certificate")
+        assert status == 200 and ca_a != ca_b, "each node generated its own CA"
+        form = {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD,
+                "demandEncryption": "1"}
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form)
+        assert status == 400 and "certificate must be given" in body["errors"]["certificate"], body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_a})
+        assert status == 400 and body["errors"]["_"].startswith("Invalid remote cluster."), body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"encryptionType": "half",
+                                                                             "certificate": ca_b})
+        assert status == 400 and "encryptionType" in body["errors"], body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_b})
+        assert status == 200, body
+        assert body["demandEncryption"] is True and body["secureType"] == "full", body
+        status, remotes = rest(a, "GET", "/pools/default/remoteClusters")
+        assert remotes[0]["encryptionType"] == "full" and remotes[0]["certificate"].strip() == ca_b.strip()
+
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
+                             "replicationType": "continuous"})
+        assert status == 200, body
+        rid = body["id"]
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        for i in range(20):
+            ka.upsert(f"tls-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=20)
+        keys = [f"tls-{i}" for i in range(20)]
+        assert snapshot(ka, keys) == snapshot(kb, keys)
+        assert not task(a, rid)["errors"], task(a, rid)
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
@@ -349,10 +452,63 @@ def test_filters_replicate_only_the_documents_and_deletions_they_accept(tmp_path
         b.stop()
 
 
+def test_filter_change_restreams_from_zero_unless_filter_skip_restream(tmp_path):
+    """Issue 19: a new `filterExpression` restarts the replication from seqno 0 (its checkpoints dropped), so the
+    documents the old filter left out reach the target, as goxdcr does unless `filterSkipRestream=true`, which
+    keeps the checkpoints (the new filter applies to later changes only); an edit naming a filter without the
+    flag is refused with goxdcr's words."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        rid = replicate(a, b, "to-b", filterExpression='REGEXP_CONTAINS(META().id, "^a-")', checkpointInterval="1")
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        for p in "abc":
+            for i in range(5):
+                ka.upsert(f"{p}-{i}", {"p": p, "i": i})
+        caught_up(a, rid, written_at_least=5)
+        every = [f"{p}-{i}" for p in "abc" for i in range(5)]
+        on_target = lambda: {k for k in every if kb.exists(k).exists}
+        assert on_target() == {f"a-{i}" for i in range(5)}
+        wait_until(lambda: list((a.data_dir / "xdcr").glob("*.ckpt.json")), timeout_seconds=10,
+                   what="a checkpoint file")
+
+        status, body = rest(a, "POST", settings_path(rid), {"filterExpression": 'REGEXP_CONTAINS(META().id, "^b-")'})
+        assert status == 400 and "skip restream flag is required" in body["errors"]["filterExpression"], body
+
+        # Skipped: the checkpoints stay, so only b documents written from now on replicate.
+        status, body = rest(a, "POST", settings_path(rid), {"filterExpression": 'REGEXP_CONTAINS(META().id, "^b-")',
+                                                           "filterSkipRestream": "true"})
+        assert status == 200, body
+        # The runner restarts with the new filter within a manager pass: written again until it replicates.
+        wait_until(lambda: ka.upsert("b-new", {"p": "b"}) and kb.exists("b-new").exists, timeout_seconds=30,
+                   what="a b document written after the change")
+        caught_up(a, rid)
+        assert on_target() == {f"a-{i}" for i in range(5)}, "no re-stream: the older b documents stay behind"
+
+        # Not skipped: the replication reads again from seqno 0 with the new filter.
+        status, body = rest(a, "POST", settings_path(rid), {"filterExpression": 'REGEXP_CONTAINS(META().id, "^[bc]-")',
+                                                           "filterSkipRestream": "false"})
+        assert status == 200, body
+        wanted = {f"a-{i}" for i in range(5)} | {f"{p}-{i}" for p in "bc" for i in range(5)}
+        wait_until(lambda: on_target() == wanted, timeout_seconds=30, what="the documents the old filters left out")
+        # The old stream's checkpoint file went; the new stream has its own.
+        wait_until(lambda: [f.name for f in (a.data_dir / "xdcr").glob("*.ckpt.json")] and
+                   all("restream" in f.name for f in (a.data_dir / "xdcr").glob("*.ckpt.json")),
+                   timeout_seconds=10, what="only the new stream's checkpoints")
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_explicit_collection_mapping_sends_each_collection_where_its_rule_says(tmp_path):
     """Issue 19 item 4: `collectionsExplicitMapping` with `colMappingRules` (goxdcr's JSON): a scope rule keeps
     collection names, a collection rule renames, a collection no rule names (here the default one) is not
-    replicated; malformed rules and the migration mode are refused naming their field."""
+    replicated; malformed rules, and the migration mode beside explicit mapping, are refused naming their field."""
     a = start(tmp_path / "a")
     b = start(tmp_path / "b")
     try:
@@ -396,6 +552,75 @@ def test_explicit_collection_mapping_sends_each_collection_where_its_rule_says(t
                    timeout_seconds=30, what="the mapped collections on the target")
         caught_up(a, rid)
         assert not any(dst.default_collection().exists(f"d-{i}").exists for i in range(10)), "no rule, no copy"
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_migration_mode_sends_default_collection_documents_to_the_collections_their_rules_match(tmp_path):
+    """Issue 19 item 4: `collectionsMigrationMode` with `colMappingRules` whose keys are filter expressions over
+    the documents of the source's default collection and whose values are target collections, as goxdcr reads
+    them: a document goes to every collection whose rule it matches (none: not replicated), a deletion follows to
+    every rule's collection, other source collections are not replicated; rules goxdcr refuses (a deny rule, the
+    mode beside explicit mapping) are refused with its words, naming the field."""
+    a = start(tmp_path / "a")
+    b = start(tmp_path / "b")
+    try:
+        for node, namespaces in ((a, [("inventory", "hotels")]),
+                                 (b, [("travel", "hotels"), ("travel", "luxury"), ("inventory", "hotels")])):
+            for scope, collection in namespaces:
+                rest(node, "POST", "/pools/default/buckets/default/scopes", {"name": scope})
+                status, body = rest(node, "POST", f"/pools/default/buckets/default/scopes/{scope}/collections",
+                                    {"name": collection})
+                assert status == 200, body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters",
+                            {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD})
+        assert status == 200, body
+        form = {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default", "replicationType": "continuous",
+                "collectionsMigrationMode": "true"}
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            form | {"colMappingRules": '{"type = \\"hotel\\"": null}'})
+        assert status == 400 and "Deny rules are not allowed" in body["errors"]["colMappingRules"], body
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            form | {"colMappingRules": '{"type = \\"hotel\\"": "travel.hotels"}',
+                                    "collectionsExplicitMapping": "true"})
+        assert status == 400 and "cannot both be active" in body["errors"]["collectionsMigrationMode"], body
+        rules = '{"type = \\"hotel\\"": "travel.hotels", "type = \\"hotel\\" AND stars >= 4": "travel.luxury"}'
+        status, body = rest(a, "POST", "/controller/createReplication", form | {"colMappingRules": rules})
+        assert status == 200, body
+        rid = body["id"]
+        shown = rest(a, "GET", settings_path(rid))[1]
+        assert shown["collectionsMigrationMode"] is True and len(shown["colMappingRules"]) == 2, shown
+
+        ca, cb = connect(a), connect(b)
+        ca.wait_until_ready(timedelta(seconds=20))
+        cb.wait_until_ready(timedelta(seconds=20))
+        src, dst = ca.bucket("default"), cb.bucket("default")
+        source = src.default_collection()
+        for i in range(10):
+            source.upsert(f"hotel-{i}", {"type": "hotel", "stars": i % 6})
+        for i in range(5):
+            source.upsert(f"airline-{i}", {"type": "airline"})
+        inventory = src.scope("inventory").collection("hotels")
+        wait_until(lambda: _upsert_ok(inventory), timeout_seconds=20, what="the source collection")
+        inventory.upsert("inv-1", {"type": "hotel", "stars": 5})
+        hotels, luxury = dst.scope("travel").collection("hotels"), dst.scope("travel").collection("luxury")
+        caught_up(a, rid)
+        present = lambda coll, keys: {k for k in keys if coll.exists(k).exists}
+        every = [f"hotel-{i}" for i in range(10)] + [f"airline-{i}" for i in range(5)]
+        wait_until(lambda: present(hotels, every) == {f"hotel-{i}" for i in range(10)}, timeout_seconds=30,
+                   what="every hotel in travel.hotels")
+        assert present(luxury, every) == {f"hotel-{i}" for i in range(10) if i % 6 >= 4}, "matching both: copied"
+        assert not present(dst.default_collection(), every), "no rule sends anything to the default collection"
+        assert not dst.scope("inventory").collection("hotels").exists("inv-1").exists, "default collection only"
+        assert hotels.get("hotel-5").cas == source.get("hotel-5").cas, "the metadata travels with each copy"
+
+        # A deletion has no body to match: it reaches every rule's collection.
+        source.remove("hotel-4")
+        wait_until(lambda: not hotels.exists("hotel-4").exists and not luxury.exists("hotel-4").exists,
+                   timeout_seconds=30, what="the deletion in both collections")
         ca.close()
         cb.close()
     finally:

@@ -5,6 +5,9 @@
 //!   `{"op": {"samples": {<stat>: [...], "timestamp": [...]}, "samplesCount", "isPersistent", "lastTStamp",
 //!   "interval"}, "hot_keys": []}`;
 //! - `GET /pools/default/buckets/<b>/nodes/<host:port>/stats`: the same for one node;
+//! - both for `<b>` = `@xdcr-<bucket>`, Couchbase's section of the bucket's XDCR statistics: per replication run
+//!   from it, `replications/<uuid>/<bucket>/<target bucket>/<stat>` (docs_written, changes_left, ...), and
+//!   `replication_changes_left`;
 //! - `POST /settee/node/bucketSamples` (settee-only, administrators): one node's samples, which the first two
 //!   (and `stats_range`) gather from each node.
 
@@ -93,9 +96,11 @@ fn checked(
     bucket: String,
     params: &StatsParams,
 ) -> Result<BucketSamplesRequest, RestError> {
-    let allowed = caller.can_read_stats() || caller.user.bucket_access(&bucket).stats;
-    caller.require(allowed, || format!("cluster.bucket[{bucket}].stats!read"))?;
-    if state.node.bucket(&bucket).is_none() {
+    // Couchbase's XDCR section of a bucket, `@xdcr-<bucket>`, is read with the bucket's permission.
+    let source = bucket.strip_prefix("@xdcr-").unwrap_or(&bucket);
+    let allowed = caller.can_read_stats() || caller.user.bucket_access(source).stats;
+    caller.require(allowed, || format!("cluster.bucket[{source}].stats!read"))?;
+    if state.node.bucket(source).is_none() {
         return Err(RestError::NotFound);
     }
     let zoom = params.zoom.clone().unwrap_or_else(|| "minute".to_owned());
@@ -108,8 +113,7 @@ fn checked(
 fn local_samples(state: &RestState, request: &BucketSamplesRequest) -> Result<BucketSamples, RestError> {
     let tier = Tier::named(Some(&request.zoom)).ok_or(RestError::NotFound)?;
     let samples = state.node.stats_history.lock().samples(tier, &request.bucket, request.since_ms);
-    let series = samples.series.into_iter().map(|(name, values)| (name.to_owned(), values)).collect();
-    Ok(BucketSamples { times: samples.times, series })
+    Ok(BucketSamples { times: samples.times, series: samples.series })
 }
 
 /// This node's management address as the cluster lists it (`host:port`).
@@ -174,7 +178,7 @@ pub(crate) fn merge(parts: &[BucketSamples]) -> BucketSamples {
                 .collect();
             values.push(match (found.is_empty(), shown(name)) {
                 (true, _) => None,
-                (false, Shown::Ratio) => Some(found.iter().sum::<f64>() / found.len() as f64),
+                (false, Shown::Ratio | Shown::Average) => Some(found.iter().sum::<f64>() / found.len() as f64),
                 (false, _) => Some(found.iter().sum()),
             });
         }

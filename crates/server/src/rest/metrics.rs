@@ -328,6 +328,9 @@ fn xdcr_families(f: &mut Families, node: &Node) {
         let help = "Documents the target refused by conflict resolution (it held the same or a newer version)";
         f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr as f64);
         f.counter("xdcr_num_checkpoints", "vBucket checkpoints saved", labels(), s.checkpoints as f64);
+        f.counter("xdcr_docs_checked", "Changes checked for replication", labels(), s.changes_read as f64);
+        let help = "Mean time from a write's send to the target's reply, over the last second with replies";
+        f.gauge("xdcr_wtavg_docs_latency_seconds", help, labels(), st.docs_latency_ms / 1000.0);
         f.counter(
             // prometheus-client appends `_total` to counters.
             "settee_xdcr_retries",

@@ -45,6 +45,7 @@ mod roles;
 mod security;
 mod server_groups;
 mod stats_range;
+mod stats_range_xdcr;
 mod timings;
 mod users;
 mod users_backup;
@@ -182,6 +183,7 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/pools", get(pools::pools))
         .route("/pools/default", get(pools::pool_default).post(cluster_settings::set_pool))
         .route("/nodes/self", get(pools::node_self))
+        .route("/nodes/self/xdcrSSLPorts", get(pools::xdcr_ssl_ports))
         .route("/nodeInit", post(node_init::node_init))
         .route("/settings/indexes", get(cluster_settings::get_indexes).post(cluster_settings::set_indexes))
         .route("/settings/stats", get(cluster_settings::get_stats).post(cluster_settings::set_stats))

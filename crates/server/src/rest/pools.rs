@@ -130,6 +130,15 @@ fn is_balanced(state: &RestState) -> bool {
 }
 
 /// `GET /pools/default/nodeServices`: the bucket-less config (`nodesExt`), as clients bootstrap from over HTTP.
+/// `GET /nodes/self/xdcrSSLPorts`, answered without credentials as ns_server does: the TLS management port a
+/// remote cluster's XDCR uses once it has found it here (404 when this node has TLS off).
+pub(crate) async fn xdcr_ssl_ports(State(state): State<RestState>) -> Result<Json<Value>, RestError> {
+    match state.node.config.mgmt_tls_port {
+        0 => Err(RestError::NotFound),
+        port => Ok(Json(json!({ "httpsMgmt": port }))),
+    }
+}
+
 pub(crate) async fn node_services(State(state): State<RestState>, _caller: Caller, headers: HeaderMap) -> Json<Value> {
     let mut config = state.node.global_config();
     replace_host_placeholder(&mut config, &request_host(&state, &headers));

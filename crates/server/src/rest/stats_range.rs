@@ -3,7 +3,8 @@
 //! names of the statistics settee samples, `start` / `end` (seconds; negative: before now) and `step`, labels
 //! `bucket` and `nodes`, `aggregationFunction` (sum, avg, min, max) across nodes, and for counters the `rate` /
 //! `irate` functions. settee keeps counters as per-second rates, not totals, so a counter asked for without a
-//! function is answered in `errors`, as Couchbase reports a query it cannot run.
+//! function is answered in `errors`, as Couchbase reports a query it cannot run. XDCR's `xdcr_*` metrics are
+//! answered by `stats_range_xdcr`.
 
 use std::collections::BTreeMap;
 
@@ -101,9 +102,16 @@ pub(crate) struct RangeParams {
     end: Option<i64>,
     step: Option<u64>,
     bucket: Option<String>,
-    nodes: Option<String>,
+    pub(crate) nodes: Option<String>,
     #[serde(rename = "aggregationFunction")]
-    aggregation: Option<String>,
+    pub(crate) aggregation: Option<String>,
+    /// The labels of XDCR's metrics (`stats_range_xdcr`).
+    #[serde(rename = "sourceBucketName")]
+    pub(crate) source_bucket: Option<String>,
+    #[serde(rename = "targetClusterUUID")]
+    pub(crate) target_cluster: Option<String>,
+    #[serde(rename = "targetBucketName")]
+    pub(crate) target_bucket: Option<String>,
 }
 
 pub(crate) async fn range(
@@ -139,6 +147,15 @@ async fn answer(
     };
     let (start, end, step) = (when(params.start, -60), when(params.end, 0), params.step.unwrap_or(10).max(1));
     let mut errors = Vec::new();
+    if let Some((stat, scale)) = super::stats_range_xdcr::xdcr_metric(&name) {
+        if let Some(f) = function {
+            errors.push(json!({"node": my_addr(&state), "error": format!("function {f} is not supported on {name}")}));
+            return Ok(Json(reply(vec![], errors, start, end)));
+        }
+        let span = super::stats_range_xdcr::Span { start, end, step };
+        let (data, errors) = super::stats_range_xdcr::answer(&state, &name, stat, scale, &params, span).await?;
+        return Ok(Json(reply(data, errors, start, end)));
+    }
     let Some(metric) = range_metric(&name) else {
         errors.push(json!({"node": my_addr(&state), "error": format!("settee does not sample {name}")}));
         return Ok(Json(reply(vec![], errors, start, end)));
@@ -199,7 +216,7 @@ async fn answer(
     Ok(Json(reply(data, errors, start, end)))
 }
 
-fn values_json(points: &[(u64, f64)]) -> Value {
+pub(crate) fn values_json(points: &[(u64, f64)]) -> Value {
     Value::Array(points.iter().map(|(t, v)| json!([t, format_value(*v)])).collect())
 }
 

@@ -13,7 +13,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
-use crate::xdcr::model::{RemoteCluster, ReplSettings, Replication};
+use crate::xdcr::model::{RemoteCluster, RemoteTls, ReplSettings, Replication};
 use crate::xdcr::remote;
 
 const MANAGE: &str = "cluster.xdcr.remote_clusters!write";
@@ -30,8 +30,9 @@ pub(crate) async fn list_remotes(State(state): State<RestState>, caller: Caller)
     Ok(Json(Value::Array(model.remotes.iter().map(RemoteCluster::to_json).collect())))
 }
 
-/// `POST /pools/default/remoteClusters`: name, hostname, username, password (demandEncryption=1 is refused: no
-/// TLS to remotes yet). The remote is asked for its uuid, so a wrong address or password fails here.
+/// `POST /pools/default/remoteClusters`: name, hostname, username, password, and for full encryption
+/// `demandEncryption=1` (or `secureType=full`) with the remote's CA as `certificate`. The remote is asked for its
+/// uuid (over TLS when encrypted), so a wrong address, password or CA fails here.
 pub(crate) async fn create_remote(
     State(state): State<RestState>,
     caller: Caller,
@@ -67,10 +68,19 @@ async fn upsert_remote(
     if password.is_empty() {
         return Err(RestError::field("password", "password is missing"));
     }
-    if matches!(form.get("demandEncryption"), Some("1" | "true" | "on")) {
-        return Err(RestError::field("demandEncryption", "encrypted XDCR connections are not supported yet"));
-    }
-    let uuid = remote::cluster_uuid(&hostname, &username, &password).await.map_err(|e| RestError::field("_", e))?;
+    let encryption = match encryption_of(&form)? {
+        None => None,
+        Some(certificate) => {
+            // The CA must parse before anything is dialled; then the TLS management port, as goxdcr finds it.
+            let probe = RemoteTls { certificate, mgmt_tls: String::new() };
+            probe.client(&hostname).map_err(|e| RestError::field("certificate", e))?;
+            let mgmt_tls = remote::tls_mgmt_addr(&hostname).await.map_err(|e| RestError::field("_", e))?;
+            Some(RemoteTls { mgmt_tls, ..probe })
+        }
+    };
+    let mut reference = RemoteCluster { name, uuid: String::new(), hostname, username, password, encryption };
+    reference.uuid = remote::cluster_uuid(&reference).await.map_err(|e| RestError::field("_", e))?;
+    let (name, uuid) = (reference.name.clone(), reference.uuid.clone());
     let node = &state.node;
     let mut model = node.xdcr.model(node);
     let taken = model.remotes.iter().any(|r| r.name == name && existing.as_deref() != Some(&name));
@@ -84,11 +94,34 @@ async fn upsert_remote(
     if model.remotes.iter().any(|r| r.uuid == uuid) {
         return Err(RestError::field("_", "a reference to the same remote cluster already exists"));
     }
-    let reference = RemoteCluster { name, uuid, hostname, username, password };
     let answer = reference.to_json();
     model.remotes.push(reference);
     node.xdcr.save(node, &model).await.map_err(unavailable)?;
     Ok(Json(answer))
+}
+
+/// The remote's CA when the form asks for full encryption, as goxdcr reads it: `secureType` (none, full) wins over
+/// `demandEncryption` (1/true/on) with `encryptionType` (full when not given); full needs `certificate` (PEM), none
+/// refuses one. Half encryption (only the password protected) is refused: settee offers full or none.
+fn encryption_of(form: &Form) -> Result<Option<String>, RestError> {
+    let secure = match form.get("secureType").map(str::trim).filter(|v| !v.is_empty()) {
+        Some(t) => t.to_owned(),
+        None if matches!(form.get("demandEncryption").map(str::trim), Some("1" | "true" | "on")) => {
+            form.get("encryptionType").map(str::trim).filter(|v| !v.is_empty()).unwrap_or("full").to_owned()
+        }
+        None => "none".to_owned(),
+    };
+    let certificate = form.get("certificate").map(str::trim).filter(|c| !c.is_empty());
+    match (secure.as_str(), certificate) {
+        ("none", None) => Ok(None),
+        ("none", Some(_)) => {
+            Err(RestError::field("certificate", "certificate cannot be given when secure type is none"))
+        }
+        ("full", Some(pem)) => Ok(Some(pem.to_owned())),
+        ("full", None) => Err(RestError::field("certificate", "certificate must be given when secure type is full")),
+        ("half", _) => Err(RestError::field("encryptionType", "settee offers full encryption or none, not half")),
+        (other, _) => Err(RestError::field("encryptionType", format!("{other} is not one of none, half, full"))),
+    }
 }
 
 /// `DELETE /pools/default/remoteClusters/<name>`: refused while a replication uses it.
@@ -161,6 +194,7 @@ pub(crate) async fn create_replication(
         remote_uuid,
         target_bucket: to_bucket,
         settings,
+        restreams: 0,
     });
     node.xdcr.save(node, &model).await.map_err(unavailable)?;
     tracing::info!(replication = %id, "xdcr replication created");
@@ -171,12 +205,7 @@ pub(crate) async fn create_replication(
 /// buckets that resolve differently would not converge (goxdcr refuses such a replication with the same words).
 async fn check_target_bucket(remote: &RemoteCluster, bucket: &str, conflict_resolution: &str) -> Result<(), RestError> {
     let path = format!("/pools/default/buckets/{bucket}");
-    let creds = Some((remote.username.as_str(), remote.password.as_str()));
-    let body = settee_cluster::peer::Body::Empty;
-    let timeout = std::time::Duration::from_secs(10);
-    let reply = crate::cluster::rest_client::call(&remote.hostname, None, "GET", &path, creds, &body, timeout)
-        .await
-        .map_err(|e| RestError::field("toCluster", format!("cannot reach the remote cluster: {e}")))?;
+    let reply = remote::get(remote, &path).await.map_err(|e| RestError::field("toCluster", e))?;
     match reply.status {
         200 => {
             let target: Value = serde_json::from_str(&reply.body).unwrap_or_default();
@@ -212,6 +241,8 @@ pub(crate) async fn get_settings(
 }
 
 /// `POST /settings/replications/<id>`: pauseRequested and the other settings; fields not named keep their values.
+/// A new filter expression without `filterSkipRestream=true` restarts the replication from seqno 0
+/// (`Replication::edit`).
 pub(crate) async fn set_settings(
     State(state): State<RestState>,
     caller: Caller,
@@ -223,7 +254,7 @@ pub(crate) async fn set_settings(
     let node = &state.node;
     let mut model = node.xdcr.model(node);
     let r = model.replications.iter_mut().find(|r| r.id == id).ok_or(RestError::NotFound)?;
-    r.settings = r.settings.edited(|k| form.get(k).map(str::to_owned)).map_err(|(f, e)| RestError::field(&f, e))?;
+    r.edit(|k| form.get(k).map(str::to_owned)).map_err(|(f, e)| RestError::field(&f, e))?;
     let answer = r.settings.to_json();
     node.xdcr.save(node, &model).await.map_err(unavailable)?;
     Ok(Json(answer))
@@ -246,4 +277,36 @@ pub(crate) async fn cancel(
     node.xdcr.save(node, &model).await.map_err(unavailable)?;
     tracing::info!(replication = %id, "xdcr replication cancelled");
     Ok(StatusCode::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The form field a 400 names.
+    fn field_of(e: RestError) -> String {
+        match e {
+            RestError::Json(StatusCode::BAD_REQUEST, body) => {
+                body["errors"].as_object().and_then(|m| m.keys().next().cloned()).unwrap_or_default()
+            }
+            _ => panic!("not a field error"),
+        }
+    }
+
+    /// Proves the encryption fields are read as goxdcr reads them: none by default, demandEncryption meaning full
+    /// unless encryptionType says otherwise, secureType winning, a certificate required by full and refused by
+    /// none, half refused.
+    #[test]
+    fn encryption_is_full_when_demanded_and_needs_a_certificate() {
+        let form = |body: &str| Form::parse(body.as_bytes());
+        assert_eq!(encryption_of(&form("name=a")).unwrap(), None);
+        assert_eq!(encryption_of(&form("demandEncryption=1&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
+        assert_eq!(encryption_of(&form("secureType=full&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
+        assert_eq!(field_of(encryption_of(&form("demandEncryption=1")).unwrap_err()), "certificate");
+        assert_eq!(field_of(encryption_of(&form("certificate=PEM")).unwrap_err()), "certificate");
+        let half = form("demandEncryption=true&encryptionType=half&certificate=PEM");
+        assert_eq!(field_of(encryption_of(&half).unwrap_err()), "encryptionType");
+        let overridden = form("secureType=none&demandEncryption=1");
+        assert_eq!(encryption_of(&overridden).unwrap(), None, "secureType wins");
+    }
 }

@@ -22,15 +22,21 @@ fn depth(ns: &str) -> Result<usize, String> {
 }
 
 impl MappingRules {
-    /// Parses and checks `text` (a JSON object of string keys to string or null values; a rule maps a scope to a
-    /// scope, a collection to a collection).
-    pub fn parse(text: &str) -> Result<MappingRules, String> {
+    /// Reads `text`: a JSON object of string keys to string or null values, with at least one rule. What the keys
+    /// and values may be depends on the mode: [`Self::check_explicit`], or `migration::check` in migration mode.
+    pub fn from_json(text: &str) -> Result<MappingRules, String> {
         let rules: BTreeMap<String, Option<String>> =
             serde_json::from_str(text).map_err(|e| format!("not a JSON object of namespaces: {e}"))?;
         if rules.is_empty() {
-            return Err("explicit mapping needs at least one rule".into());
+            return Err("the mapping needs at least one rule".into());
         }
-        for (source, target) in &rules {
+        Ok(MappingRules(rules))
+    }
+
+    /// Checks the rules as explicit mapping reads them: a rule maps a scope to a scope, a collection to a
+    /// collection.
+    pub fn check_explicit(&self) -> Result<(), String> {
+        for (source, target) in &self.0 {
             let from = depth(source)?;
             if let Some(target) = target {
                 if depth(target)? != from {
@@ -38,7 +44,19 @@ impl MappingRules {
                 }
             }
         }
-        Ok(MappingRules(rules))
+        Ok(())
+    }
+
+    /// Reads and checks explicit mapping rules.
+    pub fn parse(text: &str) -> Result<MappingRules, String> {
+        let rules = Self::from_json(text)?;
+        rules.check_explicit()?;
+        Ok(rules)
+    }
+
+    /// The rules, source key first, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_deref()))
     }
 
     /// The target `scope.collection` of source collection `scope.collection`; None when it is not replicated.
@@ -54,6 +72,10 @@ impl MappingRules {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
     /// The rules as Couchbase shows them (`colMappingRules`).

@@ -5,7 +5,9 @@
 //! (`checkpoints`) and the remote's REST calls (`remote`). REST handlers live in `rest::xdcr`.
 
 pub mod checkpoints;
+mod filter;
 pub mod mapping;
+pub mod migration;
 pub mod model;
 pub mod remote;
 pub mod runner;
@@ -141,7 +143,7 @@ impl Xdcr {
 /// saves its checkpoints).
 pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
     let mut running: HashMap<String, Running> = HashMap::new();
-    // The replication ids of the last model seen; None before the first, so files of replications deleted while
+    // The checkpoint keys of the last model seen; None before the first, so files of replications deleted while
     // this node was down go at start.
     let mut known: Option<Vec<String>> = None;
     let dir = node.config.data_dir.join("xdcr");
@@ -172,16 +174,18 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
             }
         }
         let Some(authoritative) = node.xdcr.authoritative_model(&node) else { continue };
-        let ids: Vec<String> = authoritative.replications.iter().map(|r| r.id.clone()).collect();
-        forget_deleted_checkpoints(&node, &ids).await;
-        if known.as_ref() != Some(&ids) {
-            // Runners of deleted replications stopped above: their checkpoints and counts go now.
-            node.xdcr.statuses.lock().retain(|id, _| ids.contains(id));
-            let removed = checkpoints::CheckpointStore::remove_others(&dir, ids.iter().map(String::as_str));
+        // The checkpoints of each replication's current stream: those of deleted replications, and of streams a
+        // re-stream replaced, go.
+        let keys: Vec<String> = authoritative.replications.iter().map(Replication::checkpoint_key).collect();
+        forget_deleted_checkpoints(&node, &keys).await;
+        if known.as_ref() != Some(&keys) {
+            // Runners of deleted or re-streamed replications stopped above: their checkpoints and counts go now.
+            node.xdcr.statuses.lock().retain(|id, _| authoritative.replication(id).is_some());
+            let removed = checkpoints::CheckpointStore::remove_others(&dir, keys.iter().map(String::as_str));
             if removed > 0 {
-                tracing::info!(removed, "xdcr: checkpoints of deleted replications removed");
+                tracing::info!(removed, "xdcr: checkpoints of deleted replications or replaced streams removed");
             }
-            known = Some(ids);
+            known = Some(keys);
         }
         for (id, spec) in wanted {
             if running.contains_key(id) {
@@ -201,12 +205,13 @@ pub async fn manage(node: Arc<Node>, mut stopped: watch::Receiver<bool>) {
 }
 
 /// Drops the cluster-wide checkpoints of replications the model no longer has (a recreated replication starts
-/// from zero, as Couchbase's does). Checked every pass: a runner stopping as its replication is deleted may record
-/// its last checkpoints after a first removal.
-async fn forget_deleted_checkpoints(node: &Node, ids: &[String]) {
+/// from zero, as Couchbase's does) and of streams a re-stream replaced (`keys`: the current streams'). Checked
+/// every pass: a runner stopping as its replication is deleted may record its last checkpoints after a first
+/// removal.
+async fn forget_deleted_checkpoints(node: &Node, keys: &[String]) {
     let Some(cluster) = node.cluster() else { return };
     let meta = cluster.metadata();
-    for id in meta.xdcr_checkpoints.keys().filter(|id| !ids.contains(id)) {
+    for id in meta.xdcr_checkpoints.keys().filter(|id| !keys.contains(id)) {
         let cmd = MetaCommand::ForgetXdcrCheckpoints { replication: id.clone() };
         match cluster.propose(cmd).await {
             Ok(_) => tracing::info!(replication = %id, "xdcr: checkpoints of a deleted replication dropped"),

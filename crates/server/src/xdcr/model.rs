@@ -15,6 +15,32 @@ pub struct RemoteCluster {
     pub username: String,
     /// Kept as given: the replicator authenticates with it (see docs/compat.md, XDCR).
     pub password: String,
+    /// `demandEncryption=1` with `encryptionType=full`: everything to the remote over TLS, trusting this CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<RemoteTls>,
+}
+
+/// Full encryption to a remote cluster: its CA (`certificate`, PEM) and its TLS management address, learned from
+/// its `/nodes/self/xdcrSSLPorts` when the reference was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteTls {
+    pub certificate: String,
+    /// `host:port` of the remote's HTTPS management service.
+    pub mgmt_tls: String,
+}
+
+impl RemoteTls {
+    /// The TLS client that trusts the remote's CA; the certificate is checked for the host dialled (its name, or
+    /// its address when the reference names an IP address).
+    pub fn client(&self, hostname: &str) -> Result<settee_client::TlsClient, String> {
+        let client = settee_client::TlsClient::with_roots_pem(&self.certificate).map_err(|e| e.to_string())?;
+        let host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h).trim_matches(['[', ']']);
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            Ok(client)
+        } else {
+            client.with_server_name(host).map_err(|e| e.to_string())
+        }
+    }
 }
 
 impl RemoteCluster {
@@ -25,8 +51,10 @@ impl RemoteCluster {
             "deleted": false,
             "hostname": self.hostname,
             "name": name,
-            "secureType": "none",
-            "demandEncryption": false,
+            "secureType": if self.encryption.is_some() { "full" } else { "none" },
+            "demandEncryption": self.encryption.is_some(),
+            "encryptionType": if self.encryption.is_some() { "full" } else { "" },
+            "certificate": self.encryption.as_ref().map_or("", |t| t.certificate.as_str()),
             "uri": format!("/pools/default/remoteClusters/{name}"),
             "username": self.username,
             "uuid": self.uuid,
@@ -46,7 +74,7 @@ pub struct ReplSettings {
     /// `pauseRequested`.
     pub pause_requested: bool,
     /// `filterExpression`: only documents it accepts are replicated (SQL++ over the document and `META()`); empty
-    /// for none. Checked when set; a change restarts the replication from its checkpoints (no re-stream).
+    /// for none. Checked when set; a change re-streams from seqno 0 unless `filterSkipRestream` (`Replication::edit`).
     pub filter_expression: String,
     /// `filterDeletion`: deletions are not replicated.
     pub filter_deletion: bool,
@@ -57,7 +85,10 @@ pub struct ReplSettings {
     /// `collectionsExplicitMapping`: collections go where `col_mapping_rules` says (else to the target collection of
     /// the same name).
     pub collections_explicit_mapping: bool,
-    /// `colMappingRules`, checked when set.
+    /// `collectionsMigrationMode`: only the default collection is replicated, each document to the collections
+    /// whose `col_mapping_rules` filter it matches (`xdcr::migration`).
+    pub collections_migration_mode: bool,
+    /// `colMappingRules`, checked when set (as explicit rules, or as migration rules in migration mode).
     pub col_mapping_rules: super::mapping::MappingRules,
 }
 
@@ -72,6 +103,7 @@ impl Default for ReplSettings {
             filter_expiration: false,
             filter_binary: false,
             collections_explicit_mapping: false,
+            collections_migration_mode: false,
             col_mapping_rules: Default::default(),
         }
     }
@@ -108,6 +140,7 @@ impl ReplSettings {
             ("filterExpiration", &mut next.filter_expiration),
             ("filterBinary", &mut next.filter_binary),
             ("collectionsExplicitMapping", &mut next.collections_explicit_mapping),
+            ("collectionsMigrationMode", &mut next.collections_migration_mode),
         ] {
             if let Some(v) = flag(field)? {
                 *slot = v;
@@ -122,16 +155,34 @@ impl ReplSettings {
             next.filter_expression = text.to_owned();
         }
         if let Some(text) = get("colMappingRules") {
-            next.col_mapping_rules = super::mapping::MappingRules::parse(&text)
+            next.col_mapping_rules = super::mapping::MappingRules::from_json(&text)
                 .map_err(|e| ("colMappingRules".to_owned(), format!("Invalid mapping rules: {e}")))?;
         }
-        if get("collectionsMigrationMode").as_deref().map(str::trim) == Some("true") {
-            return Err(("collectionsMigrationMode".into(), "settee does not support the migration mode yet".into()));
-        }
-        if next.collections_explicit_mapping && next.col_mapping_rules.is_empty() {
-            return Err(("colMappingRules".into(), "explicit mapping needs at least one rule".into()));
-        }
+        next.check_collections()?;
         Ok(next)
+    }
+
+    /// The collection settings together, as goxdcr checks them: migration and explicit mapping exclude each
+    /// other, each needs rules, and the rules are read as the mode reads them.
+    fn check_collections(&self) -> Result<(), (String, String)> {
+        let rules_error = |e: String| ("colMappingRules".to_owned(), e);
+        if self.collections_migration_mode && self.collections_explicit_mapping {
+            return Err((
+                "collectionsMigrationMode".into(),
+                "Migration and Explicit mapping cannot both be active".into(),
+            ));
+        }
+        if (self.collections_migration_mode || self.collections_explicit_mapping) && self.col_mapping_rules.is_empty() {
+            let mode = if self.collections_migration_mode { "migration mode" } else { "explicit mapping" };
+            return Err(rules_error(format!("{mode} needs at least one rule")));
+        }
+        if self.collections_migration_mode {
+            super::migration::check(&self.col_mapping_rules).map_err(rules_error)
+        } else if self.col_mapping_rules.is_empty() {
+            Ok(())
+        } else {
+            self.col_mapping_rules.check_explicit().map_err(|e| rules_error(format!("Invalid mapping rules: {e}")))
+        }
     }
 
     pub fn to_json(&self) -> Value {
@@ -148,7 +199,7 @@ impl ReplSettings {
             "replicationType": "continuous",
             "collectionsExplicitMapping": self.collections_explicit_mapping,
             "colMappingRules": self.col_mapping_rules.to_json(),
-            "collectionsMigrationMode": false,
+            "collectionsMigrationMode": self.collections_migration_mode,
         })
     }
 }
@@ -162,11 +213,57 @@ pub struct Replication {
     pub remote_uuid: String,
     pub target_bucket: String,
     pub settings: ReplSettings,
+    /// How many times the replication was restarted from seqno 0 (a filter or collection mode change without
+    /// `filterSkipRestream`): its checkpoints are kept under a key of their own (`checkpoint_key`), so those of an
+    /// earlier stream are dropped, on every node, by the same clean-up as a deleted replication's.
+    #[serde(default)]
+    pub restreams: u64,
 }
+
+/// goxdcr's words when an edit names a filter without saying whether to re-stream.
+pub const SKIP_RESTREAM_REQUIRED: &str = "Filter skip restream flag is required along with a filter";
 
 impl Replication {
     pub fn id_of(remote_uuid: &str, source: &str, target: &str) -> String {
         format!("{remote_uuid}/{source}/{target}")
+    }
+
+    /// The key of this stream's checkpoints (file name and cluster metadata): the id until the first re-stream.
+    pub fn checkpoint_key(&self) -> String {
+        match self.restreams {
+            0 => self.id.clone(),
+            n => format!("{}#restream-{n}", self.id),
+        }
+    }
+
+    /// Applies an edit of the settings (`POST /settings/replications/<id>`). As goxdcr: an edit that names
+    /// `filterExpression` must say `filterSkipRestream`; a new filter expression without `filterSkipRestream=true`,
+    /// or a switch of the collection mode (explicit mapping or migration on or off), restarts the replication from
+    /// seqno 0 (its checkpoints dropped), so documents the old settings left out are sent now.
+    pub fn edit(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), (String, String)> {
+        let skip = match get("filterSkipRestream") {
+            None => None,
+            // Go's strconv.ParseBool, which goxdcr reads it with (couchbase-cli sends 0 or 1).
+            Some(v) => match v.trim() {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+                _ => return Err(("filterSkipRestream".into(), crate::rest::form::BOOL_EXPECTED.into())),
+            },
+        };
+        if get("filterExpression").is_some() && skip.is_none() {
+            return Err(("filterExpression".into(), SKIP_RESTREAM_REQUIRED.into()));
+        }
+        let next = self.settings.edited(get)?;
+        let old = &self.settings;
+        let filter_changed = next.filter_expression != old.filter_expression && skip != Some(true);
+        let mode_changed = next.collections_explicit_mapping != old.collections_explicit_mapping
+            || next.collections_migration_mode != old.collections_migration_mode;
+        if filter_changed || mode_changed {
+            self.restreams += 1;
+            tracing::info!(replication = %self.id, restreams = self.restreams, "xdcr replication restreams from zero");
+        }
+        self.settings = next;
+        Ok(())
     }
 }
 
@@ -237,6 +334,59 @@ mod tests {
         assert_eq!((cleared.filter_expression.as_str(), cleared.filter_deletion), ("", true));
     }
 
+    /// Proves the collection settings are checked together as goxdcr checks them: migration rules are filter
+    /// expressions to collections, migration and explicit mapping exclude each other, and each mode needs rules.
+    #[test]
+    fn migration_mode_takes_filter_rules_when_explicit_mapping_is_off() {
+        let s = ReplSettings::default();
+        fn get<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        }
+        let rules = r#"{"type = 'hotel'": "travel.hotels"}"#;
+        let m = s.edited(get(&[("collectionsMigrationMode", "true"), ("colMappingRules", rules)])).unwrap();
+        assert!(m.collections_migration_mode && m.to_json()["collectionsMigrationMode"] == json!(true));
+        assert_eq!(s.edited(get(&[("colMappingRules", rules)])).unwrap_err().0, "colMappingRules", "not explicit");
+        let both =
+            [("collectionsMigrationMode", "true"), ("collectionsExplicitMapping", "true"), ("colMappingRules", rules)];
+        assert_eq!(s.edited(get(&both)).unwrap_err().0, "collectionsMigrationMode");
+        assert_eq!(s.edited(get(&[("collectionsMigrationMode", "true")])).unwrap_err().0, "colMappingRules");
+        let off =
+            m.edited(get(&[("collectionsMigrationMode", "false"), ("colMappingRules", r#"{"a": "b"}"#)])).unwrap();
+        assert!(!off.collections_migration_mode, "back to implicit mapping with scope rules kept");
+    }
+
+    /// Proves a new filter re-streams (a new checkpoint key) unless `filterSkipRestream` is true, that an edit
+    /// naming a filter must say which (goxdcr's words), that switching the collection mode re-streams, and that
+    /// other edits keep the checkpoints.
+    #[test]
+    fn filter_change_restreams_unless_skip_restream_is_set() {
+        fn get<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        }
+        let mut r = Replication {
+            id: "u/a/b".into(),
+            source_bucket: "a".into(),
+            remote_uuid: "u".into(),
+            target_bucket: "b".into(),
+            settings: ReplSettings::default(),
+            restreams: 0,
+        };
+        assert_eq!(r.checkpoint_key(), "u/a/b");
+        let e = r.edit(get(&[("filterExpression", "x = 1")])).unwrap_err();
+        assert_eq!(e, ("filterExpression".into(), SKIP_RESTREAM_REQUIRED.into()));
+        r.edit(get(&[("filterExpression", "x = 1"), ("filterSkipRestream", "1")])).unwrap();
+        assert_eq!((r.restreams, r.settings.filter_expression.as_str()), (0, "x = 1"), "skipped: checkpoints kept");
+        r.edit(get(&[("filterExpression", "x = 2"), ("filterSkipRestream", "false")])).unwrap();
+        assert_eq!(r.checkpoint_key(), "u/a/b#restream-1");
+        r.edit(get(&[("filterExpression", "x = 2"), ("filterSkipRestream", "0")])).unwrap();
+        assert_eq!(r.restreams, 1, "the same filter again is no change");
+        r.edit(get(&[("checkpointInterval", "5")])).unwrap();
+        assert_eq!(r.restreams, 1);
+        r.edit(get(&[("collectionsExplicitMapping", "true"), ("colMappingRules", r#"{"s": "t"}"#)])).unwrap();
+        assert_eq!(r.restreams, 2, "a collection mode switch re-streams");
+        assert_eq!(r.edit(get(&[("filterSkipRestream", "maybe")])).unwrap_err().0, "filterSkipRestream");
+    }
+
     /// Proves a model round-trips through the metadata's JSON and that null reads as empty.
     #[test]
     fn model_reads_back_when_stored_in_metadata() {
@@ -247,6 +397,7 @@ mod tests {
                 hostname: "h:1".into(),
                 username: "a".into(),
                 password: "p".into(),
+                encryption: None,
             }],
             replications: vec![Replication {
                 id: Replication::id_of("u", "a", "b"),
@@ -254,6 +405,7 @@ mod tests {
                 remote_uuid: "u".into(),
                 target_bucket: "b".into(),
                 settings: ReplSettings::default(),
+                restreams: 0,
             }],
         };
         assert_eq!(XdcrModel::from_metadata(&serde_json::to_value(&m).unwrap()), m);

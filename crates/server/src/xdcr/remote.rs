@@ -1,10 +1,13 @@
 //! Talking to a remote cluster's management service: its uuid (`GET /pools`) when a reference is created, and its
-//! KV addresses (`GET /pools/default/nodeServices`) to bootstrap the replicator's connections from.
+//! KV addresses (`GET /pools/default/nodeServices`) to bootstrap the replicator's connections from; over HTTPS to
+//! its TLS ports, trusting the reference's CA, when the reference demands encryption.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use settee_cluster::peer::Body;
 
+use super::model::RemoteCluster;
 use crate::cluster::rest_client;
 
 const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,10 +25,30 @@ pub fn normalise_hostname(hostname: &str) -> Result<String, String> {
     }
 }
 
-async fn get_json(hostname: &str, user: &str, password: &str, path: &str) -> Result<serde_json::Value, String> {
-    let reply = rest_client::call(hostname, None, "GET", path, Some((user, password)), &Body::Empty, REMOTE_TIMEOUT)
-        .await
-        .map_err(|e| format!("cannot reach the remote cluster at {hostname}: {e}"))?;
+/// One GET to the remote's management service as `remote`'s user: over HTTPS to its TLS management port,
+/// trusting only the reference's CA, when the reference demands encryption. A TLS failure (a certificate the CA
+/// did not sign) is goxdcr's "Invalid remote cluster".
+pub async fn get(remote: &RemoteCluster, path: &str) -> Result<rest_client::Reply, String> {
+    let creds = Some((remote.username.as_str(), remote.password.as_str()));
+    match &remote.encryption {
+        None => rest_client::call(&remote.hostname, None, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
+            .await
+            .map_err(|e| format!("cannot reach the remote cluster at {}: {e}", remote.hostname)),
+        Some(tls) => {
+            let client = tls.client(&remote.hostname).map_err(|e| format!("{INVALID_REMOTE}{e}"))?;
+            rest_client::call_tls(&tls.mgmt_tls, &client, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
+                .await
+                .map_err(|e| format!("{INVALID_REMOTE}{} over TLS: {e:#}", tls.mgmt_tls))
+        }
+    }
+}
+
+/// goxdcr's prefix for a remote it cannot validate.
+pub const INVALID_REMOTE: &str = "Invalid remote cluster. ";
+
+async fn get_json(remote: &RemoteCluster, path: &str) -> Result<serde_json::Value, String> {
+    let reply = get(remote, path).await?;
+    let hostname = &remote.hostname;
     match reply.status {
         200 => serde_json::from_str(&reply.body).map_err(|e| format!("{hostname}{path}: not JSON: {e}")),
         401 | 403 => Err(format!("authentication failed on the remote cluster at {hostname} (HTTP {})", reply.status)),
@@ -34,29 +57,65 @@ async fn get_json(hostname: &str, user: &str, password: &str, path: &str) -> Res
 }
 
 /// The remote's cluster uuid.
-pub async fn cluster_uuid(hostname: &str, user: &str, password: &str) -> Result<String, String> {
-    let pools = get_json(hostname, user, password, "/pools").await?;
-    pools["uuid"].as_str().map(str::to_owned).ok_or_else(|| format!("{hostname}/pools has no uuid"))
+pub async fn cluster_uuid(remote: &RemoteCluster) -> Result<String, String> {
+    let pools = get_json(remote, "/pools").await?;
+    pools["uuid"].as_str().map(str::to_owned).ok_or_else(|| format!("{}/pools has no uuid", remote.hostname))
 }
 
-/// `host:port` of every KV service of the remote (nodes without a host of their own take the reference's).
-pub async fn kv_seeds(hostname: &str, user: &str, password: &str) -> Result<Vec<String>, String> {
-    let services = get_json(hostname, user, password, "/pools/default/nodeServices").await?;
+/// The remote's HTTPS management address, as goxdcr learns it: `/nodes/self/xdcrSSLPorts` on the plain port,
+/// asked without credentials (nothing secret travels in clear), gives `httpsMgmt`.
+pub async fn tls_mgmt_addr(hostname: &str) -> Result<String, String> {
+    let reply =
+        rest_client::call(hostname, None, "GET", "/nodes/self/xdcrSSLPorts", None, &Body::Empty, REMOTE_TIMEOUT)
+            .await
+            .map_err(|e| format!("{INVALID_REMOTE}Could not get ssl port. err={e}"))?;
+    let ports: serde_json::Value = serde_json::from_str(&reply.body).unwrap_or_default();
+    let port = ports["httpsMgmt"].as_u64().filter(|_| reply.status == 200);
+    let port =
+        port.ok_or_else(|| format!("{INVALID_REMOTE}Could not get ssl port: the remote has no TLS management port"))?;
+    let host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h);
+    Ok(format!("{host}:{port}"))
+}
+
+/// The remote's KV endpoints to connect to: `seeds` to bootstrap from, and for each plain endpoint a bucket
+/// config names, the one to dial (its TLS port when the reference demands encryption). Read from its `nodesExt`
+/// as the client reads a bucket config (`settee_client::service_endpoints`; a node without a host of its own is
+/// the reference's host).
+pub async fn kv_endpoints(remote: &RemoteCluster) -> Result<KvEndpoints, String> {
+    let services = get_json(remote, "/pools/default/nodeServices").await?;
+    let hostname = remote.hostname.as_str();
     let default_host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h);
-    let seeds: Vec<String> = services["nodesExt"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| {
-            let port = n["services"]["kv"].as_u64()?;
-            let host = n["hostname"].as_str().filter(|h| !h.is_empty()).unwrap_or(default_host);
-            Some(format!("{host}:{port}"))
-        })
-        .collect();
+    let (seeds, dial) = match remote.encryption {
+        None => (settee_client::service_endpoints(&services, "kv", default_host), HashMap::new()),
+        Some(_) => (
+            settee_client::service_endpoints(&services, "kvSSL", default_host),
+            settee_client::service_endpoint_pairs(&services, "kv", "kvSSL", default_host).into_iter().collect(),
+        ),
+    };
     if seeds.is_empty() {
-        return Err(format!("{hostname} lists no KV service"));
+        let which = if remote.encryption.is_some() { "TLS KV (kvSSL)" } else { "KV" };
+        return Err(format!("{hostname} lists no {which} service"));
     }
-    Ok(seeds)
+    Ok(KvEndpoints { seeds, dial })
+}
+
+/// See [`kv_endpoints`].
+pub struct KvEndpoints {
+    pub seeds: Vec<String>,
+    /// Plain KV endpoint → TLS one; empty without encryption (the plain endpoint is dialled).
+    dial: HashMap<String, String>,
+}
+
+impl KvEndpoints {
+    /// The address to dial for a node the bucket config names `plain`; None when encryption is demanded and the
+    /// node has no TLS port.
+    pub fn dial<'a>(&'a self, plain: &'a str, encrypted: bool) -> Option<&'a str> {
+        if encrypted {
+            self.dial.get(plain).map(String::as_str)
+        } else {
+            Some(plain)
+        }
+    }
 }
 
 #[cfg(test)]

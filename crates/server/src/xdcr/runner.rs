@@ -4,20 +4,20 @@
 //! active vBuckets, so a replication scales with the source cluster and follows rebalance and failover: a vBucket
 //! that stops being active here is dropped, one that becomes active is read from this node's checkpoint.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use settee_cluster::MetaCommand;
-use settee_engine::VbState;
-use settee_query::datastore::DocMeta;
-use settee_query::index::DocFilter;
-use settee_types::{limits::NUM_VBUCKETS, Datatype, VbId};
-use settee_xdcr::{Change, ChangeKind, Command, Event, Replicator, Settings, Stats};
+use settee_engine::{Manifest, VbState};
+use settee_types::{limits::NUM_VBUCKETS, VbId};
+use settee_xdcr::{Change, Command, Event, Replicator, Settings, Stats};
 use tokio::sync::{mpsc, watch};
 
 use super::checkpoints::CheckpointStore;
+use super::filter::{DocInput, Filters};
+use super::migration::MigrationRules;
 use super::model::{RemoteCluster, Replication};
 use super::source::{self, VbRead};
 use super::target::Target;
@@ -46,6 +46,9 @@ pub struct ReplStatus {
     pub changes_left: u64,
     /// Recent errors, oldest first.
     pub errors: Vec<String>,
+    /// The mean time from a write's send to its reply over the last second with replies, in milliseconds
+    /// (goxdcr's `wtavg_docs_latency`).
+    pub docs_latency_ms: f64,
 }
 
 impl ReplStatus {
@@ -54,6 +57,33 @@ impl ReplStatus {
             self.errors.remove(0);
         }
         self.errors.push(e);
+    }
+}
+
+/// The source bucket's collection names by id, rebuilt only when the manifest changes: the runner reads the
+/// manifest once per batch and looks each change's collection up here.
+#[derive(Default)]
+struct SourceNames {
+    uid: Option<u64>,
+    names: HashMap<u32, (String, String)>,
+}
+
+impl SourceNames {
+    fn refresh(&mut self, manifest: &Manifest) {
+        if self.uid == Some(manifest.uid) {
+            return;
+        }
+        self.names = manifest
+            .scopes
+            .iter()
+            .flat_map(|s| s.collections.iter().map(move |c| (c.uid, (s.name.clone(), c.name.clone()))))
+            .collect();
+        self.uid = Some(manifest.uid);
+    }
+
+    /// `(scope, collection)` of collection `id`; None for a dropped one.
+    fn get(&self, id: u32) -> Option<&(String, String)> {
+        self.names.get(&id)
     }
 }
 
@@ -76,10 +106,15 @@ struct Runner {
     status: Arc<Mutex<ReplStatus>>,
     /// Stats counted before this run (the core starts at zero each run).
     base: Stats,
-    /// The replication's `filterExpression`, compiled (checked when it was set).
-    filter: Option<DocFilter>,
+    /// The replication's filters (`filterExpression` compiled once) and, in migration mode, its rules.
+    filters: Filters,
+    migration: Option<MigrationRules>,
     /// Changes the filters left out this run.
     filtered: u64,
+    source_names: SourceNames,
+    /// Replies since the last publication and their summed latency.
+    replies: u64,
+    latency_sum: Duration,
 }
 
 fn now(node: &Node) -> Duration {
@@ -123,7 +158,7 @@ impl Runner {
         status: Arc<Mutex<ReplStatus>>,
     ) -> (Runner, mpsc::Receiver<WriterReport>) {
         let dir = node.config.data_dir.join("xdcr");
-        let store = CheckpointStore::open(&dir, &spec.id);
+        let store = CheckpointStore::open(&dir, &spec.checkpoint_key());
         let settings = Settings {
             batch_count: spec.settings.worker_batch_size as usize,
             checkpoint_interval: Duration::from_secs(spec.settings.checkpoint_interval),
@@ -138,20 +173,17 @@ impl Runner {
             st.running = true;
             st.stats
         };
-        let filter = match spec.settings.filter_expression.as_str() {
-            "" => None,
-            text => match DocFilter::compile(text) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    // Checked when it was set: only a filter stored by another version could fail here. Nothing
-                    // is replicated rather than everything.
-                    tracing::error!(replication = %spec.id, error = %e, "xdcr filter expression does not compile");
-                    Some(DocFilter::compile("FALSE").expect("a literal compiles"))
-                }
-            },
-        };
+        let filters = Filters::new(&spec.settings, &spec.id);
+        let migration = spec
+            .settings
+            .collections_migration_mode
+            .then(|| MigrationRules::compile(&spec.settings.col_mapping_rules, &spec.id));
         let r = Runner {
-            filter,
+            filters,
+            migration,
+            source_names: SourceNames::default(),
+            replies: 0,
+            latency_sum: Duration::ZERO,
             filtered: 0,
             node,
             bucket,
@@ -238,7 +270,9 @@ impl Runner {
 
     fn on_report(&mut self, report: WriterReport) {
         match report {
-            WriterReport::Reply { generation, node, id, outcome } if generation == self.target.generation => {
+            WriterReport::Reply { generation, node, id, outcome, latency } if generation == self.target.generation => {
+                self.replies += 1;
+                self.latency_sum += latency;
                 self.handle(Event::Reply { node, id, outcome });
             }
             WriterReport::Down { generation, node } if generation == self.target.generation => {
@@ -256,6 +290,7 @@ impl Runner {
         if self.bucket.is_warming_up() || self.bucket.is_deleted() {
             return;
         }
+        let key = self.spec.checkpoint_key();
         for vb in 0..NUM_VBUCKETS {
             // The state alone each scan; the failover log is copied only for a vBucket that starts.
             let active = self.bucket.vbucket(VbId(vb)).is_some_and(|v| v.state() == VbState::Active);
@@ -270,7 +305,7 @@ impl Runner {
                 let recorded = self
                     .node
                     .cluster()
-                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&self.spec.id).and_then(|m| m.get(&vb).copied()));
+                    .and_then(|c| c.metadata().xdcr_checkpoints.get(&key).and_then(|m| m.get(&vb).copied()));
                 if let Some((vbuuid, seqno)) = recorded {
                     self.core.offer_checkpoint(settee_xdcr::Checkpoint { vb, vbuuid, seqno });
                 }
@@ -372,42 +407,43 @@ impl Runner {
         }
     }
 
-    /// Maps each change's collection to the target's and hands the pieces to the core; false (nothing handed)
-    /// when the target cannot be asked.
+    /// Maps each change's collection to the target's (one copy per target collection in migration mode) and hands
+    /// the pieces to the core; false (nothing handed) when the target cannot be asked.
     async fn deliver(&mut self, vb: u16, pieces: Vec<source::Piece>) -> bool {
-        let manifest = self.bucket.manifest();
+        self.source_names.refresh(&self.bucket.manifest());
         let mut mapped = Vec::with_capacity(pieces.len());
         for p in pieces {
             let mut changes = Vec::with_capacity(p.changes.len());
-            for mut c in p.changes {
-                if !self.passes(&c) {
+            for c in p.changes {
+                let reads_doc = self.filters.needs_document(&c)
+                    || (c.collection == 0 && self.migration.as_ref().is_some_and(|m| m.needs_document(&c)));
+                let doc = reads_doc.then(|| DocInput::of(&c));
+                if !self.filters.passes(&c, doc.as_ref()) {
                     self.filtered += 1;
                     continue; // Left out: the core never sees it, and its snapshot still ends where it did.
                 }
-                let Some((scope, collection)) = manifest
-                    .scopes
-                    .iter()
-                    .find_map(|s| s.collections.iter().find(|k| k.uid == c.collection).map(|k| (s, k)))
-                else {
+                let Some((scope, collection)) = self.source_names.get(c.collection) else {
                     continue; // A dropped collection's change.
                 };
-                let path = if self.spec.settings.collections_explicit_mapping {
-                    match self.spec.settings.col_mapping_rules.target(&scope.name, &collection.name) {
-                        Some(path) => path,
-                        None => continue, // No rule sends this collection anywhere.
-                    }
-                } else {
-                    format!("{}.{}", scope.name, collection.name)
-                };
-                match self.target.collection_id(&path).await {
-                    Ok(Some(id)) => c.collection = id,
-                    Ok(None) => continue, // Implicit mapping: the target has no collection of that name.
-                    Err(_) => {
-                        self.need_map = true;
-                        return false;
+                let paths = self.target_paths(&c, scope, collection, doc.as_ref());
+                let mut ids: Vec<u32> = Vec::with_capacity(paths.len());
+                for path in paths {
+                    match self.target.collection_id(&path).await {
+                        Ok(Some(id)) if !ids.contains(&id) => ids.push(id),
+                        Ok(_) => {} // The target has no such collection (or it was named twice).
+                        Err(_) => {
+                            self.need_map = true;
+                            return false;
+                        }
                     }
                 }
-                changes.push(c);
+                // Copies of one change follow each other with its seqno: the core counts each as a write.
+                if let Some((&last, others)) = ids.split_last() {
+                    for &id in others {
+                        changes.push(Change { collection: id, ..c.clone() });
+                    }
+                    changes.push(Change { collection: last, ..c });
+                }
             }
             mapped.push((p.start, p.end, changes));
         }
@@ -424,31 +460,21 @@ impl Runner {
         true
     }
 
-    /// Whether the replication's filters let `c` through: deletions and expirations unless `filterDeletion` /
-    /// `filterExpiration`; a document that is not JSON unless `filterBinary`; then the filter expression over the
-    /// document (xattrs left out; a binary one is MISSING, so only its key and metadata can match) and its META().
-    fn passes(&self, c: &Change) -> bool {
+    /// The target collections (`scope.collection`) of a change of source collection `scope.collection`: the same
+    /// name (implicit mapping), the explicit rules' choice, or in migration mode the rules the document matches
+    /// (the default collection only); empty when it is not replicated.
+    fn target_paths(&self, c: &Change, scope: &str, collection: &str, doc: Option<&DocInput>) -> Vec<String> {
         let s = &self.spec.settings;
-        match c.kind {
-            ChangeKind::Deletion => return !s.filter_deletion,
-            ChangeKind::Expiration => return !s.filter_expiration,
-            ChangeKind::Mutation => {}
+        if let Some(migration) = &self.migration {
+            if c.collection != 0 {
+                return Vec::new(); // Migration mode replicates the default collection only.
+            }
+            return migration.targets(c, doc).into_iter().map(str::to_owned).collect();
         }
-        let datatype = Datatype(c.datatype);
-        let is_json = datatype.is_json();
-        if !is_json && s.filter_binary {
-            return false;
+        if s.collections_explicit_mapping {
+            return s.col_mapping_rules.target(scope, collection).into_iter().collect();
         }
-        let Some(filter) = &self.filter else { return true };
-        let body = match settee_doc::split_value(&c.value, datatype.has_xattr()) {
-            Ok((_, body)) => body,
-            Err(_) => &c.value[..],
-        };
-        let doc = if is_json { settee_query::Value::from_json(body).unwrap_or_default() } else { Default::default() };
-        let meta = DocMeta { cas: c.cas, expiration: c.expiry, flags: c.flags, is_json };
-        let id: Arc<str> = Arc::from(String::from_utf8_lossy(&c.key).as_ref());
-        // A document the filter cannot evaluate is not replicated (goxdcr counts it as unable to filter).
-        filter.matches(&id, &doc, &meta).unwrap_or(false)
+        vec![format!("{scope}.{collection}")]
     }
 
     /// Carries out the core's commands until it has none left.
@@ -498,7 +524,7 @@ impl Runner {
     fn share_checkpoints(&self, saved: &[settee_xdcr::Checkpoint]) {
         let Some(cluster) = self.node.cluster().cloned() else { return };
         let vbuckets = saved.iter().map(|c| (c.vb, (c.vbuuid, c.seqno))).collect();
-        let cmd = MetaCommand::SaveXdcrCheckpoints { replication: self.spec.id.clone(), vbuckets };
+        let cmd = MetaCommand::SaveXdcrCheckpoints { replication: self.spec.checkpoint_key(), vbuckets };
         let id = self.spec.id.clone();
         tokio::spawn(async move {
             if let Err(e) = cluster.propose(cmd).await {
@@ -507,8 +533,9 @@ impl Runner {
         });
     }
 
-    /// Copies the core's counts and the changes left into the status the REST layer reads.
-    fn publish(&self) {
+    /// Copies the core's counts, the changes left and the latency of the replies since the last call into the status
+    /// the REST layer reads.
+    fn publish(&mut self) {
         let mut left = 0u64;
         for &vb in self.reading.keys() {
             if let (Some(v), Some(through)) = (self.bucket.vbucket(VbId(vb)), self.core.through(vb)) {
@@ -517,8 +544,13 @@ impl Runner {
         }
         let s = self.core.stats();
         let b = self.base;
+        let latency_ms = (self.replies > 0).then(|| self.latency_sum.as_secs_f64() * 1000.0 / self.replies as f64);
+        (self.replies, self.latency_sum) = (0, Duration::ZERO);
         let mut st = self.status.lock();
         st.changes_left = left;
+        if let Some(ms) = latency_ms {
+            st.docs_latency_ms = ms;
+        }
         st.stats = Stats {
             changes_read: b.changes_read + s.changes_read,
             docs_written: b.docs_written + s.docs_written,
@@ -530,5 +562,29 @@ impl Runner {
             docs_filtered: b.docs_filtered + self.filtered,
             last_error: s.last_error.or(b.last_error),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves the collection names are read from the manifest once per manifest uid: a collection created later
+    /// is found after the manifest changed, and a lookup between changes does not need the manifest.
+    #[test]
+    fn source_names_are_rebuilt_only_when_the_manifest_changes() {
+        let mut m = Manifest::default();
+        let mut names = SourceNames::default();
+        names.refresh(&m);
+        assert_eq!(names.get(0), Some(&("_default".to_owned(), "_default".to_owned())));
+        m.create_scope("inventory").unwrap();
+        m.create_collection("inventory", "hotels", None, false).unwrap();
+        let id = m.scopes.iter().flat_map(|s| &s.collections).find(|c| c.name == "hotels").unwrap().uid;
+        assert_eq!(names.get(id), None, "not refreshed yet");
+        names.refresh(&m);
+        assert_eq!(names.get(id), Some(&("inventory".to_owned(), "hotels".to_owned())));
+        let before = names.uid;
+        names.refresh(&m);
+        assert_eq!(names.uid, before);
     }
 }

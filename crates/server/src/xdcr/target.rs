@@ -53,24 +53,32 @@ impl Target {
     /// Bootstraps from the remote's KV nodes, opens one writer per node and returns the map.
     pub async fn refresh(&mut self, reports: &mpsc::Sender<WriterReport>) -> Result<NewMap, String> {
         let r = &self.remote;
-        let seeds = super::remote::kv_seeds(&r.hostname, &r.username, &r.password).await?;
+        let endpoints = super::remote::kv_endpoints(r).await?;
+        let tls = match &r.encryption {
+            Some(t) => Some(t.client(&r.hostname).map_err(|e| format!("the remote's certificate: {e}"))?),
+            None => None,
+        };
         let options = BootstrapOptions {
             user: r.username.clone(),
             password: r.password.clone(),
             bucket: self.bucket.clone(),
             features: FEATURES.to_vec(),
             agent: "settee-xdcr".into(),
-            tls: None,
+            tls: tls.clone(),
         };
-        let (cluster, meta) =
-            Cluster::bootstrap(&seeds, options).await.map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
+        let (cluster, meta) = Cluster::bootstrap(&endpoints.seeds, options)
+            .await
+            .map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
         let config = cluster.config().clone();
         let previous_nodes = self.map_nodes;
         let generation = self.generation + 1;
         let mut writers = Vec::with_capacity(config.kv_nodes.len());
-        for (node, addr) in config.kv_nodes.iter().enumerate() {
+        for (node, plain) in config.kv_nodes.iter().enumerate() {
+            let addr =
+                endpoints.dial(plain, tls.is_some()).ok_or_else(|| format!("target node {plain} has no TLS port"))?;
             let sock = resolve(addr).await.map_err(|e| format!("{addr}: {e}"))?;
-            let conn = Connection::connect(sock, &r.username, &r.password, Some(&self.bucket), FEATURES)
+            let (user, password) = (&r.username, &r.password);
+            let conn = Connection::connect_with(sock, None, tls.as_ref(), user, password, Some(&self.bucket), FEATURES)
                 .await
                 .map_err(|e| format!("connecting to target node {addr}: {e}"))?;
             writers.push((node, conn));

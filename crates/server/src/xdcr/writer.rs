@@ -3,18 +3,30 @@
 //! checkpoints are the core's.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use settee_client::{Connection, WithMetaWrite};
 use settee_mcbp::WithMetaExtras;
 use settee_types::Status;
 use settee_xdcr::{ChangeKind, Outcome, Write};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// What a writer reports: `generation` tells the runner whether the writer still belongs to the current map.
 #[derive(Debug)]
 pub enum WriterReport {
-    Reply { generation: u64, node: usize, id: u64, outcome: Outcome },
-    Down { generation: u64, node: usize },
+    /// `latency`: from the write's flush to its reply (goxdcr's docs latency).
+    Reply {
+        generation: u64,
+        node: usize,
+        id: u64,
+        outcome: Outcome,
+        latency: Duration,
+    },
+    Down {
+        generation: u64,
+        node: usize,
+    },
 }
 
 /// Runs until `batches` closes or the connection breaks (then reports Down).
@@ -25,13 +37,15 @@ pub async fn run(
     mut batches: mpsc::Receiver<Vec<Write>>,
     reports: mpsc::Sender<WriterReport>,
 ) {
-    let mut inflight: HashMap<u32, u64> = HashMap::new();
+    // Opaque → (write id, when its batch was flushed).
+    let mut inflight: HashMap<u32, (u64, Instant)> = HashMap::new();
     loop {
         tokio::select! {
             batch = batches.recv() => {
                 let Some(batch) = batch else { return };
+                let sent = Instant::now();
                 for w in &batch {
-                    inflight.insert(queue(&mut conn, w), w.id);
+                    inflight.insert(queue(&mut conn, w), (w.id, sent));
                 }
                 if conn.flush().await.is_err() {
                     let _ = reports.send(WriterReport::Down { generation, node }).await;
@@ -54,10 +68,11 @@ pub async fn run(
                         }
                     }
                 }
+                let now = Instant::now();
                 for (opaque, status) in answered {
-                    let Some(id) = inflight.remove(&opaque) else { continue };
-                    let outcome = outcome_of(status);
-                    if reports.send(WriterReport::Reply { generation, node, id, outcome }).await.is_err() {
+                    let Some((id, sent)) = inflight.remove(&opaque) else { continue };
+                    let (outcome, latency) = (outcome_of(status), now.saturating_duration_since(sent));
+                    if reports.send(WriterReport::Reply { generation, node, id, outcome, latency }).await.is_err() {
                         return;
                     }
                 }
