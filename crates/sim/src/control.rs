@@ -390,5 +390,6 @@ fn node_info(id: NodeId) -> NodeInfo {
         membership: Membership::Active,
         services: vec!["kv".into()],
         tls_ports: Default::default(),
+        node_encryption: false,
     }
 }

@@ -16,6 +16,7 @@ pub(crate) fn meta_with_nodes(nodes: &[(NodeId, Membership)]) -> ClusterMetadata
             membership: *membership,
             services: vec!["kv".into()],
             tls_ports: Default::default(),
+            node_encryption: false,
         };
         meta.nodes.insert(*id, info);
     }

@@ -76,6 +76,7 @@ impl TestNode {
             membership: Membership::InactiveAdded,
             services: vec!["kv".into()],
             tls_ports: Default::default(),
+            node_encryption: false,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use base64::Engine;
+use settee_client::{KvStream, TlsClient};
 use settee_cluster::peer::Body;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -20,17 +21,20 @@ pub struct Reply {
 }
 
 /// Sends `method path` to `addr` ("host:port") with Basic credentials and `body`, within `timeout`, from
-/// `source` when one is given (`--bind-peer-connections`).
+/// `source` when one is given (`--bind-peer-connections`), over TLS when `tls` is given (node-to-node encryption:
+/// the peer's certificate checked by it).
+#[allow(clippy::too_many_arguments)]
 pub async fn call(
     addr: &str,
     source: Option<IpAddr>,
+    tls: Option<&TlsClient>,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
     body: &Body,
     timeout: Duration,
 ) -> anyhow::Result<Reply> {
-    match tokio::time::timeout(timeout, exchange(addr, source, method, path, credentials, body)).await {
+    match tokio::time::timeout(timeout, exchange(addr, source, tls, method, path, credentials, body)).await {
         Ok(r) => r,
         Err(_) => anyhow::bail!("{addr} did not answer {method} {path} within {timeout:?}"),
     }
@@ -39,12 +43,13 @@ pub async fn call(
 async fn exchange(
     addr: &str,
     source: Option<IpAddr>,
+    tls: Option<&TlsClient>,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
     body: &Body,
 ) -> anyhow::Result<Reply> {
-    let mut stream = match source {
+    let tcp = match source {
         None => TcpStream::connect(addr).await?,
         Some(ip) => {
             let mut targets = tokio::net::lookup_host(addr).await?;
@@ -52,6 +57,13 @@ async fn exchange(
                 .find(|t| t.is_ipv4() == ip.is_ipv4())
                 .ok_or_else(|| anyhow::anyhow!("{addr} has no address of {ip}'s family"))?;
             settee_client::dial(target, Some(ip)).await?
+        }
+    };
+    let mut stream = match tls {
+        None => KvStream::Plain(tcp),
+        Some(tls) => {
+            let peer = tcp.peer_addr()?;
+            KvStream::Tls(Box::new(tls.handshake(tcp, peer).await?))
         }
     };
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -71,6 +83,7 @@ async fn exchange(
     request.push_str("\r\n");
     request.push_str(content);
     stream.write_all(request.as_bytes()).await?;
+    stream.flush().await?;
     let mut raw = Vec::new();
     stream.take(REPLY_BYTES_MAX).read_to_end(&mut raw).await?;
     parse(&raw)
@@ -132,7 +145,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             drop(sock);
         });
-        let r = call(&addr, None, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
+        let r = call(&addr, None, None, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
         let error = r.expect_err("no answer").to_string();
         assert!(error.contains("did not answer GET /pools"), "{error}");
         held.abort();

@@ -389,7 +389,8 @@ pub(crate) async fn serve_connection<S: KvStream>(
             }
             let Some(bucket) = session.bucket.clone() else { break };
             let collections = session.collections();
-            let crate::kv::handlers::dcp::DcpUpgrade { conn, include_xattrs } = *upgrade;
+            // `_replication` counts the connection until this scope ends with it.
+            let crate::kv::handlers::dcp::DcpUpgrade { conn, include_xattrs, replication: _replication } = *upgrade;
             let setup = crate::dcp::producer::ProducerSetup {
                 bucket,
                 conn,

@@ -20,11 +20,12 @@ use crate::auth::{ClientCertAuth, PasswordPolicy, SecuritySettings};
 /// `GET /settings/security`.
 pub(crate) async fn get_settings(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
-    Ok(Json(current(&state).to_json()))
+    Ok(Json(current(&state).to_json(super::net_config::node_encryption_everywhere(&state))))
 }
 
 /// `POST /settings/security` with any of `tlsMinVersion`, `scramSha1Enabled`, `scramSha256Enabled`,
-/// `scramSha512Enabled`, `allowPlainAuthWithoutTls` (settee's) and `clusterEncryptionLevel` (only `control`).
+/// `scramSha512Enabled`, `allowPlainAuthWithoutTls` (settee's) and `clusterEncryptionLevel` (control, all or strict;
+/// refused until every node has node encryption on, as ns_server refuses it).
 pub(crate) async fn set_settings(
     State(state): State<RestState>,
     caller: Caller,
@@ -33,7 +34,13 @@ pub(crate) async fn set_settings(
     require_admin(&caller)?;
     let fields = Form::parse(&body).into_pairs();
     let next = current(&state).edited(&fields).map_err(RestError::fields)?;
-    let fields = crate::audit_fields![("settings", next.to_json())];
+    let level_asked = fields.iter().any(|(k, _)| k == "clusterEncryptionLevel");
+    if level_asked && !super::net_config::node_encryption_everywhere(&state) {
+        // ns_server's `get_cluster_encryption`: a level means nothing until every node has node encryption on.
+        let message = "Can't set cluster encryption level when cluster encryption is disabled.";
+        return Err(RestError::field("clusterEncryptionLevel", message));
+    }
+    let fields = crate::audit_fields![("settings", next.to_json(true))];
     save(&state, next).await?;
     caller.audit(&state, events::SECURITY_SETTINGS, fields);
     Ok(StatusCode::OK)

@@ -174,7 +174,7 @@ async fn check_target_bucket(remote: &RemoteCluster, bucket: &str, conflict_reso
     let creds = Some((remote.username.as_str(), remote.password.as_str()));
     let body = settee_cluster::peer::Body::Empty;
     let timeout = std::time::Duration::from_secs(10);
-    let reply = crate::cluster::rest_client::call(&remote.hostname, None, "GET", &path, creds, &body, timeout)
+    let reply = crate::cluster::rest_client::call(&remote.hostname, None, None, "GET", &path, creds, &body, timeout)
         .await
         .map_err(|e| RestError::field("toCluster", format!("cannot reach the remote cluster: {e}")))?;
     match reply.status {

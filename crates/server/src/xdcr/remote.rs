@@ -23,9 +23,10 @@ pub fn normalise_hostname(hostname: &str) -> Result<String, String> {
 }
 
 async fn get_json(hostname: &str, user: &str, password: &str, path: &str) -> Result<serde_json::Value, String> {
-    let reply = rest_client::call(hostname, None, "GET", path, Some((user, password)), &Body::Empty, REMOTE_TIMEOUT)
-        .await
-        .map_err(|e| format!("cannot reach the remote cluster at {hostname}: {e}"))?;
+    let reply =
+        rest_client::call(hostname, None, None, "GET", path, Some((user, password)), &Body::Empty, REMOTE_TIMEOUT)
+            .await
+            .map_err(|e| format!("cannot reach the remote cluster at {hostname}: {e}"))?;
     match reply.status {
         200 => serde_json::from_str(&reply.body).map_err(|e| format!("{hostname}{path}: not JSON: {e}")),
         401 | 403 => Err(format!("authentication failed on the remote cluster at {hostname} (HTTP {})", reply.status)),
