@@ -10,6 +10,7 @@ At `strict` the plain ports of a node not on 127.0.0.1 close every connection wh
 from __future__ import annotations
 
 import base64
+import json
 import re
 import socket
 import ssl
@@ -98,7 +99,19 @@ def replication_runs_over(nodes, ca_file: str, transport: str):
         seen = [replication_producers(n, ca_file) for n in nodes]
         return all(s.get(transport) == NODES - 1 and s.get(other) == 0 for s in seen) and seen
 
-    return wait_for(settled, f"replication over {transport} only", timeout=60)
+    return wait_for(settled, f"replication over {transport} only", timeout=120)
+
+
+def rest_json(node: SetteeServer, path: str, body: bytes):
+    """POSTs a JSON body with the administrator's credentials: (status, text)."""
+    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    request = urllib.request.Request(node.mgmt_url + path, data=body, method="POST",
+                                     headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def turn_on_node_encryption(nodes):
@@ -182,6 +195,11 @@ def test_all_puts_replication_on_tls_and_majority_writes_failover_and_rebalance_
     cluster = connect(nodes[0])
     collection = cluster.bucket(BUCKET).default_collection()
     docs = majority_writes(collection, "all")
+
+    cert_rules = json.dumps({"state": "mandatory",
+                             "prefixes": [{"path": "subject.cn", "prefix": "", "delimiter": ""}]}).encode()
+    status, body = rest_json(nodes[0], "/settings/clientCertAuth", cert_rules)
+    assert status == 400 and "node-to-node encryption is on" in body, body
 
     status, body = rest(nodes[1], "POST", "/node/controller/setupNetConfig", {"nodeEncryption": "off"})
     assert status == 400

@@ -16,7 +16,7 @@ use super::auth::Caller;
 use super::error::RestError;
 use super::form::Form;
 use super::RestState;
-use crate::auth::{EncryptionLevel, SecuritySettings};
+use crate::auth::{ClientCertState, EncryptionLevel, SecuritySettings};
 
 /// What a request asks for, once its fields are valid.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -147,6 +147,12 @@ fn refusal(meta: &ClusterMetadata, settings: &SecuritySettings, asked: &NetConfi
             format!("Can't disable nodeEncryption when the cluster encryption level has been set to {}", level.name());
         return Some(RestError::field("nodeEncryption", message));
     }
+    if asked.node_encryption == Some(true) && settings.client_cert_auth.state == ClientCertState::Mandatory {
+        return Some(RestError::field(
+            "nodeEncryption",
+            "Can't enable nodeEncryption while client certificate authentication is 'mandatory': nodes present no client certificate to each other",
+        ));
+    }
     if asked.node_encryption == Some(true) && !tls_on {
         return Some(RestError::field(
             "nodeEncryption",
@@ -213,5 +219,8 @@ mod tests {
         assert!(refusal(&meta, &SecuritySettings::default(), &off, true).is_none(), "at control it may go off");
         assert!(text(refusal(&meta, &all, &on, false)).contains("TLS port is off"));
         assert!(refusal(&meta, &all, &on, true).is_none());
+        let mut mandatory = all.clone();
+        mandatory.client_cert_auth.state = ClientCertState::Mandatory;
+        assert!(text(refusal(&meta, &mandatory, &on, true)).contains("'mandatory'"), "nodes present no certificate");
     }
 }
