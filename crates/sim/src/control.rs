@@ -391,5 +391,6 @@ fn node_info(id: NodeId) -> NodeInfo {
         services: vec!["kv".into()],
         tls_ports: Default::default(),
         node_encryption: false,
+        tls_ca: String::new(),
     }
 }

@@ -17,6 +17,7 @@ pub(crate) fn meta_with_nodes(nodes: &[(NodeId, Membership)]) -> ClusterMetadata
             services: vec!["kv".into()],
             tls_ports: Default::default(),
             node_encryption: false,
+            tls_ca: String::new(),
         };
         meta.nodes.insert(*id, info);
     }

@@ -130,6 +130,11 @@ pub struct NodeInfo {
     /// The cluster's `clusterEncryptionLevel` applies only while every node has it on. Older metadata: off.
     #[serde(default)]
     pub node_encryption: bool,
+    /// The CA certificates (PEM) the node's TLS certificate chains to, which the other nodes trust for
+    /// node-to-node TLS besides their own: nodes given certificates from different CAs still verify each other.
+    /// Empty in metadata written before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tls_ca: String,
 }
 
 /// A node's TLS ports, each 0 when off.

@@ -18,6 +18,7 @@ pub(super) fn node(id: NodeId) -> NodeInfo {
         services: vec!["kv".into()],
         tls_ports: Default::default(),
         node_encryption: false,
+        tls_ca: String::new(),
     }
 }
 

@@ -77,6 +77,7 @@ impl TestNode {
             services: vec!["kv".into()],
             tls_ports: Default::default(),
             node_encryption: false,
+            tls_ca: String::new(),
         }
     }
 }

@@ -459,6 +459,7 @@ fn my_info(node: &Node, me: NodeId) -> NodeInfo {
             query: node.config.query_tls_port,
         },
         node_encryption: false,
+        tls_ca: node.tls.ca_pem(),
     }
 }
 

@@ -143,7 +143,16 @@ impl Links {
             return Links::default();
         }
         let level = settings.cluster_encryption_level;
-        let tls = match TlsClient::with_roots(roots) {
+        // Every node's CA besides this node's own: nodes with certificates from different CAs verify each other.
+        let mut roots = roots.to_vec();
+        for n in meta.nodes.values().filter(|n| !n.tls_ca.is_empty()) {
+            use rustls::pki_types::pem::PemObject;
+            match CertificateDer::pem_slice_iter(n.tls_ca.as_bytes()).collect::<Result<Vec<_>, _>>() {
+                Ok(certs) => roots.extend(certs),
+                Err(e) => tracing::warn!(node = n.id, error = %e, "a node's CA in the metadata does not parse"),
+            }
+        }
+        let tls = match TlsClient::with_roots(&roots) {
             Ok(tls) => Some(tls),
             Err(e) => {
                 tracing::error!(error = %e, "node-to-node encryption is on but the node's CAs cannot verify peers: peer connections stay plain");
@@ -204,6 +213,7 @@ mod tests {
             services: vec!["kv".into()],
             tls_ports: TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
             node_encryption: encrypted,
+            tls_ca: String::new(),
         }
     }
 
@@ -249,6 +259,63 @@ mod tests {
         assert!(links.plain_port_refuses("127.0.0.2:11210".parse().unwrap()));
         assert!(!links.plain_port_refuses("127.0.0.1:11210".parse().unwrap()));
         assert!(!links.plain_port_refuses("[::1]:11210".parse().unwrap()));
+        let _ = std::fs::remove_dir_all(config.data_dir);
+    }
+
+    /// A TLS server on 127.0.0.1 presenting a certificate from a CA of its own; answers its address and the CA PEM.
+    async fn server_with_own_ca() -> (SocketAddr, String) {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("CA");
+        let issuer = rcgen::Issuer::new(ca, &ca_key);
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("params");
+        let cert = cert.signed_by(&key, &issuer).expect("certificate");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)
+            .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move { drop(acceptor.accept(tcp).await) });
+            }
+        });
+        (addr, ca_cert.pem())
+    }
+
+    /// Proves a peer whose certificate comes from another CA than this node's (a node given its own certificates
+    /// with `--tls-cert`) is trusted once the metadata carries that node's CA, and refused before.
+    #[tokio::test]
+    async fn a_peer_certified_by_another_ca_is_trusted_through_its_ca_in_the_metadata() {
+        let config = crate::config::ServerConfig::for_tests();
+        let roots = crate::tls::NodeTls::open(&config).expect("certificates").peer_roots();
+        let (server, ca_pem) = server_with_own_ca().await;
+        let mut meta = meta(&[true, true]);
+        let peer = meta.nodes.get_mut(&2).expect("node 2");
+        (peer.hostname, peer.mgmt_port, peer.tls_ports.mgmt) = ("127.0.0.1".into(), 1, server.port());
+        let links = PeerLinks::new(None);
+        let handshake = |links: &PeerLinks| {
+            let (addr, tls) = links.mgmt("127.0.0.1:1");
+            async move {
+                let addr: SocketAddr = addr.parse().expect("the TLS address");
+                let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                tls.expect("encrypted at control").handshake(tcp, addr).await
+            }
+        };
+        links.update(&meta, &SecuritySettings::default(), &roots);
+        assert!(handshake(&links).await.is_err(), "a CA this node does not know");
+        meta.nodes.get_mut(&2).expect("node 2").tls_ca = ca_pem;
+        links.update(&meta, &SecuritySettings::default(), &roots);
+        handshake(&links).await.expect("trusted through the metadata");
         let _ = std::fs::remove_dir_all(config.data_dir);
     }
 }

@@ -207,6 +207,7 @@ mod tests {
             services: vec!["kv".into()],
             tls_ports: settee_cluster::TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
             node_encryption: true,
+            tls_ca: String::new(),
         };
         meta.nodes.insert(1, node);
         let on = NetConfig { node_encryption: Some(true) };
