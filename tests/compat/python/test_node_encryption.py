@@ -25,6 +25,7 @@ from couchbase.cluster import Cluster
 from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.options import ClusterOptions, ClusterTimeoutOptions, UpsertOptions
 
+import kv_raw
 import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
@@ -224,11 +225,17 @@ def test_strict_closes_plain_ports_off_loopback_and_control_reopens_them(nodes, 
     while the SDK writes with majority over `couchbases://` trusting the cluster CA; the first node's plain ports
     stay (127.0.0.1 is loopback, as Couchbase keeps its plain ports on localhost). Back at `control` the second
     node's plain ports serve again and replication returns to plain."""
-    ok(rest(nodes[0], "POST", "/settings/security", {"clusterEncryptionLevel": "strict"}))
     node = nodes[1]
+    # Authenticated, so the unauthenticated-connection timeout cannot be what closes it.
+    before = socket.create_connection((node.host, node.kv_port), timeout=5)
+    assert kv_raw.call(before, 0x21, b"PLAIN", f"\0{USERNAME}\0{PASSWORD}".encode())[0] == 0
+    ok(rest(nodes[0], "POST", "/settings/security", {"clusterEncryptionLevel": "strict"}))
     for port, kv in ((node.kv_port, True), (node.mgmt_port, False), (node.query_port, False)):
         wait_for(lambda: plain_port_closes(node.host, port, kv), f"{node.host}:{port} to close plain connections")
     assert not plain_port_closes(nodes[0].host, nodes[0].mgmt_port), "127.0.0.1 keeps its plain port"
+    with pytest.raises(ConnectionError):
+        kv_raw.call(before, 0x0A)  # NOOP: a plain KV connection opened before `strict` ends at its next request
+    before.close()
     replication_runs_over(nodes, ca_file, "tls")
     cluster, collection = tls_collection(node, ca_file)
     docs = majority_writes(collection, "strict")

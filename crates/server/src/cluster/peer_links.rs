@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -46,11 +47,13 @@ pub struct PeerLinks {
     /// The local address peer connections come from (`--bind-peer-connections`), or none.
     source: Option<IpAddr>,
     links: RwLock<Arc<Links>>,
+    /// Whether the level in force is `strict`: one relaxed load per KV batch on plain connections.
+    strict: AtomicBool,
 }
 
 impl PeerLinks {
     pub fn new(source: Option<IpAddr>) -> PeerLinks {
-        PeerLinks { source, links: RwLock::new(Arc::default()) }
+        PeerLinks { source, links: RwLock::new(Arc::default()), strict: AtomicBool::new(false) }
     }
 
     /// Links that never encrypt (calls to other clusters, command-line tools).
@@ -82,6 +85,7 @@ impl PeerLinks {
         let next = Links::of(meta, settings, roots);
         let mut links = self.links.write();
         let changed = links.level != next.level;
+        self.strict.store(next.level == Some(EncryptionLevel::Strict), Ordering::Relaxed);
         *links = Arc::new(next);
         changed
     }
@@ -116,7 +120,7 @@ impl PeerLinks {
         let links = self.current();
         let tls = links.tls.as_ref().filter(|_| links.level >= Some(EncryptionLevel::All))?;
         let port = *links.kv.get(&info.id)?;
-        Some((SocketAddr::new(plain.ip(), port), named(tls, &info.hostname)))
+        Some((SocketAddr::new(plain.ip(), port), named(tls, &info.addr_with(port))))
     }
 
     /// Whether the `strict` level closes `stream`, just accepted on a plain port from `peer` (logged when it does).
@@ -132,7 +136,17 @@ impl PeerLinks {
     /// Whether a connection accepted on a plain client port to `local` (the address the client dialled) is refused:
     /// at `strict`, only connections to 127.0.0.1 and ::1 stay, as Couchbase binds its plain ports to localhost.
     pub fn plain_port_refuses(&self, local: SocketAddr) -> bool {
-        self.level() == Some(EncryptionLevel::Strict) && !is_localhost(local.ip())
+        self.is_strict() && self.plain_port_refuses_at_strict(local)
+    }
+
+    /// Whether a plain connection to `local` is one the `strict` level closes (it was not made to 127.0.0.1 or ::1).
+    pub fn plain_port_refuses_at_strict(&self, local: SocketAddr) -> bool {
+        !is_localhost(local.ip())
+    }
+
+    /// Whether the level in force is `strict`.
+    pub fn is_strict(&self) -> bool {
+        self.strict.load(Ordering::Relaxed)
     }
 }
 
@@ -175,17 +189,21 @@ impl Links {
     }
 }
 
-/// `tls` checking the certificate for the host of `addr` ("host:port", "[v6]:port" or a bare host).
+/// `tls` checking the certificate for the host of `addr` ("host:port" or "[v6]:port").
 fn named(tls: &TlsClient, addr: &str) -> TlsClient {
+    tls.clone().with_server_name(host_of(addr)).unwrap_or_else(|e| {
+        tracing::warn!(%addr, error = %e, "peer host is not a certificate name; checking the address dialled");
+        tls.clone()
+    })
+}
+
+/// The host of "host:port" or "[v6]:port", without brackets.
+fn host_of(addr: &str) -> &str {
     let host = match addr.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => host,
         _ => addr,
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    tls.clone().with_server_name(host).unwrap_or_else(|e| {
-        tracing::warn!(%addr, error = %e, "peer host is not a certificate name; checking the address dialled");
-        tls.clone()
-    })
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 fn is_localhost(ip: IpAddr) -> bool {
@@ -260,6 +278,14 @@ mod tests {
         assert!(!links.plain_port_refuses("127.0.0.1:11210".parse().unwrap()));
         assert!(!links.plain_port_refuses("[::1]:11210".parse().unwrap()));
         let _ = std::fs::remove_dir_all(config.data_dir);
+    }
+
+    /// Proves the name a peer's certificate is checked for is the host of its address, IPv6 included.
+    #[test]
+    fn host_of_strips_the_port_and_brackets() {
+        assert_eq!(host_of("127.0.0.2:18091"), "127.0.0.2");
+        assert_eq!(host_of("[::1]:11207"), "::1");
+        assert_eq!(host_of("node-a.example:8091"), "node-a.example");
     }
 
     /// A TLS server on 127.0.0.1 presenting a certificate from a CA of its own; answers its address and the CA PEM.
