@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the official couchbase-cli against a 3-node settee cluster (tests/compat/python/test_couchbase_cli.py) and
+# Runs the official couchbase-cli against a 3-node settee cluster (tests/compat/python/test_couchbase_cli.py),
+# node-to-node encryption on a 2-node one (test_couchbase_cli_n2n.py) and
 # its XDCR commands between two nodes (test_couchbase_cli_xdcr.py).
 #
 #   scripts/test-couchbase-cli.sh PATH [PYTEST ARGS...]
@@ -58,4 +59,4 @@ fi
 export COUCHBASE_CLI="$work/couchbase-cli"
 export COUCHBASE_CLI_VERSION="$version"
 cd tests/compat/python
-exec ../../../.venv/bin/python -m pytest test_couchbase_cli.py test_couchbase_cli_xdcr.py -v -s "$@"
+exec ../../../.venv/bin/python -m pytest test_couchbase_cli.py test_couchbase_cli_xdcr.py test_couchbase_cli_n2n.py -v -s "$@"

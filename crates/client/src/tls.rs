@@ -69,6 +69,11 @@ impl TlsClient {
         Ok(self)
     }
 
+    /// The rustls connector under this client (for HTTP clients that dial TLS themselves).
+    pub fn connector(&self) -> TlsConnector {
+        self.connector.clone()
+    }
+
     /// Runs the client handshake on `tcp`, connected to `addr`.
     pub async fn handshake(&self, tcp: TcpStream, addr: SocketAddr) -> std::io::Result<TlsStream<TcpStream>> {
         let name = match &self.server_name {

@@ -36,5 +36,8 @@ pub use metadata::{
     MetaError, NodeInfo, RebalanceSettings, Recovery, ServerGroup, ServerGroups, TlsPorts,
 };
 pub use store::{write_atomic, ConsensusError, MetadataStore, OpenError, ProposeError, StoreOptions};
-pub use transport::{raft_router, HttpTransport, MemberRequest, Proposed, RaftTransport, TransportError};
+pub use transport::{
+    raft_router, HttpTransport, MemberRequest, PeerConnector, PeerTls, Proposed, RaftTransport, TlsSwitch,
+    TransportError,
+};
 pub use vbmap::{NodeId, VbMap, VbMove};

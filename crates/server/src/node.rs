@@ -86,6 +86,10 @@ pub struct Node {
     cluster: std::sync::OnceLock<Arc<crate::cluster::ClusterHandle>>,
     /// The node's TLS certificates and the acceptor of its TLS ports.
     pub tls: Arc<crate::tls::NodeTls>,
+    /// Which connections to the other nodes run over TLS (node-to-node encryption), recomputed by the reconcile.
+    pub peer_links: Arc<crate::cluster::peer_links::PeerLinks>,
+    /// The replication connections this node serves as a producer, by transport.
+    pub replication_producers: Arc<crate::dcp::ReplicationProducers>,
     /// The query service: prepared statements, indexes, the request log.
     pub query: Arc<crate::query::QueryService>,
     /// The audit log (off until `/settings/audit` turns it on).
@@ -132,8 +136,11 @@ impl Node {
         let tls = Arc::new(crate::tls::NodeTls::open(&config)?);
         let timings = crate::timings::NodeTimings::new(config.slow_op_threshold_ms);
         let audit = Arc::new(crate::audit::Audit::new(config.data_dir.join("logs"), &config.host, clock.clone())?);
+        let peer_links = Arc::new(crate::cluster::peer_links::PeerLinks::new(config.peer_source().ok().flatten()));
         let node = Arc::new(Node {
             tls,
+            peer_links,
+            replication_producers: Arc::default(),
             timings,
             uuid: random_hex32(clock.now_nanos() ^ 0x5e77ee),
             config,

@@ -390,5 +390,7 @@ fn node_info(id: NodeId) -> NodeInfo {
         membership: Membership::Active,
         services: vec!["kv".into()],
         tls_ports: Default::default(),
+        node_encryption: false,
+        tls_ca: String::new(),
     }
 }

@@ -16,6 +16,8 @@ pub(crate) fn meta_with_nodes(nodes: &[(NodeId, Membership)]) -> ClusterMetadata
             membership: *membership,
             services: vec!["kv".into()],
             tls_ports: Default::default(),
+            node_encryption: false,
+            tls_ca: String::new(),
         };
         meta.nodes.insert(*id, info);
     }

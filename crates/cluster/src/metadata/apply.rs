@@ -89,7 +89,13 @@ impl ClusterMetadata {
             return Err(MetaError::AddressInUse(addr));
         }
         let membership = if self.nodes.is_empty() { Membership::Active } else { Membership::InactiveAdded };
-        self.nodes.insert(node.id, NodeInfo { membership, ..node.clone() });
+        // A node joining a cluster whose nodes all encrypt node-to-node traffic takes part too (as ns_server
+        // configures a joining node's encryption to match), when its TLS ports are on; otherwise the cluster's
+        // level stops applying until an operator turns it on for the newcomer.
+        let tls_on = node.tls_ports.kv != 0 && node.tls_ports.mgmt != 0;
+        let joins_encrypted = !self.nodes.is_empty() && self.nodes.values().all(|n| n.node_encryption) && tls_on;
+        let node_encryption = node.node_encryption || joins_encrypted;
+        self.nodes.insert(node.id, NodeInfo { membership, node_encryption, ..node.clone() });
         self.place_new_node(node.id);
         Ok(())
     }

@@ -126,6 +126,15 @@ pub struct NodeInfo {
     /// TLS existed reads as all off.
     #[serde(default)]
     pub tls_ports: TlsPorts,
+    /// Couchbase's per-node `nodeEncryption` (`setupNetConfig`): the node takes part in node-to-node encryption.
+    /// The cluster's `clusterEncryptionLevel` applies only while every node has it on. Older metadata: off.
+    #[serde(default)]
+    pub node_encryption: bool,
+    /// The CA certificates (PEM) the node's TLS certificate chains to, which the other nodes trust for
+    /// node-to-node TLS besides their own: nodes given certificates from different CAs still verify each other.
+    /// Empty in metadata written before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tls_ca: String,
 }
 
 /// A node's TLS ports, each 0 when off.
@@ -137,6 +146,15 @@ pub struct TlsPorts {
 }
 
 impl NodeInfo {
+    /// "host:port" for `port` on this node (IPv6 hosts in brackets).
+    pub fn addr_with(&self, port: u16) -> String {
+        if self.hostname.contains(':') && !self.hostname.starts_with('[') {
+            format!("[{}]:{}", self.hostname, port)
+        } else {
+            format!("{}:{}", self.hostname, port)
+        }
+    }
+
     /// "host:mgmtport", the address the Raft transport reaches the node at (IPv6 hosts in brackets).
     pub fn mgmt_addr(&self) -> String {
         if self.hostname.contains(':') && !self.hostname.starts_with('[') {

@@ -17,6 +17,8 @@ pub(super) fn node(id: NodeId) -> NodeInfo {
         membership: Membership::Active,
         services: vec!["kv".into()],
         tls_ports: Default::default(),
+        node_encryption: false,
+        tls_ca: String::new(),
     }
 }
 
@@ -508,4 +510,23 @@ fn node_info_without_tls_ports_reads_as_tls_off() {
     let info: NodeInfo = serde_json::from_value(json).expect("old metadata reads");
     assert_eq!(info.tls_ports, crate::metadata::TlsPorts::default());
     assert_eq!(info, node(3));
+}
+
+/// Proves a node joining a cluster whose nodes all have node encryption on gets it too when its TLS ports are on
+/// (so the cluster's encryption level keeps applying), and does not without them or in a cluster not encrypted.
+#[test]
+fn add_node_takes_node_encryption_from_a_fully_encrypted_cluster() {
+    let tls = TlsPorts { kv: 11207, mgmt: 18091, query: 18093 };
+    let mut meta = ClusterMetadata::default();
+    meta.apply(&MetaCommand::AddNode(NodeInfo { tls_ports: tls, ..node(1) })).expect("first node");
+    meta.apply(&MetaCommand::AddNode(NodeInfo { tls_ports: tls, ..node(2) })).expect("joins");
+    assert!(!meta.nodes[&2].node_encryption, "the cluster does not encrypt");
+    for id in [1, 2] {
+        let info = NodeInfo { node_encryption: true, ..meta.nodes[&id].clone() };
+        meta.apply(&MetaCommand::UpdateNode(info)).expect("setupNetConfig");
+    }
+    meta.apply(&MetaCommand::AddNode(NodeInfo { tls_ports: tls, ..node(3) })).expect("joins");
+    assert!(meta.nodes[&3].node_encryption, "joins an encrypted cluster encrypted");
+    meta.apply(&MetaCommand::AddNode(node(4))).expect("joins");
+    assert!(!meta.nodes[&4].node_encryption, "no TLS ports, no node encryption");
 }

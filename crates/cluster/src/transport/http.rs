@@ -3,6 +3,7 @@
 //! The client is hyper 1's pooled client from hyper-util (already in the tree under axum): it keeps connections
 //! alive between heartbeats, which a hand-written client would have to reimplement together with HTTP framing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -16,6 +17,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::peer_tls::{PeerConnector, TlsSwitch};
 use super::rpc::*;
 use super::{path, BoxFuture, MemberRequest, Proposed, RaftTransport, Reply, TransportError};
 use crate::metadata::MetaCommand;
@@ -33,7 +35,9 @@ const ERROR_BODY_BYTES_MAX: usize = 512;
 /// Sends every request with the node-to-node credentials the server gives it (replaceable: a joining node adopts
 /// its cluster's).
 pub struct HttpTransport {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<PeerConnector, Full<Bytes>>,
+    /// Which peers are reached over TLS (node-to-node encryption); plain for all when unset.
+    tls: Arc<TlsSwitch>,
     authorization: parking_lot::RwLock<HeaderValue>,
 }
 
@@ -49,8 +53,15 @@ impl HttpTransport {
         connector.set_local_address(source);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let tls = Arc::new(TlsSwitch::default());
+        let connector = PeerConnector::new(connector, tls.clone());
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE_TIMEOUT).build(connector);
-        HttpTransport { client, authorization: parking_lot::RwLock::new(basic_authorization(username, password)) }
+        HttpTransport { client, tls, authorization: parking_lot::RwLock::new(basic_authorization(username, password)) }
+    }
+
+    /// Which peers later requests reach over TLS (see [`TlsSwitch`]).
+    pub fn tls(&self) -> &TlsSwitch {
+        &self.tls
     }
 
     /// Sends every later request with these credentials.
@@ -78,7 +89,7 @@ impl HttpTransport {
         body: &Req,
     ) -> Result<Resp, TransportError> {
         let not_sent = |reason: String| TransportError::Connect { addr: addr.into(), reason };
-        let uri: Uri = format!("http://{addr}{path}").parse().map_err(|e| not_sent(format!("bad address: {e}")))?;
+        let uri: Uri = self.tls.uri(addr, path).parse().map_err(|e| not_sent(format!("bad address: {e}")))?;
         let body = serde_json::to_vec(body).map_err(|e| not_sent(format!("cannot encode the request: {e}")))?;
         let request = Request::post(uri)
             .header(CONTENT_TYPE, "application/json")

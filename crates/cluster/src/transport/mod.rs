@@ -5,6 +5,7 @@
 //! the peer and its answer came back, the inner one is the peer's typed answer. Node addresses are "host:mgmtport".
 
 mod http;
+mod peer_tls;
 mod router;
 
 use std::future::Future;
@@ -17,6 +18,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
 pub use http::{basic_authorization, HttpTransport};
+pub use peer_tls::{PeerConnector, PeerStream, PeerTls, TlsSwitch};
 pub use router::raft_router;
 
 use crate::metadata::{ClusterMetadata, MetaCommand, MetaError};

@@ -76,6 +76,8 @@ impl TestNode {
             membership: Membership::InactiveAdded,
             services: vec!["kv".into()],
             tls_ports: Default::default(),
+            node_encryption: false,
+            tls_ca: String::new(),
         }
     }
 }

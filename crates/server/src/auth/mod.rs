@@ -44,7 +44,9 @@ pub(crate) use plain::decoy_checks;
 pub use plain::{authenticate_plain, verify_password, PlainMessage};
 pub use role::{BucketAccess, BucketRole, ClusterRole, Role, RoleError, RoleTarget, ScopedGrant};
 pub use scram::ScramServer;
-pub use security::{CertNames, ClientCertAuth, ClientCertState, PasswordPolicy, SecuritySettings, TlsMinVersion};
+pub use security::{
+    CertNames, ClientCertAuth, ClientCertState, EncryptionLevel, PasswordPolicy, SecuritySettings, TlsMinVersion,
+};
 pub use users::{validate_id, Group, User, UserError, UserStore};
 
 use settee_types::Status;

@@ -27,6 +27,32 @@ pub struct SecuritySettings {
     pub allow_plain_auth_without_tls: bool,
     pub client_cert_auth: ClientCertAuth,
     pub password_policy: PasswordPolicy,
+    /// What node-to-node traffic is encrypted once every node has `nodeEncryption` on (see [`EncryptionLevel`]).
+    pub cluster_encryption_level: EncryptionLevel,
+}
+
+/// Couchbase's `clusterEncryptionLevel`. It applies only while every node has node encryption on; until then
+/// nothing between nodes is encrypted (ns_server's effective level `none`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncryptionLevel {
+    /// The control plane: Raft and the node-to-node REST calls.
+    #[default]
+    Control,
+    /// Every node-to-node connection: also DCP replication and the query service's peer calls.
+    All,
+    /// `all`, and the plain client ports accept only loopback connections (to 127.0.0.1 or ::1).
+    Strict,
+}
+
+impl EncryptionLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            EncryptionLevel::Control => "control",
+            EncryptionLevel::All => "all",
+            EncryptionLevel::Strict => "strict",
+        }
+    }
 }
 
 impl Default for SecuritySettings {
@@ -39,6 +65,7 @@ impl Default for SecuritySettings {
             allow_plain_auth_without_tls: true,
             client_cert_auth: ClientCertAuth::default(),
             password_policy: PasswordPolicy::default(),
+            cluster_encryption_level: EncryptionLevel::Control,
         }
     }
 }
@@ -337,17 +364,17 @@ impl SecuritySettings {
                 "scramSha256Enabled" => flag(&mut next.scram_sha256_enabled, &mut errors),
                 "scramSha512Enabled" => flag(&mut next.scram_sha512_enabled, &mut errors),
                 "allowPlainAuthWithoutTls" => flag(&mut next.allow_plain_auth_without_tls, &mut errors),
-                "clusterEncryptionLevel" if value == "control" => {}
-                "clusterEncryptionLevel" if value == "all" || value == "strict" => {
-                    errors.insert(
-                        name.clone(),
-                        json!("settee does not encrypt node-to-node traffic yet: only 'control' is accepted"),
-                    );
-                }
-                "clusterEncryptionLevel" => {
-                    errors
-                        .insert(name.clone(), json!("Cluster encryption level must be one of control, all or strict"));
-                }
+                "clusterEncryptionLevel" => match value.as_str() {
+                    "control" => next.cluster_encryption_level = EncryptionLevel::Control,
+                    "all" => next.cluster_encryption_level = EncryptionLevel::All,
+                    "strict" => next.cluster_encryption_level = EncryptionLevel::Strict,
+                    _ => {
+                        errors.insert(
+                            name.clone(),
+                            json!("Cluster encryption level must be one of [\"control\",\"all\",\"strict\"]"),
+                        );
+                    }
+                },
                 _ => {
                     errors.insert(name.clone(), json!("Unsupported key"));
                 }
@@ -360,14 +387,17 @@ impl SecuritySettings {
         }
     }
 
-    /// The JSON `GET /settings/security` answers: the fields settee acts on, and `clusterEncryptionLevel`
-    /// `control`, the only level settee has (node-to-node traffic is not encrypted).
-    pub fn to_json(&self) -> Value {
+    /// The JSON `GET /settings/security` answers: the fields settee acts on, `clusterEncryptionLevel` only when
+    /// `encrypted` (every node has node encryption on), as ns_server.
+    pub fn to_json(&self, encrypted: bool) -> Value {
         let mut v = self.to_metadata();
         if let Some(fields) = v.as_object_mut() {
             fields.remove("clientCertAuth");
             fields.remove("passwordPolicy");
-            fields.insert("clusterEncryptionLevel".to_owned(), json!("control"));
+            // ns_server shows the level only while every node has node encryption on.
+            if !encrypted {
+                fields.remove("clusterEncryptionLevel");
+            }
         }
         v
     }
@@ -468,7 +498,7 @@ mod tests {
         let errors = base
             .edited(&form(&[
                 ("tlsMinVersion", "tlsv1.1"),
-                ("clusterEncryptionLevel", "all"),
+                ("clusterEncryptionLevel", "everything"),
                 ("scramSha1Enabled", "1"),
                 ("bogus", "x"),
             ]))
@@ -476,7 +506,11 @@ mod tests {
         let mut keys: Vec<&str> = errors.keys().map(String::as_str).collect();
         keys.sort_unstable();
         assert_eq!(keys, ["bogus", "clusterEncryptionLevel", "scramSha1Enabled", "tlsMinVersion"]);
-        assert!(base.edited(&form(&[("clusterEncryptionLevel", "control")])).is_ok());
+        let strict = base.edited(&form(&[("clusterEncryptionLevel", "strict")])).expect("a level");
+        assert_eq!(strict.cluster_encryption_level, EncryptionLevel::Strict);
+        assert_eq!(SecuritySettings::from_metadata(&strict.to_metadata()), strict);
+        assert_eq!(strict.to_json(true)["clusterEncryptionLevel"], "strict");
+        assert!(strict.to_json(false).get("clusterEncryptionLevel").is_none(), "hidden until encryption is on");
     }
 
     /// The policy's form follows ns_server's validators, and each rule refuses a password without what it asks for

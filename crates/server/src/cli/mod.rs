@@ -33,7 +33,8 @@ impl ClusterAccess {
     pub async fn get_bytes(&self, addr: &str, path: &str, timeout: std::time::Duration) -> anyhow::Result<Vec<u8>> {
         let creds = (self.username.as_str(), self.password.as_str());
         let empty = &settee_cluster::peer::Body::Empty;
-        let reply = crate::cluster::rest_client::call(addr, None, "GET", path, Some(creds), empty, timeout).await?;
+        let reply =
+            crate::cluster::rest_client::call(addr, None, None, "GET", path, Some(creds), empty, timeout).await?;
         if reply.status != 200 {
             anyhow::bail!("GET {path} from {addr}: {} {}", reply.status, reply.body.trim());
         }

@@ -115,7 +115,7 @@ pub async fn run(args: RollingRestartArgs) -> anyhow::Result<()> {
 
 async fn post(access: &ClusterAccess, addr: &str, path: &str, form: &[(&str, &str)]) -> anyhow::Result<()> {
     let creds = (access.username.as_str(), access.password.as_str());
-    let reply = rest_client::call(addr, None, "POST", path, Some(creds), &peer::form(form), CALL_TIMEOUT)
+    let reply = rest_client::call(addr, None, None, "POST", path, Some(creds), &peer::form(form), CALL_TIMEOUT)
         .await
         .with_context(|| format!("POST {path} to {addr}"))?;
     if !(200..300).contains(&reply.status) {

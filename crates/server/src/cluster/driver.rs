@@ -36,7 +36,7 @@ pub struct ClusterDriver {
     pub(super) node: Arc<Node>,
     pub(super) handle: Arc<ClusterHandle>,
     dir: PathBuf,
-    transport: Arc<HttpTransport>,
+    pub(super) transport: Arc<HttpTransport>,
     /// Told when the handle's store is replaced (the node joined another cluster).
     swapped: Notify,
     reconciler: tokio::sync::Mutex<Reconciler>,
@@ -220,9 +220,10 @@ impl ClusterDriver {
         use settee_cluster::peer::PeerSecretRequest;
         let config = &self.node.config;
         let credentials = Some((config.username.as_str(), config.password.as_str()));
-        let reply = super::peers::call(seed, self.peer_source(), credentials, &PeerSecretRequest, CLUSTER_CA_TIMEOUT)
-            .await
-            .with_context(|| format!("cannot get the cluster's node-to-node secret from {seed}"))?;
+        let reply =
+            super::peers::call(seed, &self.node.peer_links, credentials, &PeerSecretRequest, CLUSTER_CA_TIMEOUT)
+                .await
+                .with_context(|| format!("cannot get the cluster's node-to-node secret from {seed}"))?;
         let dir = config.data_dir.clone();
         let secret = reply.secret.clone();
         tokio::task::spawn_blocking(move || crate::auth::peer_secret::store(&dir, secret.as_deref()))
@@ -242,7 +243,7 @@ impl ClusterDriver {
         let credentials = self.credentials();
         match super::peers::call(
             seed,
-            self.peer_source(),
+            &self.node.peer_links,
             Some((credentials.0.as_str(), credentials.1.as_str())),
             &ClusterCaRequest,
             CLUSTER_CA_TIMEOUT,
@@ -357,7 +358,11 @@ impl ClusterDriver {
     async fn refresh_my_info(&self) {
         let meta = self.metadata();
         let Some(known) = meta.nodes.get(&self.me()) else { return };
-        let mine = NodeInfo { membership: known.membership, ..my_info(&self.node, self.me()) };
+        let mine = NodeInfo {
+            membership: known.membership,
+            node_encryption: known.node_encryption,
+            ..my_info(&self.node, self.me())
+        };
         if *known != mine {
             if let Err(e) = self.handle.store().propose(MetaCommand::UpdateNode(mine)).await {
                 tracing::warn!(error = %e, "cannot record this node's new address");
@@ -453,6 +458,8 @@ fn my_info(node: &Node, me: NodeId) -> NodeInfo {
             mgmt: node.config.mgmt_tls_port,
             query: node.config.query_tls_port,
         },
+        node_encryption: false,
+        tls_ca: node.tls.ca_pem(),
     }
 }
 

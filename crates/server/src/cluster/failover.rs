@@ -56,7 +56,7 @@ impl ClusterDriver {
             let mut answer = None;
             for command in commands {
                 let meta = self.metadata();
-                let peers = Peers::new(self.credentials(), self.peer_source(), &meta);
+                let peers = Peers::new(self.credentials(), &self.node.peer_links, &meta);
                 match command {
                     Command::Hold { node, request } => {
                         let reply = peers.hold(node, &request).await.map_err(|e| e.to_string());

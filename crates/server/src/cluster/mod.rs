@@ -24,6 +24,7 @@ mod handle;
 mod holds;
 mod monitor;
 mod ops;
+pub(crate) mod peer_links;
 pub(crate) mod peers;
 mod rebalance;
 mod reconcile;

@@ -43,11 +43,12 @@ impl ClusterDriver {
             table.heard_of(peers.iter().map(|(id, _)| *id), self.now());
         }
         let mut probes = tokio::task::JoinSet::new();
-        let source = self.peer_source();
+        let links = self.node.peer_links.clone();
         for (id, addr) in peers {
-            probes.spawn(
-                async move { (id, peers::call(&addr, source, None, &ProbeRequest, PROBE_TIMEOUT).await.is_ok()) },
-            );
+            probes.spawn({
+                let links = links.clone();
+                async move { (id, peers::call(&addr, &links, None, &ProbeRequest, PROBE_TIMEOUT).await.is_ok()) }
+            });
         }
         while let Some(Ok((id, answered))) = probes.join_next().await {
             if answered {

@@ -4,12 +4,12 @@
 //! vBuckets for a takeover (`/settee/node/drain`); the health monitor probes; `addNode` asks the newcomer to join.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use settee_cluster::peer::{HoldReply, HoldRequest, PeerCall, SeqnoReport, SeqnosRequest};
 use settee_cluster::{ClusterMetadata, NodeId};
 
+use super::peer_links::PeerLinks;
 use super::rest_client;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,17 +32,29 @@ pub enum PeerError {
     BadReply { addr: String, path: &'static str, error: serde_json::Error },
 }
 
-/// Sends `request` to `addr` ("host:port") from `source` (see `ServerConfig::peer_source`) and decodes its reply.
+/// Sends `request` to `addr` (the peer's plain "host:mgmtport") and decodes its reply: from the links' source
+/// address, to the peer's TLS port when the links encrypt the control plane.
 pub async fn call<C: PeerCall>(
     addr: &str,
-    source: Option<IpAddr>,
+    links: &PeerLinks,
     credentials: Option<(&str, &str)>,
     request: &C,
     timeout: Duration,
 ) -> Result<C::Reply, PeerError> {
-    let reply = rest_client::call(addr, source, C::METHOD, C::PATH, credentials, &request.body(), timeout)
-        .await
-        .map_err(|e| PeerError::Unreachable(format!("{e:#}")))?;
+    let (addr, tls) = links.mgmt(addr);
+    let addr = addr.as_str();
+    let reply = rest_client::call(
+        addr,
+        links.source(),
+        tls.as_ref(),
+        C::METHOD,
+        C::PATH,
+        credentials,
+        &request.body(),
+        timeout,
+    )
+    .await
+    .map_err(|e| PeerError::Unreachable(format!("{e:#}")))?;
     if reply.status != 200 {
         return Err(PeerError::Refused {
             addr: addr.to_owned(),
@@ -62,12 +74,12 @@ pub async fn call<C: PeerCall>(
 pub struct Peers<'a> {
     meta: &'a ClusterMetadata,
     creds: (String, String),
-    source: Option<IpAddr>,
+    links: &'a PeerLinks,
 }
 
 impl<'a> Peers<'a> {
-    pub fn new(credentials: (String, String), source: Option<IpAddr>, meta: &'a ClusterMetadata) -> Self {
-        Peers { meta, creds: credentials, source }
+    pub fn new(credentials: (String, String), links: &'a PeerLinks, meta: &'a ClusterMetadata) -> Self {
+        Peers { meta, creds: credentials, links }
     }
 
     /// The high seqno of every active or replica vBucket on `node`, and the dead ones it keeps data for.
@@ -88,6 +100,6 @@ impl<'a> Peers<'a> {
 
     async fn call<C: PeerCall>(&self, node: NodeId, request: &C, timeout: Duration) -> Result<C::Reply, PeerError> {
         let addr = self.meta.nodes.get(&node).map(|n| n.mgmt_addr()).ok_or(PeerError::UnknownNode(node))?;
-        call(&addr, self.source, Some((self.creds.0.as_str(), self.creds.1.as_str())), request, timeout).await
+        call(&addr, self.links, Some((self.creds.0.as_str(), self.creds.1.as_str())), request, timeout).await
     }
 }

@@ -63,7 +63,7 @@ impl ClusterDriver {
     /// Does one command; returns its answer, if it has one.
     async fn carry_out(&self, command: Command) -> Option<Event> {
         let meta = self.metadata();
-        let peers = Peers::new(self.credentials(), self.peer_source(), &meta);
+        let peers = Peers::new(self.credentials(), &self.node.peer_links, &meta);
         let event = match command {
             Command::Report { node } => {
                 Event::Reported { node, report: peers.seqnos(node).await.map_err(|e| e.to_string()) }

@@ -14,8 +14,22 @@ use tokio::sync::watch;
 
 use super::{config_of, spec_of, ClusterDriver};
 use crate::auth::User;
-use crate::dcp::consumer::{self, FeedSpec};
+use crate::dcp::consumer::{self, FeedSpec, FeedTls};
 use crate::node::{BucketHandle, Node};
+
+/// Recomputes which peer connections run over TLS (node-to-node encryption) and hands the result to the Raft
+/// transport and the query service's peer client; replication feeds read it as the reconcile builds their specs.
+fn apply_peer_links(driver: &ClusterDriver, meta: &ClusterMetadata) {
+    let node = &driver.node;
+    let settings = crate::auth::SecuritySettings::from_metadata(&meta.security);
+    let changed = node.peer_links.update(meta, &settings, &node.tls.peer_roots());
+    driver.transport.tls().set(node.peer_links.control_plane());
+    crate::query::routing::peers(node).tls().set(node.peer_links.query());
+    if changed {
+        let level = node.peer_links.level().map_or("none", |l| l.name());
+        tracing::info!(level, "node-to-node encryption level in force changed");
+    }
+}
 
 /// One replication connection: a bucket's replica vBuckets whose active copies are on one source node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,6 +83,7 @@ impl Reconciler {
         self.apply_audit(node, meta);
         self.apply_security(node, meta);
         node.limits.set_enforced(crate::rest::cluster_settings::limits_enforced(meta));
+        apply_peer_links(driver, meta);
         for local in node.buckets() {
             let cfg = local.config();
             if meta.buckets.get(&cfg.name).is_none_or(|b| b.spec.uuid != cfg.uuid) {
@@ -107,6 +122,11 @@ impl Reconciler {
                     tracing::warn!(node = source, host = %info.hostname, "cannot resolve a replication source");
                     continue;
                 };
+                // At `all` and `strict` the feed streams from the source's KV TLS port.
+                let (addr, tls) = match node.peer_links.kv(info, addr) {
+                    Some((tls_addr, tls)) => (tls_addr, FeedTls(Some(tls))),
+                    None => (addr, FeedTls(None)),
+                };
                 let key = FeedKey { bucket: name.clone(), uuid: b.spec.uuid.clone(), source };
                 let spec = FeedSpec {
                     source: addr,
@@ -116,6 +136,7 @@ impl Reconciler {
                     bind: driver.peer_source(),
                     name: crate::dcp::replication_connection_name(me, name),
                     timeouts: Default::default(),
+                    tls,
                 };
                 wanted.insert(key, (handle.clone(), spec));
             }
@@ -199,7 +220,8 @@ impl Reconciler {
         self.security_applied = Some(meta.security.clone());
     }
 
-    /// Starts, updates or stops feeds so that exactly `wanted` run. A feed whose vBucket list alone changed keeps
+    /// Starts, updates or stops feeds so that exactly `wanted` run. A feed whose transport changed (node-to-node
+    /// encryption turned on or off) is stopped and started again over the new one. A feed whose vBucket list alone changed keeps
     /// its connection and opens or closes just the streams that differ.
     fn set_feeds(&mut self, wanted: BTreeMap<FeedKey, (Arc<BucketHandle>, FeedSpec)>) {
         self.feeds.retain(|key, feed| {

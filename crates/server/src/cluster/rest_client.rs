@@ -5,8 +5,9 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use base64::Engine;
+use settee_client::{KvStream, TlsClient};
 use settee_cluster::peer::Body;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Largest answer read from a peer.
@@ -20,34 +21,20 @@ pub struct Reply {
 }
 
 /// Sends `method path` to `addr` ("host:port") with Basic credentials and `body`, within `timeout`, from
-/// `source` when one is given (`--bind-peer-connections`).
+/// `source` when one is given (`--bind-peer-connections`), over TLS when `tls` is given (node-to-node encryption:
+/// the peer's certificate checked by it).
+#[allow(clippy::too_many_arguments)]
 pub async fn call(
     addr: &str,
     source: Option<IpAddr>,
+    tls: Option<&TlsClient>,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
     body: &Body,
     timeout: Duration,
 ) -> anyhow::Result<Reply> {
-    match tokio::time::timeout(timeout, exchange(addr, source, None, method, path, credentials, body)).await {
-        Ok(r) => r,
-        Err(_) => anyhow::bail!("{addr} did not answer {method} {path} within {timeout:?}"),
-    }
-}
-
-/// [`call`] over HTTPS: `addr` is a TLS port, its certificate checked against `tls`'s roots (XDCR to a remote
-/// with `demandEncryption`).
-pub async fn call_tls(
-    addr: &str,
-    tls: &settee_client::TlsClient,
-    method: &str,
-    path: &str,
-    credentials: Option<(&str, &str)>,
-    body: &Body,
-    timeout: Duration,
-) -> anyhow::Result<Reply> {
-    match tokio::time::timeout(timeout, exchange(addr, None, Some(tls), method, path, credentials, body)).await {
+    match tokio::time::timeout(timeout, exchange(addr, source, tls, method, path, credentials, body)).await {
         Ok(r) => r,
         Err(_) => anyhow::bail!("{addr} did not answer {method} {path} within {timeout:?}"),
     }
@@ -56,27 +43,13 @@ pub async fn call_tls(
 async fn exchange(
     addr: &str,
     source: Option<IpAddr>,
-    tls: Option<&settee_client::TlsClient>,
+    tls: Option<&TlsClient>,
     method: &str,
     path: &str,
     credentials: Option<(&str, &str)>,
     body: &Body,
 ) -> anyhow::Result<Reply> {
-    let Some(tls) = tls else {
-        let stream = connect(addr, source).await?;
-        return send(stream, addr, method, path, credentials, body).await;
-    };
-    let target = tokio::net::lookup_host(addr)
-        .await?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{addr} does not resolve to an address"))?;
-    let tcp = TcpStream::connect(target).await?;
-    let stream = tls.handshake(tcp, target).await?;
-    send(stream, addr, method, path, credentials, body).await
-}
-
-async fn connect(addr: &str, source: Option<IpAddr>) -> anyhow::Result<TcpStream> {
-    Ok(match source {
+    let tcp = match source {
         None => TcpStream::connect(addr).await?,
         Some(ip) => {
             let mut targets = tokio::net::lookup_host(addr).await?;
@@ -85,17 +58,14 @@ async fn connect(addr: &str, source: Option<IpAddr>) -> anyhow::Result<TcpStream
                 .ok_or_else(|| anyhow::anyhow!("{addr} has no address of {ip}'s family"))?;
             settee_client::dial(target, Some(ip)).await?
         }
-    })
-}
-
-async fn send(
-    mut stream: impl AsyncRead + AsyncWrite + Unpin,
-    addr: &str,
-    method: &str,
-    path: &str,
-    credentials: Option<(&str, &str)>,
-    body: &Body,
-) -> anyhow::Result<Reply> {
+    };
+    let mut stream = match tls {
+        None => KvStream::Plain(tcp),
+        Some(tls) => {
+            let peer = tcp.peer_addr()?;
+            KvStream::Tls(Box::new(tls.handshake(tcp, peer).await?))
+        }
+    };
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some((user, password)) = credentials {
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -115,12 +85,7 @@ async fn send(
     stream.write_all(request.as_bytes()).await?;
     stream.flush().await?;
     let mut raw = Vec::new();
-    match stream.take(REPLY_BYTES_MAX).read_to_end(&mut raw).await {
-        Ok(_) => {}
-        // A TLS peer that closes after its answer without close_notify: the answer is whole (Connection: close).
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
-        Err(e) => return Err(e.into()),
-    }
+    stream.take(REPLY_BYTES_MAX).read_to_end(&mut raw).await?;
     parse(&raw)
 }
 
@@ -180,7 +145,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             drop(sock);
         });
-        let r = call(&addr, None, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
+        let r = call(&addr, None, None, "GET", "/pools", None, &Body::Empty, Duration::from_millis(200)).await;
         let error = r.expect_err("no answer").to_string();
         assert!(error.contains("did not answer GET /pools"), "{error}");
         held.abort();

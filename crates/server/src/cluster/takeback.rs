@@ -100,7 +100,7 @@ impl ClusterDriver {
         bucket: &str,
         nodes: &[NodeId],
     ) -> BTreeMap<NodeId, BTreeMap<u16, u64>> {
-        let peers = Peers::new(self.credentials(), self.peer_source(), meta);
+        let peers = Peers::new(self.credentials(), &self.node.peer_links, meta);
         let mut out = BTreeMap::new();
         for (node, report) in peers.poll(nodes).await {
             let report = match report {

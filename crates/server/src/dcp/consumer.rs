@@ -77,13 +77,28 @@ pub struct FeedSpec {
     /// producer learns the node whose acknowledgements commit sync writes.
     pub name: String,
     pub timeouts: FeedTimeouts,
+    /// TLS to the producer's KV TLS port (`source` is then that port), when node-to-node encryption covers data.
+    pub tls: FeedTls,
 }
+
+/// The TLS client of a feed, or None for plain TCP. Two feeds compare equal when both are plain or both TLS: the
+/// CAs a TLS client trusts change only with the cluster's CA, and a change of transport is what restarts a feed.
+#[derive(Clone, Debug, Default)]
+pub struct FeedTls(pub Option<settee_client::TlsClient>);
+
+impl PartialEq for FeedTls {
+    fn eq(&self, other: &FeedTls) -> bool {
+        self.0.is_some() == other.0.is_some()
+    }
+}
+
+impl Eq for FeedTls {}
 
 impl FeedSpec {
     /// Whether `other` is the same connection (everything but the vBucket list equal).
     pub fn same_connection(&self, other: &FeedSpec) -> bool {
-        (&self.source, &self.username, &self.password, &self.bind, &self.name)
-            == (&other.source, &other.username, &other.password, &other.bind, &other.name)
+        (&self.source, &self.username, &self.password, &self.bind, &self.name, &self.tls)
+            == (&other.source, &other.username, &other.password, &other.bind, &other.name, &other.tls)
     }
 }
 
@@ -129,9 +144,10 @@ async fn stream_once(
 /// Connects, authenticates and opens the DCP connection; returns the socket and what was read past the replies.
 async fn handshake(bucket: &BucketHandle, spec: &FeedSpec) -> anyhow::Result<(KvStream, Vec<u8>)> {
     let features = [Feature::Collections, Feature::Xattr, Feature::Json];
-    let mut c = Connection::connect_from(
+    let mut c = Connection::connect_with(
         spec.source,
         spec.bind,
+        spec.tls.0.as_ref(),
         &spec.username,
         &spec.password,
         Some(&bucket.name()),

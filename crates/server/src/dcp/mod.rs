@@ -4,9 +4,11 @@
 pub mod consumer;
 mod hub;
 pub(crate) mod producer;
+mod replication_producers;
 
 pub use hub::DcpHub;
 pub(crate) use hub::StreamWaker;
+pub use replication_producers::{ReplicationGuard, ReplicationProducers};
 
 /// The DCP connection name a node's replication feed uses: the producer learns from it which node acknowledges.
 pub fn replication_connection_name(node: u64, bucket: &str) -> String {

@@ -207,6 +207,9 @@ pub(crate) async fn serve_connection<S: KvStream>(
     let frame_timeout = Duration::from_secs(node.config.kv_frame_timeout_secs);
     let write_timeout = Duration::from_secs(node.config.kv_write_timeout_secs);
     let mut frame_deadline = None;
+    // A plain connection not made to 127.0.0.1 or ::1 ends at its next request once the cluster's encryption level
+    // is `strict` (new ones are closed by the listener).
+    let closes_at_strict = !session.tls && local.is_some_and(|l| node.peer_links.plain_port_refuses_at_strict(l));
     'conn: loop {
         if session.user.is_some() {
             // Authenticated: no deadline, never evicted for room.
@@ -276,6 +279,10 @@ pub(crate) async fn serve_connection<S: KvStream>(
                 tracing::debug!(%peer, error = %e, "kv connection read failed");
                 break;
             }
+        }
+        if closes_at_strict && node.peer_links.is_strict() {
+            tracing::info!(%peer, "closing kv connection to a plain port: the cluster encryption level is now strict");
+            break;
         }
         let mut used = 0;
         let mut fatal = false;
@@ -391,7 +398,8 @@ pub(crate) async fn serve_connection<S: KvStream>(
             }
             let Some(bucket) = session.bucket.clone() else { break };
             let collections = session.collections();
-            let crate::kv::handlers::dcp::DcpUpgrade { conn, include_xattrs } = *upgrade;
+            // `_replication` counts the connection until this scope ends with it.
+            let crate::kv::handlers::dcp::DcpUpgrade { conn, include_xattrs, replication: _replication } = *upgrade;
             let setup = crate::dcp::producer::ProducerSetup {
                 bucket,
                 conn,

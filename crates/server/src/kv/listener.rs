@@ -69,6 +69,9 @@ pub async fn serve_kv(
                 continue;
             }
         };
+        if !tls && node.peer_links.refuses_plain(&stream, peer) {
+            continue;
+        }
         let Some(permit) = admit(&slots, &unauthenticated).await else {
             tracing::warn!(%peer, limit = node.config.max_connections, "refusing kv connection: connection limit reached and every connection is authenticated");
             drop(stream);

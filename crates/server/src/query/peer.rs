@@ -25,6 +25,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use settee_cluster::transport::basic_authorization;
+use settee_cluster::transport::{PeerConnector, TlsSwitch};
 use settee_query::datastore::{Consistency, DocMeta, Document, Durability, KeyspaceName, Mutation, MutationKind};
 use settee_query::index::{Bound, IndexEntry, ScanRange, Span};
 use settee_query::value::Value;
@@ -341,7 +342,9 @@ pub(crate) fn refusal_error(op_key: (&'static str, &str), reason: &str) -> Query
 
 /// The pooled HTTP client for peer calls.
 pub struct PeerClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<PeerConnector, Full<Bytes>>,
+    /// Which peers' query ports are reached over TLS (node-to-node encryption at `all` and `strict`).
+    tls: Arc<TlsSwitch>,
     /// Replaced when the node adopts its cluster's node-to-node secret at a join.
     authorization: parking_lot::RwLock<HeaderValue>,
 }
@@ -351,8 +354,15 @@ impl PeerClient {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let tls = Arc::new(TlsSwitch::default());
+        let connector = PeerConnector::new(connector, tls.clone());
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE_TIMEOUT).build(connector);
-        PeerClient { client, authorization: parking_lot::RwLock::new(basic_authorization(username, password)) }
+        PeerClient { client, tls, authorization: parking_lot::RwLock::new(basic_authorization(username, password)) }
+    }
+
+    /// Which peers later calls reach over TLS.
+    pub fn tls(&self) -> &TlsSwitch {
+        &self.tls
     }
 
     /// Sends every later call with these credentials.
@@ -372,7 +382,7 @@ impl PeerClient {
         let exchange = async {
             let body = serde_json::to_vec(req).map_err(|e| fail(e.to_string()))?;
             let uri: hyper::Uri =
-                format!("http://{addr}/settee/query/{call}").parse().map_err(|e| fail(format!("{e}")))?;
+                self.tls.uri(addr, &format!("/settee/query/{call}")).parse().map_err(|e| fail(format!("{e}")))?;
             let request = hyper::Request::post(uri)
                 .header(CONTENT_TYPE, "application/json")
                 .header(AUTHORIZATION, self.authorization.read().clone())

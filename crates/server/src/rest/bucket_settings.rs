@@ -214,8 +214,7 @@ async fn flush_other_nodes(state: &RestState, bucket: &str) -> Result<(), RestEr
     use settee_cluster::{peer::FlushRequest, Membership};
     let Some(cluster) = state.node.cluster() else { return Ok(()) };
     let meta = cluster.metadata();
-    let config = &state.node.config;
-    let source = config.peer_source().ok().flatten();
+    let links = &state.node.peer_links;
     let request = FlushRequest { bucket: bucket.to_owned() };
     let (user, password) = state.node.peer_credentials();
     let credentials = Some((user.as_str(), password.as_str()));
@@ -223,7 +222,7 @@ async fn flush_other_nodes(state: &RestState, bucket: &str) -> Result<(), RestEr
     let asked = meta.nodes.values().filter(|n| n.id != cluster.me && n.membership == Membership::Active).map(|n| {
         let (addr, request) = (n.mgmt_addr(), &request);
         async move {
-            let done = crate::cluster::peers::call(&addr, source, credentials, request, NODE_FLUSH_TIMEOUT).await;
+            let done = crate::cluster::peers::call(&addr, links, credentials, request, NODE_FLUSH_TIMEOUT).await;
             done.map_err(|e| format!("flush failed on {addr}: {e}"))
         }
     });

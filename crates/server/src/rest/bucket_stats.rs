@@ -141,15 +141,14 @@ pub(crate) async fn gather(
     addrs: &[String],
 ) -> Vec<(String, Result<BucketSamples, String>)> {
     let me = my_addr(state);
-    let config = &state.node.config;
-    let source = config.peer_source().ok().flatten();
+    let links = &state.node.peer_links;
     let (user, password) = state.node.peer_credentials();
     let creds = (user.as_str(), password.as_str());
     let asked = addrs.iter().map(|addr| async {
         let samples = if *addr == me {
             local_samples(state, request).map_err(|_| format!("no bucket {} here", request.bucket))
         } else {
-            let call = crate::cluster::peers::call(addr, source, Some(creds), request, SAMPLES_TIMEOUT);
+            let call = crate::cluster::peers::call(addr, links, Some(creds), request, SAMPLES_TIMEOUT);
             call.await.map_err(|e| e.to_string())
         };
         (addr.clone(), samples)

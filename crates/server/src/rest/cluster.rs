@@ -130,8 +130,7 @@ pub(crate) async fn join_node(
         password: password.clone(),
     };
     // The node's driver refused to start with a peer source that is not an address, so none is lost here.
-    let source = state.node.config.peer_source().ok().flatten();
-    match peers::call(&target, source, Some((&user, &password)), &join, JOIN_TIMEOUT).await {
+    match peers::call(&target, &state.node.peer_links, Some((&user, &password)), &join, JOIN_TIMEOUT).await {
         Ok(()) => {}
         Err(PeerError::Refused { status, body, .. }) => {
             let reason = if status == 401 { "Authentication failed. Verify username and password." } else { "" };

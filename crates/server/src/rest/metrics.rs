@@ -135,6 +135,10 @@ impl Collector for NodeCollector {
 fn gather(node: &Node) -> Families {
     let mut f = Families::default();
     f.gauge("kv_curr_connections", "Open KV connections", vec![], node.kv_connections.load(Relaxed) as f64);
+    let (plain, tls) = node.replication_producers.counts();
+    const REPLICATION: &str = "Replication connections other nodes' feeds hold open to this node, by transport";
+    f.gauge("settee_dcp_replication_producers", REPLICATION, vec![("transport", "plain".to_owned())], plain as f64);
+    f.gauge("settee_dcp_replication_producers", REPLICATION, vec![("transport", "tls".to_owned())], tls as f64);
     f.gauge("kv_uptime_seconds", "Seconds since the node started", vec![], node.started.elapsed().as_secs_f64());
     for bucket in node.buckets() {
         bucket_families(&mut f, node, &bucket);

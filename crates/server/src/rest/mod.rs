@@ -37,6 +37,7 @@ pub(crate) mod form;
 mod index_status;
 mod log_level;
 mod metrics;
+mod net_config;
 mod node_init;
 mod node_restart;
 mod pools;
@@ -91,7 +92,8 @@ pub async fn serve_mgmt(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let write_timeout = std::time::Duration::from_secs(node.config.rest_write_timeout_secs);
-    let listener = write_stall::GuardedListener { listener, write_timeout };
+    let links = node.peer_links.clone();
+    let listener = write_stall::GuardedListener { listener, write_timeout, links };
     let app = mgmt_router(RestState::new(node)).into_make_service_with_connect_info::<conn_info::ConnAddrs>();
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
@@ -107,18 +109,35 @@ pub async fn serve_mgmt_tls(
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
-/// The listener with TCP_NODELAY on every accepted connection. An answer goes out in several writes (the headers,
-/// then the chunks a query streams); with Nagle's algorithm each small write after the first waits for the client's
-/// ACK, which a client delays by up to 40 ms: a kept-alive SDK connection then saw most short queries take ~40 ms.
-fn no_delay(
+/// A plain listener with TCP_NODELAY on every accepted connection, closing those the `strict` encryption level
+/// refuses. An answer goes out in several writes (the headers, then the chunks a query streams); with Nagle's
+/// algorithm each small write after the first waits for the client's ACK, which a client delays by up to 40 ms: a
+/// kept-alive SDK connection then saw most short queries take ~40 ms.
+struct PlainListener {
     listener: TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
-    use axum::serve::ListenerExt;
-    listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+    links: Arc<crate::cluster::peer_links::PeerLinks>,
+}
+
+impl axum::serve::Listener for PlainListener {
+    type Io = tokio::net::TcpStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
+            if self.links.refuses_plain(&stream, addr) {
+                continue;
+            }
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+            }
+            return (stream, addr);
         }
-    })
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
 }
 
 /// Serves the query port (`/admin/ping` and a `/query/service` that answers "not implemented") until `shutdown`.
@@ -127,9 +146,8 @@ pub async fn serve_query(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(no_delay(listener), crate::query::http::router(RestState::new(node)))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let listener = PlainListener { listener, links: node.peer_links.clone() };
+    axum::serve(listener, crate::query::http::router(RestState::new(node))).with_graceful_shutdown(shutdown).await
 }
 
 /// Serves the query port over TLS on `listener` (`--query-tls-port`) until `shutdown` completes.
@@ -216,6 +234,10 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/pools/default/trustedCAs", get(certificates::trusted_cas))
         .route("/node/controller/reloadCertificate", post(certificates::reload_certificate))
         .route("/node/controller/loadTrustedCAs", post(certificates::load_trusted_cas))
+        .route("/node/controller/enableExternalListener", post(net_config::enable_external_listener))
+        .route("/node/controller/disableExternalListener", post(net_config::disable_external_listener))
+        .route("/node/controller/disableUnusedExternalListeners", post(net_config::disable_unused_external_listeners))
+        .route("/node/controller/setupNetConfig", post(net_config::setup_net_config))
         .route("/settee/tls/ca", get(certificates::cluster_ca))
         .route("/settings/rbac/users", get(users::list))
         .route("/settings/rbac/users/local", get(users::list))
@@ -322,7 +344,8 @@ mod tests {
         use axum::serve::Listener as _;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut listener = no_delay(listener);
+        let links = Arc::new(crate::cluster::peer_links::PeerLinks::new(None));
+        let mut listener = PlainListener { listener, links };
         let client = tokio::spawn(async move { tokio::net::TcpStream::connect(addr).await.unwrap() });
         let (accepted, _) = listener.accept().await;
         assert!(accepted.nodelay().unwrap(), "the accepted socket has TCP_NODELAY");

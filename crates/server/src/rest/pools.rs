@@ -236,6 +236,10 @@ pub(crate) fn cluster_nodes_json(state: &RestState, host: &str) -> Vec<Value> {
                 })
             };
             j["otpNode"] = json!(super::cluster::otp_node(&meta, n));
+            // ns_server's per-node setting (`setupNetConfig`), as couchbase-cli node-to-node-encryption --get reads it.
+            j["nodeEncryption"] = json!(n.node_encryption);
+            j["nodeEncryptionClientCertVerification"] = json!(false);
+            j["addressFamilyOnly"] = json!(false);
             j["clusterMembership"] = json!(n.membership.as_str());
             j["recoveryType"] = json!(meta.recovery.get(&n.id).map_or("none", |r| r.as_str()));
             j["status"] = json!(cluster.health.status(n.id, cluster.me).as_str());

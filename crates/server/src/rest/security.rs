@@ -15,16 +15,17 @@ use super::error::RestError;
 use super::form::Form;
 use super::RestState;
 use crate::audit::events;
-use crate::auth::{ClientCertAuth, PasswordPolicy, SecuritySettings};
+use crate::auth::{ClientCertAuth, ClientCertState, PasswordPolicy, SecuritySettings};
 
 /// `GET /settings/security`.
 pub(crate) async fn get_settings(State(state): State<RestState>, caller: Caller) -> Result<Json<Value>, RestError> {
     caller.require(caller.can_read_security(), || "cluster.admin.security!read".to_owned())?;
-    Ok(Json(current(&state).to_json()))
+    Ok(Json(current(&state).to_json(super::net_config::node_encryption_everywhere(&state))))
 }
 
 /// `POST /settings/security` with any of `tlsMinVersion`, `scramSha1Enabled`, `scramSha256Enabled`,
-/// `scramSha512Enabled`, `allowPlainAuthWithoutTls` (settee's) and `clusterEncryptionLevel` (only `control`).
+/// `scramSha512Enabled`, `allowPlainAuthWithoutTls` (settee's) and `clusterEncryptionLevel` (control, all or strict;
+/// refused until every node has node encryption on, as ns_server refuses it).
 pub(crate) async fn set_settings(
     State(state): State<RestState>,
     caller: Caller,
@@ -33,7 +34,22 @@ pub(crate) async fn set_settings(
     require_admin(&caller)?;
     let fields = Form::parse(&body).into_pairs();
     let next = current(&state).edited(&fields).map_err(RestError::fields)?;
-    let fields = crate::audit_fields![("settings", next.to_json())];
+    let level_asked = fields.iter().any(|(k, _)| k == "clusterEncryptionLevel");
+    if level_asked && !super::net_config::node_encryption_everywhere(&state) {
+        // ns_server's `get_cluster_encryption`: a level means nothing until every node has node encryption on.
+        let message = "Can't set cluster encryption level when cluster encryption is disabled.";
+        return Err(RestError::field("clusterEncryptionLevel", message));
+    }
+    if level_asked && next.client_cert_auth.state == ClientCertState::Mandatory {
+        // ns_server's refusal for nodes that present no client certificate to each other, as settee's do.
+        let message = format!(
+            "Can't set cluster encryption level to '{}' when client certificate authentication state is set to \
+             'mandatory'.",
+            next.cluster_encryption_level.name()
+        );
+        return Err(RestError::field("clusterEncryptionLevel", message));
+    }
+    let fields = crate::audit_fields![("settings", next.to_json(true))];
     save(&state, next).await?;
     caller.audit(&state, events::SECURITY_SETTINGS, fields);
     Ok(StatusCode::OK)
@@ -63,6 +79,13 @@ pub(crate) async fn set_client_cert_auth(
         let errors = errors.into_iter().map(Value::String).collect();
         RestError::Json(StatusCode::BAD_REQUEST, Value::Array(errors))
     })?;
+    if auth.state == ClientCertState::Mandatory && super::net_config::node_encryption_everywhere(&state) {
+        // Nodes present no client certificate to each other's TLS ports: `mandatory` would cut them off. ns_server
+        // refuses it at `all` (before 7.9) for the same reason.
+        let message = "Cannot set 'state' to 'mandatory' while node-to-node encryption is on: nodes present no \
+                       client certificate to each other";
+        return Err(RestError::Json(StatusCode::BAD_REQUEST, Value::Array(vec![Value::String(message.into())])));
+    }
     let settings = current(&state);
     if settings.client_cert_auth == auth {
         return Ok(StatusCode::OK);

@@ -66,14 +66,23 @@ pub(crate) async fn cluster_timings(State(state): State<RestState>, caller: Call
 
 /// A peer's histograms, asked with the node's own credentials (as the statistics endpoints ask).
 async fn ask(state: &RestState, addr: &str) -> Result<Value, String> {
-    let config = &state.node.config;
-    let source = config.peer_source().ok().flatten();
+    let links = &state.node.peer_links;
+    let (addr, tls) = links.mgmt(addr);
     let (user, password) = state.node.peer_credentials();
     let creds = Some((user.as_str(), password.as_str()));
     let body = settee_cluster::peer::Body::Empty;
-    let reply = crate::cluster::rest_client::call(addr, source, "GET", NODE_PATH, creds, &body, NODE_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
+    let reply = crate::cluster::rest_client::call(
+        &addr,
+        links.source(),
+        tls.as_ref(),
+        "GET",
+        NODE_PATH,
+        creds,
+        &body,
+        NODE_TIMEOUT,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     if reply.status != 200 {
         return Err(format!("{addr} answered {NODE_PATH} with status {}", reply.status));
     }

@@ -21,6 +21,8 @@ use tokio::time::Sleep;
 pub(crate) struct GuardedListener {
     pub(crate) listener: TcpListener,
     pub(crate) write_timeout: Duration,
+    /// Closes what the `strict` encryption level refuses on a plain port.
+    pub(crate) links: std::sync::Arc<crate::cluster::peer_links::PeerLinks>,
 }
 
 impl axum::serve::Listener for GuardedListener {
@@ -28,8 +30,13 @@ impl axum::serve::Listener for GuardedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
-        // See `super::no_delay`.
+        let (stream, addr) = loop {
+            let (stream, addr) = axum::serve::Listener::accept(&mut self.listener).await;
+            if !self.links.refuses_plain(&stream, addr) {
+                break (stream, addr);
+            }
+        };
+        // See `super::PlainListener`.
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
         }

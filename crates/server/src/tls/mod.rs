@@ -239,6 +239,11 @@ impl NodeTls {
         Ok(added)
     }
 
+    /// Every CA a peer's certificate may chain to (node-to-node encryption): the node's own and the loaded ones.
+    pub fn peer_roots(&self) -> Vec<CertificateDer<'static>> {
+        self.ca.read().all_certs()
+    }
+
     pub fn ca_source(&self) -> CaSource {
         self.ca.read().source
     }

@@ -31,12 +31,12 @@ pub fn normalise_hostname(hostname: &str) -> Result<String, String> {
 pub async fn get(remote: &RemoteCluster, path: &str) -> Result<rest_client::Reply, String> {
     let creds = Some((remote.username.as_str(), remote.password.as_str()));
     match &remote.encryption {
-        None => rest_client::call(&remote.hostname, None, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
+        None => rest_client::call(&remote.hostname, None, None, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
             .await
             .map_err(|e| format!("cannot reach the remote cluster at {}: {e}", remote.hostname)),
         Some(tls) => {
             let client = tls.client(&remote.hostname).map_err(|e| format!("{INVALID_REMOTE}{e}"))?;
-            rest_client::call_tls(&tls.mgmt_tls, &client, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
+            rest_client::call(&tls.mgmt_tls, None, Some(&client), "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
                 .await
                 .map_err(|e| format!("{INVALID_REMOTE}{} over TLS: {e:#}", tls.mgmt_tls))
         }
@@ -66,7 +66,7 @@ pub async fn cluster_uuid(remote: &RemoteCluster) -> Result<String, String> {
 /// asked without credentials (nothing secret travels in clear), gives `httpsMgmt`.
 pub async fn tls_mgmt_addr(hostname: &str) -> Result<String, String> {
     let reply =
-        rest_client::call(hostname, None, "GET", "/nodes/self/xdcrSSLPorts", None, &Body::Empty, REMOTE_TIMEOUT)
+        rest_client::call(hostname, None, None, "GET", "/nodes/self/xdcrSSLPorts", None, &Body::Empty, REMOTE_TIMEOUT)
             .await
             .map_err(|e| format!("{INVALID_REMOTE}Could not get ssl port. err={e}"))?;
     let ports: serde_json::Value = serde_json::from_str(&reply.body).unwrap_or_default();

@@ -84,6 +84,7 @@ async fn feed_reconnects(source: std::net::SocketAddr, accepted: &AtomicUsize, w
         name: "replication:test".into(),
         bind: None,
         timeouts,
+        tls: Default::default(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let (_list, list_rx) = watch::channel(spec.vbuckets.clone());

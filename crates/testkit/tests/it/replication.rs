@@ -54,6 +54,7 @@ async fn a_replica_node_follows_its_active_over_dcp() {
         bind: None,
         name: "replication:test".into(),
         timeouts: Default::default(),
+        tls: Default::default(),
     };
     // The feed starts with half the vBuckets; the list then grows to all of them on the same feed.
     let (list_tx, list_rx) = watch::channel(lower_half.clone());
@@ -144,6 +145,7 @@ async fn a_majority_write_commits_once_the_replica_acknowledges() {
         bind: None,
         name: replication_connection_name(2, "default"),
         timeouts: Default::default(),
+        tls: Default::default(),
     };
     let (_list, list_rx) = watch::channel(spec.vbuckets.clone());
     let feed = tokio::spawn(consumer::run(replica_bucket.clone(), spec, list_rx, stop_rx));
@@ -194,6 +196,7 @@ fn start_feed(a: &TestNode, b: &TestNode, stop: watch::Receiver<bool>) -> tokio:
         bind: None,
         name: replication_connection_name(2, "default"),
         timeouts: Default::default(),
+        tls: Default::default(),
     };
     let (list, list_rx) = watch::channel(spec.vbuckets.clone());
     let replica_bucket = b.running.node.bucket("default").unwrap();

@@ -17,6 +17,8 @@ use crate::node::Node;
 pub struct DcpUpgrade {
     pub conn: ProducerConnection,
     pub include_xattrs: bool,
+    /// Counts the connection while it lives when another node's replication feed opened it.
+    pub replication: Option<crate::dcp::ReplicationGuard>,
 }
 
 pub fn open(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> KvResult {
@@ -41,7 +43,9 @@ pub fn open(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) -> K
         let fields = crate::audit_fields![("bucket", bucket), ("name", name)];
         node.audit.log(events::DCP_OPEN, s.identity(), s.addrs(), fields);
     }
-    s.dcp = Some(Box::new(DcpUpgrade { conn, include_xattrs }));
+    let name = String::from_utf8_lossy(req.key);
+    let replication = crate::dcp::replica_node_of(&name).map(|_| node.replication_producers.open(s.tls));
+    s.dcp = Some(Box::new(DcpUpgrade { conn, include_xattrs, replication }));
     reply::status(out, req, Status::Success);
     Ok(())
 }
