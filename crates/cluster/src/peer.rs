@@ -89,6 +89,11 @@ pub struct SeqnoReport {
     /// applied the change that put the copy there. 0 from a node that does not say.
     #[serde(default)]
     pub rev: u64,
+    /// Data requests (key-addressed KV commands: reads and writes, whatever their answer) the node has answered
+    /// since it started: a graceful failover ends the node's drain once this stops growing. 0 from a node that
+    /// does not say.
+    #[serde(default)]
+    pub data_requests: u64,
 }
 
 impl SeqnoReport {
@@ -374,8 +379,10 @@ mod tests {
         report.buckets.add_bucket("warming");
         report.kept.insert("b", 9, 3);
         report.rev = 12;
+        report.data_requests = 5;
         let wire = serde_json::to_string(&report).unwrap();
-        assert_eq!(wire, r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}},"rev":12}"#);
+        let expected = r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}},"rev":12,"data_requests":5}"#;
+        assert_eq!(wire, expected);
         assert_eq!(SeqnosRequest::decode_reply(wire.as_bytes()).unwrap(), report);
         assert_eq!(report.buckets.get("b", 7), Some(40));
         assert_eq!(report.buckets.get("b", 8), None);
@@ -383,6 +390,7 @@ mod tests {
         let old: SeqnoReport = serde_json::from_str(r#"{"buckets":{"b":{"1":2}}}"#).unwrap();
         assert_eq!(old.kept, VbSeqnos::default());
         assert_eq!(old.rev, 0, "a node that does not say what it applied reports revision 0");
+        assert_eq!(old.data_requests, 0, "nor any data request");
         assert!(SeqnosRequest::decode_reply(br#"{"buckets":{"b":{"x":1}}}"#).is_err(), "a vBucket id is a number");
 
         let hold = HoldRequest {

@@ -36,6 +36,16 @@ impl ClusterMetadata {
             MetaCommand::SetBuilding { bucket, building } => self.set_building(bucket, building)?,
             MetaCommand::SetMap { bucket, map } => self.set_map(bucket, map)?,
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
+            MetaCommand::FailoverDraining { node } => {
+                self.failover(&[*node])?;
+                self.draining.insert(*node);
+            }
+            MetaCommand::EndDrain { node } => {
+                if !self.nodes.contains_key(node) {
+                    return Err(MetaError::UnknownNode(*node));
+                }
+                self.draining.remove(node);
+            }
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
@@ -113,6 +123,8 @@ impl ClusterMetadata {
             return Err(MetaError::RecoveryNotSet(id));
         }
         node.membership = membership;
+        // A recovered node is listed for being Active again: its drain, if it had not ended, ends here.
+        self.draining.remove(&id);
         Ok(())
     }
 
@@ -125,6 +137,7 @@ impl ClusterMetadata {
         }
         self.nodes.remove(&id);
         self.recovery.remove(&id);
+        self.draining.remove(&id);
         self.unplace_node(id);
         Ok(())
     }
@@ -300,6 +313,8 @@ impl ClusterMetadata {
                 info.membership = Membership::InactiveFailed;
             }
             self.recovery.remove(node);
+            // A hard failover of a draining node (gone, or failed over again) ends its drain.
+            self.draining.remove(node);
         }
         Ok(())
     }

@@ -74,6 +74,11 @@ pub struct ClusterMetadata {
     /// invariant (every node in exactly one group) to metadata written before groups existed.
     #[serde(default, rename = "server_groups")]
     pub(crate) server_groups_stored: ServerGroups,
+    /// Gracefully failed-over nodes that clients may still be sending to: each stays in the buckets' server lists
+    /// (with no vBucket) until `EndDrain`, so an SDK keeps its connection to the node and a request it has in
+    /// flight there is answered (NOT_MY_VBUCKET, then retried elsewhere) instead of canceled with the connection.
+    #[serde(default)]
+    pub draining: BTreeSet<NodeId>,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -293,6 +298,16 @@ pub enum MetaCommand {
     Failover {
         nodes: Vec<NodeId>,
     },
+    /// Graceful failover's last step: `Failover` of `node`, which also stays in the buckets' server lists, with no
+    /// vBucket, until `EndDrain` (see `ClusterMetadata::draining`).
+    FailoverDraining {
+        node: NodeId,
+    },
+    /// Ends the drain of a gracefully failed-over node: it leaves the buckets' server lists. A node not draining is
+    /// left as it is.
+    EndDrain {
+        node: NodeId,
+    },
     /// Auto-reprovision (Couchbase's, for memory-only buckets): `node` restarted and lost its copies of `bucket`
     /// (ephemeral), so it leaves every chain of that bucket that keeps another copy, replicas promoted, before it
     /// may serve; it stays a member, and a rebalance gives it copies again. Refused for a persistent bucket.
@@ -425,6 +440,12 @@ impl ClusterMetadata {
     /// The Active nodes, in id order.
     pub fn active_nodes(&self) -> Vec<NodeId> {
         self.nodes.values().filter(|n| n.membership == Membership::Active).map(|n| n.id).collect()
+    }
+
+    /// Whether the clients' configs list node `id`: Active, or draining after a graceful failover (see
+    /// [`ClusterMetadata::draining`]). A bucket's config also lists every other node its map names.
+    pub fn is_listed(&self, id: NodeId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.membership == Membership::Active) || self.draining.contains(&id)
     }
 
     /// The failed-over nodes (hard, graceful or automatic failover; recovered or not yet).

@@ -297,7 +297,8 @@ pub(crate) async fn replica_seqnos(
         VbState::Dead if high > 0 => Some(Section::Kept),
         _ => None,
     });
-    Ok(Json(SeqnoReport { buckets, kept, rev }))
+    let data_requests = crate::timings::data_requests(&state.node);
+    Ok(Json(SeqnoReport { buckets, kept, rev, data_requests }))
 }
 
 /// How long a seqno report waits for the node's buckets to finish their warmup (callers give up after 10 s).
