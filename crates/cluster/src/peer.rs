@@ -280,6 +280,9 @@ pub struct JoinRequest {
     pub port: u16,
     pub user: String,
     pub password: String,
+    /// `serverGroup` (settee's): the uuid of the server group the node registers itself in, when it is added into
+    /// one (`/pools/default/serverGroups/<uuid>/addNode`); the default group when absent.
+    pub group: Option<String>,
 }
 
 /// Why a [`JoinRequest`] form is refused.
@@ -306,6 +309,7 @@ impl JoinRequest {
             port,
             user: field("user").unwrap_or_default().to_owned(),
             password: field("password").unwrap_or_default().to_owned(),
+            group: field("serverGroup").filter(|g| !g.is_empty()).map(str::to_owned),
         })
     }
 }
@@ -317,12 +321,16 @@ impl PeerCall for JoinRequest {
     fn body(&self) -> Body {
         let host = self.host.trim_start_matches('[').trim_end_matches(']');
         let port = self.port.to_string();
-        form(&[
+        let mut fields = vec![
             ("clusterMemberHostIp", host),
-            ("clusterMemberPort", &port),
-            ("user", &self.user),
-            ("password", &self.password),
-        ])
+            ("clusterMemberPort", port.as_str()),
+            ("user", self.user.as_str()),
+            ("password", self.password.as_str()),
+        ];
+        if let Some(group) = &self.group {
+            fields.push(("serverGroup", group));
+        }
+        form(&fields)
     }
     fn decode_reply(_: &[u8]) -> Result<(), serde_json::Error> {
         Ok(())
@@ -409,7 +417,8 @@ mod tests {
     /// default port, and refused without a host or with a port that is not a number.
     #[test]
     fn a_join_request_is_couchbases_form() {
-        let join = JoinRequest { host: "[::1]".into(), port: 9000, user: "a b".into(), password: "p&q=r".into() };
+        let join =
+            JoinRequest { host: "[::1]".into(), port: 9000, user: "a b".into(), password: "p&q=r".into(), group: None };
         assert_eq!(
             join.body(),
             Body::Form("clusterMemberHostIp=%3A%3A1&clusterMemberPort=9000&user=a%20b&password=p%26q%3Dr".into())
@@ -421,6 +430,13 @@ mod tests {
             (read.host.as_str(), read.port, read.user.as_str(), read.password.as_str()),
             ("10.0.0.1", 8091, "u", "")
         );
+        assert_eq!(read.group, None, "the default group");
+        let into_group = JoinRequest { group: Some("g-1".into()), ..join };
+        let Body::Form(body) = into_group.body() else { panic!("a join is a form") };
+        assert!(body.ends_with("&serverGroup=g-1"), "{body}");
+        let in_group = [("clusterMemberHostIp", "h"), ("serverGroup", "g-1")];
+        let get = |k: &str| in_group.iter().find(|(f, _)| *f == k).map(|(_, v)| *v);
+        assert_eq!(JoinRequest::from_form(get).unwrap().group.as_deref(), Some("g-1"));
         assert_eq!(JoinRequest::from_form(|_| None), Err(JoinRequestError::MissingHost));
         let bad = |k: &str| if k == "clusterMemberPort" { Some("x") } else { Some("h") };
         assert_eq!(JoinRequest::from_form(bad), Err(JoinRequestError::BadPort));

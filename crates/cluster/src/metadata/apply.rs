@@ -18,7 +18,8 @@ impl ClusterMetadata {
     /// Applies `cmd`, or refuses it without changing anything. Every applied command bumps `rev`.
     pub fn apply(&mut self, cmd: &MetaCommand) -> Result<(), MetaError> {
         match cmd {
-            MetaCommand::AddNode(node) => self.add_node(node)?,
+            MetaCommand::AddNode(node) => self.add_node(node, None)?,
+            MetaCommand::AddNodeInGroup { node, group } => self.add_node(node, Some(group))?,
             MetaCommand::UpdateNode(node) => self.update_node(node)?,
             MetaCommand::SetMembership { node, membership } => self.set_membership(*node, *membership)?,
             MetaCommand::RemoveNode(node) => self.remove_node(*node)?,
@@ -90,7 +91,11 @@ impl ClusterMetadata {
         Ok(())
     }
 
-    fn add_node(&mut self, node: &NodeInfo) -> Result<(), MetaError> {
+    /// Adds `node` into server group `group` (a uuid), or the default group.
+    fn add_node(&mut self, node: &NodeInfo, group: Option<&str>) -> Result<(), MetaError> {
+        if let Some(group) = group.filter(|g| self.server_groups().find(g).is_none()) {
+            return Err(MetaError::UnknownServerGroup(group.to_owned()));
+        }
         if self.nodes.contains_key(&node.id) {
             return Err(MetaError::NodeExists(node.id));
         }
@@ -100,7 +105,7 @@ impl ClusterMetadata {
         }
         let membership = if self.nodes.is_empty() { Membership::Active } else { Membership::InactiveAdded };
         self.nodes.insert(node.id, NodeInfo { membership, ..node.clone() });
-        self.place_new_node(node.id);
+        self.place_new_node(node.id, group);
         Ok(())
     }
 

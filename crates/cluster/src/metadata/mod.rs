@@ -236,6 +236,12 @@ pub enum MetaCommand {
     /// Adds a node. The first node of an empty cluster becomes Active; any other joins as InactiveAdded (it gets
     /// vBuckets only at rebalance) whatever `membership` says, and a `SetMembership` may then make it Active.
     AddNode(NodeInfo),
+    /// Adds a node as `AddNode` does, straight into the server group whose uuid is `group`, in one change, so the
+    /// node is never in another group (`POST /pools/default/serverGroups/<uuid>/addNode`).
+    AddNodeInGroup {
+        node: NodeInfo,
+        group: String,
+    },
     /// Changes a member's address, ports or services (a node restarted with other ports); membership is kept.
     UpdateNode(NodeInfo),
     /// Changes a node's membership; InactiveFailed is reached only through `Failover`, and left only by a node
@@ -266,7 +272,7 @@ pub enum MetaCommand {
         rev: u64,
         members: BTreeMap<String, BTreeSet<NodeId>>,
     },
-    /// Moves one node into a server group (a node added into a group joins the default one, then moves).
+    /// Moves one node into a server group.
     MoveToServerGroup {
         node: NodeId,
         group: String,
