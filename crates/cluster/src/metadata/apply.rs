@@ -39,6 +39,7 @@ impl ClusterMetadata {
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
             MetaCommand::FailoverDraining { node } => {
                 self.failover(&[*node])?;
+                self.repair_replicas();
                 self.draining.insert(*node);
             }
             MetaCommand::EndDrain { node } => {
@@ -322,6 +323,16 @@ impl ClusterMetadata {
             self.draining.remove(node);
         }
         Ok(())
+    }
+}
+
+impl ClusterMetadata {
+    /// Places every missing replica of every bucket on the Active nodes (`vbmap::repair_replicas`; actives stay).
+    fn repair_replicas(&mut self) {
+        let (active, groups) = (self.active_nodes(), self.node_groups());
+        for bucket in self.buckets.values_mut() {
+            bucket.map = vbmap::repair_replicas(&bucket.map, &active, &groups);
+        }
     }
 }
 

@@ -304,8 +304,10 @@ pub enum MetaCommand {
     Failover {
         nodes: Vec<NodeId>,
     },
-    /// Graceful failover's last step: `Failover` of `node`, which also stays in the buckets' server lists, with no
-    /// vBucket, until `EndDrain` (see `ClusterMetadata::draining`).
+    /// Graceful failover's last step: `Failover` of `node` with the replicas it held rebuilt on the Active nodes in
+    /// the same change (`vbmap::repair_replicas`), so no vBucket is ever left without the replica a `majority`
+    /// write needs; the node also stays in the buckets' server lists, with no vBucket, until `EndDrain` (see
+    /// `ClusterMetadata::draining`).
     FailoverDraining {
         node: NodeId,
     },

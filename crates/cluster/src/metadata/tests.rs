@@ -209,7 +209,8 @@ fn failover_promotes_and_marks_failed() {
     assert_eq!(refused(&mut meta, MetaCommand::Failover { nodes: vec![2, 3] }), MetaError::LastActiveNode);
 }
 
-/// A draining failover is a failover (the same map, membership and epoch) after which the node stays listed for
+/// A draining failover is a failover (the same membership and epoch, the replicas it lost rebuilt in the same
+/// change: a `majority` write never finds a vBucket without its replica) after which the node stays listed for
 /// clients until EndDrain; a recovery (the node Active again) or a hard failover also ends the drain, and EndDrain
 /// of an unknown node is refused.
 #[test]
@@ -218,7 +219,11 @@ fn failover_draining_keeps_the_node_listed_until_end_drain() {
     hard.apply(&MetaCommand::Failover { nodes: vec![1] }).expect("failover");
     let mut meta = cluster();
     meta.apply(&MetaCommand::FailoverDraining { node: 1 }).expect("failover draining");
-    assert_eq!(meta.buckets, hard.buckets);
+    let groups = vbmap::NodeGroups::default();
+    let repaired = vbmap::repair_replicas(&hard.buckets["b"].map, &[2, 3], &groups);
+    assert_eq!(meta.buckets["b"].map, repaired, "the replicas rebuilt in the same change");
+    assert!(meta.buckets["b"].map.chains.iter().all(|c| c.iter().all(Option::is_some)), "no copy missing");
+    assert_eq!(meta.buckets["b"].failover_epoch, hard.buckets["b"].failover_epoch);
     assert_eq!(meta.nodes, hard.nodes);
     assert!(meta.is_listed(1) && !hard.is_listed(1));
     assert_eq!(refused(&mut meta, MetaCommand::EndDrain { node: 9 }), MetaError::UnknownNode(9));

@@ -22,11 +22,12 @@ impl ClusterDriver {
         self.rebuild_replicas(meta).await
     }
 
-    /// A graceful failover's failover of `node`: as [`ClusterDriver::failover`], the node staying in the clients'
-    /// server lists until its drain ends (`MetaCommand::EndDrain`).
+    /// A graceful failover's failover of `node`: as [`ClusterDriver::failover`], but the replicas are rebuilt in
+    /// the failover's own change (a `majority` write between two changes found vBuckets without a replica:
+    /// DURABILITY_IMPOSSIBLE), and the node stays in the clients' server lists until its drain ends
+    /// (`MetaCommand::EndDrain`).
     async fn failover_draining(&self, node: NodeId) -> Proposal {
-        let meta = self.propose(MetaCommand::FailoverDraining { node }).await?;
-        self.rebuild_replicas(meta).await
+        self.propose(MetaCommand::FailoverDraining { node }).await
     }
 
     /// Automatic failover of `failed`, proposed only while this node leads with a quorum behind it (see
