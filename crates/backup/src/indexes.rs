@@ -4,7 +4,9 @@
 //! shows, and whether the index was deferred) as `indexes.json` beside the bucket's other files. A restore runs the
 //! statements through the query service: an index whose name already exists on its target keyspace is reported
 //! as existing and left alone; a deferred index is created deferred again (its statement carries
-//! `WITH {"defer_build":true}`), the others are built. `--map-data` moves an index with its keyspace.
+//! `WITH {"defer_build":true}`), the others are built. An index with replicas keeps them: its statement carries
+//! `"num_replica":N` (added from `numReplica` when the cluster's statement lacks it). `--map-data` moves an index
+//! with its keyspace.
 
 use std::collections::BTreeSet;
 
@@ -26,10 +28,14 @@ pub(crate) struct IndexDef {
     pub bucket: String,
     pub scope: String,
     pub collection: String,
-    /// The CREATE statement, `WITH {"defer_build":true}` included for a deferred index.
+    /// The CREATE statement, `WITH {"defer_build":true}` included for a deferred index and `"num_replica":N` for
+    /// one with replicas.
     pub definition: String,
     /// The index was created deferred and not built yet when the backup ran.
     pub deferred: bool,
+    /// The index's replicas (`numReplica`); absent from backups taken before it was saved.
+    #[serde(default)]
+    pub num_replica: u32,
 }
 
 /// What a restore did with the index definitions of one backup's bucket.
@@ -54,13 +60,15 @@ pub(crate) async fn fetch(rest: &Rest, bucket: &str) -> Result<IndexFile, Backup
                 "GET /indexStatus: an index of {bucket} without name or definition"
             )));
         };
+        let num_replica = ix["numReplica"].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
         let def = IndexDef {
             name,
             bucket: bucket.to_string(),
             scope: text("scope").unwrap_or_else(|| "_default".into()),
             collection: text("collection").unwrap_or_else(|| "_default".into()),
             deferred: ix["status"].as_str() == Some("Created") || definition.contains("\"defer_build\":true"),
-            definition,
+            definition: with_num_replica(definition, num_replica),
+            num_replica,
         };
         if !out.indexes.iter().any(|d| same_index(d, &def.bucket, &def.scope, &def.collection, &def.name)) {
             out.indexes.push(def);
@@ -68,6 +76,26 @@ pub(crate) async fn fetch(rest: &Rest, bucket: &str) -> Result<IndexFile, Backup
     }
     out.indexes.sort_by(|a, b| (&a.scope, &a.collection, &a.name).cmp(&(&b.scope, &b.collection, &b.name)));
     Ok(out)
+}
+
+/// `definition` naming `num_replica` replicas: as it is when it already names them or when there are none, else
+/// with `"num_replica":N` added to its `WITH` object (or a new one). A cluster may show the statement without them
+/// (settee before it showed them did) while `numReplica` says the index has some.
+fn with_num_replica(definition: String, num_replica: u32) -> String {
+    if num_replica == 0 || definition.contains("\"num_replica\"") {
+        return definition;
+    }
+    let option = format!("\"num_replica\":{num_replica}");
+    // ns_server's statements end with their WITH object; one that does not has none.
+    match definition.rfind(" WITH {") {
+        Some(at) if definition.trim_end().ends_with('}') => {
+            let end = definition.trim_end().len() - 1;
+            let inner = definition[at + " WITH {".len()..end].trim();
+            let joined = if inner.is_empty() { option } else { format!("{inner}, {option}") };
+            format!("{} WITH {{  {joined} }}", &definition[..at])
+        }
+        _ => format!("{definition} WITH {{  {option} }}"),
+    }
 }
 
 fn same_index(d: &IndexDef, bucket: &str, scope: &str, collection: &str, name: &str) -> bool {
@@ -115,7 +143,10 @@ pub(crate) async fn restore(
             }
         }
         if progress_lines {
-            println!("{label}: created{}", if def.deferred { " (deferred, as backed up)" } else { "" });
+            let deferred = if def.deferred { " (deferred, as backed up)" } else { "" };
+            let replicas =
+                if def.num_replica > 0 { format!(" with {} replicas", def.num_replica) } else { String::new() };
+            println!("{label}: created{replicas}{deferred}");
         }
     }
     Ok(counts)
@@ -189,7 +220,7 @@ async fn run_statement(query: &Rest, statement: &str) -> Result<Result<(), (u64,
 
 #[cfg(test)]
 mod tests {
-    use super::{retarget, IndexDef};
+    use super::{retarget, with_num_replica, IndexDef};
 
     fn def(keyspace: [&str; 3], definition: &str) -> IndexDef {
         IndexDef {
@@ -199,7 +230,25 @@ mod tests {
             collection: keyspace[2].into(),
             definition: definition.into(),
             deferred: false,
+            num_replica: 0,
         }
+    }
+
+    /// Proves an index's replicas reach the statement a restore runs: added to the WITH object the cluster's
+    /// statement has (or a new one) when it does not name them, the statement left alone when it does or when
+    /// there are none.
+    #[test]
+    fn the_statement_keeps_the_replica_count() {
+        let plain = "CREATE INDEX `ix` ON `b`(`x`) WHERE (`y` > 1)".to_string();
+        assert_eq!(with_num_replica(plain.clone(), 0), plain);
+        assert_eq!(with_num_replica(plain.clone(), 2), format!("{plain} WITH {{  \"num_replica\":2 }}"));
+        let deferred = "CREATE PRIMARY INDEX `p` ON `b` WITH {  \"defer_build\":true }".to_string();
+        assert_eq!(
+            with_num_replica(deferred, 1),
+            "CREATE PRIMARY INDEX `p` ON `b` WITH {  \"defer_build\":true, \"num_replica\":1 }"
+        );
+        let named = "CREATE PRIMARY INDEX `p` ON `b` WITH {  \"num_replica\":1 }".to_string();
+        assert_eq!(with_num_replica(named.clone(), 1), named);
     }
 
     /// Proves `--map-data` moves an index statement to its new keyspace in both of ns_server's keyspace forms, keeps

@@ -89,6 +89,11 @@ pub struct SeqnoReport {
     /// applied the change that put the copy there. 0 from a node that does not say.
     #[serde(default)]
     pub rev: u64,
+    /// Data requests (key-addressed KV commands: reads and writes, whatever their answer) the node has answered
+    /// since it started: a graceful failover ends the node's drain once this stops growing. 0 from a node that
+    /// does not say.
+    #[serde(default)]
+    pub data_requests: u64,
 }
 
 impl SeqnoReport {
@@ -275,6 +280,9 @@ pub struct JoinRequest {
     pub port: u16,
     pub user: String,
     pub password: String,
+    /// `serverGroup` (settee's): the uuid of the server group the node registers itself in, when it is added into
+    /// one (`/pools/default/serverGroups/<uuid>/addNode`); the default group when absent.
+    pub group: Option<String>,
 }
 
 /// Why a [`JoinRequest`] form is refused.
@@ -301,6 +309,7 @@ impl JoinRequest {
             port,
             user: field("user").unwrap_or_default().to_owned(),
             password: field("password").unwrap_or_default().to_owned(),
+            group: field("serverGroup").filter(|g| !g.is_empty()).map(str::to_owned),
         })
     }
 }
@@ -312,12 +321,16 @@ impl PeerCall for JoinRequest {
     fn body(&self) -> Body {
         let host = self.host.trim_start_matches('[').trim_end_matches(']');
         let port = self.port.to_string();
-        form(&[
+        let mut fields = vec![
             ("clusterMemberHostIp", host),
-            ("clusterMemberPort", &port),
-            ("user", &self.user),
-            ("password", &self.password),
-        ])
+            ("clusterMemberPort", port.as_str()),
+            ("user", self.user.as_str()),
+            ("password", self.password.as_str()),
+        ];
+        if let Some(group) = &self.group {
+            fields.push(("serverGroup", group));
+        }
+        form(&fields)
     }
     fn decode_reply(_: &[u8]) -> Result<(), serde_json::Error> {
         Ok(())
@@ -374,8 +387,10 @@ mod tests {
         report.buckets.add_bucket("warming");
         report.kept.insert("b", 9, 3);
         report.rev = 12;
+        report.data_requests = 5;
         let wire = serde_json::to_string(&report).unwrap();
-        assert_eq!(wire, r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}},"rev":12}"#);
+        let expected = r#"{"buckets":{"b":{"7":40},"warming":{}},"kept":{"b":{"9":3}},"rev":12,"data_requests":5}"#;
+        assert_eq!(wire, expected);
         assert_eq!(SeqnosRequest::decode_reply(wire.as_bytes()).unwrap(), report);
         assert_eq!(report.buckets.get("b", 7), Some(40));
         assert_eq!(report.buckets.get("b", 8), None);
@@ -383,6 +398,7 @@ mod tests {
         let old: SeqnoReport = serde_json::from_str(r#"{"buckets":{"b":{"1":2}}}"#).unwrap();
         assert_eq!(old.kept, VbSeqnos::default());
         assert_eq!(old.rev, 0, "a node that does not say what it applied reports revision 0");
+        assert_eq!(old.data_requests, 0, "nor any data request");
         assert!(SeqnosRequest::decode_reply(br#"{"buckets":{"b":{"x":1}}}"#).is_err(), "a vBucket id is a number");
 
         let hold = HoldRequest {
@@ -401,7 +417,8 @@ mod tests {
     /// default port, and refused without a host or with a port that is not a number.
     #[test]
     fn a_join_request_is_couchbases_form() {
-        let join = JoinRequest { host: "[::1]".into(), port: 9000, user: "a b".into(), password: "p&q=r".into() };
+        let join =
+            JoinRequest { host: "[::1]".into(), port: 9000, user: "a b".into(), password: "p&q=r".into(), group: None };
         assert_eq!(
             join.body(),
             Body::Form("clusterMemberHostIp=%3A%3A1&clusterMemberPort=9000&user=a%20b&password=p%26q%3Dr".into())
@@ -413,6 +430,13 @@ mod tests {
             (read.host.as_str(), read.port, read.user.as_str(), read.password.as_str()),
             ("10.0.0.1", 8091, "u", "")
         );
+        assert_eq!(read.group, None, "the default group");
+        let into_group = JoinRequest { group: Some("g-1".into()), ..join };
+        let Body::Form(body) = into_group.body() else { panic!("a join is a form") };
+        assert!(body.ends_with("&serverGroup=g-1"), "{body}");
+        let in_group = [("clusterMemberHostIp", "h"), ("serverGroup", "g-1")];
+        let get = |k: &str| in_group.iter().find(|(f, _)| *f == k).map(|(_, v)| *v);
+        assert_eq!(JoinRequest::from_form(get).unwrap().group.as_deref(), Some("g-1"));
         assert_eq!(JoinRequest::from_form(|_| None), Err(JoinRequestError::MissingHost));
         let bad = |k: &str| if k == "clusterMemberPort" { Some("x") } else { Some("h") };
         assert_eq!(JoinRequest::from_form(bad), Err(JoinRequestError::BadPort));

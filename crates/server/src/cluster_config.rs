@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use settee_cluster::{BucketMeta, ClusterMetadata, Membership, NodeId};
+use settee_cluster::{BucketMeta, ClusterMetadata, NodeId};
 use settee_types::limits::NUM_VBUCKETS;
 
 use crate::node::{BucketHandle, Node};
@@ -39,8 +39,9 @@ impl Node {
         }
     }
 
-    /// The nodes a config lists, in `serverList` order: every Active node plus any other node the bucket's map
-    /// uses, by id; this node alone when it has no cluster.
+    /// The nodes a config lists, in `serverList` order: every Active or draining node (see
+    /// `ClusterMetadata::is_listed`) plus any other node the bucket's map uses, by id; this node alone when it has
+    /// no cluster.
     fn servers(&self, bucket: Option<&BucketMeta>) -> (Vec<Server>, Option<Arc<ClusterMetadata>>) {
         let me = Server {
             id: None,
@@ -64,7 +65,7 @@ impl Node {
         let servers = meta
             .nodes
             .values()
-            .filter(|n| n.membership == Membership::Active || in_map.contains(&n.id))
+            .filter(|n| meta.is_listed(n.id) || in_map.contains(&n.id))
             .map(|n| {
                 if n.id == cluster.me {
                     Server { id: Some(n.id), group: group_of(n.id), ..me.clone() }

@@ -61,8 +61,12 @@ impl GracefulRun {
                 }
                 Command::Poll { nodes, pause } => self.waiting = Some(Waiting::Poll(PollRound::new(nodes, now, pause))),
                 Command::FailOver { node } => {
-                    let r = leader.propose(MetaCommand::Failover { nodes: vec![node] }).map(drop);
+                    let r = leader.propose(MetaCommand::FailoverDraining { node }).map(drop);
                     self.feed(Event::FailedOver(r), now);
+                }
+                Command::EndDrain { node } => {
+                    let r = leader.propose(MetaCommand::EndDrain { node }).map(drop);
+                    self.feed(Event::DrainEnded(r), now);
                 }
                 Command::Release { node } => {
                     let id = self.ids.fresh();

@@ -56,6 +56,9 @@ class Writer:
         self.collection, self.keys, self.prefix, self.durability = collection, keys, prefix, durability
         self.acked: dict[str, int] = {}
         self.errors = Counter()
+        # The first errors with when they happened (time.monotonic()) and what they said, for a failing test's
+        # message; bounded.
+        self.first_errors: list[tuple[float, str]] = []
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.run)
 
@@ -70,15 +73,20 @@ class Writer:
                 self.collection.upsert(key, {"i": i}, options)
                 self.acked[key] = i
             except CouchbaseException as e:
-                self.errors[type(e).__name__] += 1
+                self.record(e)
             other = f"{self.prefix}{(i * 7 + 3) % self.keys}"
             if other in self.acked:
                 try:
                     if self.collection.get(other).content_as[dict]["i"] < self.acked[other]:
                         self.errors["StaleRead"] += 1
                 except CouchbaseException as e:
-                    self.errors[type(e).__name__] += 1
+                    self.record(e)
             i += 1
+
+    def record(self, e: CouchbaseException):
+        self.errors[type(e).__name__] += 1
+        if len(self.first_errors) < 10:
+            self.first_errors.append((time.monotonic(), f"{type(e).__name__}: {str(e)[:600]}"))
 
     def __enter__(self):
         self.thread.start()

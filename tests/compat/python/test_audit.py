@@ -300,3 +300,49 @@ def test_settings_are_cluster_wide_and_topology_changes_are_audited(tmp_path_fac
         rebalanced(servers[0])
     finally:
         settee_server.stop_all(servers)
+
+
+def test_server_group_changes_are_audited_with_ns_server_ids(tmp_path_factory):
+    # Proves each server-group change writes ns_server's event on the node that served it: add group (8210),
+    # update group for a rename and for each group of a move (8212, with the members' otpNode names), delete
+    # group (8211), and add node (8196) with the groupUUID of the group the node was added into.
+    base = Path(tmp_path_factory.mktemp("audit-groups"))
+    servers = settee_server.cluster_servers(base, 2, first_ip=51)
+    groups_uri = "/pools/default/serverGroups"
+    try:
+        for s in servers:
+            s.start()
+        enable(servers[0], disabled=DATA_EVENTS)
+        ok(rest(servers[0], "POST", groups_uri, {"name": "Rack B"}))
+        added = wait_for(servers[0], lambda e: e["id"] == 8210, "add group")
+        assert added["name"] == "add group" and added["group_name"] == "Rack B", added
+        uuid = added["uuid"]
+        ok(rest(servers[0], "PUT", f"{groups_uri}/{uuid}", {"name": "Rack C"}))
+        renamed = wait_for(servers[0], lambda e: e["id"] == 8212, "update group (rename)")
+        assert (renamed["group_name"], renamed["uuid"], renamed["nodes"]) == ("Rack C", uuid, []), renamed
+
+        ok(rest(servers[0], "POST", f"{groups_uri}/{uuid}/addNode",
+                {"hostname": servers[1].mgmt_addr, "user": USERNAME, "password": PASSWORD}))
+        node = wait_for(servers[0], lambda e: e["id"] == 8196, "add node into a group")
+        assert node["node"] == "ns_1@127.0.0.52" and node["groupUUID"] == uuid, node
+
+        listing = json.loads(ok(rest(servers[0], "GET", groups_uri)))
+        for g in listing["groups"]:
+            g["nodes"] = [{"otpNode": "ns_1@127.0.0.51"}, {"otpNode": "ns_1@127.0.0.52"}] if g["name"] == "Group 1" \
+                else []
+        token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+        put = urllib.request.Request(servers[0].mgmt_url + listing["uri"], method="PUT",
+                                     data=json.dumps({"groups": listing["groups"]}).encode(),
+                                     headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(put, timeout=30) as r:
+            assert r.status == 200
+        moved = wait_for(servers[0], lambda e: e["id"] == 8212 and e["group_name"] == "Group 1", "update group (move)")
+        assert sorted(moved["nodes"]) == ["ns_1@127.0.0.51", "ns_1@127.0.0.52"], moved
+        emptied = [e for e in events(servers[0]) if e["id"] == 8212 and e["uuid"] == uuid]
+        assert emptied[-1]["nodes"] == [] and len(emptied) == 2, emptied
+
+        ok(rest(servers[0], "DELETE", f"{groups_uri}/{uuid}"))
+        deleted = wait_for(servers[0], lambda e: e["id"] == 8211, "delete group")
+        assert (deleted["group_name"], deleted["uuid"]) == ("Rack C", uuid), deleted
+    finally:
+        settee_server.stop_all(servers)

@@ -283,9 +283,17 @@ def _index_states(node: SetteeServer) -> dict:
     return {(i["bucket"], i["scope"], i["collection"], i["index"]): i["status"] for i in body["indexes"]}
 
 
+def _index_replicas(node: SetteeServer) -> dict:
+    """(bucket, scope, collection, index) -> numReplica, from `GET /indexStatus`."""
+    status, body = rest(node, "GET", "/indexStatus")
+    assert status == 200, body
+    return {(i["bucket"], i["scope"], i["collection"], i["index"]): i["numReplica"] for i in body["indexes"]}
+
+
 def test_index_definitions_are_backed_up_and_restored_deferred_or_built(tmp_path):
     """A built index and a deferred one are saved with the bucket; a restore into a fresh node creates both, the
-    deferred one still deferred and the other built and answering a query; a second restore reports them existing;
+    deferred one still deferred and with its replica count, the other built and answering a query; a second
+    restore reports them existing;
     a merge carries them; `--disable-gsi-indexes` leaves them out of a backup and out of a restore; a damaged
     `indexes.json` is reported by `info` and refused by `restore`."""
     src = start(tmp_path / "src")
@@ -304,7 +312,8 @@ def test_index_definitions_are_backed_up_and_restored_deferred_or_built(tmp_path
             b.default_collection().upsert(f"u{i}", {"name": f"n{i}", "age": i})
             orders.upsert(f"o{i}", {"total": i})
         for statement in ["CREATE INDEX ix_name ON `default`(name) WHERE age >= 10",
-                          'CREATE INDEX ix_total ON `default`.app.orders(total) WITH {"defer_build": true}']:
+                          'CREATE INDEX ix_total ON `default`.app.orders(total) '
+                          'WITH {"defer_build": true, "num_replica": 1}']:
             got = _query(src, statement)
             assert got["status"] == "success", got
         built, deferred = ("default", "_default", "_default", "ix_name"), ("default", "app", "orders", "ix_total")
@@ -325,6 +334,7 @@ def test_index_definitions_are_backed_up_and_restored_deferred_or_built(tmp_path
         assert "2 indexes created, 0 existed" in out, out
         states = _index_states(dst)
         assert states[deferred] == "Created", states
+        assert _index_replicas(dst) == {built: 0, deferred: 1}, "the replica count is restored with the index"
         wait_until(lambda: _index_states(dst).get(built) == "Ready", timeout_seconds=30, what="restored ix_name built")
         plan = _query(dst, "EXPLAIN SELECT name FROM `default` WHERE name = 'n20' AND age >= 10")
         assert "ix_name" in json.dumps(plan), plan

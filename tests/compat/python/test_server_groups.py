@@ -277,17 +277,25 @@ def _get(coll, key):
         return None
 
 
+def groups_rev(node: SetteeServer) -> int:
+    return int(groups(node)["uri"].split("?rev=")[1])
+
+
 def test_a_node_added_into_a_group_lands_there(nodes, tmp_path_factory):
+    """A node added through a group's addNodeURI is in that group from the one change of the groups that adds it
+    (the groups' revision grows by one), never in the default group first."""
     base = Path(tmp_path_factory.mktemp("server-groups-extra"))
     extra = settee_server.cluster_servers(base, 1, first_ip=NODES + 1)[0]
     try:
         extra.start()
         add = group(nodes[0], "Rack B")["addNodeURI"]
         assert rest(nodes[0], "POST", f"{GROUPS}/nope/addNode", {"hostname": extra.mgmt_addr})[0] == 404
+        before = groups_rev(nodes[0])
         status, body = rest(nodes[0], "POST", add,
                             {"hostname": extra.mgmt_addr, "user": USERNAME, "password": PASSWORD})
         assert status == 200 and body["otpNode"] == otp(extra), body
-        assert otp(extra) in members(nodes[0])["Rack B"], "the member that added it answers once it moved"
+        assert otp(extra) in members(nodes[0])["Rack B"], "the member that added it answers once it is there"
+        assert groups_rev(nodes[0]) == before + 1, "added into its group in one change, not added then moved"
         wait_for(lambda: otp(extra) in members(nodes[1])["Rack B"], "the other members to apply the move")
     finally:
         extra.stop()

@@ -3,6 +3,12 @@
 //! failed over as a hard failover would (it ends its holds itself when it applies the new map). Nothing
 //! acknowledged is lost. If the node does not say where a vBucket stopped, the replicas do not catch up within
 //! [`GRACEFUL_CATCH_UP`], or the failover does not commit, the node is released and serves again.
+//!
+//! The failover keeps the node in the clients' server lists, with no vBucket, while it drains: until it has
+//! answered no data request for [`DRAIN_QUIET`] (at most [`DRAIN_MAX`]), then it leaves them. An SDK stops its
+//! connection to a node that leaves the config and cancels what it had in flight there (the C++ core under the
+//! Python SDK fails a non-idempotent request so with RequestCanceled); while the node is still listed the request
+//! is answered NOT_MY_VBUCKET and retried on the new active.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,6 +21,14 @@ use crate::vbmap::NodeId;
 pub const GRACEFUL_CATCH_UP: Duration = Duration::from_secs(60);
 /// Pause between two rounds of seqno reports while the replicas catch up.
 pub const POLL_PAUSE: Duration = Duration::from_millis(100);
+/// How long a failed-over node must answer no data request before it leaves the clients' server lists: clients
+/// learn the new map at once (pushed, or in the NOT_MY_VBUCKET a stale request gets), so traffic stops within
+/// milliseconds; a second leaves room for a retry's backoff.
+pub const DRAIN_QUIET: Duration = Duration::from_secs(1);
+/// The longest a failed-over node stays listed, whatever its clients do.
+pub const DRAIN_MAX: Duration = Duration::from_secs(10);
+/// Pause between two readings of the draining node's request count.
+pub const DRAIN_POLL: Duration = Duration::from_millis(200);
 
 /// One copy of a vBucket: (bucket, vBucket, node).
 pub type Copy = (String, u16, NodeId);
@@ -26,8 +40,12 @@ pub enum Command {
     Hold { node: NodeId, request: HoldRequest },
     /// After `pause`, ask each of `nodes` for its seqno report. Answer: [`Event::Polled`].
     Poll { nodes: Vec<NodeId>, pause: Duration },
-    /// Fail `node` over (hard failover, then the lost replicas rebuilt). Answer: [`Event::FailedOver`].
+    /// Fail `node` over (hard failover, then the lost replicas rebuilt), the node staying in the clients' server
+    /// lists until [`Command::EndDrain`] (`MetaCommand::FailoverDraining`). Answer: [`Event::FailedOver`].
     FailOver { node: NodeId },
+    /// Take the failed-over `node` out of the clients' server lists (`MetaCommand::EndDrain`). Answer:
+    /// [`Event::DrainEnded`].
+    EndDrain { node: NodeId },
     /// Release everything held on `node`. No answer (a failure is only logged: the hold's lease ends it).
     Release { node: NodeId },
     /// The failover ended. Nothing follows.
@@ -40,6 +58,7 @@ pub enum Event {
     Held(Result<HoldReply, String>),
     Polled(BTreeMap<NodeId, Result<SeqnoReport, String>>),
     FailedOver(Result<(), String>),
+    DrainEnded(Result<(), String>),
 }
 
 /// Why a graceful failover was abandoned (the node serves again) or failed.
@@ -66,6 +85,14 @@ enum Phase {
         deadline: Duration,
     },
     FailingOver,
+    /// Failed over; waiting until the node's data request count (`requests`, once read) has not changed since
+    /// `quiet_since` for [`DRAIN_QUIET`], or `deadline`.
+    Draining {
+        requests: Option<u64>,
+        quiet_since: Duration,
+        deadline: Duration,
+    },
+    EndingDrain,
     Done,
 }
 
@@ -132,7 +159,16 @@ impl GracefulFailover {
                 self.phase = Phase::CatchingUp { wanted, deadline };
                 vec![Command::Poll { nodes, pause: POLL_PAUSE }]
             }
-            (Phase::FailingOver, Event::FailedOver(Ok(()))) => vec![Command::Finish(Ok(()))],
+            (Phase::FailingOver, Event::FailedOver(Ok(()))) => {
+                self.phase = Phase::Draining { requests: None, quiet_since: now, deadline: now + DRAIN_MAX };
+                vec![Command::Poll { nodes: vec![self.node], pause: DRAIN_POLL }]
+            }
+            (Phase::Draining { requests, quiet_since, deadline }, Event::Polled(reports)) => {
+                self.draining(requests, quiet_since, deadline, &reports, now)
+            }
+            // The node is failed over either way; one left listed has no vBucket and leaves the lists when it is
+            // recovered or removed (the driver logs why the drain did not end).
+            (Phase::EndingDrain, Event::DrainEnded(_)) => vec![Command::Finish(Ok(()))],
             // Failed over, the node ends its holds itself once it applies the new map (a release could reach it
             // first and make its vBuckets active again for a moment); otherwise it serves again.
             (Phase::FailingOver, Event::FailedOver(Err(e))) => self.abandon(GracefulFailoverError::FailoverFailed(e)),
@@ -167,6 +203,30 @@ impl GracefulFailover {
         let nodes = nodes_of(&wanted);
         self.phase = Phase::CatchingUp { wanted, deadline: now + GRACEFUL_CATCH_UP };
         vec![Command::Poll { nodes, pause: Duration::ZERO }]
+    }
+
+    /// One reading of the draining node: the drain ends once its count has stood still for [`DRAIN_QUIET`], at
+    /// `deadline`, or when the node does not answer (no client gets an answer from it either).
+    fn draining(
+        &mut self,
+        before: Option<u64>,
+        quiet_since: Duration,
+        deadline: Duration,
+        reports: &BTreeMap<NodeId, Result<SeqnoReport, String>>,
+        now: Duration,
+    ) -> Vec<Command> {
+        let Some(Ok(report)) = reports.get(&self.node) else { return self.end_drain() };
+        let quiet_since = if before == Some(report.data_requests) { quiet_since } else { now };
+        if now.saturating_sub(quiet_since) >= DRAIN_QUIET || now >= deadline {
+            return self.end_drain();
+        }
+        self.phase = Phase::Draining { requests: Some(report.data_requests), quiet_since, deadline };
+        vec![Command::Poll { nodes: vec![self.node], pause: DRAIN_POLL }]
+    }
+
+    fn end_drain(&mut self) -> Vec<Command> {
+        self.phase = Phase::EndingDrain;
+        vec![Command::EndDrain { node: self.node }]
     }
 
     fn fail_over(&mut self) -> Vec<Command> {
@@ -220,7 +280,7 @@ mod tests {
     }
 
     fn report(pairs: &[(u16, u64)]) -> Result<SeqnoReport, String> {
-        Ok(SeqnoReport { buckets: stopped(pairs).stopped, kept: VbSeqnos::default(), rev: 0 })
+        Ok(SeqnoReport { buckets: stopped(pairs).stopped, ..Default::default() })
     }
 
     /// Holding the node, then waiting for its promoted replicas to reach the seqnos it stopped at, then failing it
@@ -240,7 +300,50 @@ mod tests {
         );
         let caught_up = BTreeMap::from([(2, report(&[(0, 10)])), (3, report(&[(2, 6)]))]);
         assert_eq!(g.handle(Event::Polled(caught_up), secs(2)), vec![Command::FailOver { node: 1 }]);
-        assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(2)), vec![Command::Finish(Ok(()))]);
+        let drain_poll = vec![Command::Poll { nodes: vec![1], pause: DRAIN_POLL }];
+        assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(2)), drain_poll);
+        assert_eq!(g.handle(Event::Polled(requests(1, 0)), secs(3)), drain_poll, "the first reading starts the wait");
+        assert_eq!(g.handle(Event::Polled(requests(1, 0)), secs(4)), vec![Command::EndDrain { node: 1 }]);
+        assert_eq!(g.handle(Event::DrainEnded(Ok(())), secs(4)), vec![Command::Finish(Ok(()))]);
+    }
+
+    /// The node's request count reported as `count`.
+    fn requests(node: NodeId, count: u64) -> BTreeMap<NodeId, Result<SeqnoReport, String>> {
+        BTreeMap::from([(node, Ok(SeqnoReport { data_requests: count, ..Default::default() }))])
+    }
+
+    /// A failed-over node leaves the clients' server lists only once it has answered no data request for
+    /// DRAIN_QUIET: each reading that finds the count grown starts the wait again; DRAIN_MAX ends it whatever the
+    /// clients do, and so does a node that does not answer.
+    #[test]
+    fn a_failed_over_node_drains_until_its_clients_stop_sending() {
+        let ms = Duration::from_millis;
+        let failed_over = |at: Duration| {
+            let mut g = GracefulFailover::new(3, &meta());
+            g.start();
+            assert_eq!(g.handle(Event::Held(Ok(HoldReply::default())), at), vec![Command::FailOver { node: 3 }]);
+            g.handle(Event::FailedOver(Ok(())), at);
+            g
+        };
+        let poll = vec![Command::Poll { nodes: vec![3], pause: DRAIN_POLL }];
+        let end = vec![Command::EndDrain { node: 3 }];
+        let mut g = failed_over(ms(0));
+        assert_eq!(g.handle(Event::Polled(requests(3, 5)), ms(200)), poll);
+        assert_eq!(g.handle(Event::Polled(requests(3, 9)), ms(900)), poll);
+        assert_eq!(g.handle(Event::Polled(requests(3, 9)), ms(1800)), poll, "quiet for 900 ms only");
+        assert_eq!(g.handle(Event::Polled(requests(3, 9)), ms(1900)), end);
+
+        let mut g = failed_over(ms(0));
+        let ended_at = (1..=100)
+            .map(|i| (ms(i * 200), i))
+            .find(|(at, count)| g.handle(Event::Polled(requests(3, *count)), *at) == end)
+            .map(|(at, _)| at);
+        assert_eq!(ended_at, Some(DRAIN_MAX), "a count that keeps growing ends the drain at DRAIN_MAX only");
+
+        let mut g = failed_over(ms(0));
+        let silent = BTreeMap::from([(3, Err("connection refused".to_owned()))]);
+        assert_eq!(g.handle(Event::Polled(silent), ms(200)), end);
+        assert_eq!(g.handle(Event::DrainEnded(Err("no quorum".into())), ms(300)), vec![Command::Finish(Ok(()))]);
     }
 
     /// A replica's seqno counts only from a node that has applied the map the failover started from: before, the

@@ -35,7 +35,7 @@ fn polled(nodes: &[(NodeId, &[(u16, u64)])]) -> Event {
 fn polled_at(rev: u64, nodes: &[(NodeId, &[(u16, u64)])]) -> Event {
     let reports = nodes
         .iter()
-        .map(|(n, pairs)| (*n, Ok(SeqnoReport { buckets: seqnos(pairs), kept: VbSeqnos::default(), rev })))
+        .map(|(n, pairs)| (*n, Ok(SeqnoReport { buckets: seqnos(pairs), rev, ..Default::default() })))
         .collect();
     Event::Polled { reports, health: HealthSnapshot::new(), stop_requested: false, failed_over: Vec::new() }
 }

@@ -201,9 +201,8 @@ impl Cooperative {
             }
             Command::Observe => Event::Observed { meta: self.meta.clone(), health: healthy() },
             Command::Poll { nodes, .. } => {
-                let reports = nodes
-                    .iter()
-                    .map(|n| (*n, Ok(SeqnoReport { buckets: self.report(*n), kept: VbSeqnos::default(), rev: 0 })));
+                let reports =
+                    nodes.iter().map(|n| (*n, Ok(SeqnoReport { buckets: self.report(*n), ..Default::default() })));
                 Event::Polled {
                     reports: reports.collect(),
                     health: healthy(),

@@ -18,7 +18,8 @@ impl ClusterMetadata {
     /// Applies `cmd`, or refuses it without changing anything. Every applied command bumps `rev`.
     pub fn apply(&mut self, cmd: &MetaCommand) -> Result<(), MetaError> {
         match cmd {
-            MetaCommand::AddNode(node) => self.add_node(node)?,
+            MetaCommand::AddNode(node) => self.add_node(node, None)?,
+            MetaCommand::AddNodeInGroup { node, group } => self.add_node(node, Some(group))?,
             MetaCommand::UpdateNode(node) => self.update_node(node)?,
             MetaCommand::SetMembership { node, membership } => self.set_membership(*node, *membership)?,
             MetaCommand::RemoveNode(node) => self.remove_node(*node)?,
@@ -36,6 +37,17 @@ impl ClusterMetadata {
             MetaCommand::SetBuilding { bucket, building } => self.set_building(bucket, building)?,
             MetaCommand::SetMap { bucket, map } => self.set_map(bucket, map)?,
             MetaCommand::Failover { nodes } => self.failover(nodes)?,
+            MetaCommand::FailoverDraining { node } => {
+                self.failover(&[*node])?;
+                self.repair_replicas();
+                self.draining.insert(*node);
+            }
+            MetaCommand::EndDrain { node } => {
+                if !self.nodes.contains_key(node) {
+                    return Err(MetaError::UnknownNode(*node));
+                }
+                self.draining.remove(node);
+            }
             MetaCommand::Reprovision { bucket, node } => self.reprovision(bucket, *node)?,
             MetaCommand::PromoteReplicas { bucket, node, promote } => self.promote_replicas(bucket, *node, promote)?,
             MetaCommand::SetUsers(users) => self.users = users.clone(),
@@ -80,7 +92,11 @@ impl ClusterMetadata {
         Ok(())
     }
 
-    fn add_node(&mut self, node: &NodeInfo) -> Result<(), MetaError> {
+    /// Adds `node` into server group `group` (a uuid), or the default group.
+    fn add_node(&mut self, node: &NodeInfo, group: Option<&str>) -> Result<(), MetaError> {
+        if let Some(group) = group.filter(|g| self.server_groups().find(g).is_none()) {
+            return Err(MetaError::UnknownServerGroup(group.to_owned()));
+        }
         if self.nodes.contains_key(&node.id) {
             return Err(MetaError::NodeExists(node.id));
         }
@@ -96,7 +112,7 @@ impl ClusterMetadata {
         let joins_encrypted = !self.nodes.is_empty() && self.nodes.values().all(|n| n.node_encryption) && tls_on;
         let node_encryption = node.node_encryption || joins_encrypted;
         self.nodes.insert(node.id, NodeInfo { membership, node_encryption, ..node.clone() });
-        self.place_new_node(node.id);
+        self.place_new_node(node.id, group);
         Ok(())
     }
 
@@ -119,6 +135,8 @@ impl ClusterMetadata {
             return Err(MetaError::RecoveryNotSet(id));
         }
         node.membership = membership;
+        // A recovered node is listed for being Active again: its drain, if it had not ended, ends here.
+        self.draining.remove(&id);
         Ok(())
     }
 
@@ -131,6 +149,7 @@ impl ClusterMetadata {
         }
         self.nodes.remove(&id);
         self.recovery.remove(&id);
+        self.draining.remove(&id);
         self.unplace_node(id);
         Ok(())
     }
@@ -306,8 +325,20 @@ impl ClusterMetadata {
                 info.membership = Membership::InactiveFailed;
             }
             self.recovery.remove(node);
+            // A hard failover of a draining node (gone, or failed over again) ends its drain.
+            self.draining.remove(node);
         }
         Ok(())
+    }
+}
+
+impl ClusterMetadata {
+    /// Places every missing replica of every bucket on the Active nodes (`vbmap::repair_replicas`; actives stay).
+    fn repair_replicas(&mut self) {
+        let (active, groups) = (self.active_nodes(), self.node_groups());
+        for bucket in self.buckets.values_mut() {
+            bucket.map = vbmap::repair_replicas(&bucket.map, &active, &groups);
+        }
     }
 }
 

@@ -74,6 +74,11 @@ pub struct ClusterMetadata {
     /// invariant (every node in exactly one group) to metadata written before groups existed.
     #[serde(default, rename = "server_groups")]
     pub(crate) server_groups_stored: ServerGroups,
+    /// Gracefully failed-over nodes that clients may still be sending to: each stays in the buckets' server lists
+    /// (with no vBucket) until `EndDrain`, so an SDK keeps its connection to the node and a request it has in
+    /// flight there is answered (NOT_MY_VBUCKET, then retried elsewhere) instead of canceled with the connection.
+    #[serde(default)]
+    pub draining: BTreeSet<NodeId>,
 }
 
 /// Couchbase's recovery types for a failed-over node (`POST /controller/setRecoveryType`).
@@ -249,6 +254,12 @@ pub enum MetaCommand {
     /// Adds a node. The first node of an empty cluster becomes Active; any other joins as InactiveAdded (it gets
     /// vBuckets only at rebalance) whatever `membership` says, and a `SetMembership` may then make it Active.
     AddNode(NodeInfo),
+    /// Adds a node as `AddNode` does, straight into the server group whose uuid is `group`, in one change, so the
+    /// node is never in another group (`POST /pools/default/serverGroups/<uuid>/addNode`).
+    AddNodeInGroup {
+        node: NodeInfo,
+        group: String,
+    },
     /// Changes a member's address, ports or services (a node restarted with other ports); membership is kept.
     UpdateNode(NodeInfo),
     /// Changes a node's membership; InactiveFailed is reached only through `Failover`, and left only by a node
@@ -279,7 +290,7 @@ pub enum MetaCommand {
         rev: u64,
         members: BTreeMap<String, BTreeSet<NodeId>>,
     },
-    /// Moves one node into a server group (a node added into a group joins the default one, then moves).
+    /// Moves one node into a server group.
     MoveToServerGroup {
         node: NodeId,
         group: String,
@@ -310,6 +321,18 @@ pub enum MetaCommand {
     /// bucket's failover epoch grows.
     Failover {
         nodes: Vec<NodeId>,
+    },
+    /// Graceful failover's last step: `Failover` of `node` with the replicas it held rebuilt on the Active nodes in
+    /// the same change (`vbmap::repair_replicas`), so no vBucket is ever left without the replica a `majority`
+    /// write needs; the node also stays in the buckets' server lists, with no vBucket, until `EndDrain` (see
+    /// `ClusterMetadata::draining`).
+    FailoverDraining {
+        node: NodeId,
+    },
+    /// Ends the drain of a gracefully failed-over node: it leaves the buckets' server lists. A node not draining is
+    /// left as it is.
+    EndDrain {
+        node: NodeId,
     },
     /// Auto-reprovision (Couchbase's, for memory-only buckets): `node` restarted and lost its copies of `bucket`
     /// (ephemeral), so it leaves every chain of that bucket that keeps another copy, replicas promoted, before it
@@ -443,6 +466,12 @@ impl ClusterMetadata {
     /// The Active nodes, in id order.
     pub fn active_nodes(&self) -> Vec<NodeId> {
         self.nodes.values().filter(|n| n.membership == Membership::Active).map(|n| n.id).collect()
+    }
+
+    /// Whether the clients' configs list node `id`: Active, or draining after a graceful failover (see
+    /// [`ClusterMetadata::draining`]). A bucket's config also lists every other node its map names.
+    pub fn is_listed(&self, id: NodeId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.membership == Membership::Active) || self.draining.contains(&id)
     }
 
     /// The failed-over nodes (hard, graceful or automatic failover; recovered or not yet).

@@ -107,14 +107,19 @@ impl ClusterMetadata {
         self.server_groups_stored = groups;
     }
 
-    /// Puts a newly added node in the default group (AddNode).
-    pub(super) fn place_new_node(&mut self, node: NodeId) {
+    /// Puts a newly added node in the group whose uuid is `group` (checked to exist), else the default group
+    /// (AddNode, AddNodeInGroup): one new revision of the groups.
+    pub(super) fn place_new_node(&mut self, node: NodeId, group: Option<&str>) {
         let mut view = self.server_groups();
         for g in &mut view.groups {
             g.nodes.remove(&node);
         }
-        if let Some(default) = view.default_index() {
-            view.groups[default].nodes.insert(node);
+        let at = match group {
+            Some(uuid) => view.groups.iter().position(|g| g.uuid == uuid),
+            None => view.default_index(),
+        };
+        if let Some(at) = at {
+            view.groups[at].nodes.insert(node);
         }
         self.store_server_groups(view);
     }

@@ -129,3 +129,20 @@ fn bucket_created_over_two_groups_places_replicas_across() {
     assert!(meta.buckets["racked"].map.chains.iter().all(|c| groups.spread_of(c) == 2));
     assert!(meta.buckets["b"].map.chains.iter().any(|c| groups.spread_of(c) == 1), "old maps wait for a rebalance");
 }
+
+/// A node added into a group is in that group from the one change that adds it, never in the default group; an
+/// unknown group refuses the whole command (the node is not added).
+#[test]
+fn a_node_added_into_a_group_is_never_in_another() {
+    let mut meta = cluster();
+    create(&mut meta, "u2", "Rack B");
+    let (rev, groups_rev) = (meta.rev, meta.server_groups().rev);
+    meta.apply(&MetaCommand::AddNodeInGroup { node: node(4), group: "u2".into() }).expect("add into group");
+    assert_eq!((meta.rev, meta.server_groups().rev), (rev + 1, groups_rev + 1), "one change of the groups");
+    assert_eq!(names(&meta), vec![("Group 1".to_string(), vec![1, 2, 3]), ("Rack B".to_string(), vec![4])]);
+    assert_eq!(meta.nodes[&4].membership, Membership::InactiveAdded);
+    let unknown = MetaCommand::AddNodeInGroup { node: node(5), group: "nope".into() };
+    assert_eq!(refused(&mut meta, unknown), MetaError::UnknownServerGroup("nope".into()));
+    let again = MetaCommand::AddNodeInGroup { node: node(4), group: "u2".into() };
+    assert_eq!(refused(&mut meta, again), MetaError::NodeExists(4));
+}

@@ -211,6 +211,39 @@ fn failover_promotes_and_marks_failed() {
     assert_eq!(refused(&mut meta, MetaCommand::Failover { nodes: vec![2, 3] }), MetaError::LastActiveNode);
 }
 
+/// A draining failover is a failover (the same membership and epoch, the replicas it lost rebuilt in the same
+/// change: a `majority` write never finds a vBucket without its replica) after which the node stays listed for
+/// clients until EndDrain; a recovery (the node Active again) or a hard failover also ends the drain, and EndDrain
+/// of an unknown node is refused.
+#[test]
+fn failover_draining_keeps_the_node_listed_until_end_drain() {
+    let mut hard = cluster();
+    hard.apply(&MetaCommand::Failover { nodes: vec![1] }).expect("failover");
+    let mut meta = cluster();
+    meta.apply(&MetaCommand::FailoverDraining { node: 1 }).expect("failover draining");
+    let groups = vbmap::NodeGroups::default();
+    let repaired = vbmap::repair_replicas(&hard.buckets["b"].map, &[2, 3], &groups);
+    assert_eq!(meta.buckets["b"].map, repaired, "the replicas rebuilt in the same change");
+    assert!(meta.buckets["b"].map.chains.iter().all(|c| c.iter().all(Option::is_some)), "no copy missing");
+    assert_eq!(meta.buckets["b"].failover_epoch, hard.buckets["b"].failover_epoch);
+    assert_eq!(meta.nodes, hard.nodes);
+    assert!(meta.is_listed(1) && !hard.is_listed(1));
+    assert_eq!(refused(&mut meta, MetaCommand::EndDrain { node: 9 }), MetaError::UnknownNode(9));
+    meta.apply(&MetaCommand::EndDrain { node: 1 }).expect("end drain");
+    assert!(!meta.is_listed(1) && meta.draining.is_empty());
+    meta.apply(&MetaCommand::EndDrain { node: 1 }).expect("ending no drain changes nothing");
+
+    let mut recovered = cluster();
+    recovered.apply(&MetaCommand::FailoverDraining { node: 2 }).expect("failover draining");
+    recovered.apply(&MetaCommand::SetRecovery { node: 2, recovery: Some(Recovery::Delta) }).expect("recovery");
+    recovered.apply(&MetaCommand::SetMembership { node: 2, membership: Membership::Active }).expect("active");
+    assert!(recovered.draining.is_empty() && recovered.is_listed(2));
+    let mut failed_again = cluster();
+    failed_again.apply(&MetaCommand::FailoverDraining { node: 3 }).expect("failover draining");
+    failed_again.apply(&MetaCommand::Failover { nodes: vec![3] }).expect("hard failover");
+    assert!(failed_again.draining.is_empty());
+}
+
 /// Reprovision takes a restarted node out of an ephemeral bucket's chains (replicas promoted), keeps it a member,
 /// and refuses persistent buckets and unknown names.
 #[test]

@@ -62,6 +62,9 @@ pub const DROP_COLLECTION: u32 = 8262;
 pub const REST_AUTH_FAILURE: u32 = 8264;
 pub const ADMIN_PASSWORD_RESET: u32 = 8266;
 pub const MODIFY_COLLECTION: u32 = 8270;
+pub const ADD_GROUP: u32 = 8210;
+pub const DELETE_GROUP: u32 = 8211;
+pub const UPDATE_GROUP: u32 = 8212;
 
 /// Every event, in a fixed order: an event's index here is its bit in the enabled-events mask (at most 64).
 pub const EVENTS: &[Descriptor] = &[
@@ -103,6 +106,10 @@ pub const EVENTS: &[Descriptor] = &[
     rest(REST_AUTH_FAILURE, "auth failure", "Authentication to the REST API failed", false, true),
     rest(ADMIN_PASSWORD_RESET, "admin password reset", "The administrator password was reset", true, true),
     rest(MODIFY_COLLECTION, "modify collection", "Collection was modified", true, true),
+    // Appended, not in id order: an event's position is its bit in the enabled-events mask.
+    rest(ADD_GROUP, "add group", "Server group was added", false, true),
+    rest(DELETE_GROUP, "delete group", "Server group was deleted", false, true),
+    rest(UPDATE_GROUP, "update group", "Server group was updated", false, true),
 ];
 
 /// The event with `id`, and its bit in the enabled-events mask.

@@ -35,8 +35,9 @@ pub struct RollingRestartArgs {
     /// Longest each step of each node may take (failover, restart and warmup, rebalance), in seconds.
     #[arg(long, default_value_t = 600)]
     pub step_timeout_secs: u64,
-    /// Seconds between a node's failover and its restart, for clients to move their connections off it.
-    #[arg(long, default_value_t = 5)]
+    /// Seconds between a node's failover and its restart. The failover itself ends once the node's clients have
+    /// stopped sending to it (its drain); this adds a margin.
+    #[arg(long, default_value_t = 1)]
     pub drain_secs: u64,
 }
 

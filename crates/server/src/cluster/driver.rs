@@ -143,7 +143,7 @@ impl ClusterDriver {
             Request::Failover { node, reply } => drop(reply.send(self.failover(node).await)),
             Request::GracefulFailover { node, reply } => drop(reply.send(self.graceful_failover(node).await)),
             Request::Hold { request, reply } => drop(reply.send(self.hold_actives(&request).await)),
-            Request::Rejoin { seed, reply } => drop(reply.send(self.rejoin(&seed).await)),
+            Request::Rejoin { seed, group, reply } => drop(reply.send(self.rejoin(&seed, group).await)),
             Request::StartRebalance { ejected, reply } => drop(reply.send(self.clone().start_rebalance(ejected))),
         }
     }
@@ -181,7 +181,7 @@ impl ClusterDriver {
             return Ok(());
         }
         match join {
-            Some(seed) => self.join_via(seed).await?,
+            Some(seed) => self.join_via(seed, None).await?,
             None => {
                 store.initialize_single().await.context("forming a one-node cluster")?;
                 let me = my_info(&self.node, self.me());
@@ -197,12 +197,18 @@ impl ClusterDriver {
         Ok(())
     }
 
-    /// Joins the cluster `seed` ("host:mgmtport") belongs to: Raft membership first, then this node's entry.
-    async fn join_via(&self, seed: &str) -> anyhow::Result<()> {
+    /// Joins the cluster `seed` ("host:mgmtport") belongs to: Raft membership first, then this node's entry, in
+    /// server group `group` (uuid) when given, else the default group.
+    async fn join_via(&self, seed: &str, group: Option<String>) -> anyhow::Result<()> {
         self.adopt_peer_secret(seed).await?;
         let store = self.handle.store();
         store.join(seed).await.with_context(|| format!("joining the cluster of {seed}"))?;
-        match store.propose(MetaCommand::AddNode(my_info(&self.node, self.me()))).await {
+        let me = my_info(&self.node, self.me());
+        let register = match group {
+            Some(group) => MetaCommand::AddNodeInGroup { node: me, group },
+            None => MetaCommand::AddNode(me),
+        };
+        match store.propose(register).await {
             Ok(_) | Err(ProposeError::Rejected(settee_cluster::MetaError::NodeExists(_))) => {}
             Err(e) => return Err(e).context("registering this node with the cluster"),
         }
@@ -269,7 +275,7 @@ impl ClusterDriver {
 
     /// Leaves the cluster this node forms or belongs to and joins `seed`'s instead (Couchbase's
     /// doJoinCluster): the node's own buckets are dropped with its old metadata.
-    pub(super) async fn rejoin(&self, seed: &str) -> anyhow::Result<()> {
+    pub(super) async fn rejoin(&self, seed: &str, group: Option<String>) -> anyhow::Result<()> {
         let mut started = self.handle.started();
         tokio::time::timeout(RESTORE_TIMEOUT, started.wait_for(|s| *s))
             .await
@@ -293,7 +299,7 @@ impl ClusterDriver {
             self.handle.set_applied_rev(0);
         }
         self.swapped.notify_waiters();
-        self.join_via(seed).await?;
+        self.join_via(seed, group).await?;
         self.reconcile(&self.metadata()).await;
         Ok(())
     }

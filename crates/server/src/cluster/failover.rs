@@ -22,6 +22,14 @@ impl ClusterDriver {
         self.rebuild_replicas(meta).await
     }
 
+    /// A graceful failover's failover of `node`: as [`ClusterDriver::failover`], but the replicas are rebuilt in
+    /// the failover's own change (a `majority` write between two changes found vBuckets without a replica:
+    /// DURABILITY_IMPOSSIBLE), and the node stays in the clients' server lists until its drain ends
+    /// (`MetaCommand::EndDrain`).
+    async fn failover_draining(&self, node: NodeId) -> Proposal {
+        self.propose(MetaCommand::FailoverDraining { node }).await
+    }
+
     /// Automatic failover of `failed`, proposed only while this node leads with a quorum behind it (see
     /// `MetadataStore::propose_as_leader`): the decision comes from this node's own view of its peers' health.
     pub(super) async fn auto_failover_of(&self, failed: NodeId) -> Proposal {
@@ -67,8 +75,16 @@ impl ClusterDriver {
                         answer = Some(Event::Polled(peers.poll(&nodes).await));
                     }
                     Command::FailOver { node } => {
-                        let outcome = self.failover(node).await.map(drop).map_err(|e| e.to_string());
+                        let outcome = self.failover_draining(node).await.map(drop).map_err(|e| e.to_string());
                         answer = Some(Event::FailedOver(outcome));
+                    }
+                    Command::EndDrain { node } => {
+                        let outcome = self.propose(MetaCommand::EndDrain { node }).await.map(drop);
+                        if let Err(e) = &outcome {
+                            tracing::warn!(node, error = %e, "a gracefully failed-over node stays in the clients' \
+                                server lists (no vBucket) until it is recovered or removed");
+                        }
+                        answer = Some(Event::DrainEnded(outcome.map_err(|e| e.to_string())));
                     }
                     Command::Release { node } => {
                         let release =

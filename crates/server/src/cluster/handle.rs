@@ -44,9 +44,11 @@ pub(super) enum Request {
         request: HoldRequest,
         reply: oneshot::Sender<Vec<(String, u16)>>,
     },
-    /// Leave this node's own cluster and join `seed`'s.
+    /// Leave this node's own cluster and join `seed`'s, registering in server group `group` (uuid; None: the
+    /// default group).
     Rejoin {
         seed: String,
+        group: Option<String>,
         reply: oneshot::Sender<anyhow::Result<()>>,
     },
     /// Start a rebalance ejecting `ejected`; answers once it started (or why it cannot).
@@ -203,8 +205,8 @@ impl ClusterHandle {
     }
 
     /// Leaves the cluster this node forms and joins `seed`'s (Couchbase's doJoinCluster).
-    pub async fn rejoin(&self, seed: String) -> anyhow::Result<()> {
-        let asked = self.ask(|reply| Request::Rejoin { seed, reply }).await;
+    pub async fn rejoin(&self, seed: String, group: Option<String>) -> anyhow::Result<()> {
+        let asked = self.ask(|reply| Request::Rejoin { seed, group, reply }).await;
         asked.unwrap_or_else(|| Err(anyhow::anyhow!("this node is stopping")))
     }
 

@@ -98,18 +98,19 @@ pub(crate) async fn add_node(
     body: Bytes,
 ) -> Result<Json<Value>, RestError> {
     let (cluster, form) = admin_form(&state, &caller, &body)?;
-    let (otp, _) = join_node(&state, &caller, cluster, &form).await?;
+    let (otp, _) = join_node(&state, &caller, cluster, &form, None).await?;
     Ok(Json(json!({ "otpNode": otp })))
 }
 
-/// Asks the node the form's `hostname` names to join this node's cluster and waits until it has; answers its
-/// `otpNode` and id (None if the metadata does not list it yet). Shared by `/controller/addNode` and
-/// `/pools/default/serverGroups/<uuid>/addNode`.
+/// Asks the node the form's `hostname` names to join this node's cluster, registering itself in server group
+/// `group` (uuid; None: the default group), and waits until it has; answers its `otpNode` and id (None if the
+/// metadata does not list it yet). Shared by `/controller/addNode` and `/pools/default/serverGroups/<uuid>/addNode`.
 pub(crate) async fn join_node(
     state: &RestState,
     caller: &Caller,
     cluster: &std::sync::Arc<ClusterHandle>,
     form: &Form,
+    group: Option<&str>,
 ) -> Result<(String, Option<NodeId>), RestError> {
     let hostname =
         form.get("hostname").filter(|h| !h.is_empty()).ok_or_else(|| bad_request("Hostname is required."))?;
@@ -128,6 +129,7 @@ pub(crate) async fn join_node(
         port: my_port.parse().unwrap_or(JoinRequest::DEFAULT_PORT),
         user: user.clone(),
         password: password.clone(),
+        group: group.map(str::to_owned),
     };
     // The node's driver refused to start with a peer source that is not an address, so none is lost here.
     match peers::call(&target, &state.node.peer_links, Some((&user, &password)), &join, JOIN_TIMEOUT).await {
@@ -145,13 +147,16 @@ pub(crate) async fn join_node(
     tracing::info!(node = %target, "node added to the cluster");
     let services = added.map(|n| n.services.clone()).unwrap_or_default();
     let (host, port) = target.rsplit_once(':').unwrap_or((target.as_str(), ""));
-    let fields = crate::audit_fields![
+    let mut fields = crate::audit_fields![
         ("node", otp),
         ("hostname", host),
         ("port", port.parse::<u16>().ok()),
         ("services", services),
         ("user", user),
     ];
+    if let Some(group) = group {
+        fields.insert("groupUUID".into(), group.into());
+    }
     caller.audit(state, events::ADD_NODE, fields);
     Ok((otp, added.map(|n| n.id)))
 }
@@ -169,7 +174,7 @@ pub(crate) async fn do_join_cluster(
     if seed == cluster.addr {
         return Err(bad_request("A node cannot join itself."));
     }
-    cluster.rejoin(seed).await.map_err(|e| bad_request(e.to_string()))?;
+    cluster.rejoin(seed, join.group).await.map_err(|e| bad_request(e.to_string()))?;
     Ok(StatusCode::OK)
 }
 
@@ -296,7 +301,8 @@ pub(crate) async fn replica_seqnos(
         VbState::Dead if high > 0 => Some(Section::Kept),
         _ => None,
     });
-    Ok(Json(SeqnoReport { buckets, kept, rev }))
+    let data_requests = crate::timings::data_requests(&state.node);
+    Ok(Json(SeqnoReport { buckets, kept, rev, data_requests }))
 }
 
 /// How long a seqno report waits for the node's buckets to finish their warmup (callers give up after 10 s).

@@ -52,7 +52,9 @@ pub(crate) async fn index_status(State(state): State<RestState>, caller: Caller)
     Json(json!({"indexes": indexes, "version": node.rev(), "warnings": []}))
 }
 
-/// The statement that creates the index, as ns_server shows it.
+/// The statement that creates the index, as ns_server shows it: its `WITH` names `defer_build` while the index
+/// waits for BUILD INDEX and `num_replica` when it has replicas, so the statement recreates it as it is (backups
+/// keep it so).
 fn definition(def: &IndexDef, state: IndexState) -> String {
     let ks = &def.keyspace;
     let on = if ks.scope == "_default" && ks.collection == "_default" {
@@ -72,8 +74,55 @@ fn definition(def: &IndexDef, state: IndexState) -> String {
     if let Some(c) = &def.condition {
         text.push_str(&format!(" WHERE {c}"));
     }
+    let mut with = Vec::new();
     if state == IndexState::Deferred {
-        text.push_str(" WITH {  \"defer_build\":true }");
+        with.push("\"defer_build\":true".to_owned());
+    }
+    if def.num_replica > 0 {
+        with.push(format!("\"num_replica\":{}", def.num_replica));
+    }
+    if !with.is_empty() {
+        text.push_str(&format!(" WITH {{  {} }}", with.join(", ")));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use settee_query::datastore::KeyspaceName;
+    use settee_query::index::{IndexDef, IndexState};
+
+    use super::definition;
+
+    fn primary(num_replica: u32) -> IndexDef {
+        IndexDef {
+            id: "1".into(),
+            name: "p".into(),
+            keyspace: KeyspaceName::new("b", "s", "c"),
+            is_primary: true,
+            keys: Vec::new(),
+            condition: None,
+            partition: None,
+            num_replica,
+        }
+    }
+
+    /// Proves the statement shown recreates the index as it is: `defer_build` while deferred, `num_replica` when it
+    /// has replicas (a backup of the statement used to lose the replicas), nothing else.
+    #[test]
+    fn the_definition_keeps_defer_build_and_num_replica() {
+        assert_eq!(definition(&primary(0), IndexState::Online), "CREATE PRIMARY INDEX `p` ON `b`.`s`.`c`");
+        assert_eq!(
+            definition(&primary(0), IndexState::Deferred),
+            "CREATE PRIMARY INDEX `p` ON `b`.`s`.`c` WITH {  \"defer_build\":true }"
+        );
+        assert_eq!(
+            definition(&primary(2), IndexState::Online),
+            "CREATE PRIMARY INDEX `p` ON `b`.`s`.`c` WITH {  \"num_replica\":2 }"
+        );
+        assert_eq!(
+            definition(&primary(1), IndexState::Deferred),
+            "CREATE PRIMARY INDEX `p` ON `b`.`s`.`c` WITH {  \"defer_build\":true, \"num_replica\":1 }"
+        );
+    }
 }

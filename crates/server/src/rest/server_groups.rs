@@ -20,6 +20,7 @@ use super::error::RestError;
 use super::form::Form;
 use super::pools::{cluster_nodes_json, request_host};
 use super::RestState;
+use crate::audit::events;
 
 const BASE: &str = "/pools/default/serverGroups";
 
@@ -128,6 +129,7 @@ pub(crate) async fn create(
         .await
         .map_err(proposal_error)?;
     tracing::info!(group = %name, %uuid, "server group created");
+    caller.audit(&state, events::ADD_GROUP, crate::audit_fields![("group_name", name), ("uuid", uuid)]);
     Ok(ok())
 }
 
@@ -146,6 +148,7 @@ pub(crate) async fn rename(
         .await
         .map_err(proposal_error)?;
     tracing::info!(group = %name, %uuid, "server group renamed");
+    audit_update(&state, &caller, &cluster.metadata(), &[uuid]);
     Ok(ok())
 }
 
@@ -157,8 +160,10 @@ pub(crate) async fn delete(
 ) -> Result<Json<Value>, RestError> {
     require_admin(&caller)?;
     let cluster = cluster(&state)?;
+    let name = cluster.metadata().server_groups().find(&uuid).map(|g| g.name.clone()).unwrap_or_default();
     cluster.propose(MetaCommand::DeleteServerGroup { uuid: uuid.clone() }).await.map_err(proposal_error)?;
     tracing::info!(%uuid, "server group deleted");
+    caller.audit(&state, events::DELETE_GROUP, crate::audit_fields![("group_name", name), ("uuid", uuid)]);
     Ok(ok())
 }
 
@@ -183,9 +188,24 @@ pub(crate) async fn set_members(
         let message = "Cannot update server group while rebalance is running";
         return Err(answer(StatusCode::SERVICE_UNAVAILABLE, json!(message)));
     }
-    cluster.propose(MetaCommand::SetServerGroupMembers { rev, members }).await.map_err(proposal_error)?;
+    let uuids: Vec<String> = members.keys().cloned().collect();
+    let meta = cluster.propose(MetaCommand::SetServerGroupMembers { rev, members }).await.map_err(proposal_error)?;
     tracing::info!(rev, "server group members changed; a rebalance applies them to the vBucket maps");
+    audit_update(&state, &caller, &meta, &uuids);
     Ok(ok())
+}
+
+/// ns_server's "update group" event for each of `uuids` as `meta` has it (name, uuid, its nodes' otpNode names):
+/// one for a rename, one per group for a move, as ns_server writes them.
+fn audit_update(state: &RestState, caller: &Caller, meta: &ClusterMetadata, uuids: &[String]) {
+    let view = meta.server_groups();
+    for group in uuids.iter().filter_map(|uuid| view.find(uuid)) {
+        let nodes: Vec<String> =
+            group.nodes.iter().filter_map(|id| meta.nodes.get(id)).map(|n| otp_node(meta, n)).collect();
+        let fields =
+            crate::audit_fields![("group_name", group.name.clone()), ("uuid", group.uuid.clone()), ("nodes", nodes)];
+        caller.audit(state, events::UPDATE_GROUP, fields);
+    }
 }
 
 /// The members per group uuid a move listing asks for, or None for ns_server's "Bad input": not an object with a
@@ -216,9 +236,8 @@ fn parse_members(meta: &ClusterMetadata, body: &Value) -> Option<BTreeMap<String
 }
 
 /// `POST /pools/default/serverGroups/<uuid>/addNode` (`hostname`, `user`, `password`): adds a node as
-/// `/controller/addNode` does, into that group. The newcomer registers itself in the default group when it joins,
-/// and is then moved here before this call answers; it holds no vBuckets until a rebalance, so nothing is placed
-/// by the group it briefly had.
+/// `/controller/addNode` does, into that group: the newcomer registers itself there (`AddNodeInGroup`, one
+/// metadata change), so it is never listed in another group.
 pub(crate) async fn add_node(
     State(state): State<RestState>,
     caller: Caller,
@@ -231,12 +250,7 @@ pub(crate) async fn add_node(
         return Err(answer(StatusCode::NOT_FOUND, json!([format!("Could not find group with uuid: {uuid}")])));
     }
     let form = Form::parse(&body);
-    let (otp, id) = join_node(&state, &caller, cluster, &form).await?;
-    let Some(id) = id else {
-        let message = format!("The node {otp} joined but is not listed yet; move it into its group with a PUT");
-        return Err(answer(StatusCode::SERVICE_UNAVAILABLE, json!([message])));
-    };
-    cluster.propose(MetaCommand::MoveToServerGroup { node: id, group: uuid.clone() }).await.map_err(proposal_error)?;
+    let (otp, _) = join_node(&state, &caller, cluster, &form, Some(&uuid)).await?;
     tracing::info!(node = %otp, group = %uuid, "node added into a server group");
     Ok(Json(json!({ "otpNode": otp })))
 }

@@ -48,6 +48,13 @@ pub(crate) fn opcode_label(opcode: u8) -> String {
     settee_mcbp::Opcode::from_byte(opcode).map_or_else(|| format!("0x{opcode:02x}"), |o| o.name().to_owned())
 }
 
+/// The data requests (key-addressed reads and writes, whatever they answered) the node's buckets have answered since
+/// it started, read from their timings: a gracefully failed-over node drains until this stops growing.
+pub fn data_requests(node: &Node) -> u64 {
+    let data = |op: u8| settee_mcbp::Opcode::from_byte(op).is_some_and(|o| o.flags().collection_key);
+    node.buckets().iter().map(|b| b.timings.count_where(data)).fold(0, u64::saturating_add)
+}
+
 /// One operation being timed, from its frame decoded.
 #[derive(Clone, Copy, Debug)]
 pub struct OpTimer {

@@ -113,6 +113,19 @@ impl Timings {
         s
     }
 
+    /// How many commands of the opcodes `counted` accepts were recorded, over every thread.
+    pub fn count_where(&self, counted: impl Fn(u8) -> bool) -> u64 {
+        let mut total = 0u64;
+        for shard in self.shards.iter() {
+            for (op, slot) in (0..=u8::MAX).zip(shard.ops.iter()) {
+                if let Some(h) = slot.get().filter(|_| counted(op)) {
+                    total = total.saturating_add(h.counts.iter().map(|c| c.load(Relaxed)).sum());
+                }
+            }
+        }
+        total
+    }
+
     /// The opcodes some thread recorded, ascending.
     pub fn recorded_opcodes(&self) -> Vec<u8> {
         (0..=u8::MAX).filter(|&op| self.shards.iter().any(|s| s.ops[usize::from(op)].get().is_some())).collect()
@@ -150,5 +163,28 @@ mod tests {
         assert_eq!(set.max_ns, 600_007_000);
         assert_eq!(timings.recorded_opcodes(), vec![0x00, 0x01]);
         assert_eq!(timings.snapshot(0x02).count(), 0);
+    }
+
+    #[test]
+    fn count_where_sums_the_accepted_opcodes_over_every_thread() {
+        // Proves the count a draining node reports covers the opcodes asked for, recorded from any thread, and no
+        // other.
+        let timings = std::sync::Arc::new(Timings::new());
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let timings = timings.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        timings.record(t, Duration::from_micros(1));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert_eq!(timings.count_where(|op| op < 2), 20);
+        assert_eq!(timings.count_where(|_| true), 40);
+        assert_eq!(timings.count_where(|op| op > 3), 0);
     }
 }
