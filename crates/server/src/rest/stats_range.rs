@@ -197,23 +197,35 @@ async fn answer(
             }
         }
         let labels = |nodes: Vec<String>| json!({"name": name, "bucket": bucket, "nodes": nodes});
-        match params.aggregation.as_deref() {
-            None | Some("none") => {
-                for (addr, points) in per_node {
-                    data.push(json!({"metric": labels(vec![addr]), "values": values_json(&points)}));
-                }
-            }
-            Some(f) => {
-                let series: Vec<Vec<(u64, f64)>> = per_node.iter().map(|(_, p)| p.clone()).collect();
-                let Some(points) = aggregate(&series, f) else {
-                    return Err(RestError::field("aggregationFunction", "The value must be sum, avg, min or max"));
-                };
-                let all = per_node.into_iter().map(|(a, _)| a).collect();
-                data.push(json!({"metric": labels(all), "values": values_json(&points)}));
-            }
-        }
+        push_series(&mut data, per_node, params.aggregation.as_deref(), labels)?;
     }
     Ok(Json(reply(data, errors, start, end)))
+}
+
+/// Adds one metric's series to `data`: one per node (`aggregation` none), or the nodes' series folded by the
+/// aggregation function into one; `labels` makes the `metric` object for the nodes a series covers.
+pub(crate) fn push_series(
+    data: &mut Vec<Value>,
+    per_node: Vec<(String, Vec<(u64, f64)>)>,
+    aggregation: Option<&str>,
+    labels: impl Fn(Vec<String>) -> Value,
+) -> Result<(), RestError> {
+    match aggregation {
+        None | Some("none") => {
+            for (addr, points) in per_node {
+                data.push(json!({"metric": labels(vec![addr]), "values": values_json(&points)}));
+            }
+        }
+        Some(f) => {
+            let series: Vec<Vec<(u64, f64)>> = per_node.iter().map(|(_, p)| p.clone()).collect();
+            let Some(points) = aggregate(&series, f) else {
+                return Err(RestError::field("aggregationFunction", "The value must be sum, avg, min or max"));
+            };
+            let all = per_node.into_iter().map(|(a, _)| a).collect();
+            data.push(json!({"metric": labels(all), "values": values_json(&points)}));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn values_json(points: &[(u64, f64)]) -> Value {

@@ -11,7 +11,7 @@ use settee_cluster::peer::BucketSamplesRequest;
 
 use super::bucket_stats::{gather, node_addrs};
 use super::error::RestError;
-use super::stats_range::{aggregate, resample, values_json, RangeParams};
+use super::stats_range::{push_series, resample, RangeParams};
 use super::RestState;
 use crate::stats_history::Tier;
 
@@ -97,21 +97,7 @@ pub(crate) async fn answer(
             json!({"name": name, "sourceBucketName": source, "targetClusterUUID": uuid, "targetBucketName": target,
                    "pipelineType": "Main", "nodes": nodes})
         };
-        match params.aggregation.as_deref() {
-            None | Some("none") => {
-                for (addr, points) in per_node {
-                    data.push(json!({"metric": labels(vec![addr]), "values": values_json(&points)}));
-                }
-            }
-            Some(f) => {
-                let series: Vec<Vec<(u64, f64)>> = per_node.iter().map(|(_, p)| p.clone()).collect();
-                let Some(points) = aggregate(&series, f) else {
-                    return Err(RestError::field("aggregationFunction", "The value must be sum, avg, min or max"));
-                };
-                let all = per_node.into_iter().map(|(a, _)| a).collect();
-                data.push(json!({"metric": labels(all), "values": values_json(&points)}));
-            }
-        }
+        push_series(&mut data, per_node, params.aggregation.as_deref(), labels)?;
     }
     Ok((data, errors))
 }
