@@ -88,7 +88,7 @@ impl Cluster {
         if r.status != 0 {
             return Err(ClientError::Status { what: "GET_CLUSTER_CONFIG", status: r.status });
         }
-        let seed_host = host_of(seed);
+        let seed_host = host_of(seed).to_owned();
         let config = ClusterConfig::parse(&r.value, &seed_host)?;
         Ok((Cluster { options: options.clone(), seed_host, config }, conn))
     }
@@ -182,13 +182,14 @@ pub async fn resolve(addr: &str) -> Result<SocketAddr, ClientError> {
         .ok_or_else(|| ClientError::Config(format!("{addr} does not resolve to an address")))
 }
 
-/// The host part of `host:port` or `[v6]:port`.
-fn host_of(addr: &str) -> String {
+/// The host part of `host:port`, `[v6]:port` or a bare host, without brackets (the name a certificate is checked
+/// for, the host a config's `$HOST` stands for).
+pub fn host_of(addr: &str) -> &str {
     let host = match addr.rsplit_once(':') {
-        Some((h, _)) => h,
-        None => addr,
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => host,
+        _ => addr,
     };
-    host.trim_start_matches('[').trim_end_matches(']').to_owned()
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 #[cfg(test)]
@@ -306,6 +307,7 @@ mod tests {
         assert_eq!(host_of("127.0.0.1:11210"), "127.0.0.1");
         assert_eq!(host_of("[::1]:11210"), "::1");
         assert_eq!(host_of("localhost"), "localhost");
+        assert_eq!(host_of("node-a.example:8091"), "node-a.example");
     }
 
     /// A newer config over the same nodes changes the map only; a new node list asks for reconnection; an older

@@ -104,13 +104,6 @@ pub fn service_endpoints(v: &Value, service: &str, seed_host: &str) -> Vec<Strin
     nodes.iter().filter_map(|n| node_endpoint(n, service, seed_host)).collect()
 }
 
-/// For each node of `nodesExt` that lists both services, its (`from`, `to`) endpoints, in `nodesExt` order: how a
-/// client finds a node's TLS port (`kvSSL`) from the plain one (`kv`) a bucket config's map names.
-pub fn service_endpoint_pairs(v: &Value, from: &str, to: &str, seed_host: &str) -> Vec<(String, String)> {
-    let Some(nodes) = v["nodesExt"].as_array() else { return Vec::new() };
-    nodes.iter().filter_map(|n| Some((node_endpoint(n, from, seed_host)?, node_endpoint(n, to, seed_host)?))).collect()
-}
-
 fn node_endpoint(n: &Value, service: &str, seed_host: &str) -> Option<String> {
     let port = n["services"][service].as_u64()?;
     let host = n["hostname"].as_str().filter(|h| !h.is_empty()).unwrap_or("$HOST");
@@ -119,11 +112,8 @@ fn node_endpoint(n: &Value, service: &str, seed_host: &str) -> Option<String> {
 
 /// The `kvSSL` endpoint of the `nodesExt` entry whose `kv` endpoint is `kv` (`host:port`).
 fn tls_endpoint(v: &Value, kv: &str, seed_host: &str) -> Option<String> {
-    v["nodesExt"].as_array()?.iter().find_map(|n| {
-        let host = substitute(n["hostname"].as_str().unwrap_or("$HOST"), seed_host);
-        let port = n["services"]["kv"].as_u64()?;
-        (host_port(&host, port) == kv).then(|| n["services"]["kvSSL"].as_u64().map(|tls| host_port(&host, tls)))?
-    })
+    let node = v["nodesExt"].as_array()?.iter().find(|n| node_endpoint(n, "kv", seed_host).as_deref() == Some(kv))?;
+    node_endpoint(node, "kvSSL", seed_host)
 }
 
 /// The KV endpoints in `serverList` order (the order `vBucketMap` indexes), each confirmed against `nodesExt` when
@@ -217,7 +207,7 @@ mod tests {
         .unwrap();
         assert_eq!(service_endpoints(&v, "kv", "h"), ["h:11210", "10.0.0.2:11999"]);
         assert_eq!(service_endpoints(&v, "kvSSL", "h"), ["h:11207"]);
-        assert_eq!(service_endpoint_pairs(&v, "kv", "kvSSL", "h"), [("h:11210".to_owned(), "h:11207".to_owned())]);
+        assert_eq!(tls_endpoint(&v, "h:11210", "h").as_deref(), Some("h:11207"));
     }
 
     /// The query endpoints are the nodes whose nodesExt entry lists n1ql, in nodesExt order, with `$HOST`

@@ -20,8 +20,8 @@ mod node_connections;
 mod stream;
 mod tls;
 
-pub use cluster::{resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
-pub use config::{service_endpoint_pairs, service_endpoints, vbucket_of, ClusterConfig};
+pub use cluster::{host_of, resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
+pub use config::{service_endpoints, vbucket_of, ClusterConfig};
 pub use connection::{ClientError, Connection, OwnedResponse, WithMetaWrite};
 pub use dial::dial;
 pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};

@@ -313,9 +313,7 @@ impl ItemTable {
             return Some(replaced);
         }
         let new = self.write(header, key, item);
-        if let Some(slot) = self.slots.find_mut(hash, |&h| h == old) {
-            *slot = new;
-        }
+        self.repoint(hash, old, new);
         self.release(old);
         self.compact_if_due();
         Some(replaced)
@@ -335,28 +333,36 @@ impl ItemTable {
     /// Gives the item under `key` another value (a fetch bringing an ejected value back), its other fields kept.
     /// Returns false when the key is not here.
     pub(crate) fn replace_value(&mut self, key: &[u8], value: &[u8], resident: bool) -> bool {
-        let Some(old) = self.handle(key) else { return false };
+        let hash = self.hash(key);
+        let Some(old) = self.handle_hashed(hash, key) else { return false };
         let locked_until = self.item(old).locked_until();
-        self.replace(key, old, Some((value, resident)), locked_until);
+        self.replace(hash, old, Some((value, resident)), locked_until);
         true
     }
 
     /// Locks the item under `key` until `secs` (Unix seconds; 0 unlocks it). Returns false when the key is not here.
     pub(crate) fn set_locked_until(&mut self, key: &[u8], secs: u32) -> bool {
-        let Some(old) = self.handle(key) else { return false };
-        self.replace(key, old, None, secs);
+        let hash = self.hash(key);
+        let Some(old) = self.handle_hashed(hash, key) else { return false };
+        self.replace(hash, old, None, secs);
         true
     }
 
-    /// Points `key`'s slot at a rewritten copy of the chunk at `old` and frees `old`.
-    fn replace(&mut self, key: &[u8], old: u32, value: Option<(&[u8], bool)>, locked_until: u32) {
+    /// Points the slot of the key hashing to `hash` at a rewritten copy of the chunk at `old` and frees `old`.
+    fn replace(&mut self, hash: u64, old: u32, value: Option<(&[u8], bool)>, locked_until: u32) {
         let new = self.rewrite(old, value, locked_until);
-        let hash = self.hash(key);
-        if let Some(slot) = self.slots.find_mut(hash, |&h| h == old) {
-            *slot = new;
-        }
+        self.repoint(hash, old, new);
         self.release(old);
         self.compact_if_due();
+    }
+
+    /// Makes the slot holding `old`, among those of keys hashing to `hash`, hold `new`.
+    fn repoint(&mut self, hash: u64, old: u32, new: u32) {
+        let slot = self.slots.find_mut(hash, |&h| h == old);
+        debug_assert!(slot.is_some(), "a live chunk has a slot");
+        if let Some(slot) = slot {
+            *slot = new;
+        }
     }
 
     /// Drops the value of every item `eject` picks (the item pager; `eject` may also update the item, as in
@@ -378,9 +384,7 @@ impl ItemTable {
             let locked_until = item.locked_until();
             let new = self.rewrite(old, Some((&[], false)), locked_until);
             let hash = self.hash(self.item(new).key());
-            if let Some(slot) = self.slots.find_mut(hash, |&h| h == old) {
-                *slot = new;
-            }
+            self.repoint(hash, old, new);
             self.release(old);
         }
         self.compact_if_due();
@@ -483,11 +487,7 @@ impl ItemTable {
                 if from != to {
                     self.arena.move_down(from, to, bytes);
                     let hash = self.hash(self.item(to).key());
-                    let slot = self.slots.find_mut(hash, |&h| h == from);
-                    debug_assert!(slot.is_some(), "a live chunk has a slot");
-                    if let Some(slot) = slot {
-                        *slot = to;
-                    }
+                    self.repoint(hash, from, to);
                 }
                 write += bytes;
             }

@@ -138,12 +138,43 @@ impl ServiceLimits {
 #[derive(Debug, Default)]
 struct Window {
     minute: u64,
-    kv_ops: u64,
-    kv_in: u64,
-    kv_out: u64,
-    queries: u64,
-    query_in: u64,
-    query_out: u64,
+    kv: Usage,
+    query: Usage,
+}
+
+/// One service's use in a window: requests (KV commands, queries), bytes received and bytes sent.
+#[derive(Debug, Default)]
+struct Usage {
+    requests: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+}
+
+/// Which of a service's per-minute budgets a request is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    Requests,
+    Ingress,
+    Egress,
+}
+
+impl Usage {
+    /// Counts a request of `bytes` unless it is over `requests_cap` or `limits`' byte budgets (egress is checked
+    /// before the request, so the answer that crosses it is still sent).
+    fn admit(&mut self, requests_cap: Option<u64>, limits: &ServiceLimits, bytes: u64) -> Result<(), Over> {
+        if requests_cap.is_some_and(|cap| self.requests >= cap) {
+            return Err(Over::Requests);
+        }
+        if limits.ingress_mib_per_min.is_some_and(|cap| self.bytes_in + bytes > cap * MIB) {
+            return Err(Over::Ingress);
+        }
+        if limits.egress_mib_per_min.is_some_and(|cap| self.bytes_out >= cap * MIB) {
+            return Err(Over::Egress);
+        }
+        self.requests += 1;
+        self.bytes_in += bytes;
+        Ok(())
+    }
 }
 
 /// One user's counters on this node.
@@ -233,20 +264,12 @@ impl Limits {
         if l.num_concurrent_requests.is_some_and(|cap| u64::from(running) >= cap) {
             return Err(QueryLimit::Concurrent);
         }
-        let mut w = self.inner.window(&ticket.meter);
-        if l.num_queries_per_min.is_some_and(|cap| w.queries >= cap) {
-            return Err(QueryLimit::Rate);
-        }
-        if l.ingress_mib_per_min.is_some_and(|cap| w.query_in + request_bytes > cap * MIB) {
-            return Err(QueryLimit::Ingress);
-        }
-        if l.egress_mib_per_min.is_some_and(|cap| w.query_out >= cap * MIB) {
-            return Err(QueryLimit::Egress);
-        }
-        w.queries += 1;
-        w.query_in += request_bytes;
-        drop(w);
-        Ok(ticket)
+        let admitted = self.inner.window(&ticket.meter).query.admit(l.num_queries_per_min, &l, request_bytes);
+        admitted.map(|()| ticket).map_err(|over| match over {
+            Over::Requests => QueryLimit::Rate,
+            Over::Ingress => QueryLimit::Ingress,
+            Over::Egress => QueryLimit::Egress,
+        })
     }
 }
 
@@ -270,7 +293,7 @@ impl QueryTicket {
     /// Counts `bytes` of results sent to the user.
     pub fn sent(&self, bytes: u64) {
         if self.counted {
-            self.limits.inner.window(&self.meter).query_out += bytes;
+            self.limits.inner.window(&self.meter).query.bytes_out += bytes;
         }
     }
 }
@@ -304,25 +327,18 @@ impl KvMeter {
     /// Admits a command of `request_bytes`, or answers which limit the user is over this minute.
     pub fn admit(&self, request_bytes: u64) -> Result<(), Status> {
         let Some(l) = &self.kv else { return Ok(()) };
-        let mut w = self.limits.inner.window(&self.meter);
-        if l.num_ops_per_min.is_some_and(|cap| w.kv_ops >= cap) {
-            return Err(Status::RateLimitedMaxCommands);
-        }
-        if l.ingress_mib_per_min.is_some_and(|cap| w.kv_in + request_bytes > cap * MIB) {
-            return Err(Status::RateLimitedNetworkIngress);
-        }
-        if l.egress_mib_per_min.is_some_and(|cap| w.kv_out >= cap * MIB) {
-            return Err(Status::RateLimitedNetworkEgress);
-        }
-        w.kv_ops += 1;
-        w.kv_in += request_bytes;
-        Ok(())
+        let admitted = self.limits.inner.window(&self.meter).kv.admit(l.num_ops_per_min, l, request_bytes);
+        admitted.map_err(|over| match over {
+            Over::Requests => Status::RateLimitedMaxCommands,
+            Over::Ingress => Status::RateLimitedNetworkIngress,
+            Over::Egress => Status::RateLimitedNetworkEgress,
+        })
     }
 
     /// Counts `bytes` of answers sent to the user.
     pub fn sent(&self, bytes: u64) {
         if self.kv.as_ref().is_some_and(|l| l.egress_mib_per_min.is_some()) {
-            self.limits.inner.window(&self.meter).kv_out += bytes;
+            self.limits.inner.window(&self.meter).kv.bytes_out += bytes;
         }
     }
 }

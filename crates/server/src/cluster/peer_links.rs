@@ -56,11 +56,6 @@ impl PeerLinks {
         PeerLinks { source, links: RwLock::new(Arc::default()), strict: AtomicBool::new(false) }
     }
 
-    /// Links that never encrypt (calls to other clusters, command-line tools).
-    pub fn plain(source: Option<IpAddr>) -> PeerLinks {
-        PeerLinks::new(source)
-    }
-
     pub fn source(&self) -> Option<IpAddr> {
         self.source
     }
@@ -191,19 +186,10 @@ impl Links {
 
 /// `tls` checking the certificate for the host of `addr` ("host:port" or "[v6]:port").
 fn named(tls: &TlsClient, addr: &str) -> TlsClient {
-    tls.clone().with_server_name(host_of(addr)).unwrap_or_else(|e| {
+    tls.clone().with_server_name(settee_client::host_of(addr)).unwrap_or_else(|e| {
         tracing::warn!(%addr, error = %e, "peer host is not a certificate name; checking the address dialled");
         tls.clone()
     })
-}
-
-/// The host of "host:port" or "[v6]:port", without brackets.
-fn host_of(addr: &str) -> &str {
-    let host = match addr.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => host,
-        _ => addr,
-    };
-    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 fn is_localhost(ip: IpAddr) -> bool {
@@ -278,14 +264,6 @@ mod tests {
         assert!(!links.plain_port_refuses("127.0.0.1:11210".parse().unwrap()));
         assert!(!links.plain_port_refuses("[::1]:11210".parse().unwrap()));
         let _ = std::fs::remove_dir_all(config.data_dir);
-    }
-
-    /// Proves the name a peer's certificate is checked for is the host of its address, IPv6 included.
-    #[test]
-    fn host_of_strips_the_port_and_brackets() {
-        assert_eq!(host_of("127.0.0.2:18091"), "127.0.0.2");
-        assert_eq!(host_of("[::1]:11207"), "::1");
-        assert_eq!(host_of("node-a.example:8091"), "node-a.example");
     }
 
     /// A TLS server on 127.0.0.1 presenting a certificate from a CA of its own; answers its address and the CA PEM.

@@ -56,13 +56,16 @@ pub fn dispatch(node: &Node, s: &mut Session, req: &Request<'_>, out: &mut Out) 
         return reply::status(out, req, Status::NoBucket);
     }
     // One branch for a user without limits (or while they are not enforced).
-    let metered = s.meter.as_ref().filter(|m| m.active() && counts_against_limits(op, flags)).is_some();
-    if metered {
-        if let Some(Err(status)) = s.meter.as_ref().map(|m| m.admit(request_bytes(req))) {
-            tracing::debug!(peer = %s.peer, user = ?s.user, ?status, "kv command over the user's limits");
-            return reply::status(out, req, status);
+    let metered = match &s.meter {
+        Some(m) if m.active() && counts_against_limits(op, flags) => {
+            if let Err(status) = m.admit(request_bytes(req)) {
+                tracing::debug!(peer = %s.peer, user = ?s.user, ?status, "kv command over the user's limits");
+                return reply::status(out, req, status);
+            }
+            true
         }
-    }
+        _ => false,
+    };
     let written = out.buf.len();
     let result = match op {
         Opcode::Hello => sess::hello(s, req, out),

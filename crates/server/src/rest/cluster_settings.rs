@@ -285,8 +285,8 @@ pub(crate) async fn set_internal(
     let mut section = current(&*cluster_meta(&state)?, INTERNAL);
     if let Some(on) = form.get_bool("enforceLimits")? {
         section.insert("enforceLimits".to_owned(), json!(on));
+        // Applied on this node by the proposal's own reconcile before `store` returns, as on every other node.
         store(&state, INTERNAL, Value::Object(section)).await?;
-        state.node.limits.set_enforced(on);
         tracing::info!(enforce_limits = on, "internal settings changed");
     }
     Ok(Json(json!({})))

@@ -34,7 +34,7 @@ impl RemoteTls {
     /// its address when the reference names an IP address).
     pub fn client(&self, hostname: &str) -> Result<settee_client::TlsClient, String> {
         let client = settee_client::TlsClient::with_roots_pem(&self.certificate).map_err(|e| e.to_string())?;
-        let host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h).trim_matches(['[', ']']);
+        let host = settee_client::host_of(hostname);
         if host.parse::<std::net::IpAddr>().is_ok() {
             Ok(client)
         } else {

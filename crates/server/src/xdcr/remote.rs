@@ -2,7 +2,6 @@
 //! KV addresses (`GET /pools/default/nodeServices`) to bootstrap the replicator's connections from; over HTTPS to
 //! its TLS ports, trusting the reference's CA, when the reference demands encryption.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use settee_cluster::peer::Body;
@@ -77,45 +76,21 @@ pub async fn tls_mgmt_addr(hostname: &str) -> Result<String, String> {
     Ok(format!("{host}:{port}"))
 }
 
-/// The remote's KV endpoints to connect to: `seeds` to bootstrap from, and for each plain endpoint a bucket
-/// config names, the one to dial (its TLS port when the reference demands encryption). Read from its `nodesExt`
-/// as the client reads a bucket config (`settee_client::service_endpoints`; a node without a host of its own is
-/// the reference's host).
-pub async fn kv_endpoints(remote: &RemoteCluster) -> Result<KvEndpoints, String> {
+/// The remote's KV endpoints to bootstrap from: its TLS ones (`kvSSL`) when the reference demands encryption.
+/// Read from its `nodesExt` as the client reads a bucket config (`settee_client::service_endpoints`; a node without
+/// a host of its own is the reference's host). The nodes of the bucket's map are then dialled on the ports its
+/// config names for them (`ClusterConfig::dial_addr`).
+pub async fn kv_seeds(remote: &RemoteCluster) -> Result<Vec<String>, String> {
     let services = get_json(remote, "/pools/default/nodeServices").await?;
     let hostname = remote.hostname.as_str();
     let default_host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h);
-    let (seeds, dial) = match remote.encryption {
-        None => (settee_client::service_endpoints(&services, "kv", default_host), HashMap::new()),
-        Some(_) => (
-            settee_client::service_endpoints(&services, "kvSSL", default_host),
-            settee_client::service_endpoint_pairs(&services, "kv", "kvSSL", default_host).into_iter().collect(),
-        ),
-    };
+    let service = if remote.encryption.is_some() { "kvSSL" } else { "kv" };
+    let seeds = settee_client::service_endpoints(&services, service, default_host);
     if seeds.is_empty() {
         let which = if remote.encryption.is_some() { "TLS KV (kvSSL)" } else { "KV" };
         return Err(format!("{hostname} lists no {which} service"));
     }
-    Ok(KvEndpoints { seeds, dial })
-}
-
-/// See [`kv_endpoints`].
-pub struct KvEndpoints {
-    pub seeds: Vec<String>,
-    /// Plain KV endpoint → TLS one; empty without encryption (the plain endpoint is dialled).
-    dial: HashMap<String, String>,
-}
-
-impl KvEndpoints {
-    /// The address to dial for a node the bucket config names `plain`; None when encryption is demanded and the
-    /// node has no TLS port.
-    pub fn dial<'a>(&'a self, plain: &'a str, encrypted: bool) -> Option<&'a str> {
-        if encrypted {
-            self.dial.get(plain).map(String::as_str)
-        } else {
-            Some(plain)
-        }
-    }
+    Ok(seeds)
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ impl Target {
     /// Bootstraps from the remote's KV nodes, opens one writer per node and returns the map.
     pub async fn refresh(&mut self, reports: &mpsc::Sender<WriterReport>) -> Result<NewMap, String> {
         let r = &self.remote;
-        let endpoints = super::remote::kv_endpoints(r).await?;
+        let seeds = super::remote::kv_seeds(r).await?;
         let tls = match &r.encryption {
             Some(t) => Some(t.client(&r.hostname).map_err(|e| format!("the remote's certificate: {e}"))?),
             None => None,
@@ -66,16 +66,15 @@ impl Target {
             agent: "settee-xdcr".into(),
             tls: tls.clone(),
         };
-        let (cluster, meta) = Cluster::bootstrap(&endpoints.seeds, options)
-            .await
-            .map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
+        let (cluster, meta) =
+            Cluster::bootstrap(&seeds, options).await.map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
         let config = cluster.config().clone();
         let previous_nodes = self.map_nodes;
         let generation = self.generation + 1;
         let mut writers = Vec::with_capacity(config.kv_nodes.len());
-        for (node, plain) in config.kv_nodes.iter().enumerate() {
-            let addr =
-                endpoints.dial(plain, tls.is_some()).ok_or_else(|| format!("target node {plain} has no TLS port"))?;
+        for node in 0..config.kv_nodes.len() {
+            // The node's TLS port from the bucket config's nodesExt when the reference demands encryption.
+            let addr = config.dial_addr(node, tls.is_some()).map_err(|e| format!("target node: {e}"))?;
             let sock = resolve(addr).await.map_err(|e| format!("{addr}: {e}"))?;
             let (user, password) = (&r.username, &r.password);
             let conn = Connection::connect_with(sock, None, tls.as_ref(), user, password, Some(&self.bucket), FEATURES)
