@@ -77,6 +77,8 @@ pub(super) fn load(b: &BucketIndexes, inst: &IndexInstance) -> Loaded {
         }
     };
     let started = std::time::Instant::now();
+    // The snapshot on disk is the index's disk size from now on, not only once this node writes its next one.
+    let size = file.metadata().map_or(0, |m| m.len());
     let reader = match SnapshotReader::open(file, &inst.def.id) {
         Ok(r) if r.primary() == inst.def.is_primary && r.vbuckets().len() == usize::from(NUM_VBUCKETS) => r,
         Ok(_) => {
@@ -106,6 +108,7 @@ pub(super) fn load(b: &BucketIndexes, inst: &IndexInstance) -> Loaded {
     }
     staging.set_applied(&applied);
     inst.mem.replace_with(staging);
+    inst.snapshot_bytes.store(size, Ordering::Release);
     let vbuckets = keep.iter().filter(|&&k| k).count() as u16;
     tracing::info!(
         bucket = %b.bucket.name(), index = %inst.def.name, entries, vbuckets,
