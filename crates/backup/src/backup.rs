@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +12,8 @@ use crate::cli::BackupArgs;
 use crate::dcp_reader::{read_node, NodeRead, VbOutcome, VbTask};
 use crate::error::BackupError;
 use crate::layout::{
-    check_name, list_backups, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta, VbPosition,
-    BACKUP_META, FORMAT_VERSION, INDEXES_FILE, USERS_FILE,
+    check_name, list_backups, sync_files, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta,
+    VbPosition, BACKUP_META, FORMAT_VERSION, INDEXES_FILE, USERS_FILE,
 };
 use crate::rest::{BucketMap, Rest};
 
@@ -59,6 +59,8 @@ pub(crate) async fn run(a: &BackupArgs) -> Result<(), BackupError> {
         users,
         groups,
     };
+    // The backup's directory (and its buckets' directories in it) must be durable before it is listed as done.
+    sync_files(&[dir.clone()])?;
     write_json(&dir.join(BACKUP_META), &meta)?;
     let docs: u64 = meta.buckets.iter().map(|b| b.mutations + b.deletions).sum();
     let secs = started.elapsed().as_secs_f64();
@@ -110,6 +112,10 @@ async fn back_up_bucket(
     if let Some(t) = ticker {
         t.abort();
     }
+    let written: Vec<PathBuf> = outcomes.iter().filter_map(|o| o.file.as_ref()).map(|f| dir.join(&f.path)).collect();
+    tokio::task::spawn_blocking(move || sync_files(&written))
+        .await
+        .map_err(|e| BackupError::Usage(format!("syncing the data files failed: {e}")))??;
     // Collections created while the streams ran name documents too; ones dropped meanwhile are kept from before.
     let scopes = union_of_scopes(rest.get_json(&scopes_path).await?, &scopes_before);
     let mut files = vec![save(&dir, "bucket-config.json", &config)?, save(&dir, "scopes.json", &scopes)?];

@@ -239,8 +239,8 @@ fn finish(dir: &Path, s: OpenStream) -> Result<VbOutcome, BackupError> {
         Some(w) => {
             let (path, rel) = data_path(dir, s.task.vb);
             let (bytes, records, crc) = (w.bytes, w.records, w.crc);
-            let f = w.finish()?.into_inner().map_err(|e| BackupError::file(&path)(e.into_error()))?;
-            f.sync_all().map_err(BackupError::file(&path))?;
+            // Synced with the other files once every stream ended (`layout::sync_files`), not one at a time here.
+            w.finish()?.into_inner().map_err(|e| BackupError::file(&path)(e.into_error()))?;
             Some(FileMeta { path: rel, bytes, crc32c: crc, records })
         }
     };

@@ -127,7 +127,46 @@ pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), Bac
         f.write_all(bytes).map_err(BackupError::file(&tmp))?;
         f.sync_all().map_err(BackupError::file(&tmp))?;
     }
-    std::fs::rename(&tmp, path).map_err(BackupError::file(path))
+    std::fs::rename(&tmp, path).map_err(BackupError::file(path))?;
+    // The new name is durable only once its directory is.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(BackupError::file(dir))
+}
+
+/// Files synced at once by [`sync_files`]: a disk commits concurrent fsyncs together (ext4 joins them in one
+/// journal commit), so 1,024 vBucket files take about a tenth of the time they take one after another.
+const SYNC_THREADS: usize = 16;
+
+/// Makes written files durable: each file, then each directory holding them (their names), from
+/// [`SYNC_THREADS`] threads. Called once a backup or merge has written every data file, before the metadata that
+/// makes it visible.
+pub(crate) fn sync_files(paths: &[PathBuf]) -> Result<(), BackupError> {
+    let mut dirs: Vec<PathBuf> = paths.iter().filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
+    dirs.sort();
+    dirs.dedup();
+    sync_concurrently(paths)?;
+    sync_concurrently(&dirs)
+}
+
+fn sync_concurrently(paths: &[PathBuf]) -> Result<(), BackupError> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let sync_one =
+        |path: &PathBuf| std::fs::File::open(path).and_then(|f| f.sync_all()).map_err(BackupError::file(path));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..SYNC_THREADS.min(paths.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    while let Some(path) = paths.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        sync_one(path)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|_| Err(BackupError::Usage("a sync thread panicked".into()))))
+    })
 }
 
 /// The backups of a repository, oldest first, with their metadata; a directory without `backup.json` (an

@@ -20,8 +20,8 @@ use std::path::Path;
 
 use crate::error::BackupError;
 use crate::layout::{
-    check_name, list_backups, read_json, write_file_atomically, write_json, BackupMeta, BucketBackup, FileMeta,
-    BACKUP_META, INDEXES_FILE, USERS_FILE,
+    check_name, list_backups, read_json, sync_files, write_file_atomically, write_json, BackupMeta, BucketBackup,
+    FileMeta, BACKUP_META, INDEXES_FILE, USERS_FILE,
 };
 use crate::record::{Record, RecordReader, RecordWriter};
 
@@ -115,6 +115,7 @@ fn merge_bucket(repo: &Path, staging: &Path, parts: &[(&str, &BucketBackup)]) ->
         }
     }
     let (mut mutations, mut deletions) = (0, 0);
+    let mut written = Vec::new();
     for (rel, sources) in vb_files {
         let mut latest: HashMap<(u32, Vec<u8>), Record> = HashMap::new();
         for (name, part) in sources {
@@ -139,10 +140,11 @@ fn merge_bucket(repo: &Path, staging: &Path, parts: &[(&str, &BucketBackup)]) ->
             }
         }
         let (bytes, count, crc) = (w.bytes, w.records, w.crc);
-        let f = w.finish()?.into_inner().map_err(|e| BackupError::file(&path)(e.into_error()))?;
-        f.sync_all().map_err(BackupError::file(&path))?;
+        w.finish()?.into_inner().map_err(|e| BackupError::file(&path)(e.into_error()))?;
+        written.push(path);
         files.push(FileMeta { path: rel.to_string(), bytes, crc32c: crc, records: count });
     }
+    sync_files(&written)?;
     let mut full: Vec<u16> = parts.iter().flat_map(|(_, p)| p.full_vbuckets.iter().copied()).collect();
     full.sort_unstable();
     full.dedup();
