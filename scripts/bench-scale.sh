@@ -85,16 +85,21 @@ t2=$(date +%s.%N)
 printf 'load: %.0f items/s acknowledged (%.1f s), %.0f items/s on disk (%.1f s to the empty queue)\n' \
     "$(echo "$ITEMS / ($t1 - $t0)" | bc -l)" "$(echo "$t1 - $t0" | bc -l)" \
     "$(echo "$ITEMS / ($t2 - $t0)" | bc -l)" "$(echo "$t2 - $t0" | bc -l)"
+python3 - "$WORK/load.json" <<'PY'
+import json, sys
+l = json.load(open(sys.argv[1]))["load"]
+print(f"load: {l['ops']:,} writes, {l['errors']:,} errors {l.get('errors_by_kind', {})}")
+PY
 echo "after the load: RSS $(rss_mb) MiB, disk $(du -sm "$WORK" | cut -f1) MB, resident ratio $(resident_pct) %; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 stop_all
 start_all
 for _ in $(seq 1 3600); do
-    done_nodes=$(grep -c "warmup complete" "$WORK"/127.0.0.*.log | awk -F: '{s += $2} END {print s}')
+    done_nodes=$(cat "$WORK"/127.0.0.*.log | grep -c "warmup complete" || true)
     [ "$done_nodes" -ge $((NODES * 2)) ] && break
     sleep 1
 done
-echo "warmup after restart: $(grep "warmup complete" "$WORK/127.0.0.1.log" | tail -1 | grep -o 'seconds=[0-9.]*')"
+echo "warmup after restart: $(sed 's/\x1b\[[0-9;]*m//g' "$WORK/127.0.0.1.log" | grep "warmup complete" | tail -1 | grep -o 'items=.*')"
 echo "after warmup: RSS $(rss_mb) MiB"
 
 echo
