@@ -181,6 +181,11 @@ pub struct RunArgs {
     /// leaving the map) past this many seconds after its first send either.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Retry TMPFAIL answers after a backoff, as the SDKs do (counted under retries; an error only once --timeout
+    /// or the retry limit is reached), instead of counting each as an error: a loader that must write every item
+    /// into a bucket whose quota fills faster than its disk drains.
+    #[arg(long)]
+    pub retry_tmpfail: bool,
     /// No progress line and no table (the JSON file is still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,

@@ -35,6 +35,7 @@ use crate::workload::{OpSource, Records};
 
 /// NOT_MY_VBUCKET: the reply carries a newer config.
 const STATUS_NOT_MY_VBUCKET: u16 = 0x07;
+const STATUS_TMPFAIL: u16 = 0x86;
 /// Opcode of a cluster-map change notification (a server push, magic 0x82).
 const OPCODE_CLUSTERMAP_CHANGE: u8 = 0x01;
 /// How long an open-loop connection sleeps at most before looking at the stop flag again.
@@ -53,6 +54,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// An operation without a reply for this long fails its connection; a request is not retried past it.
     pub op_timeout: Duration,
+    /// TMPFAIL answers are retried after a backoff (as the SDKs do) instead of counted as errors.
+    pub retry_tmpfail: bool,
 }
 
 /// When a phase records: operations that finish before `record_from` (warm-up) or after `stop_at` are not counted.
@@ -544,6 +547,10 @@ impl Driver<'_> {
             self.in_flight -= 1;
             if status == STATUS_NOT_MY_VBUCKET {
                 self.not_my_vbucket(node, f, config.unwrap_or_default(), now);
+                continue;
+            }
+            if status == STATUS_TMPFAIL && self.shared.retry_tmpfail {
+                self.retry(f.req, now, Resend::Backoff, Outcome::Status(STATUS_TMPFAIL));
                 continue;
             }
             let mut req = f.req;

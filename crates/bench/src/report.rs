@@ -219,7 +219,7 @@ pub(crate) fn table(result: &BenchResult) -> String {
             if p.retries > 0 {
                 let _ = writeln!(
                     out,
-                    "{name} retries: {} (requests sent again after NOT_MY_VBUCKET or a node change)",
+                    "{name} retries: {} (requests sent again after NOT_MY_VBUCKET, a node change or, with --retry-tmpfail, TMPFAIL)",
                     p.retries
                 );
             }

@@ -320,6 +320,7 @@ fn run_phase(
         records: Records::new(a.num_items),
         stop: AtomicBool::new(false),
         op_timeout: Duration::from_secs_f64(a.timeout),
+        retry_tmpfail: a.retry_tmpfail,
     });
     let chooser = KeyChooser::new(s.distribution, a.num_items);
     let gate = Arc::new(Gate {

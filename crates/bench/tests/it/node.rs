@@ -150,3 +150,25 @@ async fn couchbases_runs_over_the_tls_port_with_the_nodes_ca() {
     stranger.stop().await;
     node.stop().await;
 }
+
+/// With `--retry-tmpfail`, a load into a couchbase bucket whose small quota fills with values its disk has not
+/// taken yet gets TMPFAIL answers (counted as retries) and still writes every item, without an error; this is how
+/// the scale benchmark loads more items than the quota holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmpfail_answers_are_retried_until_every_item_is_written() {
+    let dir = settee_testkit::temp_dir("bench-tmpfail");
+    let node = settee_testkit::start_node_in(&dir, |c| {
+        c.bucket_type = settee_server::config::BucketTypeArg::Couchbase;
+        c.bucket_ram_mb = 100;
+    })
+    .await;
+    let spec = format!("couchbase://{}/default", node.kv_addr);
+    // 300 values of 1 MB: three times the quota, written 64 at a time, faster than the flusher drains them.
+    let args = ["--spec", &spec, "-I", "300", "-m", "1000000", "-M", "1000000", "-B", "64", "--populate-only"];
+    let r = bench(&args.into_iter().chain(["--retry-tmpfail"]).collect::<Vec<_>>()).await;
+    let load = r.load.as_ref().expect("load phase");
+    assert_eq!((load.ops, load.errors), (300, 0), "{:?}", load.errors_by_kind);
+    assert!(load.retries > 0, "the quota never refused a write: the test proves nothing on this machine");
+    node.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
