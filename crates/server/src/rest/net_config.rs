@@ -208,6 +208,7 @@ mod tests {
             tls_ports: settee_cluster::TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
             node_encryption: true,
             tls_ca: String::new(),
+            meta_version: settee_cluster::metadata::META_VERSION,
         };
         meta.nodes.insert(1, node);
         let on = NetConfig { node_encryption: Some(true) };
