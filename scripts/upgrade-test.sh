@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A real rolling upgrade, not run in CI (it builds a second settee: ~10 GB of disk, tens of minutes on two
-# cores): builds OLD_COMMIT in its own worktree and target directory, forms a three-node cluster on it with the
+# A real rolling upgrade, not run in CI (it builds a second settee, in a target directory seeded with hard links
+# to this checkout's: minutes and a few GB when only the workspace's crates differ): builds OLD_COMMIT in its own worktree and target directory, forms a three-node cluster on it with the
 # Python SDK writing (`majority` upserts and reads), and runs `settee cluster rolling-restart --binary NEW` to this
 # checkout's debug build (or $NEW_BIN). Passes when the restart succeeds, no acknowledged write is lost and every
 # node then reports the same metadata version (GET /settee/cluster/versions). See docs/operations.md "Upgrading
@@ -29,6 +29,12 @@ if [[ -z "${NEW_BIN:-}" ]]; then
 fi
 echo "== building $old_commit in $work/old"
 git -C "$repo" worktree add --detach "$work/old" "$old_commit" >/dev/null
+# Seeded with hard links to this checkout's build outputs, so that only what differs (the workspace's own crates,
+# any dependency that changed) is compiled again.
+if [[ -d "$repo/target/debug" && "${SEED_TARGET:-1}" == 1 ]]; then
+    mkdir -p "$work/old-target"
+    cp -al "$repo/target/debug" "$work/old-target/debug"
+fi
 (cd "$work/old" && CARGO_TARGET_DIR="$work/old-target" cargo build -p settee-server --bin settee)
 
 # rolling-restart --binary takes an executable in the running binary's directory: both side by side.
