@@ -9,7 +9,8 @@ must propose the older forms: a graceful failover of node 3 is `Failover` and th
 (two revisions of the groups). Node 1 keeps running and following the metadata throughout. Restarted without the
 variable, it records version 2, the cluster's version rises, and the same operations take the new forms: the
 graceful failover drains the node (listed with no vBucket for a second) and a node added into a group lands there
-in one change.
+in one change. Last, node 1 restarted at version 1 again (a downgrade) finds version 2 commands in its log: it
+exits, naming the first.
 """
 
 from __future__ import annotations
@@ -209,3 +210,22 @@ def test_restarted_at_version_2_the_cluster_takes_the_new_forms(cluster_nodes, c
     assert drained, "the failover did not drain the node once every member reads version 2"
     extras[1].start()
     assert add_into_group(new_first(members), extras[1], "Rack B") == 1, "added into its group in one change"
+
+
+def test_a_node_downgraded_below_its_log_exits_naming_the_command(cluster_nodes):
+    """Node 1's log now holds version 2 commands (the drained failover): restarted as a version 1 node (a
+    downgrade), it stops at the first one while replaying its log and exits with status 1, naming the command and
+    the versions, instead of serving from a state short of the log. The other members carry on."""
+    members, _ = cluster_nodes
+    node = members[0]
+    assert node.stop() in (0, -15), node.log_tail()
+    node.env.update(OLD)
+    with pytest.raises(RuntimeError, match="exited with status 1"):
+        node.start()
+    log = node.log_path.read_text(errors="replace")
+    assert "metadata command FailoverDraining at log index" in log, log[-3000:]
+    assert "needs metadata version 2; this node reads up to 1" in log, log[-3000:]
+    assert "restart it on a settee at least as new as the cluster's other nodes" in log, log[-3000:]
+    status, body = rest(members[1], "POST", "/pools/default/buckets",
+                        {"name": "after", "bucketType": "ephemeral", "ramQuota": 100, "replicaNumber": 1})
+    assert status == 202, body
