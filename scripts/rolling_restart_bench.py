@@ -8,6 +8,11 @@ and the acknowledged writes that do not read back afterwards (each key's last ac
 there).
 
 Usage: SETTEE_BIN=target/release/settee scripts/rolling_restart_bench.py [--threads 4] [--rate 100] [--keys 1000]
+
+An upgrade (`scripts/upgrade-test.sh`): SETTEE_BIN is the old build the cluster starts on, `--binary NEW` the
+build `rolling-restart --binary` moves it to (same directory as SETTEE_BIN; its `settee cluster` runs the
+restart), and `--check` exits 1 unless the restart succeeded with no acknowledged write lost and every node then
+reads the same metadata version.
 """
 
 from __future__ import annotations
@@ -100,6 +105,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="iterations (a write and a read) per second per thread")
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--before", type=float, default=20.0, help="seconds of load before the restart starts")
+    ap.add_argument("--binary", help="upgrade: the binary every node runs after the restart (rolling-restart --binary)")
+    ap.add_argument("--check", action="store_true", help="exit 1 on a failed restart, a lost write, mixed versions")
     a = ap.parse_args()
     binary = settee_server.settee_binary()
     base = Path(tempfile.mkdtemp(prefix="settee-rolling-bench-"))
@@ -113,8 +120,10 @@ def main() -> None:
             t.start()
         time.sleep(a.before)
         began = time.monotonic()
-        done = subprocess.run([str(binary), "cluster", "rolling-restart", "-c", nodes[0].mgmt_addr,
-                               "-u", USERNAME, "-p", PASSWORD], capture_output=True, text=True, timeout=1800)
+        cli = a.binary or str(binary)
+        upgrade = ["--binary", a.binary] if a.binary else []
+        done = subprocess.run([cli, "cluster", "rolling-restart", "-c", nodes[0].mgmt_addr,
+                               "-u", USERNAME, "-p", PASSWORD] + upgrade, capture_output=True, text=True, timeout=1800)
         ended = time.monotonic()
         load.stop.set()
         for t in load.threads:
@@ -138,6 +147,26 @@ def main() -> None:
         print(f"client errors: {dict(load.errors)} (first: {load.first_errors})")
         print(f"acknowledged writes lost: {lost}")
         cluster.close()
+        versions = [rest_json(n, "/settee/cluster/versions") for n in nodes]
+        print(f"metadata versions after: {versions}")
+        if a.check:
+            seen = {v.get("clusterMetaVersion") if isinstance(v, dict) else None for v in versions}
+            if done.returncode != 0 or lost or len(seen) != 1 or None in seen:
+                sys.exit(f"upgrade check failed: exit {done.returncode}, {lost} writes lost, versions {seen}")
+
+
+def rest_json(node, path: str):
+    """GET `path` on `node` as the administrator: the decoded body, or the error as text."""
+    import base64
+    import json
+    import urllib.request
+    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    request = urllib.request.Request(node.mgmt_url + path, headers={"Authorization": f"Basic {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return json.loads(r.read())
+    except Exception as e:  # noqa: BLE001 (reported, not handled)
+        return f"{path}: {e}"
 
 
 if __name__ == "__main__":

@@ -268,12 +268,32 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
             None
         }
         r = restart.wait_for(Option::is_some) => r.ok().and_then(|r| r.clone()),
+        why = metadata_halted(&running.node) => {
+            // Serving on with a map that no longer follows the cluster's could take writes for vBuckets moved away.
+            tracing::error!("stopping: {why}");
+            running.stop().await;
+            return Err(anyhow::anyhow!("stopped: {why}"));
+        }
     };
     running.stop().await;
     tracing::info!("stopped");
     match restart {
         Some(r) => Err(reexec(&r.binary)),
         None => Ok(()),
+    }
+}
+
+/// Resolves once this node's metadata store stops applying the cluster's log (a command this settee cannot read,
+/// see `settee_cluster::metadata::compat`), with why; follows the store across a rejoin, which replaces it.
+async fn metadata_halted(node: &Arc<Node>) -> String {
+    let Some(cluster) = node.cluster().cloned() else { return std::future::pending().await };
+    loop {
+        let mut halted = cluster.store().halted();
+        if let Ok(why) = halted.wait_for(Option::is_some).await {
+            return why.clone().unwrap_or_default();
+        }
+        // The store was replaced (the node joined another cluster): watch the new one.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 

@@ -392,5 +392,6 @@ fn node_info(id: NodeId) -> NodeInfo {
         tls_ports: Default::default(),
         node_encryption: false,
         tls_ca: String::new(),
+        meta_version: settee_cluster::metadata::META_VERSION,
     }
 }

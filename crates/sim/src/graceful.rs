@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use settee_cluster::control::graceful_failover::{Command, Event, GracefulFailover};
+use settee_cluster::metadata::compat::FailoverForm;
 use settee_cluster::peer::{HoldReply, SeqnoReport};
 use settee_cluster::{MetaCommand, NodeId};
 
@@ -60,8 +61,12 @@ impl GracefulRun {
                     self.waiting = Some(Waiting::Hold(Awaited::new(node, id, now, HOLD_TIMEOUT)));
                 }
                 Command::Poll { nodes, pause } => self.waiting = Some(Waiting::Poll(PollRound::new(nodes, now, pause))),
-                Command::FailOver { node } => {
+                Command::FailOver { node, form: FailoverForm::Draining } => {
                     let r = leader.propose(MetaCommand::FailoverDraining { node }).map(drop);
+                    self.feed(Event::FailedOver(r), now);
+                }
+                Command::FailOver { node, form: FailoverForm::Separate } => {
+                    let r = fail_over_separately(leader, node);
                     self.feed(Event::FailedOver(r), now);
                 }
                 Command::EndDrain { node } => {
@@ -116,4 +121,19 @@ impl GracefulRun {
         self.feed(Event::Held(Ok(reply)), now);
         None
     }
+}
+
+/// The older form of a graceful failover's last step, as the server runs it: `Failover`, then each bucket's
+/// missing replicas rebuilt in a `SetMap` of its own.
+fn fail_over_separately(leader: &mut impl Leader, node: NodeId) -> Result<(), String> {
+    leader.propose(MetaCommand::Failover { nodes: vec![node] })?;
+    let meta = leader.meta();
+    let (survivors, groups) = (meta.active_nodes(), meta.node_groups());
+    for (name, b) in &meta.buckets {
+        let repaired = settee_cluster::vbmap::repair_replicas(&b.map, &survivors, &groups);
+        if repaired != b.map {
+            leader.propose(MetaCommand::SetMap { bucket: name.clone(), map: repaired })?;
+        }
+    }
+    Ok(())
 }

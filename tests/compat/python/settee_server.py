@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -103,6 +103,8 @@ class SetteeServer:
     query_tls_port: int = 0
     # More `settee server` flags.
     extra: List[str] = field(default_factory=list)
+    # Environment variables set for the process on top of this one's (e.g. the hidden SETTEE_TEST_META_VERSION).
+    env: Dict[str, str] = field(default_factory=dict)
     process: Optional[subprocess.Popen] = field(default=None, repr=False)
     _log_file: Optional[object] = field(default=None, repr=False)
 
@@ -152,7 +154,7 @@ class SetteeServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.command(), stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
         try:
             self.wait_ready(READY_TIMEOUT_SECONDS)
         except BaseException:

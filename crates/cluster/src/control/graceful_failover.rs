@@ -9,10 +9,14 @@
 //! connection to a node that leaves the config and cancels what it had in flight there (the C++ core under the
 //! Python SDK fails a non-idempotent request so with RequestCanceled); while the node is still listed the request
 //! is answered NOT_MY_VBUCKET and retried on the new active.
+//!
+//! In a cluster with a member of an older settee (metadata version 1, see `metadata::compat`) the failover takes
+//! the form that member reads ([`FailoverForm::Separate`]) and there is no drain.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::metadata::compat::{CommandForms, FailoverForm};
 use crate::metadata::ClusterMetadata;
 use crate::peer::{HoldReply, HoldRequest, HoldScope, SeqnoReport};
 use crate::vbmap::NodeId;
@@ -40,9 +44,11 @@ pub enum Command {
     Hold { node: NodeId, request: HoldRequest },
     /// After `pause`, ask each of `nodes` for its seqno report. Answer: [`Event::Polled`].
     Poll { nodes: Vec<NodeId>, pause: Duration },
-    /// Fail `node` over (hard failover, then the lost replicas rebuilt), the node staying in the clients' server
-    /// lists until [`Command::EndDrain`] (`MetaCommand::FailoverDraining`). Answer: [`Event::FailedOver`].
-    FailOver { node: NodeId },
+    /// Fail `node` over (hard failover, then the lost replicas rebuilt) in `form`: with
+    /// [`FailoverForm::Draining`] (`MetaCommand::FailoverDraining`) the node stays in the clients' server lists
+    /// until [`Command::EndDrain`]; with [`FailoverForm::Separate`] (`Failover`, then the replicas rebuilt, for a
+    /// cluster with an older member) it leaves them at once. Answer: [`Event::FailedOver`].
+    FailOver { node: NodeId, form: FailoverForm },
     /// Take the failed-over `node` out of the clients' server lists (`MetaCommand::EndDrain`). Answer:
     /// [`Event::DrainEnded`].
     EndDrain { node: NodeId },
@@ -105,6 +111,8 @@ pub struct GracefulFailover {
     /// The metadata revision `promoted` comes from: a replica's seqno counts only from a node that has applied it
     /// (before, the node may report a copy that a change it has not applied yet empties).
     rev: u64,
+    /// The form every member reads (`CommandForms`), chosen from the metadata the failover started from.
+    form: FailoverForm,
     phase: Phase,
 }
 
@@ -122,7 +130,8 @@ impl GracefulFailover {
                 }
             }
         }
-        GracefulFailover { node, promoted, rev: meta.rev, phase: Phase::Holding }
+        let form = CommandForms::of(meta).graceful_failover;
+        GracefulFailover { node, promoted, rev: meta.rev, form, phase: Phase::Holding }
     }
 
     /// The first command: hold every active of the node.
@@ -158,6 +167,10 @@ impl GracefulFailover {
                 let nodes = nodes_of(&wanted);
                 self.phase = Phase::CatchingUp { wanted, deadline };
                 vec![Command::Poll { nodes, pause: POLL_PAUSE }]
+            }
+            // The older form has no drain: the node left the clients' lists with the failover.
+            (Phase::FailingOver, Event::FailedOver(Ok(()))) if self.form == FailoverForm::Separate => {
+                vec![Command::Finish(Ok(()))]
             }
             (Phase::FailingOver, Event::FailedOver(Ok(()))) => {
                 self.phase = Phase::Draining { requests: None, quiet_since: now, deadline: now + DRAIN_MAX };
@@ -231,7 +244,7 @@ impl GracefulFailover {
 
     fn fail_over(&mut self) -> Vec<Command> {
         self.phase = Phase::FailingOver;
-        vec![Command::FailOver { node: self.node }]
+        vec![Command::FailOver { node: self.node, form: self.form }]
     }
 
     /// The node serves again.
@@ -299,7 +312,10 @@ mod tests {
             vec![Command::Poll { nodes: vec![2, 3], pause: POLL_PAUSE }]
         );
         let caught_up = BTreeMap::from([(2, report(&[(0, 10)])), (3, report(&[(2, 6)]))]);
-        assert_eq!(g.handle(Event::Polled(caught_up), secs(2)), vec![Command::FailOver { node: 1 }]);
+        assert_eq!(
+            g.handle(Event::Polled(caught_up), secs(2)),
+            vec![Command::FailOver { node: 1, form: FailoverForm::Draining }]
+        );
         let drain_poll = vec![Command::Poll { nodes: vec![1], pause: DRAIN_POLL }];
         assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(2)), drain_poll);
         assert_eq!(g.handle(Event::Polled(requests(1, 0)), secs(3)), drain_poll, "the first reading starts the wait");
@@ -321,7 +337,10 @@ mod tests {
         let failed_over = |at: Duration| {
             let mut g = GracefulFailover::new(3, &meta());
             g.start();
-            assert_eq!(g.handle(Event::Held(Ok(HoldReply::default())), at), vec![Command::FailOver { node: 3 }]);
+            assert_eq!(
+                g.handle(Event::Held(Ok(HoldReply::default())), at),
+                vec![Command::FailOver { node: 3, form: FailoverForm::Draining }]
+            );
             g.handle(Event::FailedOver(Ok(())), at);
             g
         };
@@ -363,7 +382,10 @@ mod tests {
             vec![Command::Poll { nodes: vec![2, 3], pause: POLL_PAUSE }]
         );
         let applied = BTreeMap::from([(2, at(7, &[(0, 10)])), (3, at(8, &[(2, 5)]))]);
-        assert_eq!(g.handle(Event::Polled(applied), secs(2)), vec![Command::FailOver { node: 1 }]);
+        assert_eq!(
+            g.handle(Event::Polled(applied), secs(2)),
+            vec![Command::FailOver { node: 1, form: FailoverForm::Draining }]
+        );
     }
 
     /// Replicas that do not catch up within GRACEFUL_CATCH_UP of the hold abandon the failover: the node is released
@@ -409,11 +431,38 @@ mod tests {
         assert_eq!(out, vec![Command::Release { node: 1 }, Command::Finish(Err(failed))]);
     }
 
+    /// With a member that reads only metadata version 1 (an older settee), the failover is proposed in the form it
+    /// reads (`Failover`, then the replicas rebuilt) and ends there, without the drain and its `EndDrain`; once
+    /// every member reads version 2, the same failover drains.
+    #[test]
+    fn a_cluster_with_an_older_member_fails_over_in_the_older_form_without_a_drain() {
+        let mut old = meta();
+        old.nodes.get_mut(&2).expect("node 2").meta_version = 1;
+        let mut g = GracefulFailover::new(3, &old);
+        g.start();
+        let separate = vec![Command::FailOver { node: 3, form: FailoverForm::Separate }];
+        assert_eq!(g.handle(Event::Held(Ok(HoldReply::default())), secs(0)), separate);
+        assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(1)), vec![Command::Finish(Ok(()))]);
+        assert!(g.handle(Event::Polled(requests(3, 0)), secs(2)).is_empty(), "nothing follows the finish");
+
+        let mut upgraded = old;
+        upgraded.nodes.get_mut(&2).expect("node 2").meta_version = crate::metadata::META_VERSION;
+        let mut g = GracefulFailover::new(3, &upgraded);
+        g.start();
+        let draining = vec![Command::FailOver { node: 3, form: FailoverForm::Draining }];
+        assert_eq!(g.handle(Event::Held(Ok(HoldReply::default())), secs(0)), draining);
+        let poll = vec![Command::Poll { nodes: vec![3], pause: DRAIN_POLL }];
+        assert_eq!(g.handle(Event::FailedOver(Ok(())), secs(1)), poll);
+    }
+
     /// A node whose actives have no replica to wait for (here: it holds none) fails over right after the hold.
     #[test]
     fn a_node_with_nothing_to_wait_for_fails_over_at_once() {
         let mut g = GracefulFailover::new(3, &meta());
         g.start();
-        assert_eq!(g.handle(Event::Held(Ok(HoldReply::default())), secs(0)), vec![Command::FailOver { node: 3 }]);
+        assert_eq!(
+            g.handle(Event::Held(Ok(HoldReply::default())), secs(0)),
+            vec![Command::FailOver { node: 3, form: FailoverForm::Draining }]
+        );
     }
 }

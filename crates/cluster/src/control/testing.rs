@@ -18,6 +18,7 @@ pub(crate) fn meta_with_nodes(nodes: &[(NodeId, Membership)]) -> ClusterMetadata
             tls_ports: Default::default(),
             node_encryption: false,
             tls_ca: String::new(),
+            meta_version: crate::metadata::META_VERSION,
         };
         meta.nodes.insert(*id, info);
     }

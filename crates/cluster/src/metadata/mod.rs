@@ -3,8 +3,19 @@
 //! [`ClusterMetadata::apply`] is pure and deterministic: every node applies the same committed commands in the same
 //! order and reaches the same state. A command is validated against the current state first and is either applied
 //! whole or refused with a [`MetaError`] and no change; every applied command bumps `rev`.
+//!
+//! Nodes of different settee versions share one log during a rolling upgrade (see [`compat`]). The rule for
+//! anyone adding or changing a command:
+//! - a new [`MetaCommand`] variant gets the next metadata version in [`MetaCommand::since`] (and
+//!   [`compat::META_VERSION`] rises); its proposers use the form it replaces while
+//!   [`ClusterMetadata::meta_version`] is lower, chosen in [`compat::CommandForms`];
+//! - an existing command keeps its JSON and its effect: an older node applies it with its own code, and both
+//!   must reach the same state (change the effect only through a new command);
+//! - a new field of the state or of a command's payload takes `#[serde(default)]` (older metadata lacks it) and
+//!   must not matter to an older node that drops it; never `deny_unknown_fields`.
 
 mod apply;
+pub mod compat;
 mod indexes;
 mod server_groups;
 #[cfg(test)]
@@ -17,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use settee_engine::Manifest;
 
+pub use compat::{CommandForms, LogCommand, META_VERSION};
 pub use indexes::{IndexKeySpec, IndexSpec};
 pub use server_groups::{
     check_group_name, ServerGroup, ServerGroups, DEFAULT_GROUP_NAME, DEFAULT_GROUP_UUID, GROUP_NAME_BYTES_MAX,
@@ -140,6 +152,10 @@ pub struct NodeInfo {
     /// Empty in metadata written before it existed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tls_ca: String,
+    /// The metadata version the node reads ([`compat`]): set when it joins, recorded again (`UpdateNode`) when it
+    /// restarts on another binary. Absent in entries written by a settee from before it existed: 1.
+    #[serde(default = "compat::unmarked_version")]
+    pub meta_version: u32,
 }
 
 /// A node's TLS ports, each 0 when off.
@@ -460,6 +476,9 @@ pub enum MetaError {
     StaleServerGroups { current: u64, proposed: u64 },
     #[error("invalid server group members: {0}")]
     InvalidServerGroupMembers(String),
+    /// Refused before it reached the log: the command is newer than what this node reads.
+    #[error("metadata command {command} needs metadata version {needs}; this node reads up to {reads}")]
+    CommandTooNew { command: String, needs: u32, reads: u32 },
 }
 
 impl ClusterMetadata {

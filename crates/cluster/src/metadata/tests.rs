@@ -19,6 +19,7 @@ pub(super) fn node(id: NodeId) -> NodeInfo {
         tls_ports: Default::default(),
         node_encryption: false,
         tls_ca: String::new(),
+        meta_version: crate::metadata::META_VERSION,
     }
 }
 

@@ -32,6 +32,16 @@ pub enum ConsensusError {
     ShuttingDown,
     #[error("raft: {0}")]
     Raft(String),
+    /// This node stopped applying the cluster metadata (see `MetadataStore::halted`).
+    #[error("{0}")]
+    Halted(String),
+    /// A node asked to join reads an older metadata version than the cluster's members: the log may hold commands
+    /// it cannot read.
+    #[error(
+        "the node reads cluster metadata version {node}, older than the cluster's {cluster}: run a settee at least \
+         as new as the cluster's nodes"
+    )]
+    IncompatibleVersion { node: u32, cluster: u32 },
 }
 
 /// Why a proposal did not produce a new state.
@@ -59,6 +69,9 @@ pub enum OpenError {
     Corrupt { path: PathBuf, reason: String },
     #[error("{path} belongs to node {found}, not {expected}")]
     WrongNode { path: PathBuf, found: NodeId, expected: NodeId },
+    /// The committed log holds a command this node cannot read (see `MetadataStore::halted`).
+    #[error("{0}")]
+    Halted(String),
     #[error("raft: {0}")]
     Raft(String),
 }

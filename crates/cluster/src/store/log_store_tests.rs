@@ -14,7 +14,7 @@ fn entry(index: u64) -> Entry {
 fn entry_naming(index: u64, name: String) -> Entry {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(MetaCommand::DeleteBucket(name)),
+        payload: EntryPayload::Normal(MetaCommand::DeleteBucket(name).into()),
     }
 }
 

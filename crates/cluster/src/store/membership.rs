@@ -36,14 +36,15 @@ impl MetadataStore {
     /// once the node caught up and the new membership committed. Idempotent.
     pub async fn add_member(&self, id: NodeId, addr: String) -> Result<(), ConsensusError> {
         let deadline = Instant::now() + MEMBER_TIMEOUT;
-        self.call_leader(&AddMember(MemberRequest { id, addr }), deadline, None).await
+        let req = MemberRequest { id, addr, meta_version: crate::metadata::META_VERSION };
+        self.call_leader(&AddMember(req), deadline, None).await
     }
 
     /// Asks the cluster that the node at `seed_addr` belongs to to add this node: the way a new node joins. The
     /// seed forwards or redirects to its leader. This node must already answer Raft requests at its address.
     pub async fn join(&self, seed_addr: &str) -> Result<(), ConsensusError> {
         let deadline = Instant::now() + MEMBER_TIMEOUT;
-        let me = MemberRequest { id: self.id, addr: self.addr.clone() };
+        let me = MemberRequest { id: self.id, addr: self.addr.clone(), meta_version: self.meta_version };
         self.call_leader(&AddMember(me), deadline, Some(seed_addr.to_string())).await
     }
 
@@ -58,6 +59,12 @@ impl MetadataStore {
         let (voters, _) = self.membership();
         if voters.get(&req.id).is_some_and(|addr| *addr == req.addr) {
             return Ok(());
+        }
+        let cluster = self.current().meta_version();
+        if req.meta_version < cluster {
+            tracing::warn!(node = req.id, addr = %req.addr, version = req.meta_version, cluster, "refusing a node \
+                older than the cluster");
+            return Err(ConsensusError::IncompatibleVersion { node: req.meta_version, cluster });
         }
         let added = self.raft.add_learner(req.id, BasicNode::new(&req.addr), false).await.map_err(from_client_write)?;
         let (id, index) = (req.id, added.log_id.index);

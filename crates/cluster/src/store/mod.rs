@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 pub use error::{ConsensusError, OpenError, ProposeError};
 
-use crate::metadata::{ClusterMetadata, MetaCommand};
+use crate::metadata::{ClusterMetadata, LogCommand, MetaCommand, MetaError, META_VERSION};
 use crate::transport::{BoxFuture, MetaResponse, Proposed, RaftTransport, Reply, TransportError, TypeConfig};
 use crate::vbmap::NodeId;
 use durable_file::read_json;
@@ -56,11 +56,14 @@ pub struct StoreOptions {
     pub snapshot_every_entries: u64,
     /// Entries kept in the log behind a snapshot, so a briefly lagging follower catches up without a snapshot.
     pub entries_kept_after_snapshot: u64,
+    /// The highest metadata version this node reads and proposes (`compat::META_VERSION`; lower only to test
+    /// what a node of an older settee does in a mixed cluster).
+    pub meta_version: u32,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { snapshot_every_entries: 1000, entries_kept_after_snapshot: 100 }
+        StoreOptions { snapshot_every_entries: 1000, entries_kept_after_snapshot: 100, meta_version: META_VERSION }
     }
 }
 
@@ -96,6 +99,10 @@ pub struct MetadataStore {
     raft: Raft<TypeConfig>,
     transport: Arc<dyn RaftTransport>,
     applied: watch::Receiver<Arc<ClusterMetadata>>,
+    /// Why this node stopped applying the log (a command it cannot read), once it has.
+    halted: watch::Receiver<Option<String>>,
+    /// The highest metadata version this node reads and proposes.
+    meta_version: u32,
     /// The committed log index found on disk at open: the state is restored once it has applied this far.
     committed_at_open: Option<u64>,
 }
@@ -122,18 +129,32 @@ impl MetadataStore {
         options: StoreOptions,
     ) -> Result<Arc<MetadataStore>, OpenError> {
         let dir = dir.to_path_buf();
-        let (log, (sm, applied)) = tokio::task::spawn_blocking(move || {
+        let meta_version = options.meta_version;
+        let (log, (sm, published)) = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dir).map_err(|source| OpenError::Io { path: dir.clone(), source })?;
             check_identity(&dir, me)?;
-            Ok::<_, OpenError>((LogStore::open(&dir)?, StateMachine::open(&dir)?))
+            Ok::<_, OpenError>((LogStore::open(&dir)?, StateMachine::open(&dir, meta_version)?))
         })
         .await
         .map_err(|e| OpenError::Raft(e.to_string()))??;
         let committed_at_open = log.committed_index();
+        // openraft applies what is committed while it starts: a command this node cannot read stops it there.
         let raft = Raft::new(me, Arc::new(raft_config(&options)?), Network::new(transport.clone()), log, sm)
             .await
-            .map_err(|e| OpenError::Raft(e.to_string()))?;
-        Ok(Arc::new(MetadataStore { id: me, addr: my_addr, raft, transport, applied, committed_at_open }))
+            .map_err(|e| match published.halted.borrow().clone() {
+                Some(why) => OpenError::Halted(why),
+                None => OpenError::Raft(e.to_string()),
+            })?;
+        Ok(Arc::new(MetadataStore {
+            id: me,
+            addr: my_addr,
+            raft,
+            transport,
+            applied: published.applied,
+            halted: published.halted,
+            meta_version,
+            committed_at_open,
+        }))
     }
 
     /// The node id a store directory belongs to, if one was ever opened there: a restarted node keeps its id.
@@ -143,9 +164,27 @@ impl MetadataStore {
 
     /// Waits until the state this node had committed before it stopped is applied again (no leader needed): what
     /// a restarted node must see before it serves.
+    /// A node that stops at a command it cannot read gets [`ConsensusError::Halted`] at once.
     pub async fn wait_restored(&self, timeout: Duration) -> Result<Arc<ClusterMetadata>, ConsensusError> {
-        self.wait_applied(self.committed_at_open, Instant::now() + timeout).await?;
+        let mut halted = self.halted.clone();
+        tokio::select! {
+            applied = self.wait_applied(self.committed_at_open, Instant::now() + timeout) => applied?,
+            Ok(why) = halted.wait_for(Option::is_some) => {
+                return Err(ConsensusError::Halted(why.clone().unwrap_or_default()));
+            }
+        }
         Ok(self.current())
+    }
+
+    /// Why this node stopped applying the cluster metadata (a committed command it cannot read: see
+    /// `compat`), once it has: the node can no longer follow the cluster and should stop serving.
+    pub fn halted(&self) -> watch::Receiver<Option<String>> {
+        self.halted.clone()
+    }
+
+    /// The highest metadata version this node reads and proposes.
+    pub fn meta_version(&self) -> u32 {
+        self.meta_version
     }
 
     pub fn id(&self) -> NodeId {
@@ -192,6 +231,7 @@ impl MetadataStore {
     /// node has applied the command too (unless its deadline passed first). A refused command comes back as
     /// [`ProposeError::Rejected`] and changed nothing; a timeout or broken forward leaves the outcome unknown.
     pub async fn propose(&self, cmd: MetaCommand) -> Result<Arc<ClusterMetadata>, ProposeError> {
+        self.check_readable(&cmd)?;
         let deadline = Instant::now() + PROPOSE_TIMEOUT;
         let proposed = self.call_leader(&Propose(cmd), deadline, None).await?;
         if let Err(e) = self.wait_applied(Some(proposed.log_index), deadline).await {
@@ -205,6 +245,7 @@ impl MetadataStore {
     /// its followers cannot confirm and gets an error instead of a proposal that a forward would commit after the
     /// partition heals, from a view that no longer holds; a follower gets `NotLeader` at once.
     pub async fn propose_as_leader(&self, cmd: MetaCommand) -> Result<Arc<ClusterMetadata>, ProposeError> {
+        self.check_readable(&cmd)?;
         if !self.is_leader() {
             return Err(ConsensusError::NotLeader { leader: self.leader(), leader_addr: None }.into());
         }
@@ -243,8 +284,19 @@ impl MetadataStore {
         }
     }
 
+    /// Refuses a command newer than this node reads: it must never reach the log through this node, proposed here
+    /// or forwarded to it (a settee of that version could not even parse it, and refuses a forwarded one).
+    fn check_readable(&self, cmd: &MetaCommand) -> Result<(), ProposeError> {
+        if cmd.since() <= self.meta_version {
+            return Ok(());
+        }
+        let (command, needs, reads) = (cmd.name(), cmd.since(), self.meta_version);
+        Err(ProposeError::Rejected(MetaError::CommandTooNew { command, needs, reads }))
+    }
+
     async fn propose_local(&self, cmd: MetaCommand) -> Result<Proposed, ProposeError> {
-        let written = self.raft.client_write(cmd).await.map_err(from_client_write)?;
+        self.check_readable(&cmd)?;
+        let written = self.raft.client_write(LogCommand::Known(cmd)).await.map_err(from_client_write)?;
         match written.data {
             MetaResponse::Applied(state) => Ok(Proposed { log_index: written.log_id.index, state }),
             MetaResponse::Rejected(e) => Err(ProposeError::Rejected(e)),

@@ -3,6 +3,13 @@
 //!
 //! Applying does not touch the disk: the state is rebuilt at start from `snapshot.json` (the last snapshot, written
 //! atomically) plus the committed log entries after it. Snapshots are taken every ~1,000 entries and whole-state.
+//!
+//! A committed command this node cannot read (a newer settee proposed it: [`LogCommand::Unreadable`], or one newer
+//! than the metadata version the node was told to read) stops the state machine there: applying around it would
+//! leave this node's state different from every other node's. The reason is published on the `halted` channel
+//! and logged, and `apply` fails with a storage error, on which openraft stops this node's Raft (it answers no
+//! more Raft requests; the other nodes carry on without it). Restarted with the same binary, the node stops at the
+//! same entry again; restarted on a binary that reads it, it carries on from there.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -19,7 +26,7 @@ use tokio::sync::watch;
 
 use super::durable_file::{read_json, write_atomic};
 use super::error::OpenError;
-use crate::metadata::ClusterMetadata;
+use crate::metadata::{ClusterMetadata, LogCommand};
 use crate::transport::{MetaResponse, TypeConfig};
 use crate::vbmap::NodeId;
 
@@ -86,11 +93,22 @@ pub(crate) struct StateMachine {
     publish: watch::Sender<Arc<ClusterMetadata>>,
     /// Makes snapshot ids unique when two are built at the same log id.
     snapshots_built: u64,
+    /// The highest metadata version this node applies (`MetaCommand::since`).
+    reads_up_to: u32,
+    /// Why this node stopped applying the log, once it has.
+    halted: watch::Sender<Option<String>>,
+}
+
+/// What the state machine publishes: the applied state, and why it stopped applying, if it did.
+pub(crate) struct Published {
+    pub(crate) applied: watch::Receiver<Arc<ClusterMetadata>>,
+    pub(crate) halted: watch::Receiver<Option<String>>,
 }
 
 impl StateMachine {
-    /// Restores the last snapshot from `dir` (blocking: call from a blocking thread).
-    pub(crate) fn open(dir: &Path) -> Result<(StateMachine, watch::Receiver<Arc<ClusterMetadata>>), OpenError> {
+    /// Restores the last snapshot from `dir` (blocking: call from a blocking thread), for a node that reads
+    /// metadata versions up to `reads_up_to`.
+    pub(crate) fn open(dir: &Path, reads_up_to: u32) -> Result<(StateMachine, Published), OpenError> {
         let stored: Option<StoredSnapshot> = read_json(&dir.join(SNAPSHOT_FILE))?;
         let (last_applied, last_membership, state) = match &stored {
             Some(s) => (s.meta.last_log_id, s.meta.last_membership.clone(), s.state.clone()),
@@ -99,19 +117,31 @@ impl StateMachine {
         let (publish, applied) = watch::channel(state.clone());
         let snapshot =
             SnapshotSlot { dir: dir.into(), file: Arc::new(Mutex::new(())), current: Arc::new(Mutex::new(stored)) };
-        let sm = StateMachine { last_applied, last_membership, state, snapshot, publish, snapshots_built: 0 };
-        Ok((sm, applied))
+        let (halted, halted_rx) = watch::channel(None);
+        let sm = StateMachine {
+            last_applied,
+            last_membership,
+            state,
+            snapshot,
+            publish,
+            snapshots_built: 0,
+            reads_up_to,
+            halted,
+        };
+        Ok((sm, Published { applied, halted: halted_rx }))
     }
 
-    fn apply_one(&mut self, entry: Entry) -> MetaResponse {
-        self.last_applied = Some(entry.log_id);
-        match entry.payload {
+    /// Applies one entry, or says why this node cannot (and must stop: see the module's doc).
+    fn apply_one(&mut self, entry: Entry) -> Result<MetaResponse, String> {
+        let index = entry.log_id.index;
+        let response = match entry.payload {
             EntryPayload::Blank => MetaResponse::NotACommand,
             EntryPayload::Membership(membership) => {
                 self.last_membership = StoredMembership::new(Some(entry.log_id), membership);
                 MetaResponse::NotACommand
             }
             EntryPayload::Normal(cmd) => {
+                let cmd = self.readable(cmd, index)?;
                 // Applied to a copy so a refused command cannot leave a half-changed state behind.
                 let mut next = (*self.state).clone();
                 match next.apply(&cmd) {
@@ -120,12 +150,39 @@ impl StateMachine {
                         MetaResponse::Applied(self.state.clone())
                     }
                     Err(e) => {
-                        tracing::debug!(error = %e, index = entry.log_id.index, "metadata command refused");
+                        tracing::debug!(error = %e, index, "metadata command refused");
                         MetaResponse::Rejected(e)
                     }
                 }
             }
-        }
+        };
+        self.last_applied = Some(entry.log_id);
+        Ok(response)
+    }
+
+    /// The command of `cmd`, at log index `index`, or why it cannot be applied here.
+    fn readable(&self, cmd: LogCommand, index: u64) -> Result<crate::metadata::MetaCommand, String> {
+        let reads = self.reads_up_to;
+        let why = match cmd {
+            LogCommand::Known(known) if known.since() <= reads => return Ok(known),
+            LogCommand::Known(known) => format!(
+                "metadata command {} at log index {index} needs metadata version {}; this node reads up to {reads}",
+                known.name(),
+                known.since()
+            ),
+            LogCommand::Unreadable { name, reason, .. } => {
+                // serde lists every variant it knows after this: noise in a log line.
+                let reason = reason.split(", expected").next().unwrap_or_default();
+                format!(
+                    "metadata command {name} at log index {index} is unknown to this settee (metadata version \
+                     {reads}: {reason}); a newer settee proposed it"
+                )
+            }
+        };
+        Err(format!(
+            "{why}. This node stops applying the cluster metadata: restart it on a settee at least as new as \
+            the cluster's other nodes"
+        ))
     }
 }
 
@@ -142,11 +199,29 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: OptionalSend,
     {
         let rev = self.state.rev;
-        let responses = entries.into_iter().map(|entry| self.apply_one(entry)).collect();
+        let mut responses = Vec::new();
+        let mut stopped = None;
+        for entry in entries {
+            let log_id = entry.log_id;
+            match self.apply_one(entry) {
+                Ok(response) => responses.push(response),
+                Err(why) => {
+                    stopped = Some((log_id, why));
+                    break;
+                }
+            }
+        }
         if self.state.rev != rev {
             self.publish.send_replace(self.state.clone());
         }
-        Ok(responses)
+        match stopped {
+            None => Ok(responses),
+            Some((log_id, why)) => {
+                tracing::error!(index = log_id.index, "{why}");
+                self.halted.send_replace(Some(why.clone()));
+                Err(StorageIOError::apply(log_id, &std::io::Error::other(why)).into())
+            }
+        }
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
@@ -165,8 +240,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> StorageResult<()> {
-        let state: ClusterMetadata = serde_json::from_slice(snapshot.get_ref())
-            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        let state: ClusterMetadata = match serde_json::from_slice(snapshot.get_ref()) {
+            Ok(state) => state,
+            Err(e) => {
+                let why = format!(
+                    "the cluster metadata snapshot {} cannot be read by this settee (metadata version {}): {e}. This \
+                     node stops applying the cluster metadata: restart it on a settee at least as new as the \
+                     cluster's other nodes",
+                    meta.snapshot_id, self.reads_up_to
+                );
+                tracing::error!("{why}");
+                self.halted.send_replace(Some(why));
+                return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
+            }
+        };
         let state = Arc::new(state);
         self.snapshot.store(StoredSnapshot { meta: meta.clone(), state: state.clone() }).await?;
         self.last_applied = meta.last_log_id;

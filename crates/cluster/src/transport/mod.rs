@@ -21,15 +21,16 @@ pub use http::{basic_authorization, HttpTransport};
 pub use peer_tls::{PeerConnector, PeerStream, PeerTls, TlsSwitch};
 pub use router::raft_router;
 
-use crate::metadata::{ClusterMetadata, MetaCommand, MetaError};
+use crate::metadata::{ClusterMetadata, LogCommand, MetaCommand, MetaError};
 use crate::store::{ConsensusError, ProposeError};
 use crate::vbmap::NodeId;
 
 openraft::declare_raft_types!(
-    /// openraft's type configuration for the metadata store: commands in, responses out, u64 node ids, nodes known
-    /// by their "host:mgmtport" address, snapshots as in-memory bytes (the metadata is small).
+    /// openraft's type configuration for the metadata store: commands in (as the log holds them, readable or not:
+    /// [`LogCommand`]), responses out, u64 node ids, nodes known by their "host:mgmtport" address, snapshots as
+    /// in-memory bytes (the metadata is small).
     pub TypeConfig:
-        D = MetaCommand,
+        D = LogCommand,
         R = MetaResponse,
         NodeId = u64,
         Node = BasicNode,
@@ -77,6 +78,10 @@ pub struct Proposed {
 pub struct MemberRequest {
     pub id: NodeId,
     pub addr: String,
+    /// The metadata version the node reads (absent from a settee older than the field: 1). A node older than the
+    /// cluster's version is refused: the log may hold commands it cannot read.
+    #[serde(default = "crate::metadata::compat::unmarked_version")]
+    pub meta_version: u32,
 }
 
 /// Why a call did not come back with the peer's answer.

@@ -78,6 +78,7 @@ impl TestNode {
             tls_ports: Default::default(),
             node_encryption: false,
             tls_ca: String::new(),
+            meta_version: settee_cluster::metadata::META_VERSION,
         }
     }
 }

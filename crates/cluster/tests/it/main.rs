@@ -5,3 +5,4 @@ mod fixture;
 mod membership;
 mod recovery;
 mod replication;
+mod versions;

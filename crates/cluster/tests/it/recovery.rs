@@ -7,7 +7,7 @@ use crate::fixture::{bucket, converged, register, three_nodes, CONVERGE_TIMEOUT}
 
 /// Snapshots every 20 entries, so a few dozen proposals exercise snapshot building, log purge and installation.
 fn small_snapshots() -> StoreOptions {
-    StoreOptions { snapshot_every_entries: 20, entries_kept_after_snapshot: 5 }
+    StoreOptions { snapshot_every_entries: 20, entries_kept_after_snapshot: 5, ..StoreOptions::default() }
 }
 
 /// A follower stopped and reopened from its directory has its applied state back at once (from its log and

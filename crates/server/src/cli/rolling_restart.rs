@@ -60,6 +60,7 @@ pub async fn run(args: RollingRestartArgs) -> anyhow::Result<()> {
     let mut step_began = Instant::now();
     let mut node_began = Instant::now();
     println!("rolling restart of {} nodes: {}", order.len(), order.join(", "));
+    print_versions(access, &access.seed(), "before").await;
     loop {
         let view = read_view(access, &members, machine.current(), now().as_secs()).await?;
         let view = with_rebalance(access, view, orchestrator.as_deref()).await;
@@ -76,6 +77,7 @@ pub async fn run(args: RollingRestartArgs) -> anyhow::Result<()> {
             Step::Done => {
                 done("rebalanced back in", &mut step_began);
                 println!("done: {} nodes restarted in {:.1} s", machine.done(), started.elapsed().as_secs_f64());
+                print_versions(access, &other, "after").await;
                 return Ok(());
             }
             Step::Failed(why) => anyhow::bail!("rolling restart stopped: {why} (run again with --from {target})"),
@@ -112,6 +114,19 @@ pub async fn run(args: RollingRestartArgs) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// Prints the cluster's metadata version as `addr` sees it (`GET /settee/cluster/versions`), the figure that tells
+/// whether an upgrade's newer command forms are in use; nothing from a node too old to answer it.
+async fn print_versions(access: &ClusterAccess, addr: &str, when: &str) {
+    let Ok(v) = get(access, addr, "/settee/cluster/versions").await else { return };
+    let form = |name: &str| v["commandForms"][name].as_str().unwrap_or("?").to_owned();
+    println!(
+        "cluster metadata version {when}: {} (graceful failover: {}, add into a group: {})",
+        v["clusterMetaVersion"],
+        form("gracefulFailover"),
+        form("addNodeInGroup")
+    );
 }
 
 async fn post(access: &ClusterAccess, addr: &str, path: &str, form: &[(&str, &str)]) -> anyhow::Result<()> {

@@ -14,8 +14,10 @@ use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::RngCore;
 use settee_cluster::control::Holds;
+use settee_cluster::metadata::CommandForms;
 use settee_cluster::{
     ClusterMetadata, HttpTransport, Membership, MetaCommand, MetadataStore, NodeId, NodeInfo, ProposeError,
+    StoreOptions,
 };
 use settee_types::Clock;
 use tokio::sync::{mpsc, watch, Notify};
@@ -50,6 +52,8 @@ pub struct ClusterDriver {
     peer_source: Option<IpAddr>,
     /// The handle's requests, until `serve` takes them.
     inbox: parking_lot::Mutex<Option<mpsc::Receiver<Request>>>,
+    /// When this node last recorded its metadata version (`versions`).
+    pub(super) last_announce: parking_lot::Mutex<Option<Duration>>,
 }
 
 impl ClusterDriver {
@@ -67,7 +71,7 @@ impl ClusterDriver {
         let peer_source = node.config.peer_source()?;
         let (user, password) = node.peer_credentials();
         let transport = Arc::new(HttpTransport::with_source(&user, &password, peer_source));
-        let store = MetadataStore::open(&dir, me, addr.clone(), transport.clone())
+        let store = MetadataStore::open_with(&dir, me, addr.clone(), transport.clone(), store_options())
             .await
             .with_context(|| format!("cannot open the cluster metadata in {}", dir.display()))?;
         let (handle, inbox) = ClusterHandle::new(me, addr, store, node.clock.clone());
@@ -85,6 +89,7 @@ impl ClusterDriver {
             clock: node.clock.clone(),
             inbox: parking_lot::Mutex::new(Some(inbox)),
             peer_source,
+            last_announce: parking_lot::Mutex::new(None),
         }))
     }
 
@@ -204,13 +209,13 @@ impl ClusterDriver {
         let store = self.handle.store();
         store.join(seed).await.with_context(|| format!("joining the cluster of {seed}"))?;
         let me = my_info(&self.node, self.me());
-        let register = match group {
-            Some(group) => MetaCommand::AddNodeInGroup { node: me, group },
-            None => MetaCommand::AddNode(me),
-        };
-        match store.propose(register).await {
-            Ok(_) | Err(ProposeError::Rejected(settee_cluster::MetaError::NodeExists(_))) => {}
-            Err(e) => return Err(e).context("registering this node with the cluster"),
+        // In the forms every member reads: a cluster with an older member gets `AddNode` then `MoveToServerGroup`.
+        let cluster = store.read_linearizable().await.context("reading the cluster's metadata")?;
+        for cmd in CommandForms::of(&cluster).register(me, group) {
+            match store.propose(cmd).await {
+                Ok(_) | Err(ProposeError::Rejected(settee_cluster::MetaError::NodeExists(_))) => {}
+                Err(e) => return Err(e).context("registering this node with the cluster"),
+            }
         }
         self.handle.set_current(true);
         tracing::info!(%seed, me = self.me(), "joined the cluster");
@@ -291,7 +296,8 @@ impl ClusterDriver {
         old.shutdown().await;
         let dir = self.dir.clone();
         tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await?.context("removing old metadata")?;
-        let fresh = MetadataStore::open(&self.dir, self.me(), self.handle.addr.clone(), self.transport.clone()).await?;
+        let (me, addr) = (self.me(), self.handle.addr.clone());
+        let fresh = MetadataStore::open_with(&self.dir, me, addr, self.transport.clone(), store_options()).await?;
         self.handle.replace_store(fresh);
         {
             let mut reconciler = self.reconciler.lock().await;
@@ -381,11 +387,16 @@ impl ClusterDriver {
     /// this subscribed is covered by the first pass).
     pub async fn follow(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
         let mut warmups = self.node.warmups();
+        let mut seen = self.metadata();
+        let mut pace = tokio::time::interval(super::versions::STALE_ENTRY_PACE);
         loop {
             let mut changes = self.handle.store().subscribe();
             let meta = changes.borrow_and_update().clone();
             self.reconcile_with(&meta, false).await;
+            self.announce_version(&seen, &meta);
+            seen = meta;
             tokio::select! {
+                _ = pace.tick() => {}
                 r = changes.changed() => {
                     if r.is_err() {
                         tokio::time::sleep(CATCH_UP_RETRY).await;
@@ -466,7 +477,13 @@ fn my_info(node: &Node, me: NodeId) -> NodeInfo {
         },
         node_encryption: false,
         tls_ca: node.tls.ca_pem(),
+        meta_version: super::meta_version(),
     }
+}
+
+/// The store's options: the defaults, reading the metadata version this node announces.
+fn store_options() -> StoreOptions {
+    StoreOptions { meta_version: super::meta_version(), ..StoreOptions::default() }
 }
 
 /// Loads this node's node-to-node secret, or makes one when the node forms a new cluster (`fresh`: no metadata

@@ -4,6 +4,7 @@
 //! surviving nodes.
 
 use settee_cluster::control::graceful_failover::{Command, Event, GracefulFailover, GracefulFailoverError};
+use settee_cluster::metadata::compat::FailoverForm;
 use settee_cluster::peer::{HoldRequest, HoldScope};
 use std::sync::Arc;
 
@@ -74,9 +75,13 @@ impl ClusterDriver {
                         tokio::time::sleep(pause).await;
                         answer = Some(Event::Polled(peers.poll(&nodes).await));
                     }
-                    Command::FailOver { node } => {
-                        let outcome = self.failover_draining(node).await.map(drop).map_err(|e| e.to_string());
-                        answer = Some(Event::FailedOver(outcome));
+                    Command::FailOver { node, form } => {
+                        tracing::info!(node, ?form, "graceful failover: failing the node over");
+                        let outcome = match form {
+                            FailoverForm::Draining => self.failover_draining(node).await,
+                            FailoverForm::Separate => self.failover(node).await,
+                        };
+                        answer = Some(Event::FailedOver(outcome.map(drop).map_err(|e| e.to_string())));
                     }
                     Command::EndDrain { node } => {
                         let outcome = self.propose(MetaCommand::EndDrain { node }).await.map(drop);

@@ -30,6 +30,7 @@ mod rebalance;
 mod reconcile;
 pub(crate) mod rest_client;
 mod takeback;
+mod versions;
 
 use settee_cluster::BucketSpec;
 use settee_engine::{BucketConfig, BucketKind, EvictionPolicy};
@@ -38,6 +39,36 @@ use settee_types::DurabilityLevel;
 pub use driver::ClusterDriver;
 pub use handle::{ClusterHandle, Health, Proposal, RebalanceStatus};
 pub use ops::ClusterOpError;
+
+/// Hidden, for tests of a mixed-version cluster only: the metadata version this node reads and announces
+/// instead of this build's (`settee_cluster::metadata::META_VERSION`). At 1 the node behaves as a settee from
+/// before versions were recorded: it announces 1, never proposes a newer command, and stops at one it is sent.
+pub const TEST_META_VERSION_ENV: &str = "SETTEE_TEST_META_VERSION";
+
+/// The metadata version this node reads and announces: this build's, unless [`TEST_META_VERSION_ENV`] names an
+/// older one (read once).
+pub fn meta_version() -> u32 {
+    use settee_cluster::metadata::compat::META_VERSION_UNMARKED;
+    use settee_cluster::metadata::META_VERSION;
+    static VERSION: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let Ok(text) = std::env::var(TEST_META_VERSION_ENV) else { return META_VERSION };
+        match text.parse::<u32>() {
+            Ok(v) if (META_VERSION_UNMARKED..=META_VERSION).contains(&v) => {
+                tracing::warn!(
+                    version = v,
+                    "{TEST_META_VERSION_ENV}: this node reads metadata version {v} (tests only)"
+                );
+                v
+            }
+            _ => {
+                tracing::error!(value = %text, "{TEST_META_VERSION_ENV} ignored: not a version from \
+                    {META_VERSION_UNMARKED} to {META_VERSION}");
+                META_VERSION
+            }
+        }
+    })
+}
 
 /// The metadata form of a bucket's settings.
 pub fn spec_of(c: &BucketConfig) -> BucketSpec {

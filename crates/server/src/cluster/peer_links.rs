@@ -218,6 +218,7 @@ mod tests {
             tls_ports: TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
             node_encryption: encrypted,
             tls_ca: String::new(),
+            meta_version: settee_cluster::metadata::META_VERSION,
         }
     }
 

@@ -521,6 +521,37 @@ pub(crate) async fn rebalance_progress(State(state): State<RestState>, _caller: 
     }
 }
 
+/// settee's own (`GET /settee/cluster/versions`): the metadata version each node reads, the cluster's (the
+/// lowest) and the command forms it implies, for an operator following a rolling upgrade. Couchbase's
+/// `clusterCompatibility` keeps the Couchbase version settee answers as: couchbase-cli and the SDKs read it so.
+pub(crate) async fn versions(State(state): State<RestState>, _caller: Caller) -> Result<Json<Value>, RestError> {
+    use settee_cluster::metadata::compat::{AddInGroupForm, FailoverForm};
+    use settee_cluster::metadata::CommandForms;
+    let meta = cluster(&state)?.metadata();
+    let forms = CommandForms::of(&meta);
+    let nodes: Vec<Value> = meta
+        .nodes
+        .values()
+        .map(|n| json!({"otpNode": otp_node(&meta, n), "nodeUUID": format!("{:016x}", n.id), "metaVersion": n.meta_version}))
+        .collect();
+    Ok(Json(json!({
+        "clusterMetaVersion": meta.meta_version(),
+        "thisNodeMetaVersion": crate::cluster::meta_version(),
+        "buildMetaVersion": settee_cluster::metadata::META_VERSION,
+        "nodes": nodes,
+        "commandForms": {
+            "gracefulFailover": match forms.graceful_failover {
+                FailoverForm::Draining => "failoverDraining",
+                FailoverForm::Separate => "failoverThenRepair",
+            },
+            "addNodeInGroup": match forms.add_in_group {
+                AddInGroupForm::OneChange => "addNodeInGroup",
+                AddInGroupForm::AddThenMove => "addNodeThenMove",
+            },
+        },
+    })))
+}
+
 async fn propose(cluster: &ClusterHandle, cmd: MetaCommand) -> Result<(), RestError> {
     propose_or(cluster, cmd, |e| bad_request(e.to_string())).await
 }

@@ -291,6 +291,7 @@ fn mgmt_routes(state: RestState) -> Router {
         .route("/settings/autoFailover", get(cluster::get_auto_failover).post(cluster::set_auto_failover))
         .route("/settings/autoFailover/resetCount", post(cluster::reset_auto_failover_count))
         .route("/settee/raft/{*rest}", post(cluster::raft))
+        .route("/settee/cluster/versions", get(cluster::versions))
         .route("/settee/timings", get(timings::cluster_timings))
         .route("/settee/node/timings", get(timings::node_timings))
         .route(

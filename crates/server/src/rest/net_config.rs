@@ -64,7 +64,9 @@ pub(crate) async fn setup_net_config(
     let meta = cluster.metadata();
     let Some(mine) = meta.nodes.get(&cluster.me) else { return Ok(StatusCode::OK) };
     if mine.node_encryption != on {
-        let info = settee_cluster::NodeInfo { node_encryption: on, ..mine.clone() };
+        // This node's own entry: the metadata version it records is its own, whatever an older leader left.
+        let meta_version = crate::cluster::meta_version();
+        let info = settee_cluster::NodeInfo { node_encryption: on, meta_version, ..mine.clone() };
         cluster.propose(MetaCommand::UpdateNode(info)).await.map_err(|e| {
             RestError::global(StatusCode::SERVICE_UNAVAILABLE, format!("saving the node's encryption failed: {e}"))
         })?;
@@ -208,6 +210,7 @@ mod tests {
             tls_ports: settee_cluster::TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
             node_encryption: true,
             tls_ca: String::new(),
+            meta_version: settee_cluster::metadata::META_VERSION,
         };
         meta.nodes.insert(1, node);
         let on = NetConfig { node_encryption: Some(true) };
