@@ -762,3 +762,84 @@ def test_three_node_source_follows_rebalance_and_failovers_under_a_steady_writer
         extra.stop()
         dst.stop()
 
+
+
+class SequentialWriter:
+    """Upserts `{prefix}-{n}` for n = 0, 1, ... on a thread until stopped, remembering the keys acknowledged."""
+
+    def __init__(self, collection, prefix: str):
+        import threading
+        self.collection, self.prefix = collection, prefix
+        self.acked: list[str] = []
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self):
+        n = 0
+        while not self.stop_event.is_set():
+            key = f"{self.prefix}-{n}"
+            try:
+                self.collection.upsert(key, {"n": n}, UpsertOptions(timeout=timedelta(seconds=5)))
+                self.acked.append(key)
+            except Exception:  # noqa: BLE001 - the source stays up; a timeout just retries the next key
+                pass
+            n += 1
+            time.sleep(0.002)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.thread.join(timeout=30)
+
+
+def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tmp_path):
+    """Issue 19: the target node stops mid-stream (SIGTERM, then SIGKILL) while the source keeps taking writes,
+    and starts again on its data directory: the replication reconnects by itself (the map refresh retried with
+    back-off, no error state kept: the task is `running` again with no change left), every write made before,
+    during and after the outage arrives with its metadata, and the source's replication queue stays bounded
+    meanwhile (reading stops while the target is away: the changes wait in the source bucket, counted in
+    `changesLeft`, not in the replicator's memory)."""
+    src = start(tmp_path / "src")
+    dst = start(tmp_path / "dst")
+    try:
+        rid = replicate(src, dst, "dc2", checkpointInterval="1")
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        acked: list[str] = []
+        for how in ("term", "kill"):
+            with SequentialWriter(source, how) as writer:
+                wait_until(lambda: len(writer.acked) >= 200 and task(src, rid)["docsWritten"] >= 100,
+                           timeout_seconds=30, what="the replication under way")
+                if how == "term":
+                    assert dst.stop() in (0, -15)
+                else:
+                    dst.kill()
+                down_at = len(writer.acked)
+                # The source notices (an error in the task) and holds the writes made meanwhile.
+                t = wait_until(lambda: (lambda t: t if t["errors"] and len(writer.acked) > down_at + 300 else None)(
+                    task(src, rid)), timeout_seconds=30, what="writes while the target is down")
+                assert t["status"] == "running", t
+                left_while_down = wait_until(lambda: task(src, rid)["changesLeft"] >= 200, timeout_seconds=10,
+                                             what="changes left to grow while the target is down")
+                dst.start()
+                wait_until(lambda: len(writer.acked) > down_at + 600, timeout_seconds=30,
+                           what="writes after the target came back")
+            acked += writer.acked
+            t = caught_up(src, rid)
+            assert t["status"] == "running", t
+            print(f"\ntarget {how}: {down_at} writes before, {len(writer.acked) - down_at} during and after; "
+                  f"changes left while down {left_while_down}; task {t}")
+        d = connect(dst)
+        d.wait_until_ready(timedelta(seconds=20))
+        target = d.bucket("default").default_collection()
+        wait_until(lambda: snapshot(source, acked) == snapshot(target, acked), timeout_seconds=60,
+                   what="every write on the target")
+        c.close()
+        d.close()
+    finally:
+        src.stop()
+        dst.stop()
