@@ -148,11 +148,13 @@ def test_one_way_replication_keeps_metadata_pauses_and_resumes_from_its_checkpoi
 
 
 def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
-    """Issue 19: XDCR's statistics where Couchbase 7 serves them after a replication: the bucket's XDCR section
-    `/pools/default/buckets/@xdcr-<bucket>/stats` with ns_server's names (`replications/<uuid>/<source>/<target>/
-    docs_written`, `changes_left`, `wtavg_docs_latency` in ms, `replication_changes_left`), the statistics API
-    `/pools/default/stats/range/xdcr_*` with goxdcr's labels, and `/metrics` (`xdcr_docs_checked_total`,
-    `xdcr_wtavg_docs_latency_seconds`)."""
+    """Issue 19: XDCR's statistics where Couchbase 7 serves them after a replication of sets and deletions: the
+    bucket's XDCR section `/pools/default/buckets/@xdcr-<bucket>/stats` with ns_server's names
+    (`replications/<uuid>/<source>/<target>/docs_written`, `changes_left`, `wtavg_docs_latency` in ms, goxdcr's
+    set/deletion splits, `data_replicated`, `bandwidth_usage`, `size_rep_queue`, `replication_changes_left`), the
+    statistics API `/pools/default/stats/range/xdcr_*` with goxdcr's labels, and `/metrics`
+    (`xdcr_docs_checked_total`, `xdcr_wtavg_docs_latency_seconds`, `xdcr_deletion_docs_written_total`,
+    `xdcr_data_replicated_bytes`, ...)."""
     a = start(tmp_path / "a")
     b = start(tmp_path / "b")
     try:
@@ -163,7 +165,10 @@ def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
         ka = ca.bucket("default").default_collection()
         for i in range(50):
             ka.upsert(f"k-{i}", {"i": i})
-        caught_up(a, rid, written_at_least=50)
+        caught_up(a, rid, written_at_least=50)  # first, so that no set is deduplicated into its deletion
+        for i in range(0, 50, 5):
+            ka.remove(f"k-{i}")
+        caught_up(a, rid, written_at_least=60)
         prefix = f"replications/{uuid}/default/default/"
 
         def section():
@@ -171,12 +176,27 @@ def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
             assert status == 200, body
             samples = body["op"]["samples"]
             last = lambda name: next((v for v in reversed(samples.get(name, [])) if v is not None), None)
-            ok = last(prefix + "docs_written") == 50 and last(prefix + "changes_left") == 0
-            return samples if ok and last("replication_changes_left") == 0 else None
-        samples = wait_until(section, timeout_seconds=10, what="the XDCR section's samples")
+            ok = last(prefix + "docs_written") == 60 and last(prefix + "changes_left") == 0
+            return (samples, last) if ok and last("replication_changes_left") == 0 else None
+        samples, last = wait_until(section, timeout_seconds=10, what="the XDCR section's samples")
         assert len(samples["timestamp"]) == len(samples[prefix + "docs_written"])
         assert any((v or 0) > 0 for v in samples[prefix + "wtavg_docs_latency"]), "replies took some time"
-        assert any((v or 0) > 0 for v in samples[prefix + "rate_replicated"]), "50 writes in a second or so"
+        assert any((v or 0) > 0 for v in samples[prefix + "rate_replicated"]), "60 writes in a second or so"
+        # goxdcr's splits and sizes: 50 sets and 10 deletions written, the bytes of their requests (each at least
+        # the 48 bytes of header and extras, a set also its key and body), per second in bandwidth_usage, and
+        # nothing left queued.
+        splits = {stat: last(prefix + stat) for stat in ("set_docs_written", "deletion_docs_written",
+                                                          "expiry_docs_written", "set_received_from_dcp",
+                                                          "deletion_received_from_dcp", "set_failed_cr_source",
+                                                          "deletion_failed_cr_source", "size_rep_queue",
+                                                          "docs_rep_queue")}
+        assert splits == {"set_docs_written": 50, "deletion_docs_written": 10, "expiry_docs_written": 0,
+                          "set_received_from_dcp": 50, "deletion_received_from_dcp": 10, "set_failed_cr_source": 0,
+                          "deletion_failed_cr_source": 0, "size_rep_queue": 0, "docs_rep_queue": 0}, splits
+        sent = last(prefix + "data_replicated")
+        assert 60 * 48 + 50 * len('{"i":0}') <= sent < 60 * 100, sent
+        assert any((v or 0) > 0 for v in samples[prefix + "bandwidth_usage"]), "bytes sent in a second or so"
+        assert max(v or 0 for v in samples[prefix + "bandwidth_usage"]) <= sent
         assert "ops" not in samples and "curr_connections" not in samples, "the section holds XDCR's only"
         assert rest(a, "GET", "/pools/default/buckets/@xdcr-missing/stats")[0] == 404
 
@@ -185,14 +205,24 @@ def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
         assert status == 200 and not body["errors"], body
         [series] = body["data"]
         assert series["metric"]["targetClusterUUID"] == uuid and series["metric"]["targetBucketName"] == "default"
-        assert series["values"][-1][1] == "50", series
+        assert series["values"][-1][1] == "60", series
+        for metric, value in (("xdcr_deletion_docs_written_total", "10"), ("xdcr_set_docs_written_total", "50"),
+                              ("xdcr_data_replicated_bytes", str(int(sent))), ("xdcr_size_rep_queue_bytes", "0")):
+            status, body = rest(a, "GET", f"/pools/default/stats/range/{metric}?sourceBucketName=default&start=-30")
+            assert status == 200 and not body["errors"], body
+            assert body["data"][0]["values"][-1][1] == value, (metric, body)
         status, body = rest(a, "GET", "/pools/default/stats/range/xdcr_docs_written_total?targetBucketName=other")
         assert status == 200 and body["data"] == [], body
 
         status, text = rest(a, "GET", "/metrics")
         assert status == 200
         checked = [line for line in text.splitlines() if line.startswith("xdcr_docs_checked_total{")]
-        assert checked and float(checked[0].rsplit(" ", 1)[1]) >= 50, checked
+        assert checked and float(checked[0].rsplit(" ", 1)[1]) >= 60, checked
+        metric = lambda name: [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                               if line.startswith(name + "{")]
+        assert metric("xdcr_deletion_docs_written_total") == [10] and metric("xdcr_set_docs_written_total") == [50]
+        assert metric("xdcr_data_replicated_bytes") == [sent] and metric("xdcr_size_rep_queue_bytes") == [0]
+        assert "# TYPE xdcr_data_replicated_bytes gauge" in text
         assert any(line.startswith("xdcr_wtavg_docs_latency_seconds{") for line in text.splitlines())
         ca.close()
     finally:
@@ -795,6 +825,15 @@ class SequentialWriter:
         self.thread.join(timeout=30)
 
 
+def queue_bytes(node: SetteeServer) -> float:
+    """The node's `xdcr_size_rep_queue_bytes` (its one replication's)."""
+    status, text = rest(node, "GET", "/metrics")
+    assert status == 200
+    [value] = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("xdcr_size_rep_queue_bytes{")]
+    return value
+
+
 def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tmp_path):
     """Issue 19: the target node stops mid-stream (SIGTERM, then SIGKILL) while the source keeps taking writes,
     and starts again on its data directory: the replication reconnects by itself (the map refresh retried with
@@ -823,8 +862,12 @@ def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tm
                 t = wait_until(lambda: (lambda t: t if t["errors"] and len(writer.acked) > down_at + 300 else None)(
                     task(src, rid)), timeout_seconds=30, what="writes while the target is down")
                 assert t["status"] == "running", t
-                left_while_down = wait_until(lambda: task(src, rid)["changesLeft"] >= 200, timeout_seconds=10,
-                                             what="changes left to grow while the target is down")
+                left_while_down = wait_until(lambda: (lambda n: n if n >= 300 else None)(task(src, rid)["changesLeft"]),
+                                             timeout_seconds=10, what="changes left to grow while the target is down")
+                # Those changes wait in the source bucket: the replicator holds only the few writes that were in
+                # flight (300 queued writes would be over 4 KiB of keys and values).
+                queued = queue_bytes(src)
+                assert queued < 2048, f"{queued} bytes queued for a target that is down"
                 dst.start()
                 wait_until(lambda: len(writer.acked) > down_at + 600, timeout_seconds=30,
                            what="writes after the target came back")
@@ -832,7 +875,7 @@ def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tm
             t = caught_up(src, rid)
             assert t["status"] == "running", t
             print(f"\ntarget {how}: {down_at} writes before, {len(writer.acked) - down_at} during and after; "
-                  f"changes left while down {left_while_down}; task {t}")
+                  f"{left_while_down} changes left while down, {queued:.0f} bytes queued; errors {t['errors']}")
         d = connect(dst)
         d.wait_until_ready(timedelta(seconds=20))
         target = d.bucket("default").default_collection()
