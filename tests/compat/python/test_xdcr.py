@@ -230,12 +230,25 @@ def test_replication_statistics_read_where_couchbase_serves_them(tmp_path):
         b.stop()
 
 
+def kv_connections_accepted(node: SetteeServer) -> dict:
+    """The node's `settee_kv_connections_accepted_total` by transport."""
+    status, text = rest(node, "GET", "/metrics")
+    assert status == 200
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("settee_kv_connections_accepted_total{"):
+            found[line.split('transport="', 1)[1].split('"', 1)[0]] = float(line.rsplit(" ", 1)[1])
+    assert set(found) == {"plain", "tls"}, found
+    return found
+
+
 def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
     """Issue 19: `demandEncryption=1` with the remote's CA as `certificate` (`encryptionType` full by default, as
     goxdcr): the reference is validated over the remote's TLS management port (found through its
     `/nodes/self/xdcrSSLPorts`), a CA that did not sign the remote's certificate is refused when the reference is
     made with goxdcr's "Invalid remote cluster", a missing certificate names its field, and the replication's
-    bootstrap and writes go to the target's TLS KV port (`kvSSL`)."""
+    bootstrap and writes go to the target's TLS KV port (`kvSSL`): the target counts them there, and none on its
+    plain port."""
     a = new_tls_server(tmp_path / "a").start()
     b = new_tls_server(tmp_path / "b").start()
     try:
@@ -258,18 +271,25 @@ def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
         status, remotes = rest(a, "GET", "/pools/default/remoteClusters")
         assert remotes[0]["encryptionType"] == "full" and remotes[0]["certificate"].strip() == ca_b.strip()
 
+        before = kv_connections_accepted(b)
         status, body = rest(a, "POST", "/controller/createReplication",
                             {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
                              "replicationType": "continuous"})
         assert status == 200, body
         rid = body["id"]
-        ca, cb = connect(a), connect(b)
+        ca = connect(a)
         ca.wait_until_ready(timedelta(seconds=20))
-        cb.wait_until_ready(timedelta(seconds=20))
-        ka, kb = ca.bucket("default").default_collection(), cb.bucket("default").default_collection()
+        ka = ca.bucket("default").default_collection()
         for i in range(20):
             ka.upsert(f"tls-{i}", {"i": i})
         caught_up(a, rid, written_at_least=20)
+        # The target saw the replication's KV connections (bootstrap and writer) on its TLS port only: a
+        # replication that fell back to the plain port would show there.
+        after = kv_connections_accepted(b)
+        assert after["plain"] == before["plain"] and after["tls"] >= before["tls"] + 2, (before, after)
+        cb = connect(b)
+        cb.wait_until_ready(timedelta(seconds=20))
+        kb = cb.bucket("default").default_collection()
         keys = [f"tls-{i}" for i in range(20)]
         assert snapshot(ka, keys) == snapshot(kb, keys)
         assert not task(a, rid)["errors"], task(a, rid)

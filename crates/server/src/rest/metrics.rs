@@ -139,6 +139,11 @@ fn gather(node: &Node) -> Families {
     const REPLICATION: &str = "Replication connections other nodes' feeds hold open to this node, by transport";
     f.gauge("settee_dcp_replication_producers", REPLICATION, vec![("transport", "plain".to_owned())], plain as f64);
     f.gauge("settee_dcp_replication_producers", REPLICATION, vec![("transport", "tls".to_owned())], tls as f64);
+    const ACCEPTED: &str = "KV connections served since the node started, by the port they came to";
+    for (i, transport) in ["plain", "tls"].into_iter().enumerate() {
+        let accepted = node.kv_accepted[i].load(Relaxed) as f64;
+        f.counter("settee_kv_connections_accepted", ACCEPTED, vec![("transport", transport.to_owned())], accepted);
+    }
     f.gauge("kv_uptime_seconds", "Seconds since the node started", vec![], node.started.elapsed().as_secs_f64());
     for bucket in node.buckets() {
         bucket_families(&mut f, node, &bucket);
