@@ -262,7 +262,7 @@ def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
         assert status == 400 and "certificate must be given" in body["errors"]["certificate"], body
         status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_a})
         assert status == 400 and body["errors"]["_"].startswith("Invalid remote cluster."), body
-        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"encryptionType": "half",
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"encryptionType": "quarter",
                                                                              "certificate": ca_b})
         assert status == 400 and "encryptionType" in body["errors"], body
         status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_b})
@@ -293,6 +293,52 @@ def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
         keys = [f"tls-{i}" for i in range(20)]
         assert snapshot(ka, keys) == snapshot(kb, keys)
         assert not task(a, rid)["errors"], task(a, rid)
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_half_encryption_protects_the_password_and_sends_the_documents_in_clear(tmp_path):
+    """Issue 19: goxdcr's half encryption (`encryptionType=half`, or `secureType=half`): the management calls go
+    over HTTPS trusting the given CA (goxdcr's fallback when the remote's REST does not take SCRAM-SHA, as
+    settee's does not; without a CA it fails with goxdcr's words), and the KV connections go to the target's plain
+    port with SCRAM-SHA512, so they work on a target that refuses PLAIN without TLS
+    (`allowPlainAuthWithoutTls=false`): the target counts them on its plain port, none on its TLS one."""
+    a = new_tls_server(tmp_path / "a").start()
+    b = new_tls_server(tmp_path / "b").start()
+    try:
+        status, ca_b = rest(b, "GET", "/pools/default/certificate")
+        assert status == 200, ca_b
+        status, body = rest(b, "POST", "/settings/security", {"allowPlainAuthWithoutTls": "false"})
+        assert status == 200, body
+        form = {"name": "to-b", "hostname": b.mgmt_addr, "username": USERNAME, "password": PASSWORD,
+                "demandEncryption": "1", "encryptionType": "half"}
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form)
+        assert status == 400 and 'using "half" secure mode' in body["errors"]["_"], body
+        status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_b})
+        assert status == 200, body
+        assert body["secureType"] == "half" and body["encryptionType"] == "half" and body["demandEncryption"], body
+        before = kv_connections_accepted(b)
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
+                             "replicationType": "continuous"})
+        assert status == 200, body
+        rid = body["id"]
+        ca = connect(a)
+        ca.wait_until_ready(timedelta(seconds=20))
+        ka = ca.bucket("default").default_collection()
+        for i in range(20):
+            ka.upsert(f"half-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=20)
+        assert not task(a, rid)["errors"], task(a, rid)
+        after = kv_connections_accepted(b)
+        assert after["tls"] == before["tls"] and after["plain"] >= before["plain"] + 2, (before, after)
+        cb = connect(b)  # the SDK authenticates with SCRAM too
+        cb.wait_until_ready(timedelta(seconds=20))
+        keys = [f"half-{i}" for i in range(20)]
+        assert snapshot(ka, keys) == snapshot(cb.bucket("default").default_collection(), keys)
         ca.close()
         cb.close()
     finally:

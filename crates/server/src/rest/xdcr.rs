@@ -68,11 +68,11 @@ async fn upsert_remote(
     if password.is_empty() {
         return Err(RestError::field("password", "password is missing"));
     }
-    let encryption = match encryption_of(&form)? {
+    let encryption = match encryption_of(&form, &hostname)? {
         None => None,
-        Some(certificate) => {
+        Some((certificate, half)) => {
             // The CA must parse before anything is dialled; then the TLS management port, as goxdcr finds it.
-            let probe = RemoteTls { certificate, mgmt_tls: String::new() };
+            let probe = RemoteTls { certificate, mgmt_tls: String::new(), half };
             probe.client(&hostname).map_err(|e| RestError::field("certificate", e))?;
             let mgmt_tls = remote::tls_mgmt_addr(&hostname).await.map_err(|e| RestError::field("_", e))?;
             Some(RemoteTls { mgmt_tls, ..probe })
@@ -100,10 +100,12 @@ async fn upsert_remote(
     Ok(Json(answer))
 }
 
-/// The remote's CA when the form asks for full encryption, as goxdcr reads it: `secureType` (none, full) wins over
-/// `demandEncryption` (1/true/on) with `encryptionType` (full when not given); full needs `certificate` (PEM), none
-/// refuses one. Half encryption (only the password protected) is refused: settee offers full or none.
-fn encryption_of(form: &Form) -> Result<Option<String>, RestError> {
+/// The remote's CA and whether encryption is half when the form asks for encryption, as goxdcr reads it:
+/// `secureType` (none, half, full) wins over `demandEncryption` (1/true/on) with `encryptionType` (full when not
+/// given); full needs `certificate` (PEM), none refuses one. Half needs one here too: goxdcr makes a half-encrypted
+/// reference's management calls with SCRAM-SHA over HTTP, or over HTTPS when the remote does not take that (as
+/// settee's REST service does not), which needs the remote's CA; without one it fails as goxdcr does.
+fn encryption_of(form: &Form, hostname: &str) -> Result<Option<(String, bool)>, RestError> {
     let secure = match form.get("secureType").map(str::trim).filter(|v| !v.is_empty()) {
         Some(t) => t.to_owned(),
         None if matches!(form.get("demandEncryption").map(str::trim), Some("1" | "true" | "on")) => {
@@ -117,9 +119,16 @@ fn encryption_of(form: &Form) -> Result<Option<String>, RestError> {
         ("none", Some(_)) => {
             Err(RestError::field("certificate", "certificate cannot be given when secure type is none"))
         }
-        ("full", Some(pem)) => Ok(Some(pem.to_owned())),
+        ("full", Some(pem)) => Ok(Some((pem.to_owned(), false))),
         ("full", None) => Err(RestError::field("certificate", "certificate must be given when secure type is full")),
-        ("half", _) => Err(RestError::field("encryptionType", "settee offers full encryption or none, not half")),
+        ("half", Some(pem)) => Ok(Some((pem.to_owned(), true))),
+        ("half", None) => Err(RestError::field(
+            "_",
+            format!(
+                "Cannot connect to target {hostname} using \"half\" secure mode. Cannot use https because server \
+                 certificate has not been provided."
+            ),
+        )),
         (other, _) => Err(RestError::field("encryptionType", format!("{other} is not one of none, half, full"))),
     }
 }
@@ -294,19 +303,26 @@ mod tests {
     }
 
     /// Proves the encryption fields are read as goxdcr reads them: none by default, demandEncryption meaning full
-    /// unless encryptionType says otherwise, secureType winning, a certificate required by full and refused by
-    /// none, half refused.
+    /// unless encryptionType says otherwise, secureType winning, a certificate required by full and half (settee's
+    /// REST has no SCRAM-SHA, so half's management calls need HTTPS) and refused by none.
     #[test]
     fn encryption_is_full_when_demanded_and_needs_a_certificate() {
         let form = |body: &str| Form::parse(body.as_bytes());
-        assert_eq!(encryption_of(&form("name=a")).unwrap(), None);
-        assert_eq!(encryption_of(&form("demandEncryption=1&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
-        assert_eq!(encryption_of(&form("secureType=full&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
-        assert_eq!(field_of(encryption_of(&form("demandEncryption=1")).unwrap_err()), "certificate");
-        assert_eq!(field_of(encryption_of(&form("certificate=PEM")).unwrap_err()), "certificate");
-        let half = form("demandEncryption=true&encryptionType=half&certificate=PEM");
-        assert_eq!(field_of(encryption_of(&half).unwrap_err()), "encryptionType");
-        let overridden = form("secureType=none&demandEncryption=1");
-        assert_eq!(encryption_of(&overridden).unwrap(), None, "secureType wins");
+        let of = |body: &str| encryption_of(&form(body), "h:1");
+        let full = Some(("PEM".to_owned(), false));
+        assert_eq!(of("name=a").unwrap(), None);
+        assert_eq!(of("demandEncryption=1&certificate=PEM").unwrap(), full);
+        assert_eq!(of("secureType=full&certificate=PEM").unwrap(), full);
+        assert_eq!(field_of(of("demandEncryption=1").unwrap_err()), "certificate");
+        assert_eq!(field_of(of("certificate=PEM").unwrap_err()), "certificate");
+        let half = of("demandEncryption=true&encryptionType=half&certificate=PEM").unwrap();
+        assert_eq!(half, Some(("PEM".to_owned(), true)));
+        assert_eq!(of("secureType=half&certificate=PEM").unwrap(), half);
+        assert_eq!(field_of(of("secureType=half").unwrap_err()), "_");
+        assert_eq!(
+            field_of(of("demandEncryption=1&encryptionType=quarter&certificate=PEM").unwrap_err()),
+            "encryptionType"
+        );
+        assert_eq!(of("secureType=none&demandEncryption=1").unwrap(), None, "secureType wins");
     }
 }

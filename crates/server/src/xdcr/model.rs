@@ -15,21 +15,52 @@ pub struct RemoteCluster {
     pub username: String,
     /// Kept as given: the replicator authenticates with it (see docs/compat.md, XDCR).
     pub password: String,
-    /// `demandEncryption=1` with `encryptionType=full`: everything to the remote over TLS, trusting this CA.
+    /// `demandEncryption=1`: `encryptionType=full` (everything to the remote over TLS) or `half`, trusting this CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<RemoteTls>,
 }
 
-/// Full encryption to a remote cluster: its CA (`certificate`, PEM) and its TLS management address, learned from
-/// its `/nodes/self/xdcrSSLPorts` when the reference was made.
+/// Encryption to a remote cluster: its CA (`certificate`, PEM) and its TLS management address, learned from its
+/// `/nodes/self/xdcrSSLPorts` when the reference was made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteTls {
     pub certificate: String,
     /// `host:port` of the remote's HTTPS management service.
     pub mgmt_tls: String,
+    /// goxdcr's half encryption: only the credentials protected. The management calls go over HTTPS (goxdcr's
+    /// fallback when the remote's REST has no SCRAM-SHA authentication, as settee's has not) and the KV
+    /// connections to the plain ports with SCRAM-SHA512, so the documents travel in clear.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub half: bool,
 }
 
 impl RemoteTls {
+    /// `full` or `half`, as goxdcr shows `encryptionType` and `secureType`.
+    pub fn kind(&self) -> &'static str {
+        if self.half {
+            "half"
+        } else {
+            "full"
+        }
+    }
+
+    /// The TLS client for the remote's KV ports: None under half encryption (plain ports).
+    pub fn kv_client(&self, hostname: &str) -> Result<Option<settee_client::TlsClient>, String> {
+        if self.half {
+            return Ok(None);
+        }
+        self.client(hostname).map(Some)
+    }
+
+    /// How the KV connections authenticate: SCRAM on the plain ports under half encryption, PLAIN inside TLS.
+    pub fn kv_auth(&self) -> settee_client::Auth {
+        if self.half {
+            settee_client::Auth::ScramSha512
+        } else {
+            settee_client::Auth::Plain
+        }
+    }
+
     /// The TLS client that trusts the remote's CA; the certificate is checked for the host dialled (its name, or
     /// its address when the reference names an IP address).
     pub fn client(&self, hostname: &str) -> Result<settee_client::TlsClient, String> {
@@ -51,9 +82,9 @@ impl RemoteCluster {
             "deleted": false,
             "hostname": self.hostname,
             "name": name,
-            "secureType": if self.encryption.is_some() { "full" } else { "none" },
+            "secureType": self.encryption.as_ref().map_or("none", RemoteTls::kind),
             "demandEncryption": self.encryption.is_some(),
-            "encryptionType": if self.encryption.is_some() { "full" } else { "" },
+            "encryptionType": self.encryption.as_ref().map_or("", RemoteTls::kind),
             "certificate": self.encryption.as_ref().map_or("", |t| t.certificate.as_str()),
             "uri": format!("/pools/default/remoteClusters/{name}"),
             "username": self.username,
