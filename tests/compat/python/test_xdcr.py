@@ -346,6 +346,99 @@ def test_half_encryption_protects_the_password_and_sends_the_documents_in_clear(
         b.stop()
 
 
+def client_certificate(node: SetteeServer, out, cn: str) -> tuple[str, str]:
+    """A client certificate for `cn` signed by `node`'s CA (as an operator signs one with openssl): (cert, key)
+    PEM."""
+    import subprocess
+    ca_dir = node.data_dir / "certs"
+    key, csr, cert, ext = (out / f"client.{s}" for s in ("key", "csr", "pem", "ext"))
+    ext.write_text("extendedKeyUsage=clientAuth\n")
+    for argv in (["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", str(key), "-subj", f"/CN={cn}", "-out", str(csr)],
+                 ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_dir / "ca.pem"), "-CAkey",
+                  str(ca_dir / "ca-key.pem"), "-CAcreateserial", "-CAserial", str(out / "ca.srl"), "-days", "2",
+                  "-extfile", str(ext), "-out", str(cert)]):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (argv, done.stderr)
+    return cert.read_text(), key.read_text()
+
+
+def test_full_encryption_with_a_client_certificate_instead_of_a_password(tmp_path):
+    """Issue 19: a reference with `clientCertificate` and `clientKey` instead of a username and password (full
+    encryption only, as goxdcr): the source presents the certificate on its HTTPS management calls and its TLS KV
+    connections, and the target maps it to a user (`/settings/clientCertAuth`) who has no password the source
+    knows; goxdcr's rules on the credentials are checked with its words."""
+    a = new_tls_server(tmp_path / "a").start()
+    b = new_tls_server(tmp_path / "b").start()
+    try:
+        status, ca_b = rest(b, "GET", "/pools/default/certificate")
+        assert status == 200, ca_b
+        status, body = rest(b, "PUT", "/settings/rbac/users/local/xdcr-cert",
+                            {"password": "never-given-to-a", "roles": "replication_target[default]"})
+        assert status == 200, body
+        rule = {"path": "subject.cn", "prefix": "app-", "delimiter": ""}
+        status, body = rest_json(b, "/settings/clientCertAuth", {"state": "enable", "prefixes": [rule]})
+        assert status in (200, 202), body
+        cert, key = client_certificate(b, tmp_path, "app-xdcr-cert")
+        base = {"name": "to-b", "hostname": b.mgmt_addr, "demandEncryption": "1", "certificate": ca_b}
+        for extra, field, words in (
+                ({}, "_", "either username or client certificate"),
+                ({"clientCertificate": cert, "clientKey": key, "username": USERNAME, "password": PASSWORD}, "_",
+                 "cannot both be given"),
+                ({"clientCertificate": cert}, "clientKey", "client key must be given"),
+                ({"clientCertificate": cert, "clientKey": key, "password": "x"}, "password", "cannot be given"),
+                ({"clientCertificate": cert, "clientKey": key, "encryptionType": "half", "username": USERNAME,
+                  "password": PASSWORD}, "clientCertificate", "not full"),
+                ({"clientCertificate": cert, "clientKey": ca_b}, "InvalidClientCertKeyPair", "failed to parse")):
+            status, body = rest(a, "POST", "/pools/default/remoteClusters", base | extra)
+            assert status == 400 and words in body["errors"].get(field, ""), (extra.keys(), body)
+        status, body = rest(a, "POST", "/pools/default/remoteClusters",
+                            base | {"clientCertificate": cert, "clientKey": key})
+        assert status == 200, body
+        assert body["username"] == "" and body["clientCertificate"].strip() == cert.strip(), body
+        assert "clientKey" not in body, "the key is never shown"
+
+        before = kv_connections_accepted(b)
+        status, body = rest(a, "POST", "/controller/createReplication",
+                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
+                             "replicationType": "continuous"})
+        assert status == 200, body
+        rid = body["id"]
+        ca = connect(a)
+        ca.wait_until_ready(timedelta(seconds=20))
+        ka = ca.bucket("default").default_collection()
+        for i in range(20):
+            ka.upsert(f"cert-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=20)
+        assert not task(a, rid)["errors"], task(a, rid)
+        after = kv_connections_accepted(b)
+        assert after["plain"] == before["plain"] and after["tls"] >= before["tls"] + 2, (before, after)
+        cb = connect(b)
+        cb.wait_until_ready(timedelta(seconds=20))
+        keys = [f"cert-{i}" for i in range(20)]
+        assert snapshot(ka, keys) == snapshot(cb.bucket("default").default_collection(), keys)
+        ca.close()
+        cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def rest_json(node: SetteeServer, path: str, body: dict):
+    """A POST with a JSON body as the administrator: (status, text)."""
+    import base64
+    import json
+    import urllib.request
+    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    request = urllib.request.Request(node.mgmt_url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Authorization": f"Basic {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def test_bidirectional_replication_converges_without_ping_pong(tmp_path):
     a = start(tmp_path / "a")
     b = start(tmp_path / "b")

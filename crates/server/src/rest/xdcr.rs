@@ -63,17 +63,26 @@ async fn upsert_remote(
     let name = field("name").ok_or_else(|| RestError::field("name", "cluster name is missing"))?;
     let hostname = field("hostname").ok_or_else(|| RestError::field("hostname", "hostname (ip) is missing"))?;
     let hostname = remote::normalise_hostname(&hostname).map_err(|e| RestError::field("hostname", e))?;
-    let username = field("username").ok_or_else(|| RestError::field("username", "username is missing"))?;
+    let username = field("username").unwrap_or_default();
     let password = form.get("password").unwrap_or_default().to_owned();
-    if password.is_empty() {
-        return Err(RestError::field("password", "password is missing"));
-    }
-    let encryption = match encryption_of(&form, &hostname)? {
+    let encryption = encryption_of(&form, &hostname)?;
+    let identity = client_identity_of(&form, encryption.as_ref().is_some_and(|(_, half)| !half), &username, &password)?;
+    let encryption = match encryption {
         None => None,
         Some((certificate, half)) => {
             // The CA must parse before anything is dialled; then the TLS management port, as goxdcr finds it.
-            let probe = RemoteTls { certificate, mgmt_tls: String::new(), half };
-            probe.client(&hostname).map_err(|e| RestError::field("certificate", e))?;
+            let (client_certificate, client_key) = identity.unwrap_or_default();
+            let probe = RemoteTls { certificate, mgmt_tls: String::new(), half, client_certificate, client_key };
+            probe.client(&hostname).map_err(|e| {
+                if probe.client_certificate.is_empty() {
+                    RestError::field("certificate", e)
+                } else {
+                    RestError::field(
+                        "InvalidClientCertKeyPair",
+                        format!("failed to parse client certificate/key pair; err={e}"),
+                    )
+                }
+            })?;
             let mgmt_tls = remote::tls_mgmt_addr(&hostname).await.map_err(|e| RestError::field("_", e))?;
             Some(RemoteTls { mgmt_tls, ..probe })
         }
@@ -130,6 +139,57 @@ fn encryption_of(form: &Form, hostname: &str) -> Result<Option<(String, bool)>, 
             ),
         )),
         (other, _) => Err(RestError::field("encryptionType", format!("{other} is not one of none, half, full"))),
+    }
+}
+
+/// The credentials' rules, as goxdcr checks them: outside full encryption a username and password are needed
+/// and no client certificate or key may be given; under full encryption either a username (with its password) or
+/// a client certificate (with its key, and no password), not both. Returns the certificate and key when given.
+fn client_identity_of(
+    form: &Form,
+    full: bool,
+    username: &str,
+    password: &str,
+) -> Result<Option<(String, String)>, RestError> {
+    let pem = |k: &str| form.get(k).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let (certificate, key) = (pem("clientCertificate"), pem("clientKey"));
+    if !full {
+        if username.is_empty() {
+            return Err(RestError::field("username", "username is missing"));
+        }
+        if password.is_empty() {
+            return Err(RestError::field("password", "password is missing"));
+        }
+        if certificate.is_some() {
+            let e = "client certificate cannot be given when secure type is not full";
+            return Err(RestError::field("clientCertificate", e));
+        }
+        if key.is_some() {
+            return Err(RestError::field("clientKey", "client key cannot be given when secure type is not full"));
+        }
+        return Ok(None);
+    }
+    match (username.is_empty(), certificate) {
+        (true, None) => {
+            Err(RestError::field("_", "either username or client certificate must be given when secure type is full"))
+        }
+        (false, Some(_)) => {
+            Err(RestError::field("_", "username and client certificate cannot both be given when secure type is full"))
+        }
+        (false, None) if password.is_empty() => {
+            Err(RestError::field("password", "password must be given when username is specified"))
+        }
+        (false, None) if key.is_some() => {
+            Err(RestError::field("clientKey", "client key cannot be given when client certificate is not specified"))
+        }
+        (false, None) => Ok(None),
+        (true, Some(_)) if !password.is_empty() => {
+            Err(RestError::field("password", "password cannot be given when username is not specified"))
+        }
+        (true, Some(cert)) => match key {
+            Some(key) => Ok(Some((cert, key))),
+            None => Err(RestError::field("clientKey", "client key must be given when client certificate is specified")),
+        },
     }
 }
 
@@ -324,5 +384,28 @@ mod tests {
             "encryptionType"
         );
         assert_eq!(of("secureType=none&demandEncryption=1").unwrap(), None, "secureType wins");
+    }
+
+    /// Proves goxdcr's credential rules: a username and password outside full encryption, and under it either a
+    /// username with its password or a client certificate with its key (no password), never both.
+    #[test]
+    fn credentials_are_a_password_or_a_client_certificate_when_full() {
+        let check = |body: &str, full: bool, user: &str, password: &str| {
+            client_identity_of(&Form::parse(body.as_bytes()), full, user, password)
+        };
+        assert_eq!(check("", false, "u", "p").unwrap(), None);
+        assert_eq!(field_of(check("", false, "", "p").unwrap_err()), "username");
+        assert_eq!(field_of(check("", false, "u", "").unwrap_err()), "password");
+        assert_eq!(field_of(check("clientCertificate=C", false, "u", "p").unwrap_err()), "clientCertificate");
+        assert_eq!(field_of(check("clientKey=K", false, "u", "p").unwrap_err()), "clientKey");
+        assert_eq!(check("", true, "u", "p").unwrap(), None);
+        let both = Some(("C".to_owned(), "K".to_owned()));
+        assert_eq!(check("clientCertificate=C&clientKey=K", true, "", "").unwrap(), both);
+        assert_eq!(field_of(check("", true, "", "").unwrap_err()), "_");
+        assert_eq!(field_of(check("clientCertificate=C&clientKey=K", true, "u", "p").unwrap_err()), "_");
+        assert_eq!(field_of(check("clientCertificate=C", true, "", "").unwrap_err()), "clientKey");
+        assert_eq!(field_of(check("clientCertificate=C&clientKey=K", true, "", "p").unwrap_err()), "password");
+        assert_eq!(field_of(check("clientKey=K", true, "u", "p").unwrap_err()), "clientKey");
+        assert_eq!(field_of(check("", true, "u", "").unwrap_err()), "password");
     }
 }

@@ -32,6 +32,13 @@ pub struct RemoteTls {
     /// connections to the plain ports with SCRAM-SHA512, so the documents travel in clear.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub half: bool,
+    /// Full encryption with a client certificate (`clientCertificate`, `clientKey`, PEM) instead of a username: the
+    /// source presents it on every TLS connection and the remote maps it to a user (`/settings/clientCertAuth`);
+    /// the KV connections then skip SASL. Empty when the reference has a username.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_certificate: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_key: String,
 }
 
 impl RemoteTls {
@@ -52,10 +59,13 @@ impl RemoteTls {
         self.client(hostname).map(Some)
     }
 
-    /// How the KV connections authenticate: SCRAM on the plain ports under half encryption, PLAIN inside TLS.
+    /// How the KV connections authenticate: SCRAM on the plain ports under half encryption, by the client
+    /// certificate when there is one, else PLAIN inside TLS.
     pub fn kv_auth(&self) -> settee_client::Auth {
         if self.half {
             settee_client::Auth::ScramSha512
+        } else if !self.client_certificate.is_empty() {
+            settee_client::Auth::Certificate
         } else {
             settee_client::Auth::Plain
         }
@@ -64,7 +74,12 @@ impl RemoteTls {
     /// The TLS client that trusts the remote's CA; the certificate is checked for the host dialled (its name, or
     /// its address when the reference names an IP address).
     pub fn client(&self, hostname: &str) -> Result<settee_client::TlsClient, String> {
-        let client = settee_client::TlsClient::with_roots_pem(&self.certificate).map_err(|e| e.to_string())?;
+        let client = if self.client_certificate.is_empty() {
+            settee_client::TlsClient::with_roots_pem(&self.certificate)
+        } else {
+            settee_client::TlsClient::with_identity_pem(&self.certificate, &self.client_certificate, &self.client_key)
+        };
+        let client = client.map_err(|e| e.to_string())?;
         let host = settee_client::host_of(hostname);
         if host.parse::<std::net::IpAddr>().is_ok() {
             Ok(client)
@@ -86,6 +101,7 @@ impl RemoteCluster {
             "demandEncryption": self.encryption.is_some(),
             "encryptionType": self.encryption.as_ref().map_or("", RemoteTls::kind),
             "certificate": self.encryption.as_ref().map_or("", |t| t.certificate.as_str()),
+            "clientCertificate": self.encryption.as_ref().map_or("", |t| t.client_certificate.as_str()),
             "uri": format!("/pools/default/remoteClusters/{name}"),
             "username": self.username,
             "uuid": self.uuid,

@@ -28,7 +28,8 @@ pub fn normalise_hostname(hostname: &str) -> Result<String, String> {
 /// trusting only the reference's CA, when the reference demands encryption. A TLS failure (a certificate the CA
 /// did not sign) is goxdcr's "Invalid remote cluster".
 pub async fn get(remote: &RemoteCluster, path: &str) -> Result<rest_client::Reply, String> {
-    let creds = Some((remote.username.as_str(), remote.password.as_str()));
+    // No username: the reference authenticates by its client certificate.
+    let creds = (!remote.username.is_empty()).then_some((remote.username.as_str(), remote.password.as_str()));
     match &remote.encryption {
         None => rest_client::call(&remote.hostname, None, None, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
             .await
