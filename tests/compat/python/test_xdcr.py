@@ -1,7 +1,10 @@
-"""XDCR between two settee nodes, set up with Couchbase's REST calls and checked through the official SDK: creates,
+"""XDCR between settee clusters, set up with Couchbase's REST calls and checked through the official SDK: creates,
 updates, deletions and expiries replicated with their metadata (value, flags, expiry, CAS), pause and resume, a
-source restart that resumes from its checkpoint instead of resending from zero, and bidirectional replication
-that converges without the same mutation bouncing back and forth."""
+source restart that resumes from its checkpoint instead of resending from zero, a 3-node source through rebalance
+and failovers under a writer, a target restarted mid-stream, statistics, full and half encryption and client
+certificates, collections and filters, and bidirectional replication that converges without the same mutation
+bouncing back and forth. Every bucket here is made with its own type, so the suite's second, persistent-bucket
+pass (scripts/test-compat.sh) leaves it out."""
 
 from __future__ import annotations
 
