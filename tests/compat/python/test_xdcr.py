@@ -999,7 +999,8 @@ def queue_bytes(node: SetteeServer) -> float:
 def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tmp_path):
     """Issue 19: the target node stops mid-stream (SIGTERM, then SIGKILL) while the source keeps taking writes,
     and starts again on its data directory: the replication reconnects by itself (the map refresh retried with
-    back-off, no error state kept: the task is `running` again with no change left), every write made before,
+    back-off; the task `running` throughout, its errors listed while the target is away and cleared once it is
+    back, as goxdcr clears them when its pipeline runs again), every write made before,
     during and after the outage arrives with its metadata, and the source's replication queue stays bounded
     meanwhile (reading stops while the target is away: the changes wait in the source bucket, counted in
     `changesLeft`, not in the replicator's memory)."""
@@ -1024,6 +1025,7 @@ def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tm
                 t = wait_until(lambda: (lambda t: t if t["errors"] and len(writer.acked) > down_at + 300 else None)(
                     task(src, rid)), timeout_seconds=30, what="writes while the target is down")
                 assert t["status"] == "running", t
+                errors_while_down = t["errors"]
                 left_while_down = wait_until(lambda: (lambda n: n if n >= 300 else None)(task(src, rid)["changesLeft"]),
                                              timeout_seconds=10, what="changes left to grow while the target is down")
                 # Those changes wait in the source bucket: the replicator holds only the few writes that were in
@@ -1035,9 +1037,11 @@ def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tm
                            what="writes after the target came back")
             acked += writer.acked
             t = caught_up(src, rid)
-            assert t["status"] == "running", t
+            # Running again with no error left over: reconnected, the errors of the outage were cleared.
+            assert t["status"] == "running" and t["errors"] == [], t
             print(f"\ntarget {how}: {down_at} writes before, {len(writer.acked) - down_at} during and after; "
-                  f"{left_while_down} changes left while down, {queued:.0f} bytes queued; errors {t['errors']}")
+                  f"{left_while_down} changes left while down, {queued:.0f} bytes queued; errors while down "
+                  f"{errors_while_down}")
         d = connect(dst)
         d.wait_until_ready(timedelta(seconds=20))
         target = d.bucket("default").default_collection()

@@ -333,6 +333,9 @@ impl Runner {
             Ok(map) => {
                 self.need_map = false;
                 self.refresh_failures = 0;
+                // Connected again: the errors that led here are over, as goxdcr clears a replication's errors once
+                // its pipeline runs again (the task list shows no stale error for a replication that recovered).
+                self.status.lock().errors.clear();
                 for node in 0..map.previous_nodes {
                     let _ = self.core.handle(now(&self.node), Event::NodeDown { node });
                 }
