@@ -103,12 +103,13 @@ fi
 
 log "Python suite again on a persistent (couchbase) bucket"
 # shellcheck disable=SC2086
-# (the cluster, rebalance, chaos and index recovery suites create their own couchbase buckets: the first pass
-# already ran them)
+# (the cluster, rebalance, chaos, index recovery and XDCR suites create their own buckets, whatever the suite's
+# type: the first pass already ran them)
 if ! (cd tests/compat/python && SETTEE_COMPAT_BUCKET_TYPE=couchbase ../../../.venv/bin/python -m pytest \
         --ignore=test_persistence.py --ignore=test_cluster.py --ignore=test_rebalance.py --ignore=test_chaos.py \
         --ignore=test_query_cluster.py --ignore=test_index_recovery.py --ignore=test_rbac_matrix.py \
-        --ignore=test_security_settings.py --ignore=test_cli_rest.py --ignore=test_mixed_versions.py ${PYTEST_ARGS:-}); then
+        --ignore=test_security_settings.py --ignore=test_cli_rest.py --ignore=test_mixed_versions.py --ignore=test_xdcr.py \
+        --ignore=test_xdcr_tls.py --ignore=test_xdcr_faults.py ${PYTEST_ARGS:-}); then
     failures+=("python-couchbase-bucket")
 fi
 

@@ -215,6 +215,7 @@ async fn bootstrap(args: &RunArgs, spec: &Spec) -> Result<LinkFactory, BenchErro
                 features: SDK_FEATURES.to_vec(),
                 agent: format!("settee-bench/{}", env!("CARGO_PKG_VERSION")),
                 tls,
+                auth: settee_client::Auth::Plain,
             };
             let (cluster, mut conn) = Cluster::bootstrap(seeds, options).await?;
             let cid = match &args.collection {

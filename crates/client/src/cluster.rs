@@ -26,6 +26,8 @@ pub struct BootstrapOptions {
     pub agent: String,
     /// TLS for every connection (the seeds are then TLS ports, and each node is reached on its `kvSSL` port).
     pub tls: Option<crate::TlsClient>,
+    /// How every connection authenticates (PLAIN unless told otherwise).
+    pub auth: crate::Auth,
 }
 
 /// The features the official SDKs ask for that change what goes over the wire for KV operations. Duplex with brief
@@ -164,12 +166,12 @@ impl Cluster {
     }
 }
 
-/// Opens a connection to `host:port` and runs HELLO, SASL PLAIN and SELECT_BUCKET.
+/// Opens a connection to `host:port` and runs HELLO, authentication (`options.auth`) and SELECT_BUCKET.
 async fn handshake(addr: &str, options: &BootstrapOptions) -> Result<Connection, ClientError> {
     let sock = resolve(addr).await?;
     let mut conn = Connection::connect_raw_with(sock, None, options.tls.as_ref()).await?;
     conn.hello(&options.agent, &options.features).await?;
-    conn.sasl_plain(&options.user, &options.password).await?;
+    conn.authenticate(options.auth, &options.user, &options.password).await?;
     conn.select_bucket(&options.bucket).await?;
     Ok(conn)
 }
@@ -209,6 +211,7 @@ mod tests {
             features: vec![],
             agent: "t".into(),
             tls: None,
+            auth: crate::Auth::Plain,
         }
     }
 

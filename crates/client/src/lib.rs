@@ -6,6 +6,7 @@
 //!   (GET_COLLECTION_ID), newer configs from the server ([`ConfigChange`]), and [`NodeConnections`], one connection
 //!   per KV node with vBucket routing from the config's `vBucketMap`, `serverList` and `nodesExt`
 //!   ([`ClusterConfig`]), reconciled with a new node list by [`Cluster::reconcile`].
+//! - [`Auth`]: PLAIN, SCRAM-SHA512 ([`ScramClient`], sans-IO) or a TLS client certificate.
 //! - [`dial`]: a TCP connection, optionally from a chosen local address (`Connection::connect_from`).
 //! - [`TlsClient`]: the CAs a TLS connection trusts (`Connection::connect_with`); the connection then runs over a
 //!   [`KvStream`], plain or TLS, which `into_parts` hands to callers that speak DCP themselves.
@@ -17,13 +18,15 @@ mod config;
 mod connection;
 mod dial;
 mod node_connections;
+mod scram;
 mod stream;
 mod tls;
 
 pub use cluster::{host_of, resolve, BootstrapOptions, Cluster, ConfigChange, SDK_FEATURES};
 pub use config::{service_endpoints, vbucket_of, ClusterConfig};
-pub use connection::{ClientError, Connection, OwnedResponse, WithMetaWrite};
+pub use connection::{Auth, ClientError, Connection, OwnedResponse, WithMetaWrite};
 pub use dial::dial;
 pub use node_connections::{NodeConnections, NodeError, Reconciled, Route};
+pub use scram::{ScramClient, ScramError};
 pub use stream::KvStream;
 pub use tls::{TlsClient, TlsSetupError};

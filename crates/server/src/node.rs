@@ -74,6 +74,10 @@ pub struct Node {
     rev: AtomicU64,
     /// Open KV connections.
     pub kv_connections: AtomicU64,
+    /// KV connections served since the node started, on the plain port and on the TLS one (`/metrics`
+    /// `settee_kv_connections_accepted_total{transport}`: how an operator, or a test, sees what a client such as
+    /// another cluster's XDCR used).
+    pub kv_accepted: [AtomicU64; 2],
     /// What KV connections may hold in their read buffers for frames still arriving (`--kv-read-buffer-mb`).
     pub read_budget: Arc<crate::kv::read_budget::ReadBudget>,
     /// When the node started, for uptime statistics.
@@ -150,6 +154,7 @@ impl Node {
             buckets: RwLock::new(BTreeMap::new()),
             rev: AtomicU64::new(1),
             kv_connections: AtomicU64::new(0),
+            kv_accepted: Default::default(),
             read_budget,
             started: std::time::Instant::now(),
             cluster: std::sync::OnceLock::new(),

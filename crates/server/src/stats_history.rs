@@ -117,7 +117,8 @@ pub const STATS: &[(&str, Shown)] = &[
 /// The statistics sampled for every replication this node runs (section `@xdcr-<source bucket>`), under the
 /// names ns_server gives them (`replications/<uuid>/<source>/<target>/<name>`; Prometheus `xdcr_<name>_total`),
 /// and `replication_changes_left`, the bucket's sum. The counts are running totals shown as they are, as Couchbase
-/// shows them; `rate_*` are the same totals shown per second.
+/// shows them; `rate_*` are the same totals shown per second, and `bandwidth_usage` is `data_replicated` (bytes) per
+/// second, as ns_server derives it.
 pub const XDCR_STATS: &[(&str, Shown)] = &[
     ("changes_left", Shown::Gauge),
     ("docs_checked", Shown::Gauge),
@@ -125,9 +126,22 @@ pub const XDCR_STATS: &[(&str, Shown)] = &[
     ("docs_written", Shown::Gauge),
     ("docs_filtered", Shown::Gauge),
     ("docs_failed_cr_source", Shown::Gauge),
+    ("set_docs_written", Shown::Gauge),
+    ("deletion_docs_written", Shown::Gauge),
+    ("expiry_docs_written", Shown::Gauge),
+    ("set_failed_cr_source", Shown::Gauge),
+    ("deletion_failed_cr_source", Shown::Gauge),
+    ("expiry_failed_cr_source", Shown::Gauge),
+    ("set_received_from_dcp", Shown::Gauge),
+    ("deletion_received_from_dcp", Shown::Gauge),
+    ("expiry_received_from_dcp", Shown::Gauge),
+    ("data_replicated", Shown::Gauge),
+    ("docs_rep_queue", Shown::Gauge),
+    ("size_rep_queue", Shown::Gauge),
     ("num_checkpoints", Shown::Gauge),
     ("rate_replicated", Shown::Rate),
     ("rate_received_from_dcp", Shown::Rate),
+    ("bandwidth_usage", Shown::Rate),
     ("wtavg_docs_latency", Shown::Average),
     ("replication_changes_left", Shown::Gauge),
 ];

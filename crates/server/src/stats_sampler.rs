@@ -96,16 +96,29 @@ fn xdcr_sample(out: &mut BTreeMap<SeriesKey, f64>, node: &Node) {
         let section = format!("@xdcr-{}", r.source_bucket);
         let item = format!("{section}/replications/{}/{}/{}", r.remote_uuid, r.source_bucket, r.target_bucket);
         let s = st.stats;
-        let values: [(&'static str, f64); 10] = [
+        let values: [(&'static str, f64); 23] = [
             ("changes_left", st.changes_left as f64),
             ("docs_checked", s.changes_read as f64),
             ("docs_received_from_dcp", s.changes_read as f64),
             ("docs_written", s.docs_written as f64),
             ("docs_filtered", s.docs_filtered as f64),
             ("docs_failed_cr_source", s.docs_failed_cr as f64),
+            ("set_docs_written", s.set_written as f64),
+            ("deletion_docs_written", s.deletions_written as f64),
+            ("expiry_docs_written", s.expirations_written as f64),
+            ("set_failed_cr_source", s.set_failed_cr as f64),
+            ("deletion_failed_cr_source", s.deletions_failed_cr as f64),
+            ("expiry_failed_cr_source", s.expirations_failed_cr as f64),
+            ("set_received_from_dcp", s.set_read as f64),
+            ("deletion_received_from_dcp", s.deletions_read as f64),
+            ("expiry_received_from_dcp", s.expirations_read as f64),
+            ("data_replicated", s.data_replicated as f64),
+            ("docs_rep_queue", st.queue_docs as f64),
+            ("size_rep_queue", st.queue_bytes as f64),
             ("num_checkpoints", s.checkpoints as f64),
             ("rate_replicated", s.docs_written as f64),
             ("rate_received_from_dcp", s.changes_read as f64),
+            ("bandwidth_usage", s.data_replicated as f64),
             ("wtavg_docs_latency", st.docs_latency_ms),
         ];
         for (stat, value) in values {

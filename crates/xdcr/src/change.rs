@@ -36,6 +36,16 @@ impl Change {
     pub fn bytes(&self) -> usize {
         self.key.len() + self.value.len()
     }
+
+    /// Bytes of the SET_WITH_META / DEL_WITH_META request that carries it: the 24-byte header, the extras
+    /// (flags, expiry, revision, CAS; the options word for an expiration), the collection id as a LEB128 prefix
+    /// of the key, the key and the value.
+    pub fn request_bytes(&self) -> usize {
+        const HEADER: usize = 24;
+        let extras = if self.kind == ChangeKind::Expiration { 28 } else { 24 };
+        let leb128 = (32 - self.collection.leading_zeros() as usize).div_ceil(7).max(1);
+        HEADER + extras + leb128 + self.key.len() + self.value.len()
+    }
 }
 
 /// A write for a target node: `id` comes back in the reply event.

@@ -117,9 +117,14 @@ impl Replicator {
         self.vbs.get(&vb).map(VbProgress::through)
     }
 
-    /// Writes held: queued, in flight, waiting to retry or for a map.
+    /// Writes held: queued, in flight, waiting to retry or for a map (goxdcr's `docs_rep_queue`).
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// Bytes of keys and values of the writes held (goxdcr's `size_rep_queue`).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     /// A checkpoint saved elsewhere (another node that read the vBucket before it moved here): kept if it is ahead
@@ -185,7 +190,7 @@ impl Replicator {
         let p = self.vb(vb)?;
         p.on_change(vb, change.seqno)?;
         let epoch = p.epoch;
-        self.stats.changes_read += 1;
+        self.stats.read(&change);
         let id = self.next_id;
         self.next_id += 1;
         self.held_bytes += change.bytes();
@@ -258,11 +263,11 @@ impl Replicator {
         }
         match outcome {
             Outcome::Success => {
-                self.stats.docs_written += 1;
+                self.stats.written(&held.change);
                 self.settle(id);
             }
             Outcome::LostConflict => {
-                self.stats.docs_failed_cr += 1;
+                self.stats.lost_conflict(&held.change);
                 self.settle(id);
             }
             Outcome::NotMyVbucket => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use settee_types::{vbucket_for_key, FailoverLog};
 
-use crate::{Change, ChangeKind, Checkpoint, Command, Event, Outcome, Replicator, Settings, XdcrError};
+use crate::{Change, ChangeKind, Checkpoint, Command, Event, Outcome, Replicator, Settings, Stats, XdcrError};
 
 const T0: Duration = Duration::from_secs(100);
 const VBS: u16 = 4;
@@ -365,4 +365,55 @@ fn a_change_copied_to_two_collections_is_through_only_when_both_copies_are_on_th
         Err(XdcrError::OutOfOrder { vb: 0, seqno: 1, after: 1 }),
         "the change at seqno 1 is settled: no copy of it can follow"
     );
+}
+
+#[test]
+fn writes_are_counted_by_kind_and_bytes_when_the_target_answers() {
+    // Proves goxdcr's splits: a mutation, a deletion and an expiration read, then one of each accepted or refused
+    // by conflict resolution, land in their own counters; the bytes replicated are the accepted requests' sizes,
+    // and the queue's bytes fall to zero once every write is settled.
+    let mut r = ready();
+    let kinds = [ChangeKind::Mutation, ChangeKind::Deletion, ChangeKind::Expiration];
+    r.handle(T0, Event::Snapshot { vb: 0, start: 1, end: 6 }).unwrap();
+    let mut sizes = Vec::new();
+    for (i, key) in ["a", "b", "c", "d", "e", "f"].iter().enumerate() {
+        let mut c = change(key, i as u64 + 1);
+        c.kind = kinds[i % 3];
+        if c.kind != ChangeKind::Mutation {
+            c.value.clear();
+        }
+        sizes.push(c.request_bytes() as u64);
+        r.handle(T0, Event::Change { vb: 0, change: c }).unwrap();
+    }
+    r.handle(T0, Event::SnapshotDone { vb: 0 }).unwrap();
+    assert_eq!(r.held_bytes(), 6 + 2 * 2, "six keys and the two mutations' values held");
+    let mut cmds = r.take_commands();
+    while !cmds.is_empty() {
+        for (node, ids) in sends(&cmds) {
+            for id in ids {
+                let outcome = if id < 3 { Outcome::Success } else { Outcome::LostConflict };
+                r.handle(T0, Event::Reply { node, id, outcome }).unwrap();
+            }
+        }
+        cmds = r.take_commands();
+    }
+    let s = r.stats();
+    assert_eq!((s.set_read, s.deletions_read, s.expirations_read), (2, 2, 2));
+    assert_eq!((s.set_written, s.deletions_written, s.expirations_written, s.docs_written), (1, 1, 1, 3));
+    assert_eq!((s.set_failed_cr, s.deletions_failed_cr, s.expirations_failed_cr, s.docs_failed_cr), (1, 1, 1, 3));
+    assert_eq!(s.data_replicated, sizes[..3].iter().sum::<u64>());
+    assert_eq!(sizes[..3], [24 + 24 + 1 + 1 + 2, 24 + 24 + 1 + 1, 24 + 28 + 1 + 1]);
+    assert_eq!(r.held_bytes(), 0);
+}
+
+#[test]
+fn stats_add_up_over_runs_when_a_runner_restarts() {
+    // Proves `plus` sums every counter and keeps the later run's last error.
+    let earlier =
+        Stats { docs_written: 2, set_written: 2, data_replicated: 100, last_error: Some(1), ..Stats::default() };
+    let later = Stats { docs_written: 1, deletions_written: 1, data_replicated: 50, ..Stats::default() };
+    let sum = earlier.plus(&later);
+    assert_eq!((sum.docs_written, sum.set_written, sum.deletions_written, sum.data_replicated), (3, 2, 1, 150));
+    assert_eq!(sum.last_error, Some(1));
+    assert_eq!(earlier.plus(&Stats { last_error: Some(5), ..later }).last_error, Some(5));
 }

@@ -175,6 +175,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
     let _ = stream.tcp().set_nodelay(true);
     let local = stream.tcp().local_addr().ok();
     node.kv_connections.fetch_add(1, Ordering::Relaxed);
+    node.kv_accepted[usize::from(matches!(transport, Transport::Tls { .. }))].fetch_add(1, Ordering::Relaxed);
     let (mut rd, mut wr) = stream.into_halves();
     let mut session = Session::new(peer);
     session.local = local;

@@ -139,6 +139,11 @@ fn gather(node: &Node) -> Families {
     const REPLICATION: &str = "Replication connections other nodes' feeds hold open to this node, by transport";
     f.gauge("settee_dcp_replication_producers", REPLICATION, vec![("transport", "plain".to_owned())], plain as f64);
     f.gauge("settee_dcp_replication_producers", REPLICATION, vec![("transport", "tls".to_owned())], tls as f64);
+    const ACCEPTED: &str = "KV connections served since the node started, by the port they came to";
+    for (i, transport) in ["plain", "tls"].into_iter().enumerate() {
+        let accepted = node.kv_accepted[i].load(Relaxed) as f64;
+        f.counter("settee_kv_connections_accepted", ACCEPTED, vec![("transport", transport.to_owned())], accepted);
+    }
     f.gauge("kv_uptime_seconds", "Seconds since the node started", vec![], node.started.elapsed().as_secs_f64());
     for bucket in node.buckets() {
         bucket_families(&mut f, node, &bucket);
@@ -332,6 +337,25 @@ fn xdcr_families(f: &mut Families, node: &Node) {
         let help = "Documents the target refused by conflict resolution (it held the same or a newer version)";
         f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr as f64);
         f.counter("xdcr_num_checkpoints", "vBucket checkpoints saved", labels(), s.checkpoints as f64);
+        let splits: [(&'static str, &'static str, u64); 9] = [
+            ("xdcr_set_docs_written", "Mutations the target accepted", s.set_written),
+            ("xdcr_deletion_docs_written", "Deletions the target accepted", s.deletions_written),
+            ("xdcr_expiry_docs_written", "Expirations the target accepted", s.expirations_written),
+            ("xdcr_set_failed_cr_source", "Mutations refused by conflict resolution", s.set_failed_cr),
+            ("xdcr_deletion_failed_cr_source", "Deletions refused by conflict resolution", s.deletions_failed_cr),
+            ("xdcr_expiry_failed_cr_source", "Expirations refused by conflict resolution", s.expirations_failed_cr),
+            ("xdcr_set_received_from_dcp", "Mutations read from the source", s.set_read),
+            ("xdcr_deletion_received_from_dcp", "Deletions read from the source", s.deletions_read),
+            ("xdcr_expiry_received_from_dcp", "Expirations read from the source", s.expirations_read),
+        ];
+        for (name, help, value) in splits {
+            f.counter(name, help, labels(), value as f64);
+        }
+        // Bytes, named as goxdcr names them (a counter typed gauge so that the encoder adds no `_total`).
+        let help = "Bytes of the with-meta requests the target accepted (header, extras, key and value)";
+        f.gauge("xdcr_data_replicated_bytes", help, labels(), s.data_replicated as f64);
+        let help = "Bytes of keys and values of the writes held for the target (queued, in flight, to retry)";
+        f.gauge("xdcr_size_rep_queue_bytes", help, labels(), st.queue_bytes as f64);
         f.counter("xdcr_docs_checked", "Changes checked for replication", labels(), s.changes_read as f64);
         let help = "Mean time from a write's send to the target's reply, over the last second with replies";
         f.gauge("xdcr_wtavg_docs_latency_seconds", help, labels(), st.docs_latency_ms / 1000.0);

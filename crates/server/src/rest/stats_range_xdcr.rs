@@ -25,6 +25,17 @@ pub(crate) fn xdcr_metric(name: &str) -> Option<(&'static str, f64)> {
         "xdcr_docs_filtered_total" => ("docs_filtered", 1.0),
         "xdcr_docs_failed_cr_source_total" => ("docs_failed_cr_source", 1.0),
         "xdcr_num_checkpoints_total" => ("num_checkpoints", 1.0),
+        "xdcr_set_docs_written_total" => ("set_docs_written", 1.0),
+        "xdcr_deletion_docs_written_total" => ("deletion_docs_written", 1.0),
+        "xdcr_expiry_docs_written_total" => ("expiry_docs_written", 1.0),
+        "xdcr_set_failed_cr_source_total" => ("set_failed_cr_source", 1.0),
+        "xdcr_deletion_failed_cr_source_total" => ("deletion_failed_cr_source", 1.0),
+        "xdcr_expiry_failed_cr_source_total" => ("expiry_failed_cr_source", 1.0),
+        "xdcr_set_received_from_dcp_total" => ("set_received_from_dcp", 1.0),
+        "xdcr_deletion_received_from_dcp_total" => ("deletion_received_from_dcp", 1.0),
+        "xdcr_expiry_received_from_dcp_total" => ("expiry_received_from_dcp", 1.0),
+        "xdcr_data_replicated_bytes" => ("data_replicated", 1.0),
+        "xdcr_size_rep_queue_bytes" => ("size_rep_queue", 1.0),
         "xdcr_wtavg_docs_latency_seconds" => ("wtavg_docs_latency", 0.001),
         _ => return None,
     })
@@ -112,7 +123,8 @@ mod tests {
     fn xdcr_metrics_map_to_their_replications_series() {
         assert_eq!(xdcr_metric("xdcr_docs_written_total"), Some(("docs_written", 1.0)));
         assert_eq!(xdcr_metric("xdcr_wtavg_docs_latency_seconds"), Some(("wtavg_docs_latency", 0.001)));
-        assert_eq!(xdcr_metric("xdcr_data_replicated_bytes"), None);
+        assert_eq!(xdcr_metric("xdcr_data_replicated_bytes"), Some(("data_replicated", 1.0)));
+        assert_eq!(xdcr_metric("xdcr_bandwidth_usage_bytes_per_second"), None, "goxdcr does not export it");
         let series = "replications/abc/src/dst/docs_written";
         assert_eq!(replication_of(series, "docs_written"), Some(("abc", "src", "dst")));
         assert_eq!(replication_of(series, "written"), None);

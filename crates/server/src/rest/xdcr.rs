@@ -63,17 +63,26 @@ async fn upsert_remote(
     let name = field("name").ok_or_else(|| RestError::field("name", "cluster name is missing"))?;
     let hostname = field("hostname").ok_or_else(|| RestError::field("hostname", "hostname (ip) is missing"))?;
     let hostname = remote::normalise_hostname(&hostname).map_err(|e| RestError::field("hostname", e))?;
-    let username = field("username").ok_or_else(|| RestError::field("username", "username is missing"))?;
+    let username = field("username").unwrap_or_default();
     let password = form.get("password").unwrap_or_default().to_owned();
-    if password.is_empty() {
-        return Err(RestError::field("password", "password is missing"));
-    }
-    let encryption = match encryption_of(&form)? {
+    let encryption = encryption_of(&form, &hostname)?;
+    let identity = client_identity_of(&form, encryption.as_ref().is_some_and(|(_, half)| !half), &username, &password)?;
+    let encryption = match encryption {
         None => None,
-        Some(certificate) => {
+        Some((certificate, half)) => {
             // The CA must parse before anything is dialled; then the TLS management port, as goxdcr finds it.
-            let probe = RemoteTls { certificate, mgmt_tls: String::new() };
-            probe.client(&hostname).map_err(|e| RestError::field("certificate", e))?;
+            let (client_certificate, client_key) = identity.unwrap_or_default();
+            let probe = RemoteTls { certificate, mgmt_tls: String::new(), half, client_certificate, client_key };
+            probe.client(&hostname).map_err(|e| {
+                if probe.client_certificate.is_empty() {
+                    RestError::field("certificate", e)
+                } else {
+                    RestError::field(
+                        "InvalidClientCertKeyPair",
+                        format!("failed to parse client certificate/key pair; err={e}"),
+                    )
+                }
+            })?;
             let mgmt_tls = remote::tls_mgmt_addr(&hostname).await.map_err(|e| RestError::field("_", e))?;
             Some(RemoteTls { mgmt_tls, ..probe })
         }
@@ -100,10 +109,12 @@ async fn upsert_remote(
     Ok(Json(answer))
 }
 
-/// The remote's CA when the form asks for full encryption, as goxdcr reads it: `secureType` (none, full) wins over
-/// `demandEncryption` (1/true/on) with `encryptionType` (full when not given); full needs `certificate` (PEM), none
-/// refuses one. Half encryption (only the password protected) is refused: settee offers full or none.
-fn encryption_of(form: &Form) -> Result<Option<String>, RestError> {
+/// The remote's CA and whether encryption is half when the form asks for encryption, as goxdcr reads it:
+/// `secureType` (none, half, full) wins over `demandEncryption` (1/true/on) with `encryptionType` (full when not
+/// given); full needs `certificate` (PEM), none refuses one. Half needs one here too: goxdcr makes a half-encrypted
+/// reference's management calls with SCRAM-SHA over HTTP, or over HTTPS when the remote does not take that (as
+/// settee's REST service does not), which needs the remote's CA; without one it fails as goxdcr does.
+fn encryption_of(form: &Form, hostname: &str) -> Result<Option<(String, bool)>, RestError> {
     let secure = match form.get("secureType").map(str::trim).filter(|v| !v.is_empty()) {
         Some(t) => t.to_owned(),
         None if matches!(form.get("demandEncryption").map(str::trim), Some("1" | "true" | "on")) => {
@@ -117,10 +128,68 @@ fn encryption_of(form: &Form) -> Result<Option<String>, RestError> {
         ("none", Some(_)) => {
             Err(RestError::field("certificate", "certificate cannot be given when secure type is none"))
         }
-        ("full", Some(pem)) => Ok(Some(pem.to_owned())),
+        ("full", Some(pem)) => Ok(Some((pem.to_owned(), false))),
         ("full", None) => Err(RestError::field("certificate", "certificate must be given when secure type is full")),
-        ("half", _) => Err(RestError::field("encryptionType", "settee offers full encryption or none, not half")),
+        ("half", Some(pem)) => Ok(Some((pem.to_owned(), true))),
+        ("half", None) => Err(RestError::field(
+            "_",
+            format!(
+                "Cannot connect to target {hostname} using \"half\" secure mode. Cannot use https because server \
+                 certificate has not been provided."
+            ),
+        )),
         (other, _) => Err(RestError::field("encryptionType", format!("{other} is not one of none, half, full"))),
+    }
+}
+
+/// The credentials' rules, as goxdcr checks them: outside full encryption a username and password are needed
+/// and no client certificate or key may be given; under full encryption either a username (with its password) or
+/// a client certificate (with its key, and no password), not both. Returns the certificate and key when given.
+fn client_identity_of(
+    form: &Form,
+    full: bool,
+    username: &str,
+    password: &str,
+) -> Result<Option<(String, String)>, RestError> {
+    let pem = |k: &str| form.get(k).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let (certificate, key) = (pem("clientCertificate"), pem("clientKey"));
+    if !full {
+        if username.is_empty() {
+            return Err(RestError::field("username", "username is missing"));
+        }
+        if password.is_empty() {
+            return Err(RestError::field("password", "password is missing"));
+        }
+        if certificate.is_some() {
+            let e = "client certificate cannot be given when secure type is not full";
+            return Err(RestError::field("clientCertificate", e));
+        }
+        if key.is_some() {
+            return Err(RestError::field("clientKey", "client key cannot be given when secure type is not full"));
+        }
+        return Ok(None);
+    }
+    match (username.is_empty(), certificate) {
+        (true, None) => {
+            Err(RestError::field("_", "either username or client certificate must be given when secure type is full"))
+        }
+        (false, Some(_)) => {
+            Err(RestError::field("_", "username and client certificate cannot both be given when secure type is full"))
+        }
+        (false, None) if password.is_empty() => {
+            Err(RestError::field("password", "password must be given when username is specified"))
+        }
+        (false, None) if key.is_some() => {
+            Err(RestError::field("clientKey", "client key cannot be given when client certificate is not specified"))
+        }
+        (false, None) => Ok(None),
+        (true, Some(_)) if !password.is_empty() => {
+            Err(RestError::field("password", "password cannot be given when username is not specified"))
+        }
+        (true, Some(cert)) => match key {
+            Some(key) => Ok(Some((cert, key))),
+            None => Err(RestError::field("clientKey", "client key must be given when client certificate is specified")),
+        },
     }
 }
 
@@ -294,19 +363,49 @@ mod tests {
     }
 
     /// Proves the encryption fields are read as goxdcr reads them: none by default, demandEncryption meaning full
-    /// unless encryptionType says otherwise, secureType winning, a certificate required by full and refused by
-    /// none, half refused.
+    /// unless encryptionType says otherwise, secureType winning, a certificate required by full and half (settee's
+    /// REST has no SCRAM-SHA, so half's management calls need HTTPS) and refused by none.
     #[test]
     fn encryption_is_full_when_demanded_and_needs_a_certificate() {
         let form = |body: &str| Form::parse(body.as_bytes());
-        assert_eq!(encryption_of(&form("name=a")).unwrap(), None);
-        assert_eq!(encryption_of(&form("demandEncryption=1&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
-        assert_eq!(encryption_of(&form("secureType=full&certificate=PEM")).unwrap().as_deref(), Some("PEM"));
-        assert_eq!(field_of(encryption_of(&form("demandEncryption=1")).unwrap_err()), "certificate");
-        assert_eq!(field_of(encryption_of(&form("certificate=PEM")).unwrap_err()), "certificate");
-        let half = form("demandEncryption=true&encryptionType=half&certificate=PEM");
-        assert_eq!(field_of(encryption_of(&half).unwrap_err()), "encryptionType");
-        let overridden = form("secureType=none&demandEncryption=1");
-        assert_eq!(encryption_of(&overridden).unwrap(), None, "secureType wins");
+        let of = |body: &str| encryption_of(&form(body), "h:1");
+        let full = Some(("PEM".to_owned(), false));
+        assert_eq!(of("name=a").unwrap(), None);
+        assert_eq!(of("demandEncryption=1&certificate=PEM").unwrap(), full);
+        assert_eq!(of("secureType=full&certificate=PEM").unwrap(), full);
+        assert_eq!(field_of(of("demandEncryption=1").unwrap_err()), "certificate");
+        assert_eq!(field_of(of("certificate=PEM").unwrap_err()), "certificate");
+        let half = of("demandEncryption=true&encryptionType=half&certificate=PEM").unwrap();
+        assert_eq!(half, Some(("PEM".to_owned(), true)));
+        assert_eq!(of("secureType=half&certificate=PEM").unwrap(), half);
+        assert_eq!(field_of(of("secureType=half").unwrap_err()), "_");
+        assert_eq!(
+            field_of(of("demandEncryption=1&encryptionType=quarter&certificate=PEM").unwrap_err()),
+            "encryptionType"
+        );
+        assert_eq!(of("secureType=none&demandEncryption=1").unwrap(), None, "secureType wins");
+    }
+
+    /// Proves goxdcr's credential rules: a username and password outside full encryption, and under it either a
+    /// username with its password or a client certificate with its key (no password), never both.
+    #[test]
+    fn credentials_are_a_password_or_a_client_certificate_when_full() {
+        let check = |body: &str, full: bool, user: &str, password: &str| {
+            client_identity_of(&Form::parse(body.as_bytes()), full, user, password)
+        };
+        assert_eq!(check("", false, "u", "p").unwrap(), None);
+        assert_eq!(field_of(check("", false, "", "p").unwrap_err()), "username");
+        assert_eq!(field_of(check("", false, "u", "").unwrap_err()), "password");
+        assert_eq!(field_of(check("clientCertificate=C", false, "u", "p").unwrap_err()), "clientCertificate");
+        assert_eq!(field_of(check("clientKey=K", false, "u", "p").unwrap_err()), "clientKey");
+        assert_eq!(check("", true, "u", "p").unwrap(), None);
+        let both = Some(("C".to_owned(), "K".to_owned()));
+        assert_eq!(check("clientCertificate=C&clientKey=K", true, "", "").unwrap(), both);
+        assert_eq!(field_of(check("", true, "", "").unwrap_err()), "_");
+        assert_eq!(field_of(check("clientCertificate=C&clientKey=K", true, "u", "p").unwrap_err()), "_");
+        assert_eq!(field_of(check("clientCertificate=C", true, "", "").unwrap_err()), "clientKey");
+        assert_eq!(field_of(check("clientCertificate=C&clientKey=K", true, "", "p").unwrap_err()), "password");
+        assert_eq!(field_of(check("clientKey=K", true, "u", "p").unwrap_err()), "clientKey");
+        assert_eq!(field_of(check("", true, "u", "").unwrap_err()), "password");
     }
 }

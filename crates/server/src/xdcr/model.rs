@@ -15,25 +15,71 @@ pub struct RemoteCluster {
     pub username: String,
     /// Kept as given: the replicator authenticates with it (see docs/compat.md, XDCR).
     pub password: String,
-    /// `demandEncryption=1` with `encryptionType=full`: everything to the remote over TLS, trusting this CA.
+    /// `demandEncryption=1`: `encryptionType=full` (everything to the remote over TLS) or `half`, trusting this CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<RemoteTls>,
 }
 
-/// Full encryption to a remote cluster: its CA (`certificate`, PEM) and its TLS management address, learned from
-/// its `/nodes/self/xdcrSSLPorts` when the reference was made.
+/// Encryption to a remote cluster: its CA (`certificate`, PEM) and its TLS management address, learned from its
+/// `/nodes/self/xdcrSSLPorts` when the reference was made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteTls {
     pub certificate: String,
     /// `host:port` of the remote's HTTPS management service.
     pub mgmt_tls: String,
+    /// goxdcr's half encryption: only the credentials protected. The management calls go over HTTPS (goxdcr's
+    /// fallback when the remote's REST has no SCRAM-SHA authentication, as settee's has not) and the KV
+    /// connections to the plain ports with SCRAM-SHA512, so the documents travel in clear.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub half: bool,
+    /// Full encryption with a client certificate (`clientCertificate`, `clientKey`, PEM) instead of a username: the
+    /// source presents it on every TLS connection and the remote maps it to a user (`/settings/clientCertAuth`);
+    /// the KV connections then skip SASL. Empty when the reference has a username.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_certificate: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_key: String,
 }
 
 impl RemoteTls {
+    /// `full` or `half`, as goxdcr shows `encryptionType` and `secureType`.
+    pub fn kind(&self) -> &'static str {
+        if self.half {
+            "half"
+        } else {
+            "full"
+        }
+    }
+
+    /// The TLS client for the remote's KV ports: None under half encryption (plain ports).
+    pub fn kv_client(&self, hostname: &str) -> Result<Option<settee_client::TlsClient>, String> {
+        if self.half {
+            return Ok(None);
+        }
+        self.client(hostname).map(Some)
+    }
+
+    /// How the KV connections authenticate: SCRAM on the plain ports under half encryption, by the client
+    /// certificate when there is one, else PLAIN inside TLS.
+    pub fn kv_auth(&self) -> settee_client::Auth {
+        if self.half {
+            settee_client::Auth::ScramSha512
+        } else if !self.client_certificate.is_empty() {
+            settee_client::Auth::Certificate
+        } else {
+            settee_client::Auth::Plain
+        }
+    }
+
     /// The TLS client that trusts the remote's CA; the certificate is checked for the host dialled (its name, or
     /// its address when the reference names an IP address).
     pub fn client(&self, hostname: &str) -> Result<settee_client::TlsClient, String> {
-        let client = settee_client::TlsClient::with_roots_pem(&self.certificate).map_err(|e| e.to_string())?;
+        let client = if self.client_certificate.is_empty() {
+            settee_client::TlsClient::with_roots_pem(&self.certificate)
+        } else {
+            settee_client::TlsClient::with_identity_pem(&self.certificate, &self.client_certificate, &self.client_key)
+        };
+        let client = client.map_err(|e| e.to_string())?;
         let host = settee_client::host_of(hostname);
         if host.parse::<std::net::IpAddr>().is_ok() {
             Ok(client)
@@ -51,10 +97,11 @@ impl RemoteCluster {
             "deleted": false,
             "hostname": self.hostname,
             "name": name,
-            "secureType": if self.encryption.is_some() { "full" } else { "none" },
+            "secureType": self.encryption.as_ref().map_or("none", RemoteTls::kind),
             "demandEncryption": self.encryption.is_some(),
-            "encryptionType": if self.encryption.is_some() { "full" } else { "" },
+            "encryptionType": self.encryption.as_ref().map_or("", RemoteTls::kind),
             "certificate": self.encryption.as_ref().map_or("", |t| t.certificate.as_str()),
+            "clientCertificate": self.encryption.as_ref().map_or("", |t| t.client_certificate.as_str()),
             "uri": format!("/pools/default/remoteClusters/{name}"),
             "username": self.username,
             "uuid": self.uuid,

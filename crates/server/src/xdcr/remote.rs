@@ -28,7 +28,8 @@ pub fn normalise_hostname(hostname: &str) -> Result<String, String> {
 /// trusting only the reference's CA, when the reference demands encryption. A TLS failure (a certificate the CA
 /// did not sign) is goxdcr's "Invalid remote cluster".
 pub async fn get(remote: &RemoteCluster, path: &str) -> Result<rest_client::Reply, String> {
-    let creds = Some((remote.username.as_str(), remote.password.as_str()));
+    // No username: the reference authenticates by its client certificate.
+    let creds = (!remote.username.is_empty()).then_some((remote.username.as_str(), remote.password.as_str()));
     match &remote.encryption {
         None => rest_client::call(&remote.hostname, None, None, "GET", path, creds, &Body::Empty, REMOTE_TIMEOUT)
             .await
@@ -76,7 +77,7 @@ pub async fn tls_mgmt_addr(hostname: &str) -> Result<String, String> {
     Ok(format!("{host}:{port}"))
 }
 
-/// The remote's KV endpoints to bootstrap from: its TLS ones (`kvSSL`) when the reference demands encryption.
+/// The remote's KV endpoints to bootstrap from: its TLS ones (`kvSSL`) when the reference demands full encryption.
 /// Read from its `nodesExt` as the client reads a bucket config (`settee_client::service_endpoints`; a node without
 /// a host of its own is the reference's host). The nodes of the bucket's map are then dialled on the ports its
 /// config names for them (`ClusterConfig::dial_addr`).
@@ -84,10 +85,11 @@ pub async fn kv_seeds(remote: &RemoteCluster) -> Result<Vec<String>, String> {
     let services = get_json(remote, "/pools/default/nodeServices").await?;
     let hostname = remote.hostname.as_str();
     let default_host = hostname.rsplit_once(':').map_or(hostname, |(h, _)| h);
-    let service = if remote.encryption.is_some() { "kvSSL" } else { "kv" };
+    let tls = remote.encryption.as_ref().is_some_and(|t| !t.half);
+    let service = if tls { "kvSSL" } else { "kv" };
     let seeds = settee_client::service_endpoints(&services, service, default_host);
     if seeds.is_empty() {
-        let which = if remote.encryption.is_some() { "TLS KV (kvSSL)" } else { "KV" };
+        let which = if tls { "TLS KV (kvSSL)" } else { "KV" };
         return Err(format!("{hostname} lists no {which} service"));
     }
     Ok(seeds)

@@ -49,6 +49,10 @@ pub struct ReplStatus {
     /// The mean time from a write's send to its reply over the last second with replies, in milliseconds
     /// (goxdcr's `wtavg_docs_latency`).
     pub docs_latency_ms: f64,
+    /// Writes the core holds (queued, in flight, waiting to retry or for a map) and their bytes of keys and values
+    /// (goxdcr's `docs_rep_queue`, `size_rep_queue`); bounded by `Settings::pending_max` / `pending_bytes_max`.
+    pub queue_docs: u64,
+    pub queue_bytes: u64,
 }
 
 impl ReplStatus {
@@ -146,7 +150,10 @@ pub async fn run(
         r.bucket.close_cursor(VbId(vb), cursor);
     }
     r.publish();
-    r.status.lock().running = false;
+    // What the core held is dropped with it (read again from the checkpoints next run), as goxdcr clears its
+    // queue statistics for a paused replication.
+    let mut st = r.status.lock();
+    (st.running, st.queue_docs, st.queue_bytes) = (false, 0, 0);
 }
 
 impl Runner {
@@ -326,6 +333,9 @@ impl Runner {
             Ok(map) => {
                 self.need_map = false;
                 self.refresh_failures = 0;
+                // Connected again: the errors that led here are over, as goxdcr clears a replication's errors once
+                // its pipeline runs again (the task list shows no stale error for a replication that recovered).
+                self.status.lock().errors.clear();
                 for node in 0..map.previous_nodes {
                     let _ = self.core.handle(now(&self.node), Event::NodeDown { node });
                 }
@@ -551,17 +561,9 @@ impl Runner {
         if let Some(ms) = latency_ms {
             st.docs_latency_ms = ms;
         }
-        st.stats = Stats {
-            changes_read: b.changes_read + s.changes_read,
-            docs_written: b.docs_written + s.docs_written,
-            docs_failed_cr: b.docs_failed_cr + s.docs_failed_cr,
-            retries: b.retries + s.retries,
-            errors: b.errors + s.errors,
-            rerouted: b.rerouted + s.rerouted,
-            checkpoints: b.checkpoints + s.checkpoints,
-            docs_filtered: b.docs_filtered + self.filtered,
-            last_error: s.last_error.or(b.last_error),
-        };
+        st.queue_docs = self.core.held() as u64;
+        st.queue_bytes = self.core.held_bytes() as u64;
+        st.stats = b.plus(&Stats { docs_filtered: self.filtered, ..s });
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use settee_client::{resolve, BootstrapOptions, Cluster, Connection};
+use settee_client::{resolve, Auth, BootstrapOptions, Cluster, Connection};
 use settee_mcbp::Feature;
 use settee_xdcr::Write;
 use tokio::sync::mpsc;
@@ -55,9 +55,10 @@ impl Target {
         let r = &self.remote;
         let seeds = super::remote::kv_seeds(r).await?;
         let tls = match &r.encryption {
-            Some(t) => Some(t.client(&r.hostname).map_err(|e| format!("the remote's certificate: {e}"))?),
+            Some(t) => t.kv_client(&r.hostname).map_err(|e| format!("the remote's certificate: {e}"))?,
             None => None,
         };
+        let auth = r.encryption.as_ref().map_or(Auth::Plain, |t| t.kv_auth());
         let options = BootstrapOptions {
             user: r.username.clone(),
             password: r.password.clone(),
@@ -65,6 +66,7 @@ impl Target {
             features: FEATURES.to_vec(),
             agent: "settee-xdcr".into(),
             tls: tls.clone(),
+            auth,
         };
         let (cluster, meta) =
             Cluster::bootstrap(&seeds, options).await.map_err(|e| format!("bootstrap of the target bucket: {e}"))?;
@@ -77,7 +79,7 @@ impl Target {
             let addr = config.dial_addr(node, tls.is_some()).map_err(|e| format!("target node: {e}"))?;
             let sock = resolve(addr).await.map_err(|e| format!("{addr}: {e}"))?;
             let (user, password) = (&r.username, &r.password);
-            let conn = Connection::connect_with(sock, None, tls.as_ref(), user, password, Some(&self.bucket), FEATURES)
+            let conn = Connection::connect_as(sock, tls.as_ref(), auth, (user, password), Some(&self.bucket), FEATURES)
                 .await
                 .map_err(|e| format!("connecting to target node {addr}: {e}"))?;
             writers.push((node, conn));
