@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use settee_types::{DurabilityLevel, ManualClock, OnDisk, VbId};
 
+use crate::VbState;
+
 use crate::{
     Bucket, BucketConfig, BucketKind, DocKey, EngineError, EvictionPolicy, ItemSnapshot, StoreMode, StoreRequest,
     Watermark, WriteOptions,
@@ -295,6 +297,28 @@ fn warmup_loading() {
     assert_eq!(m.vbuuid, branches[0].0, "mutation tokens carry the newest branch");
     let batch = b.drain_dirty(VbId(0)).unwrap();
     assert_eq!(batch.failover, branches, "the flusher persists the whole log");
+}
+
+/// The regression of a CI failure (`persistence::data_survives_a_restart`, about one run in many): a restarted
+/// node's map made a vBucket active while warmup ran, after warmup had restored the vBucket's failover log, and
+/// the promotion added a branch of its own beside the restart's: two new branches at the same seqno instead of
+/// one. During warmup a promotion leaves the new branch to the end of warmup.
+#[test]
+fn a_vbucket_made_active_during_warmup_gets_one_new_branch() {
+    let b = persistent(64 << 20, EvictionPolicy::ValueOnly);
+    b.set_vbucket_state(VbId(0), VbState::Dead, 0);
+    b.set_warming_up(true);
+    b.restore_vbucket(VbId(0), 4, 1, 0, &[(0xbbb, 0)]);
+    b.set_vbucket_state(VbId(0), VbState::Active, 0xccc);
+    b.finish_warmup();
+    let info = b.stream_info(VbId(0)).unwrap();
+    let branches: Vec<(u64, u64)> = info.failover.entries().iter().map(|e| (e.uuid, e.seqno)).collect();
+    assert_eq!(branches.len(), 2, "one branch for the restart on the history from disk: {branches:x?}");
+    assert_eq!((branches[0].1, branches[1]), (4, (0xbbb, 0)));
+    // A promotion after warmup starts its branch, as every promotion does.
+    b.set_vbucket_state(VbId(0), VbState::Replica, 0);
+    b.set_vbucket_state(VbId(0), VbState::Active, 0xddd);
+    assert_eq!(b.stream_info(VbId(0)).unwrap().failover.latest().uuid, 0xddd);
 }
 
 /// Each drained item says what its key has on disk before the round, so the store need not read it: nothing for a

@@ -216,8 +216,14 @@ impl Bucket {
                 // Into or out of a takeover hold: the same copy keeps its history and its durable writes.
                 (Vec::new(), Vec::new())
             } else if state == VbState::Active {
-                let high = inner.high_seqno;
-                inner.failover.push(new_uuid, high);
+                if self.is_warming_up() {
+                    // Warmup may restore this vBucket's history from disk before or after this promotion: its new
+                    // branch starts once, when warmup ends (`finish_warmup`), whichever came first.
+                    inner.restart_uuid.get_or_insert(new_uuid);
+                } else {
+                    let high = inner.high_seqno;
+                    inner.failover.push(new_uuid, high);
+                }
                 (Vec::new(), self.promote_sync_writes(&mut inner))
             } else {
                 let mut ambiguous: Vec<PersistWaiter> =
