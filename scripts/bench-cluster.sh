@@ -5,11 +5,13 @@
 #      CPU time both servers spent per replicated write (user + sys from /proc, divided by the writes done);
 #   2. three nodes with auto-failover at its 5 s minimum: SIGKILL one under a write load and report the time until
 #      every key can be written again (tests/compat/python/test_cluster.py measures the same in CI).
-# Environment: DURATION seconds per case (default 20), WORK (default a new temporary directory).
+# Environment: DURATION seconds per case (default 20), WORK (default a new temporary directory), BUCKET_TYPE
+# (couchbase, the default, or ephemeral: replication without persistence; persistToMajority is skipped then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-20}
+BUCKET_TYPE=${BUCKET_TYPE:-couchbase}
 WORK=${WORK:-$(mktemp -d /tmp/settee-bench-cluster.XXXXXX)}
 BIN=target/release/settee
 ADMIN=(-u Administrator:password)
@@ -50,14 +52,16 @@ form_cluster() { # number of nodes
     curl -sf "${ADMIN[@]}" -X POST http://127.0.0.1:8091/controller/rebalance -d "knownNodes=$known&ejectedNodes=" >/dev/null
     while curl -sf "${ADMIN[@]}" http://127.0.0.1:8091/pools/default/tasks | grep -q '"status":"running"'; do sleep 0.2; done
     curl -sf "${ADMIN[@]}" -X POST http://127.0.0.1:8091/pools/default/buckets \
-        -d 'name=default&bucketType=couchbase&ramQuota=2048&replicaNumber=1' >/dev/null
+        -d "name=default&bucketType=$BUCKET_TYPE&ramQuota=2048&replicaNumber=1" >/dev/null
     sleep 2
 }
 
-echo "== 1. two nodes, one replica: 200-byte writes, 2 threads x 2 connections"
+echo "== 1. two nodes, one replica, $BUCKET_TYPE bucket: 200-byte writes, 2 threads x 2 connections"
 form_cluster 2
 COMMON=(-I 100000 -m 200 -M 200 -r 100 -t 2 --connections 2 --duration "$DURATION" --no-population)
-for case in "none:-B 16" "majority:-B 16" "persistToMajority:-B 16"; do
+CASES=("none:-B 16" "majority:-B 16")
+[ "$BUCKET_TYPE" = ephemeral ] || CASES+=("persistToMajority:-B 16")
+for case in "${CASES[@]}"; do
     level=${case%%:*}
     batch=${case#*:}
     args=("${COMMON[@]}")

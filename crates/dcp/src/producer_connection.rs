@@ -30,6 +30,9 @@ pub struct ProducerConnection {
     streams: BTreeMap<VbId, ProducerStream>,
     /// The streams with a frame queued: a poll finds the next one without walking every stream (up to 1,024).
     ready: BTreeSet<VbId>,
+    /// The sum of every stream's `queued_bytes`, kept in step by `refresh` so the driver's checks on every pass
+    /// do not walk every stream.
+    queued_bytes: usize,
     /// The vBucket served last, so the next poll starts after it.
     cursor: Option<VbId>,
     noop_sent_at: Duration,
@@ -64,6 +67,7 @@ impl ProducerConnection {
             flow: FlowControl::new(),
             streams: BTreeMap::new(),
             ready: BTreeSet::new(),
+            queued_bytes: 0,
             cursor: None,
             noop_sent_at: now,
             noop_opaque: 0,
@@ -93,7 +97,8 @@ impl ProducerConnection {
     /// Bytes of frames all streams have queued and not sent yet: what the driver holds for this consumer beyond its
     /// socket buffer, which it keeps bounded by reading the engine only while this is small.
     pub fn queued_bytes(&self) -> usize {
-        self.streams.values().map(ProducerStream::queued_bytes).sum()
+        debug_assert_eq!(self.queued_bytes, self.streams.values().map(ProducerStream::queued_bytes).sum::<usize>());
+        self.queued_bytes
     }
     pub fn stream_count(&self) -> usize {
         self.streams.len()
@@ -131,7 +136,7 @@ impl ProducerConnection {
         match result {
             Ok(stream) => {
                 self.streams.insert(vb, stream);
-                self.refresh(vb);
+                self.refresh(vb, 0);
                 StreamReqResponse::Accepted(log.clone()).encode(req.opaque, out);
                 Ok(())
             }
@@ -149,16 +154,18 @@ impl ProducerConnection {
     /// Handles DCP_CLOSE_STREAM: KEY_ENOENT when the vBucket has no stream here.
     pub fn close_stream(&mut self, vb: VbId) -> Status {
         let send_end = self.settings.send_stream_end_on_client_close;
+        let before = self.stream_queued(vb);
         let Some(stream) = self.streams.get_mut(&vb) else { return Status::KeyEnoent };
         stream.close(send_end);
-        self.refresh(vb);
+        self.refresh(vb, before);
         Status::Success
     }
 
     /// Ends a stream from the producer side (the vBucket changed state or is rolling back); false if none.
     pub fn end_stream(&mut self, vb: VbId, reason: StreamEndReason) -> bool {
+        let before = self.stream_queued(vb);
         let ended = self.streams.get_mut(&vb).map(|s| s.end(reason)).is_some();
-        self.refresh(vb);
+        self.refresh(vb, before);
         ended
     }
 
@@ -188,8 +195,9 @@ impl ProducerConnection {
 
     /// Feeds a stream the next snapshot the driver read from the engine.
     pub fn push_snapshot(&mut self, vb: VbId, snapshot: Snapshot) -> Result<(), StreamError> {
+        let before = self.stream_queued(vb);
         let pushed = self.streams.get_mut(&vb).ok_or(StreamError::NoStream(vb))?.push_snapshot(snapshot);
-        self.refresh(vb);
+        self.refresh(vb, before);
         pushed
     }
 
@@ -210,14 +218,21 @@ impl ProducerConnection {
         }
         let first = VbId(self.cursor.and_then(|vb| vb.0.checked_add(1)).unwrap_or(0));
         let next = self.ready.range(first..).next().or_else(|| self.ready.iter().next()).copied()?;
+        let before = self.stream_queued(next);
         let len = self.streams.get_mut(&next).and_then(|stream| stream.poll_into(&mut self.flow, out));
         self.cursor = Some(next);
-        self.refresh(next);
+        self.refresh(next, before);
         len
     }
 
-    /// Keeps `ready` in step with stream `vb` after a change, and forgets the stream once it is done.
-    fn refresh(&mut self, vb: VbId) {
+    fn stream_queued(&self, vb: VbId) -> usize {
+        self.streams.get(&vb).map_or(0, ProducerStream::queued_bytes)
+    }
+
+    /// Keeps `ready` and the queued total in step with stream `vb` after a change (it held `before` queued
+    /// bytes), and forgets the stream once it is done.
+    fn refresh(&mut self, vb: VbId, before: usize) {
+        self.queued_bytes = (self.queued_bytes + self.stream_queued(vb)).saturating_sub(before);
         match self.streams.get(&vb) {
             Some(s) if s.is_done() => {
                 self.streams.remove(&vb);

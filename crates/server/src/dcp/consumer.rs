@@ -194,6 +194,10 @@ async fn stream(
     write(&mut sock, &out, spec.timeouts.write).await?;
     tracing::info!(bucket = %bucket.name(), source = %spec.source, vbuckets = wanted.len(), "replication streams requested");
     let mut heard_at = tokio::time::Instant::now();
+    // One timer for the connection's life, moved on only when it fires: re-arming it on every read registered a
+    // timer per batch.
+    let silent = tokio::time::sleep_until(heard_at + spec.timeouts.silence);
+    tokio::pin!(silent);
     let mut flow = ConsumerFlowControl::new(BUFFER_BYTES);
     let mut poll = tokio::time::interval(PERSISTENCE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -252,14 +256,14 @@ async fn stream(
             used += n;
         }
         rbuf.advance(used);
-        acknowledge_prepares(bucket, &mut streams.open, &mut out);
+        streams.acknowledge_prepares(bucket, &mut out);
         if let Some(ack) = flow.take_ack(0) {
             ack.encode(&mut out);
         }
         if !out.is_empty() {
             write(&mut sock, &out, spec.timeouts.write).await?;
         }
-        let awaiting = streams.open.values().any(ConsumerStream::awaits_acknowledgement);
+        let awaiting = !streams.awaiting.is_empty();
         tokio::select! {
             read = sock.read_buf(&mut rbuf) => {
                 if read? == 0 {
@@ -267,8 +271,12 @@ async fn stream(
                 }
                 heard_at = tokio::time::Instant::now();
             }
-            () = tokio::time::sleep_until(heard_at + spec.timeouts.silence) => {
+            () = &mut silent => {
                 let silence = spec.timeouts.silence;
+                if heard_at + silence > tokio::time::Instant::now() {
+                    silent.as_mut().reset(heard_at + silence);
+                    continue;
+                }
                 tracing::warn!(bucket = %bucket.name(), source = %spec.source, "replication producer sent nothing, not even a noop, for {silence:?}; reconnecting");
                 anyhow::bail!("the producer sent nothing for {silence:?}");
             }
@@ -303,26 +311,16 @@ async fn write(sock: &mut KvStream, bytes: &[u8], limit: Duration) -> anyhow::Re
     }
 }
 
-/// Appends a DCP_SEQNO_ACKNOWLEDGED for every stream whose high prepared seqno moved, after telling the streams
-/// with waiting prepares how far the replica vBucket is persisted.
-fn acknowledge_prepares(bucket: &BucketHandle, streams: &mut BTreeMap<VbId, ConsumerStream>, out: &mut Vec<u8>) {
-    for (vb, stream) in streams.iter_mut() {
-        if stream.awaits_acknowledgement() {
-            if let Some(persisted) = bucket.persisted_seqno(*vb) {
-                stream.persisted(persisted);
-            }
-        }
-        if let Some(ack) = stream.seqno_ack() {
-            ack.encode(out);
-        }
-    }
-}
-
 /// The streams of one connection: those requested or open, the vBucket generation each was opened on, and the
 /// vBuckets to ask for again later.
 #[derive(Default)]
 struct Streams {
     open: BTreeMap<VbId, ConsumerStream>,
+    /// Streams that got a message or were opened since the last acknowledgement pass (possibly twice).
+    touched: Vec<VbId>,
+    /// Streams whose prepares wait to be acknowledged (their snapshot to complete, or to be persisted): only these
+    /// and the touched ones are looked at by an acknowledgement pass, not every stream of the connection.
+    awaiting: BTreeSet<VbId>,
     /// The generation of the local vBucket when its stream was opened (see `Bucket::reset_vbucket`).
     generations: BTreeMap<VbId, u64>,
     /// Streams not requested yet (the bucket is warming up) or refused by the producer, and when to ask again.
@@ -343,6 +341,7 @@ impl Streams {
             Ok((stream, generation)) => {
                 stream.request().encode(out);
                 self.open.insert(vb, stream);
+                self.touched.push(vb);
                 self.generations.insert(vb, generation);
                 Ok(())
             }
@@ -354,7 +353,43 @@ impl Streams {
         }
     }
 
+    /// Appends a DCP_SEQNO_ACKNOWLEDGED for every stream whose high prepared seqno moved, after telling the
+    /// streams with waiting prepares how far the replica vBucket is persisted. Only streams touched since the last
+    /// pass or still awaiting can have moved.
+    fn acknowledge_prepares(&mut self, bucket: &BucketHandle, out: &mut Vec<u8>) {
+        if self.touched.is_empty() && self.awaiting.is_empty() {
+            return;
+        }
+        let mut check = std::mem::take(&mut self.touched);
+        check.extend(self.awaiting.iter().copied());
+        check.sort_unstable();
+        check.dedup();
+        for vb in check.iter().copied() {
+            let Some(stream) = self.open.get_mut(&vb) else {
+                self.awaiting.remove(&vb);
+                continue;
+            };
+            if stream.awaits_acknowledgement() {
+                if let Some(persisted) = bucket.persisted_seqno(vb) {
+                    stream.persisted(persisted);
+                }
+            }
+            if let Some(ack) = stream.seqno_ack() {
+                ack.encode(out);
+            }
+            if stream.awaits_acknowledgement() {
+                self.awaiting.insert(vb);
+            } else {
+                self.awaiting.remove(&vb);
+            }
+        }
+        // Keep the allocation for the next pass.
+        check.clear();
+        self.touched = check;
+    }
+
     fn remove(&mut self, vb: VbId) -> Option<ConsumerStream> {
+        self.awaiting.remove(&vb);
         self.retries.retain(|(r, _)| *r != vb);
         self.generations.remove(&vb);
         self.open.remove(&vb)
@@ -422,6 +457,7 @@ fn stream_response(
     out: &mut Vec<u8>,
 ) -> anyhow::Result<()> {
     let Some(stream) = streams.open.get_mut(&vb) else { return Ok(()) };
+    streams.touched.push(vb);
     match stream.on_stream_response(status, body)? {
         ConsumerEvent::Accepted { failover_log } => bucket.set_failover_log(vb, failover_log),
         ConsumerEvent::RollbackTo(seqno) => {
@@ -432,6 +468,7 @@ fn stream_response(
             let (fresh, generation) = open_stream(bucket, vb)?;
             fresh.request().encode(out);
             streams.open.insert(vb, fresh);
+            streams.touched.push(vb);
             streams.generations.insert(vb, generation);
         }
         ConsumerEvent::Rejected(status) => {
@@ -460,6 +497,7 @@ fn message(bucket: &BucketHandle, streams: &mut Streams, req: &Request<'_>, out:
         tracing::debug!(vb = vb.0, opcode = req.opcode, "dcp message for a vBucket without a stream");
         return Ok(());
     };
+    streams.touched.push(vb);
     match stream.on_message(req)? {
         ConsumerAction::SnapshotMarker { start, end, .. } => bucket.replica_snapshot(vb, start, end)?,
         ConsumerAction::Apply(item) => {

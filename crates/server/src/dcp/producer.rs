@@ -103,6 +103,12 @@ pub(crate) async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     tracing::info!(peer = %p.peer, name = %String::from_utf8_lossy(p.conn.name()), "dcp producer connection opened");
     let mut out = Vec::with_capacity(64 * 1024);
+    // One timer and one shutdown waiter for the connection's life: a fresh `sleep` and `changed()` on every pass
+    // registered a timer and a waiter on the watch's shared list (a mutex every connection takes) per batch.
+    let tick = tokio::time::sleep(TICK);
+    tokio::pin!(tick);
+    let shutdown_signal = shutdown.changed();
+    tokio::pin!(shutdown_signal);
     loop {
         if users.generation() != users_generation {
             users_generation = users.generation();
@@ -146,8 +152,8 @@ pub(crate) async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 Ok(_) => p.conn.received(p.elapsed()),
             },
             _ = p.waker.notify.notified() => {}
-            _ = tokio::time::sleep(TICK) => {}
-            _ = shutdown.changed() => break,
+            () = &mut tick => tick.as_mut().reset(tokio::time::Instant::now() + TICK),
+            _ = &mut shutdown_signal => break,
         }
     }
     for (vb, (cursor, _)) in std::mem::take(&mut p.cursors) {

@@ -195,7 +195,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
     let shutdown_signal = shutdown.changed();
     tokio::pin!(shutdown_signal);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-    let mut wbuf = Out { buf: Vec::with_capacity(READ_BUFFER_BYTES), ..Out::default() };
+    let mut wbuf = Out::with_capacity(READ_BUFFER_BYTES);
     // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
     let mut inflight: JoinSet<Vec<u8>> = JoinSet::new();
     let mut configs = node.config_changes();

@@ -6,6 +6,7 @@
 //! The durability timeout is enforced here: when it passes, or when the reply is abandoned (the connection closed),
 //! the prepare is aborted in the engine so that its key is free again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +29,58 @@ pub struct Out {
     pub fetch: Option<Fetch>,
     /// A SASL step to finish (a derivation, or a failure to answer late) before the next request runs.
     pub auth: Option<crate::kv::handlers::session::AuthWork>,
+    /// Where the outcomes of this connection's durable writes arrive (made at its first durable write).
+    inbox: Option<InboxHandle>,
+}
+
+type Outcome = Result<(), EngineError>;
+
+/// The outcomes of one connection's durable writes, handed over by the thread that completes them (the DCP
+/// producer applying a replica's acknowledgement, a flusher). Waking a task of the connection's worker thread from
+/// another thread costs a write to the worker's eventfd, so each outcome used to cost one; here the completing
+/// thread only queues the outcome and notifies the connection's [`pump`], which a burst of outcomes wakes once, and
+/// the pump hands them to their replies on the worker thread itself. Holds at most the connection's durable writes
+/// in flight (`INFLIGHT_MAX` under unordered execution, one otherwise). Its lock is a leaf: taken with no other
+/// lock held, by engine waiters (called with no vBucket lock held) and by the pump.
+#[derive(Default)]
+struct Inbox {
+    done: parking_lot::Mutex<Vec<(oneshot::Sender<Outcome>, Outcome)>>,
+    notify: tokio::sync::Notify,
+    /// The connection has gone: the pump stops after its next wake-up.
+    closed: AtomicBool,
+}
+
+impl Inbox {
+    fn deliver(&self, tx: oneshot::Sender<Outcome>, outcome: Outcome) {
+        self.done.lock().push((tx, outcome));
+        self.notify.notify_one();
+    }
+}
+
+/// Hands queued outcomes to their replies, a burst per wake-up, until the connection goes.
+async fn pump(inbox: Arc<Inbox>) {
+    let mut batch = Vec::new();
+    loop {
+        inbox.notify.notified().await;
+        std::mem::swap(&mut batch, &mut *inbox.done.lock());
+        for (tx, outcome) in batch.drain(..) {
+            let _ = tx.send(outcome);
+        }
+        if inbox.closed.load(Ordering::Acquire) {
+            return;
+        }
+    }
+}
+
+/// The connection's hold on its inbox: dropping it (the connection ended) stops the pump. Outcomes that arrive
+/// later are dropped with the inbox, as are the replies that waited for them.
+struct InboxHandle(Arc<Inbox>);
+
+impl Drop for InboxHandle {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+        self.0.notify.notify_one();
+    }
 }
 
 /// An item the engine must read from disk before the request can run (it was ejected).
@@ -94,15 +147,34 @@ impl Out {
             .and_then(|(_, ms)| ms)
             .map_or(DURABILITY_TIMEOUT_DEFAULT, |ms| Duration::from_millis(u64::from(ms)));
         let (tx, rx) = oneshot::channel();
-        b.when_sync_write_completes(
-            m.vb,
-            m.seqno,
-            Box::new(move |r| {
+        let waiter: settee_engine::PersistWaiter = match self.inbox() {
+            Some(inbox) => Box::new(move |r| inbox.deliver(tx, r)),
+            None => Box::new(move |r| {
                 let _ = tx.send(r);
             }),
-        );
+        };
+        b.when_sync_write_completes(m.vb, m.seqno, waiter);
         let prepare = Some((b.bucket.clone(), m.vb, m.seqno));
         self.pending = Some(Pending { rx, timeout, reply, opcode: req.opcode, opaque: req.opaque, prepare });
+    }
+}
+
+impl Out {
+    /// An empty reply buffer of `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Out {
+        Out { buf: Vec::with_capacity(capacity), ..Out::default() }
+    }
+
+    /// The connection's inbox, made (with its pump on the current runtime) at the first durable write; None
+    /// outside a runtime.
+    fn inbox(&mut self) -> Option<Arc<Inbox>> {
+        if self.inbox.is_none() {
+            let runtime = tokio::runtime::Handle::try_current().ok()?;
+            let inbox = Arc::new(Inbox::default());
+            runtime.spawn(pump(inbox.clone()));
+            self.inbox = Some(InboxHandle(inbox));
+        }
+        self.inbox.as_ref().map(|h| h.0.clone())
     }
 }
 
