@@ -81,6 +81,12 @@ pub enum Event {
         persisted: u64,
         current: u64,
     },
+    /// The target refused OBSERVE_SEQNO `probe` for `vb` (a server that does not serve it, or denies it to the
+    /// replication's user): that vBucket falls back to counting acknowledged writes as persisted.
+    ObserveRefused {
+        vb: u16,
+        probe: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -99,6 +99,7 @@ impl Replicator {
             Event::Observed { vb, probe, vbuuid, persisted, current } => {
                 self.on_observed(vb, probe, vbuuid, persisted, current)
             }
+            Event::ObserveRefused { vb, probe } => self.on_observe_refused(vb, probe),
         }
         Ok(())
     }
@@ -440,6 +441,17 @@ impl Replicator {
             p.probe = None;
         } else {
             p.probe = Some(probe);
+        }
+    }
+
+    /// The target cannot be asked about `vb`: its acknowledged writes count as persisted (the behaviour before
+    /// persistence was confirmed), and it is asked again next interval.
+    fn on_observe_refused(&mut self, vb: u16, id: u64) {
+        let Some(p) = self.vbs.get_mut(&vb) else { return };
+        if let Some(probe) = p.probe.filter(|probe| probe.id == id) {
+            p.confirmed = probe.seqno;
+            p.probe = None;
+            self.stats.unconfirmed += 1;
         }
     }
 

@@ -515,3 +515,18 @@ fn vbuckets_with_unconfirmed_writes_are_read_again_when_their_target_node_goes_d
     assert!(r.take_commands().contains(&Command::Read { vb: 0, from: 0 }));
     assert_eq!(r.stats().rewinds, 1, "vBucket 1 had nothing unconfirmed");
 }
+
+#[test]
+fn acknowledged_writes_count_as_persisted_when_the_target_refuses_to_be_observed() {
+    // Proves a target that refuses OBSERVE_SEQNO (a server without it, or one denying it to the user) keeps the
+    // behaviour from before confirmations: the probe's acknowledged seqno is taken as confirmed, and counted.
+    let mut r = ready();
+    let cmds = deliver(&mut r, &["a", "b"]);
+    ack_all(&mut r, cmds);
+    r.handle(T0 + Duration::from_secs(1), Event::Tick).unwrap();
+    let [(_, vb, probe)] = observes(&r.take_commands())[..] else { panic!("one observe") };
+    r.handle(T0, Event::ObserveRefused { vb, probe: probe + 1 }).unwrap();
+    assert_eq!(r.confirmed(0), Some(0), "another probe's refusal");
+    r.handle(T0, Event::ObserveRefused { vb, probe }).unwrap();
+    assert_eq!((r.confirmed(0), r.stats().unconfirmed), (Some(2), 1));
+}

@@ -38,6 +38,9 @@ pub struct Stats {
     /// vBuckets read again from their confirmed position because the target may have lost writes it had
     /// acknowledged (its history changed, or its connection broke, before they were persisted).
     pub rewinds: u64,
+    /// Confirmations the target refused to answer (OBSERVE_SEQNO not served or denied), where acknowledged writes
+    /// were counted as persisted.
+    pub unconfirmed: u64,
     /// The last error status a target returned, if any.
     pub last_error: Option<u16>,
 }
@@ -90,6 +93,7 @@ impl Stats {
             docs_filtered: self.docs_filtered + later.docs_filtered,
             checkpoints: self.checkpoints + later.checkpoints,
             rewinds: self.rewinds + later.rewinds,
+            unconfirmed: self.unconfirmed + later.unconfirmed,
             last_error: later.last_error.or(self.last_error),
         }
     }

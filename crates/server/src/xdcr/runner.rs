@@ -282,10 +282,11 @@ impl Runner {
                 self.latency_sum += latency;
                 self.handle(Event::Reply { node, id, outcome });
             }
-            WriterReport::Observed { generation, vb, probe, answer: (vbuuid, persisted, current) }
-                if generation == self.target.generation =>
-            {
-                self.handle(Event::Observed { vb, probe, vbuuid, persisted, current });
+            WriterReport::Observed { generation, vb, probe, answer } if generation == self.target.generation => {
+                self.handle(match answer {
+                    Some((vbuuid, persisted, current)) => Event::Observed { vb, probe, vbuuid, persisted, current },
+                    None => Event::ObserveRefused { vb, probe },
+                });
             }
             WriterReport::Down { generation, node } if generation == self.target.generation => {
                 tracing::info!(replication = %self.spec.id, node, "xdcr: a target node connection broke");

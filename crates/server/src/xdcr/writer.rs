@@ -27,12 +27,12 @@ pub enum WriterReport {
         generation: u64,
         node: usize,
     },
-    /// OBSERVE_SEQNO's answer for `vb`: (vbuuid, persisted seqno, current seqno).
+    /// OBSERVE_SEQNO's answer for `vb`: (vbuuid, persisted seqno, current seqno); None when the target refused it.
     Observed {
         generation: u64,
         vb: u16,
         probe: u64,
-        answer: (u64, u64, u64),
+        answer: Option<(u64, u64, u64)>,
     },
 }
 
@@ -107,11 +107,15 @@ pub async fn run(
                             WriterReport::Reply { generation, node, id, outcome, latency }
                         }
                         // A refused or malformed answer is not reported: the core asks again next interval.
-                        Some(Pending::Observe(vb, probe)) => match answer.filter(|_| status == 0) {
-                            Some(answer) => WriterReport::Observed { generation, vb, probe, answer },
-                            None => {
+                        // NOT_MY_VBUCKET, TMPFAIL (a target warming up) or a short answer: asked again later.
+                        Some(Pending::Observe(vb, probe)) => match (outcome_of(status), answer) {
+                            (Outcome::Success, Some(answer)) => {
+                                WriterReport::Observed { generation, vb, probe, answer: Some(answer) }
+                            }
+                            (Outcome::NotMyVbucket | Outcome::TempFail, _) | (Outcome::Success, None) => continue,
+                            (_, _) => {
                                 tracing::debug!(vb, status, "xdcr: OBSERVE_SEQNO refused by the target");
-                                continue;
+                                WriterReport::Observed { generation, vb, probe, answer: None }
                             }
                         },
                         None => continue,
