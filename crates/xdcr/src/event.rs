@@ -19,7 +19,7 @@ pub enum Outcome {
 }
 
 /// Where the replication of one source vBucket stands: every change at or below `seqno` of history `vbuuid` is on
-/// the target.
+/// the target's disk (acknowledged, then confirmed persisted on the same target history by OBSERVE_SEQNO).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     pub vb: u16,
@@ -69,8 +69,24 @@ pub enum Event {
     NodeDown {
         node: usize,
     },
-    /// Time passed: due retries go out, checkpoints are saved when their interval elapsed.
+    /// Time passed: due retries go out, persistence is asked about, checkpoints are saved when their interval
+    /// elapsed.
     Tick,
+    /// The target's answer to [`Command::Observe`] `probe` (OBSERVE_SEQNO) for vBucket `vb`: its history, the seqno
+    /// its disk holds and its latest seqno.
+    Observed {
+        vb: u16,
+        probe: u64,
+        vbuuid: u64,
+        persisted: u64,
+        current: u64,
+    },
+    /// The target refused OBSERVE_SEQNO `probe` for `vb` (a server that does not serve it, or denies it to the
+    /// replication's user): that vBucket falls back to counting acknowledged writes as persisted.
+    ObserveRefused {
+        vb: u16,
+        probe: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,4 +102,11 @@ pub enum Command {
     },
     SaveCheckpoints(Vec<Checkpoint>),
     RefreshMap,
+    /// Ask target node `node` for vBucket `vb`'s persisted and current seqnos (OBSERVE_SEQNO); the answer comes
+    /// back as [`Event::Observed`] with the same `probe`. An answer that never comes is asked again next interval.
+    Observe {
+        node: usize,
+        vb: u16,
+        probe: u64,
+    },
 }

@@ -11,7 +11,7 @@ use crate::error::XdcrError;
 use crate::event::{Checkpoint, Command, Event, Outcome};
 use crate::settings::Settings;
 use crate::stats::Stats;
-use crate::vb_progress::VbProgress;
+use crate::vb_progress::{Probe, VbProgress};
 
 /// A write the core holds until the target settles it.
 #[derive(Debug)]
@@ -50,6 +50,7 @@ pub struct Replicator {
     /// Writes waiting to be retried: (due time, id).
     retries: BTreeSet<(Duration, u64)>,
     last_checkpoint: Duration,
+    last_confirm: Duration,
     stats: Stats,
     out: Vec<Command>,
 }
@@ -71,6 +72,7 @@ impl Replicator {
             map_requested: false,
             retries: BTreeSet::new(),
             last_checkpoint: now,
+            last_confirm: now,
             stats: Stats::default(),
             out: Vec::new(),
         }
@@ -94,6 +96,10 @@ impl Replicator {
             Event::Reply { node, id, outcome } => self.on_reply(now, node, id, outcome),
             Event::NodeDown { node } => self.on_node_down(node),
             Event::Tick => self.on_tick(now),
+            Event::Observed { vb, probe, vbuuid, persisted, current } => {
+                self.on_observed(vb, probe, vbuuid, persisted, current)
+            }
+            Event::ObserveRefused { vb, probe } => self.on_observe_refused(vb, probe),
         }
         Ok(())
     }
@@ -135,15 +141,22 @@ impl Replicator {
         }
     }
 
-    /// Saves the checkpoints of every vBucket that moved since the last save, now (a pause, a stop, a shutdown).
+    /// The seqno below which every change of `vb` is confirmed on the target's disk (None: not being read).
+    pub fn confirmed(&self, vb: u16) -> Option<u64> {
+        self.vbs.get(&vb).map(|p| p.confirmed)
+    }
+
+    /// Saves the checkpoints of every vBucket whose confirmed position moved since the last save, now (a pause, a
+    /// stop, a shutdown). Acknowledged writes not confirmed yet are read and sent again next run (conflict
+    /// resolution refuses those the target kept).
     pub fn checkpoint_now(&mut self, now: Duration) {
         self.last_checkpoint = now;
         let mut saved = Vec::new();
         for (&vb, p) in &mut self.vbs {
-            let through = p.through();
-            if through != p.saved {
-                p.saved = through;
-                let c = Checkpoint { vb, vbuuid: p.vbuuid, seqno: through };
+            let confirmed = p.confirmed;
+            if confirmed != p.saved {
+                p.saved = confirmed;
+                let c = Checkpoint { vb, vbuuid: p.vbuuid, seqno: confirmed };
                 self.checkpoints.insert(vb, c);
                 saved.push(c);
             }
@@ -158,9 +171,8 @@ impl Replicator {
     /// the checkpoints the cluster holds, so a stale one would make it resend.
     fn stop_vb(&mut self, vb: u16) {
         let Some(p) = self.vbs.remove(&vb) else { return };
-        let through = p.through();
-        if through != p.saved {
-            let c = Checkpoint { vb, vbuuid: p.vbuuid, seqno: through };
+        if p.confirmed != p.saved {
+            let c = Checkpoint { vb, vbuuid: p.vbuuid, seqno: p.confirmed };
             self.checkpoints.insert(vb, c);
             self.stats.checkpoints += 1;
             self.out.push(Command::SaveCheckpoints(vec![c]));
@@ -302,6 +314,17 @@ impl Replicator {
     }
 
     fn on_node_down(&mut self, node: usize) {
+        // The node may have crashed: what it acknowledged and had not persisted may be gone, so the vBuckets it
+        // holds are read again from their confirmed positions (a write it kept is refused the second time).
+        let unsure: Vec<u16> = self
+            .vbs
+            .iter()
+            .filter(|(&vb, p)| p.through() > p.confirmed && self.target_node(vb).is_none_or(|n| n == node))
+            .map(|(&vb, _)| vb)
+            .collect();
+        for vb in unsure {
+            self.rewind(vb);
+        }
         let lost: Vec<u64> = self.held.iter().filter(|(_, h)| h.node == Some(node)).map(|(&id, _)| id).collect();
         if let Some(n) = self.nodes.get_mut(node) {
             n.inflight = 0;
@@ -329,6 +352,10 @@ impl Replicator {
             }
         }
         self.pump();
+        if now.saturating_sub(self.last_confirm) >= self.settings.confirm_interval {
+            self.last_confirm = now;
+            self.probe_all();
+        }
         if now.saturating_sub(self.last_checkpoint) >= self.settings.checkpoint_interval {
             self.checkpoint_now(now);
         }
@@ -361,5 +388,83 @@ impl Replicator {
             }
             self.out.push(Command::Send { node, writes });
         }
+    }
+}
+
+/// Confirming that acknowledged writes are on the target's disk before a checkpoint covers them.
+impl Replicator {
+    /// The target node holding target vBucket `vb` (the one source vBucket `vb`'s keys map to); None when the
+    /// target has no map yet or another vBucket count.
+    fn target_node(&self, vb: u16) -> Option<usize> {
+        if self.map.len() != self.settings.source_vbuckets {
+            return None;
+        }
+        self.map.get(usize::from(vb)).map(|&n| usize::from(n)).filter(|&n| n < self.nodes.len())
+    }
+
+    /// Starts a probe for each vBucket with acknowledged writes past its confirmed position, and asks again for
+    /// each probe still open. A target with another vBucket count cannot be asked: acknowledged counts as done.
+    fn probe_all(&mut self) {
+        let comparable = !self.map.is_empty() && self.map.len() == self.settings.source_vbuckets;
+        let vbs: Vec<u16> = self.vbs.keys().copied().collect();
+        for vb in vbs {
+            let node = self.target_node(vb);
+            let Some(p) = self.vbs.get_mut(&vb) else { continue };
+            if !comparable && !self.map.is_empty() {
+                p.confirmed = p.through();
+                continue;
+            }
+            if p.probe.is_none() && p.through() > p.confirmed {
+                p.probe = Some(Probe { id: self.next_id, seqno: p.through(), target: None });
+                self.next_id += 1;
+            }
+            if let (Some(probe), Some(node)) = (p.probe, node) {
+                self.out.push(Command::Observe { node, vb, probe: probe.id });
+            }
+        }
+    }
+
+    fn on_observed(&mut self, vb: u16, id: u64, vbuuid: u64, persisted: u64, current: u64) {
+        let Some(p) = self.vbs.get_mut(&vb) else { return };
+        let Some(mut probe) = p.probe.filter(|probe| probe.id == id) else { return };
+        let lost = p.target_uuid.is_some_and(|u| u != vbuuid)
+            || probe.target.is_some_and(|(u, at)| u != vbuuid || current < at);
+        p.target_uuid = Some(vbuuid);
+        if lost {
+            // A failover or a crash recovery on the target: resend from what its disk is known to hold.
+            self.rewind(vb);
+            return;
+        }
+        let (_, at) = *probe.target.get_or_insert((vbuuid, current));
+        if persisted >= at {
+            p.confirmed = probe.seqno;
+            p.probe = None;
+        } else {
+            p.probe = Some(probe);
+        }
+    }
+
+    /// The target cannot be asked about `vb`: its acknowledged writes count as persisted (the behaviour before
+    /// persistence was confirmed), and it is asked again next interval.
+    fn on_observe_refused(&mut self, vb: u16, id: u64) {
+        let Some(p) = self.vbs.get_mut(&vb) else { return };
+        if let Some(probe) = p.probe.filter(|probe| probe.id == id) {
+            p.confirmed = probe.seqno;
+            p.probe = None;
+            self.stats.unconfirmed += 1;
+        }
+    }
+
+    /// Reads `vb` again from its confirmed position (the writes of the earlier reading still held are settled and
+    /// ignored, as after a restart of its reading).
+    fn rewind(&mut self, vb: u16) {
+        let Some(old) = self.vbs.get(&vb) else { return };
+        let (vbuuid, from, saved, target_uuid) = (old.vbuuid, old.confirmed, old.saved, old.target_uuid);
+        self.next_epoch += 1;
+        let mut p = VbProgress::new(vbuuid, self.next_epoch, from);
+        (p.saved, p.target_uuid) = (saved, target_uuid);
+        self.vbs.insert(vb, p);
+        self.stats.rewinds += 1;
+        self.out.push(Command::Read { vb, from });
     }
 }

@@ -16,6 +16,7 @@ fn settings() -> Settings {
         inflight_per_node_max: 4,
         pending_max: 8,
         checkpoint_interval: Duration::from_secs(10),
+        source_vbuckets: usize::from(VBS),
         ..Settings::default()
     }
 }
@@ -67,6 +68,27 @@ fn deliver(r: &mut Replicator, keys: &[&str]) -> Vec<Command> {
     }
     r.handle(T0, Event::SnapshotDone { vb: 0 }).unwrap();
     r.take_commands()
+}
+
+/// The OBSERVE_SEQNO requests among `cmds`: (node, vb, probe).
+fn observes(cmds: &[Command]) -> Vec<(usize, u16, u64)> {
+    cmds.iter()
+        .filter_map(|c| match *c {
+            Command::Observe { node, vb, probe } => Some((node, vb, probe)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ticks at `now` and answers each observe with `(vbuuid, persisted, current)`; returns the other commands.
+fn tick_observed(r: &mut Replicator, now: Duration, answer: (u64, u64, u64)) -> Vec<Command> {
+    r.handle(now, Event::Tick).unwrap();
+    let cmds = r.take_commands();
+    let (vbuuid, persisted, current) = answer;
+    for (_, vb, probe) in observes(&cmds) {
+        r.handle(now, Event::Observed { vb, probe, vbuuid, persisted, current }).unwrap();
+    }
+    cmds.into_iter().filter(|c| !matches!(c, Command::Observe { .. })).chain(r.take_commands()).collect()
 }
 
 fn sends(cmds: &[Command]) -> Vec<(usize, Vec<u64>)> {
@@ -214,7 +236,10 @@ fn checkpoint_records_only_seqnos_below_the_oldest_unacknowledged_change() {
     assert!(r.take_commands().is_empty(), "interval not elapsed");
     let &(node, id) = all.iter().find(|(_, id)| *id == 0).unwrap();
     r.handle(T0 + Duration::from_secs(9), Event::Reply { node, id, outcome: Outcome::Success }).unwrap();
-    r.handle(T0 + Duration::from_secs(10), Event::Tick).unwrap();
+    // The interval's tick asks the target; its answer (all persisted) confirms, and the next interval saves.
+    assert!(tick_observed(&mut r, T0 + Duration::from_secs(10), (5, 9, 9)).is_empty(), "not confirmed yet");
+    assert_eq!(r.confirmed(0), Some(3));
+    r.handle(T0 + Duration::from_secs(20), Event::Tick).unwrap();
     assert_eq!(r.take_commands(), vec![Command::SaveCheckpoints(vec![Checkpoint { vb: 0, vbuuid: 77, seqno: 3 }])]);
     r.handle(T0 + Duration::from_secs(30), Event::Tick).unwrap();
     assert!(r.take_commands().is_empty(), "nothing moved since");
@@ -317,7 +342,9 @@ fn a_vbucket_that_stops_here_saves_its_checkpoint_at_once() {
         }
     }
     r.take_commands();
-    r.handle(T0, Event::VbStopped { vb: 0 }).unwrap();
+    let t = T0 + Duration::from_secs(1);
+    assert!(tick_observed(&mut r, t, (5, 2, 2)).is_empty(), "confirmed, the interval not elapsed");
+    r.handle(t, Event::VbStopped { vb: 0 }).unwrap();
     assert_eq!(r.take_commands(), vec![Command::SaveCheckpoints(vec![Checkpoint { vb: 0, vbuuid: 77, seqno: 2 }])]);
     assert_eq!(r.through(0), None);
     started(&mut r, 1);
@@ -416,4 +443,90 @@ fn stats_add_up_over_runs_when_a_runner_restarts() {
     assert_eq!((sum.docs_written, sum.set_written, sum.deletions_written, sum.data_replicated), (3, 2, 1, 150));
     assert_eq!(sum.last_error, Some(1));
     assert_eq!(earlier.plus(&Stats { last_error: Some(5), ..later }).last_error, Some(5));
+}
+
+/// Acknowledges every write sent in `cmds` (and those sent as a result).
+fn ack_all(r: &mut Replicator, mut cmds: Vec<Command>) {
+    while !cmds.is_empty() {
+        for (node, ids) in sends(&cmds) {
+            for id in ids {
+                r.handle(T0, Event::Reply { node, id, outcome: Outcome::Success }).unwrap();
+            }
+        }
+        cmds = r.take_commands();
+    }
+}
+
+#[test]
+fn checkpoint_waits_until_the_target_persisted_what_it_acknowledged() {
+    // Proves issue 19's crash window is closed in the core: acknowledged writes are `through` at once but a
+    // checkpoint covers them only once OBSERVE_SEQNO shows the target's disk past its seqno taken after the acks,
+    // on the same target history; a target whose history changed before that makes the vBucket be read again
+    // from the confirmed position, not from past the lost writes.
+    let mut r = ready();
+    let cmds = deliver(&mut r, &["a", "b"]);
+    ack_all(&mut r, cmds);
+    assert_eq!((r.through(0), r.confirmed(0)), (Some(2), Some(0)));
+    // First answer: target vBucket 0 at seqno 40, 38 on disk: not yet.
+    let t1 = T0 + Duration::from_secs(1);
+    r.handle(t1, Event::Tick).unwrap();
+    let [(node, vb, probe)] = observes(&r.take_commands())[..] else { panic!("one observe") };
+    assert_eq!((node, vb), (0, 0), "vBucket 0's keys live in target vBucket 0, on node 0");
+    r.handle(t1, Event::Observed { vb, probe, vbuuid: 5, persisted: 38, current: 40 }).unwrap();
+    assert_eq!(r.confirmed(0), Some(0));
+    // A stale answer (another probe) changes nothing; the flusher catching up confirms.
+    r.handle(t1, Event::Observed { vb, probe: probe + 100, vbuuid: 5, persisted: 40, current: 40 }).unwrap();
+    assert_eq!(r.confirmed(0), Some(0));
+    let t2 = T0 + Duration::from_secs(2);
+    r.handle(t2, Event::Tick).unwrap();
+    assert_eq!(observes(&r.take_commands()), vec![(0, 0, probe)], "the same probe is asked again");
+    r.handle(t2, Event::Observed { vb, probe, vbuuid: 5, persisted: 41, current: 45 }).unwrap();
+    assert_eq!(r.confirmed(0), Some(2));
+    // Two more writes acknowledged; the target then restarts from its disk with a new history.
+    r.handle(t2, Event::Snapshot { vb: 0, start: 3, end: 4 }).unwrap();
+    r.handle(t2, Event::Change { vb: 0, change: change("c", 3) }).unwrap();
+    r.handle(t2, Event::Change { vb: 0, change: change("d", 4) }).unwrap();
+    r.handle(t2, Event::SnapshotDone { vb: 0 }).unwrap();
+    let cmds = r.take_commands();
+    ack_all(&mut r, cmds);
+    let t3 = T0 + Duration::from_secs(3);
+    r.handle(t3, Event::Tick).unwrap();
+    let [(_, vb, probe)] = observes(&r.take_commands())[..] else { panic!("one observe") };
+    r.handle(t3, Event::Observed { vb, probe, vbuuid: 6, persisted: 41, current: 41 }).unwrap();
+    assert_eq!(r.take_commands(), vec![Command::Read { vb: 0, from: 2 }], "read again from the confirmed seqno");
+    assert_eq!((r.through(0), r.confirmed(0), r.stats().rewinds), (Some(2), Some(2), 1));
+    // The checkpoint saved records the confirmed position only.
+    let cmds = tick_observed(&mut r, T0 + Duration::from_secs(10), (6, 41, 41));
+    assert_eq!(cmds, vec![Command::SaveCheckpoints(vec![Checkpoint { vb: 0, vbuuid: 77, seqno: 2 }])]);
+}
+
+#[test]
+fn vbuckets_with_unconfirmed_writes_are_read_again_when_their_target_node_goes_down() {
+    // Proves a broken connection to the target node (a crash kills it) sends again what that node acknowledged
+    // and had not been confirmed persisted, while a vBucket on another node, or one fully confirmed, goes on.
+    let mut r = ready();
+    started(&mut r, 1);
+    r.take_commands();
+    let cmds = deliver(&mut r, &["a"]);
+    ack_all(&mut r, cmds);
+    r.handle(T0, Event::NodeDown { node: 1 }).unwrap();
+    assert!(!r.take_commands().iter().any(|c| matches!(c, Command::Read { .. })), "vBucket 0 is on node 0");
+    r.handle(T0, Event::NodeDown { node: 0 }).unwrap();
+    assert!(r.take_commands().contains(&Command::Read { vb: 0, from: 0 }));
+    assert_eq!(r.stats().rewinds, 1, "vBucket 1 had nothing unconfirmed");
+}
+
+#[test]
+fn acknowledged_writes_count_as_persisted_when_the_target_refuses_to_be_observed() {
+    // Proves a target that refuses OBSERVE_SEQNO (a server without it, or one denying it to the user) keeps the
+    // behaviour from before confirmations: the probe's acknowledged seqno is taken as confirmed, and counted.
+    let mut r = ready();
+    let cmds = deliver(&mut r, &["a", "b"]);
+    ack_all(&mut r, cmds);
+    r.handle(T0 + Duration::from_secs(1), Event::Tick).unwrap();
+    let [(_, vb, probe)] = observes(&r.take_commands())[..] else { panic!("one observe") };
+    r.handle(T0, Event::ObserveRefused { vb, probe: probe + 1 }).unwrap();
+    assert_eq!(r.confirmed(0), Some(0), "another probe's refusal");
+    r.handle(T0, Event::ObserveRefused { vb, probe }).unwrap();
+    assert_eq!((r.confirmed(0), r.stats().unconfirmed), (Some(2), 1));
 }

@@ -18,6 +18,13 @@ pub struct Settings {
     /// The first retry's backoff; each further retry of the same write doubles it, up to `retry_backoff_max`.
     pub retry_backoff_min: Duration,
     pub retry_backoff_max: Duration,
+    /// How often the target is asked (OBSERVE_SEQNO) whether the acknowledged writes are on its disk; a checkpoint
+    /// only covers writes it confirmed.
+    pub confirm_interval: Duration,
+    /// The source bucket's vBucket count: a target with as many maps source vBucket `v`'s keys to its vBucket `v`,
+    /// the one asked about them. A target with another count is not asked, and acknowledged writes count as
+    /// persisted (the behaviour before persistence was confirmed).
+    pub source_vbuckets: usize,
 }
 
 impl Default for Settings {
@@ -30,6 +37,8 @@ impl Default for Settings {
             checkpoint_interval: Duration::from_secs(600),
             retry_backoff_min: Duration::from_millis(10),
             retry_backoff_max: Duration::from_secs(2),
+            confirm_interval: Duration::from_secs(1),
+            source_vbuckets: usize::from(settee_types::limits::NUM_VBUCKETS),
         }
     }
 }

@@ -35,6 +35,12 @@ pub struct Stats {
     pub docs_filtered: u64,
     /// Checkpoints saved (`num_checkpoints`).
     pub checkpoints: u64,
+    /// vBuckets read again from their confirmed position because the target may have lost writes it had
+    /// acknowledged (its history changed, or its connection broke, before they were persisted).
+    pub rewinds: u64,
+    /// Confirmations the target refused to answer (OBSERVE_SEQNO not served or denied), where acknowledged writes
+    /// were counted as persisted.
+    pub unconfirmed: u64,
     /// The last error status a target returned, if any.
     pub last_error: Option<u16>,
 }
@@ -86,6 +92,8 @@ impl Stats {
             rerouted: self.rerouted + later.rerouted,
             docs_filtered: self.docs_filtered + later.docs_filtered,
             checkpoints: self.checkpoints + later.checkpoints,
+            rewinds: self.rewinds + later.rewinds,
+            unconfirmed: self.unconfirmed + later.unconfirmed,
             last_error: later.last_error.or(self.last_error),
         }
     }

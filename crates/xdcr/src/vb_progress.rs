@@ -16,13 +16,40 @@ pub(crate) struct VbProgress {
     /// Seqnos of changes not yet acknowledged by the target, with how many writes of each are outstanding (a
     /// change copied to several target collections, as the collections migration mode does, is several writes).
     pending: BTreeMap<u64, u32>,
-    /// The through seqno of the last checkpoint saved.
+    /// The seqno of the last checkpoint saved.
     pub(crate) saved: u64,
+    /// Every change at or below it is on the target's disk: what a checkpoint records.
+    pub(crate) confirmed: u64,
+    /// The confirmation under way, if any.
+    pub(crate) probe: Option<Probe>,
+    /// The target vBucket's history (vbuuid) last seen, kept across probes: a change means what the target
+    /// acknowledged but had not persisted may be gone.
+    pub(crate) target_uuid: Option<u64>,
+}
+
+/// One confirmation: every change at or below `seqno` was acknowledged before the probe's first OBSERVE_SEQNO was
+/// sent; its answer's (vbuuid, current seqno) is the target position those writes lie under, and once the target
+/// reports that position persisted on the same history, `seqno` is confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Probe {
+    pub(crate) id: u64,
+    pub(crate) seqno: u64,
+    pub(crate) target: Option<(u64, u64)>,
 }
 
 impl VbProgress {
     pub(crate) fn new(vbuuid: u64, epoch: u64, from: u64) -> VbProgress {
-        VbProgress { vbuuid, epoch, delivered: from, snapshot: None, pending: BTreeMap::new(), saved: from }
+        VbProgress {
+            vbuuid,
+            epoch,
+            delivered: from,
+            snapshot: None,
+            pending: BTreeMap::new(),
+            saved: from,
+            confirmed: from,
+            probe: None,
+            target_uuid: None,
+        }
     }
 
     pub(crate) fn on_snapshot(&mut self, vb: u16, start: u64, end: u64) -> Result<(), XdcrError> {

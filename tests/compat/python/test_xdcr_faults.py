@@ -249,3 +249,39 @@ def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tm
     finally:
         src.stop()
         dst.stop()
+
+
+def test_target_crash_before_its_flusher_ran_loses_no_write_the_replication_counted(tmp_path):
+    """Issue 19: the target acknowledges SET_WITH_META before its flusher writes it. Its flusher is held back (the
+    test-only `SETTEE_TEST_FLUSHER_START_DELAY_MS`), the source's writes are replicated and counted (changes left
+    0, every document written) and checkpoint rounds pass, then the target is killed (SIGKILL) with those writes in
+    memory only and started again: its history changed and its connection broke, so the source reads again from
+    the last position the target confirmed persisted (OBSERVE_SEQNO) and every write arrives again. Before the fix
+    the checkpoint and the reading had moved past them and none came back."""
+    src = start(tmp_path / "src")
+    dst = new_server(base_dir=tmp_path / "dst", bucket_type="couchbase")
+    dst.env["SETTEE_TEST_FLUSHER_START_DELAY_MS"] = "600000"
+    dst.start()
+    try:
+        rid = replicate(src, dst, "dc2", checkpointInterval="1")
+        c = connect(src)
+        c.wait_until_ready(timedelta(seconds=20))
+        source = c.bucket("default").default_collection()
+        keys = [f"k-{i}" for i in range(200)]
+        for k in keys:
+            source.upsert(k, {"k": k})
+        caught_up(src, rid, written_at_least=len(keys))
+        time.sleep(2.5)  # checkpoint rounds: none may cover writes the target has not persisted
+        dst.kill()
+        dst.env = {}
+        dst.start()
+        d = connect(dst)
+        d.wait_until_ready(timedelta(seconds=20))
+        target = d.bucket("default").default_collection()
+        wait_until(lambda: snapshot(source, keys) == snapshot(target, keys), timeout_seconds=60,
+                   what="every write the replication had counted to be on the restarted target")
+        c.close()
+        d.close()
+    finally:
+        src.stop()
+        dst.stop()

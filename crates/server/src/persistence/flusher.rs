@@ -37,6 +37,7 @@ impl Flusher {
 
     pub(crate) fn run(self) {
         super::background::lower_this_thread();
+        self.test_start_delay();
         let vbuckets = self.vbuckets();
         let mut next = 0;
         loop {
@@ -57,6 +58,21 @@ impl Flusher {
                 return;
             }
             self.signals[usize::from(self.shard)].wait(FLUSH_IDLE_WAIT);
+        }
+    }
+
+    /// Test only: `SETTEE_TEST_FLUSHER_START_DELAY_MS` holds the flusher back that long after the bucket opens,
+    /// so a test can crash a node while its acknowledged writes are still in memory only (the XDCR crash test).
+    /// Unset (always, outside tests) it costs one environment lookup per bucket open.
+    fn test_start_delay(&self) {
+        let Some(ms) = std::env::var("SETTEE_TEST_FLUSHER_START_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok())
+        else {
+            return;
+        };
+        tracing::warn!(bucket = %self.bucket.name(), ms, "test knob: the flusher starts late");
+        let until = std::time::Instant::now() + Duration::from_millis(ms);
+        while std::time::Instant::now() < until && !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

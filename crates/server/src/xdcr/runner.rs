@@ -282,6 +282,12 @@ impl Runner {
                 self.latency_sum += latency;
                 self.handle(Event::Reply { node, id, outcome });
             }
+            WriterReport::Observed { generation, vb, probe, answer } if generation == self.target.generation => {
+                self.handle(match answer {
+                    Some((vbuuid, persisted, current)) => Event::Observed { vb, probe, vbuuid, persisted, current },
+                    None => Event::ObserveRefused { vb, probe },
+                });
+            }
             WriterReport::Down { generation, node } if generation == self.target.generation => {
                 tracing::info!(replication = %self.spec.id, node, "xdcr: a target node connection broke");
                 self.status.lock().error(format!("connection to target node {node} broke"));
@@ -520,6 +526,12 @@ impl Runner {
                             tracing::error!(replication = %self.spec.id, error = %e, "xdcr: saving checkpoints failed");
                         }
                         self.share_checkpoints(&saved);
+                    }
+                    Command::Observe { node, vb, probe } => {
+                        if !self.target.observe(node, vb, probe) {
+                            self.target.disconnect();
+                            self.handle(Event::NodeDown { node });
+                        }
                     }
                     Command::RefreshMap => {
                         self.need_map = true;

@@ -9,7 +9,7 @@ use settee_xdcr::Write;
 use tokio::sync::mpsc;
 
 use super::model::RemoteCluster;
-use super::writer::{self, WriterReport};
+use super::writer::{self, ToWriter, WriterReport};
 
 const FEATURES: &[Feature] = &[Feature::Collections, Feature::Xattr, Feature::Json, Feature::TcpNoDelay];
 
@@ -17,7 +17,7 @@ pub struct Target {
     remote: RemoteCluster,
     bucket: String,
     pub generation: u64,
-    writers: Vec<mpsc::Sender<Vec<Write>>>,
+    writers: Vec<mpsc::Sender<ToWriter>>,
     /// Nodes of the last map handed to the core (kept while disconnected: their writes in flight are lost).
     map_nodes: usize,
     /// The bootstrap connection, kept for GET_COLLECTION_ID.
@@ -105,7 +105,12 @@ impl Target {
 
     /// Hands a batch to node `node`'s writer; false when there is none or it stopped (the node is down).
     pub fn send(&self, node: usize, writes: Vec<Write>) -> bool {
-        self.writers.get(node).is_some_and(|w| w.try_send(writes).is_ok())
+        self.writers.get(node).is_some_and(|w| w.try_send(ToWriter::Batch(writes)).is_ok())
+    }
+
+    /// Asks node `node` for vBucket `vb`'s seqnos (OBSERVE_SEQNO) behind its writes; false as [`Self::send`].
+    pub fn observe(&self, node: usize, vb: u16, probe: u64) -> bool {
+        self.writers.get(node).is_some_and(|w| w.try_send(ToWriter::Observe { vb, probe }).is_ok())
     }
 
     /// Forgets the writers (a node went down): the next refresh opens them again.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use settee_client::{Connection, WithMetaWrite};
-use settee_mcbp::WithMetaExtras;
+use settee_mcbp::{Opcode, Request, WithMetaExtras};
 use settee_types::Status;
 use settee_xdcr::{ChangeKind, Outcome, Write};
 use tokio::sync::mpsc;
@@ -27,6 +27,30 @@ pub enum WriterReport {
         generation: u64,
         node: usize,
     },
+    /// OBSERVE_SEQNO's answer for `vb`: (vbuuid, persisted seqno, current seqno); None when the target refused it.
+    Observed {
+        generation: u64,
+        vb: u16,
+        probe: u64,
+        answer: Option<(u64, u64, u64)>,
+    },
+}
+
+/// What the runner hands a writer.
+#[derive(Debug)]
+pub enum ToWriter {
+    Batch(Vec<Write>),
+    /// OBSERVE_SEQNO for target vBucket `vb`, on behalf of the core's `probe`.
+    Observe {
+        vb: u16,
+        probe: u64,
+    },
+}
+
+/// What a request in flight was.
+enum Pending {
+    Write(u64, Instant),
+    Observe(u16, u64),
 }
 
 /// Runs until `batches` closes or the connection breaks (then reports Down).
@@ -34,18 +58,25 @@ pub async fn run(
     mut conn: Connection,
     generation: u64,
     node: usize,
-    mut batches: mpsc::Receiver<Vec<Write>>,
+    mut batches: mpsc::Receiver<ToWriter>,
     reports: mpsc::Sender<WriterReport>,
 ) {
-    // Opaque → (write id, when its batch was flushed).
-    let mut inflight: HashMap<u32, (u64, Instant)> = HashMap::new();
+    // Opaque → the write (id, when its batch was flushed) or the observe.
+    let mut inflight: HashMap<u32, Pending> = HashMap::new();
     loop {
         tokio::select! {
             batch = batches.recv() => {
                 let Some(batch) = batch else { return };
                 let sent = Instant::now();
-                for w in &batch {
-                    inflight.insert(queue(&mut conn, w), (w.id, sent));
+                match batch {
+                    ToWriter::Batch(batch) => {
+                        for w in &batch {
+                            inflight.insert(queue(&mut conn, w), Pending::Write(w.id, sent));
+                        }
+                    }
+                    ToWriter::Observe { vb, probe } => {
+                        inflight.insert(queue_observe(&mut conn, vb), Pending::Observe(vb, probe));
+                    }
                 }
                 if conn.flush().await.is_err() {
                     let _ = reports.send(WriterReport::Down { generation, node }).await;
@@ -60,7 +91,7 @@ pub async fn run(
                 let mut answered = Vec::new();
                 loop {
                     match conn.next_response() {
-                        Ok(Some(r)) => answered.push((r.opaque, r.status)),
+                        Ok(Some(r)) => answered.push((r.opaque, r.status, observed(r.value))),
                         Ok(None) => break,
                         Err(_) => {
                             let _ = reports.send(WriterReport::Down { generation, node }).await;
@@ -69,10 +100,27 @@ pub async fn run(
                     }
                 }
                 let now = Instant::now();
-                for (opaque, status) in answered {
-                    let Some((id, sent)) = inflight.remove(&opaque) else { continue };
-                    let (outcome, latency) = (outcome_of(status), now.saturating_duration_since(sent));
-                    if reports.send(WriterReport::Reply { generation, node, id, outcome, latency }).await.is_err() {
+                for (opaque, status, answer) in answered {
+                    let report = match inflight.remove(&opaque) {
+                        Some(Pending::Write(id, sent)) => {
+                            let (outcome, latency) = (outcome_of(status), now.saturating_duration_since(sent));
+                            WriterReport::Reply { generation, node, id, outcome, latency }
+                        }
+                        // A refused or malformed answer is not reported: the core asks again next interval.
+                        // NOT_MY_VBUCKET, TMPFAIL (a target warming up) or a short answer: asked again later.
+                        Some(Pending::Observe(vb, probe)) => match (outcome_of(status), answer) {
+                            (Outcome::Success, Some(answer)) => {
+                                WriterReport::Observed { generation, vb, probe, answer: Some(answer) }
+                            }
+                            (Outcome::NotMyVbucket | Outcome::TempFail, _) | (Outcome::Success, None) => continue,
+                            (_, _) => {
+                                tracing::debug!(vb, status, "xdcr: OBSERVE_SEQNO refused by the target");
+                                WriterReport::Observed { generation, vb, probe, answer: None }
+                            }
+                        },
+                        None => continue,
+                    };
+                    if reports.send(report).await.is_err() {
                         return;
                     }
                 }
@@ -90,6 +138,22 @@ pub fn outcome_of(status: u16) -> Outcome {
         Some(Status::Etmpfail | Status::Enomem | Status::Ebusy) => Outcome::TempFail,
         _ => Outcome::Failed(status),
     }
+}
+
+/// Queues OBSERVE_SEQNO for `vb` (the vbuuid asked about is ignored by the answer's format 0); returns its opaque.
+fn queue_observe(conn: &mut Connection, vb: u16) -> u32 {
+    let value = 0u64.to_be_bytes();
+    let mut req = Request::client(Opcode::ObserveSeqno as u8, &[]);
+    req.vbucket = vb;
+    req.value = &value;
+    conn.queue(&req)
+}
+
+/// (vbuuid, persisted, current) of an OBSERVE_SEQNO answer: format u8, vb u16, vbuuid, persisted, current (u64
+/// each); format 1 (a failover happened) carries more after, which is not needed here.
+fn observed(value: &[u8]) -> Option<(u64, u64, u64)> {
+    let field = |at: usize| value.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+    Some((field(3)?, field(11)?, field(19)?))
 }
 
 /// Queues one write; returns its opaque. Values go as the source holds them.

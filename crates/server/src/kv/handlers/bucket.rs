@@ -128,7 +128,8 @@ pub fn observe_seqno(s: &Session, req: &Request<'_>, out: &mut Out) -> KvResult 
     if req.value.len() != 8 || !req.extras.is_empty() || !req.key.is_empty() {
         return Err(KvError::Status(Status::Einval));
     }
-    if !s.access.read {
+    // memcached asks `MetaRead`, which replication_target holds (XDCR observes its target's persistence).
+    if !s.access.read && !s.access.meta_write {
         return Err(KvError::Status(Status::Eaccess));
     }
     let b = selected_bucket(s)?;
