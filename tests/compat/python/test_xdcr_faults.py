@@ -16,7 +16,7 @@ from conditions import wait_until
 from sdk_connect import connect
 from settee_server import SetteeServer, new_server
 from test_backup import snapshot, start
-from test_cluster import rest
+from test_cluster import MAJORITY, rest
 from test_xdcr import caught_up, replicate, task
 
 
@@ -109,7 +109,9 @@ def test_three_node_source_follows_rebalance_and_failovers_under_a_steady_writer
             assert all(s > 0 for s in shares), shares
             time.sleep(2)  # a checkpoint round after the static documents
 
-            with Writer(source, 100, prefix="w-") as writer:
+            # `majority` writes: a hard failover may lose an acknowledged write that had not reached a replica yet
+            # (asynchronous replication, as Couchbase's), and the test asserts none was lost.
+            with Writer(source, 100, prefix="w-", durability=MAJORITY) as writer:
                 extra.start()
                 rebalance_to(src[0], src + [extra], [])
                 assert wait_until(lambda: task(extra, rid)["docsWritten"] > 0, timeout_seconds=30,
