@@ -31,6 +31,38 @@ def kv_connections_accepted(node: SetteeServer) -> dict:
     return found
 
 
+def replicate_and_count(a: SetteeServer, b: SetteeServer, prefix: str) -> tuple[dict, dict]:
+    """Replicates `a`'s default bucket to its remote `to-b` (node `b`), writes 20 documents `{prefix}-N` on `a`,
+    waits until the replication wrote them without an error, checks that `b` holds the same versions, and returns
+    `b`'s KV connection counts by transport from before the replication and from once it wrote them (read before
+    this function's own SDK connects to `b`)."""
+    before = kv_connections_accepted(b)
+    status, body = rest(a, "POST", "/controller/createReplication",
+                        {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
+                         "replicationType": "continuous"})
+    assert status == 200, body
+    rid = body["id"]
+    ca = connect(a)
+    try:
+        ca.wait_until_ready(timedelta(seconds=20))
+        ka = ca.bucket("default").default_collection()
+        for i in range(20):
+            ka.upsert(f"{prefix}-{i}", {"i": i})
+        caught_up(a, rid, written_at_least=20)
+        assert not task(a, rid)["errors"], task(a, rid)
+        after = kv_connections_accepted(b)
+        cb = connect(b)
+        try:
+            cb.wait_until_ready(timedelta(seconds=20))
+            keys = [f"{prefix}-{i}" for i in range(20)]
+            assert snapshot(ka, keys) == snapshot(cb.bucket("default").default_collection(), keys)
+        finally:
+            cb.close()
+    finally:
+        ca.close()
+    return before, after
+
+
 def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
     """Issue 19: `demandEncryption=1` with the remote's CA as `certificate` (`encryptionType` full by default, as
     goxdcr): the reference is validated over the remote's TLS management port (found through its
@@ -60,30 +92,10 @@ def test_full_encryption_to_the_remote_trusts_only_the_given_ca(tmp_path):
         status, remotes = rest(a, "GET", "/pools/default/remoteClusters")
         assert remotes[0]["encryptionType"] == "full" and remotes[0]["certificate"].strip() == ca_b.strip()
 
-        before = kv_connections_accepted(b)
-        status, body = rest(a, "POST", "/controller/createReplication",
-                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
-                             "replicationType": "continuous"})
-        assert status == 200, body
-        rid = body["id"]
-        ca = connect(a)
-        ca.wait_until_ready(timedelta(seconds=20))
-        ka = ca.bucket("default").default_collection()
-        for i in range(20):
-            ka.upsert(f"tls-{i}", {"i": i})
-        caught_up(a, rid, written_at_least=20)
+        before, after = replicate_and_count(a, b, "tls")
         # The target saw the replication's KV connections (bootstrap and writer) on its TLS port only: a
         # replication that fell back to the plain port would show there.
-        after = kv_connections_accepted(b)
         assert after["plain"] == before["plain"] and after["tls"] >= before["tls"] + 2, (before, after)
-        cb = connect(b)
-        cb.wait_until_ready(timedelta(seconds=20))
-        kb = cb.bucket("default").default_collection()
-        keys = [f"tls-{i}" for i in range(20)]
-        assert snapshot(ka, keys) == snapshot(kb, keys)
-        assert not task(a, rid)["errors"], task(a, rid)
-        ca.close()
-        cb.close()
     finally:
         a.stop()
         b.stop()
@@ -109,27 +121,8 @@ def test_half_encryption_protects_the_password_and_sends_the_documents_in_clear(
         status, body = rest(a, "POST", "/pools/default/remoteClusters", form | {"certificate": ca_b})
         assert status == 200, body
         assert body["secureType"] == "half" and body["encryptionType"] == "half" and body["demandEncryption"], body
-        before = kv_connections_accepted(b)
-        status, body = rest(a, "POST", "/controller/createReplication",
-                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
-                             "replicationType": "continuous"})
-        assert status == 200, body
-        rid = body["id"]
-        ca = connect(a)
-        ca.wait_until_ready(timedelta(seconds=20))
-        ka = ca.bucket("default").default_collection()
-        for i in range(20):
-            ka.upsert(f"half-{i}", {"i": i})
-        caught_up(a, rid, written_at_least=20)
-        assert not task(a, rid)["errors"], task(a, rid)
-        after = kv_connections_accepted(b)
+        before, after = replicate_and_count(a, b, "half")
         assert after["tls"] == before["tls"] and after["plain"] >= before["plain"] + 2, (before, after)
-        cb = connect(b)  # the SDK authenticates with SCRAM too
-        cb.wait_until_ready(timedelta(seconds=20))
-        keys = [f"half-{i}" for i in range(20)]
-        assert snapshot(ka, keys) == snapshot(cb.bucket("default").default_collection(), keys)
-        ca.close()
-        cb.close()
     finally:
         a.stop()
         b.stop()
@@ -186,27 +179,8 @@ def test_full_encryption_with_a_client_certificate_instead_of_a_password(tmp_pat
         assert body["username"] == "" and body["clientCertificate"].strip() == cert.strip(), body
         assert "clientKey" not in body, "the key is never shown"
 
-        before = kv_connections_accepted(b)
-        status, body = rest(a, "POST", "/controller/createReplication",
-                            {"fromBucket": "default", "toCluster": "to-b", "toBucket": "default",
-                             "replicationType": "continuous"})
-        assert status == 200, body
-        rid = body["id"]
-        ca = connect(a)
-        ca.wait_until_ready(timedelta(seconds=20))
-        ka = ca.bucket("default").default_collection()
-        for i in range(20):
-            ka.upsert(f"cert-{i}", {"i": i})
-        caught_up(a, rid, written_at_least=20)
-        assert not task(a, rid)["errors"], task(a, rid)
-        after = kv_connections_accepted(b)
+        before, after = replicate_and_count(a, b, "cert")
         assert after["plain"] == before["plain"] and after["tls"] >= before["tls"] + 2, (before, after)
-        cb = connect(b)
-        cb.wait_until_ready(timedelta(seconds=20))
-        keys = [f"cert-{i}" for i in range(20)]
-        assert snapshot(ka, keys) == snapshot(cb.bucket("default").default_collection(), keys)
-        ca.close()
-        cb.close()
     finally:
         a.stop()
         b.stop()
