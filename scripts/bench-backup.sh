@@ -28,18 +28,6 @@ echo "work dir: $WORK; $ITEMS documents, $CHANGED changed before the incremental
 . scripts/cluster-nodes.sh
 trap stop_all EXIT
 
-# queue_empty IP: waits until the node's flusher has written every item (kv_ep_queue_size 0 in /metrics).
-queue_empty() {
-    for _ in $(seq 1 3600); do
-        local q
-        q=$(curl -sf -u Administrator:password "http://$1:8091/metrics" |
-            awk '/^kv_ep_queue_size/ {s += $NF} END {print s + 0}')
-        [ "$q" = 0 ] && return 0
-        sleep 1
-    done
-    echo "the flusher of $1 did not empty its queue" >&2
-    exit 1
-}
 
 # timed NAME DOCS CMD...: runs CMD under /usr/bin/time and prints one table row: wall time, docs/s, and the archive
 # bytes per second: those the step wrote (a backup) or, for a restore (archive unchanged), the whole archive read.

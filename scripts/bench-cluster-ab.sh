@@ -16,29 +16,22 @@ DURATION="${DURATION:-10}" BASE_PORT="${BASE_PORT:-29000}"
 WORK=$(mktemp -d /tmp/settee-bench-cluster-ab.XXXXXX)
 ADMIN=(-u Administrator:password)
 declare -A NODE_PIDS
-ALL_PIDS=()
-trap 'kill "${ALL_PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# shellcheck source=scripts/cluster-nodes.sh
+. "$(dirname "$0")/cluster-nodes.sh"
+trap 'stop_all; rm -rf "$WORK"' EXIT
 
-start_node() { # BIN IP KV_PORT [extra server args]
+start_at() { # BIN IP KV_PORT [extra server args]: a node on KV_PORT..KV_PORT+2, TLS ports off
     local bin=$1 ip=$2 kv=$3
     shift 3
-    SETTEE_LOG=warn "$bin" server --data-dir "$WORK/$ip" --host "$ip" --bucket "" --kv-port "$kv" \
-        --mgmt-port $((kv + 1)) --query-port $((kv + 2)) --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 \
-        "$@" >>"$WORK/$ip.log" 2>&1 &
-    ALL_PIDS+=($!)
-    NODE_PIDS[$ip]=$!
-    for _ in $(seq 1 600); do
-        curl -sf "http://$ip:$((kv + 1))/pools" >/dev/null && return 0
-        sleep 0.1
-    done
-    echo "node $ip did not start (see $WORK/$ip.log)" >&2
-    exit 1
+    BIN=$bin MGMT_PORT=$((kv + 1)) SETTEE_LOG=warn start_node "$ip" --kv-port "$kv" --mgmt-port $((kv + 1)) \
+        --query-port $((kv + 2)) --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 "$@"
+    NODE_PIDS[$ip]=${PIDS[-1]}
 }
 form_cluster() { # BIN IP1 IP2 KV_PORT1 KV_PORT2
     local bin=$1 ip1=$2 ip2=$3 kv1=$4 kv2=$5 mgmt
     mgmt="http://$ip1:$((kv1 + 1))"
-    start_node "$bin" "$ip1" "$kv1"
-    start_node "$bin" "$ip2" "$kv2" --join "$ip1:$((kv1 + 1))"
+    start_at "$bin" "$ip1" "$kv1"
+    start_at "$bin" "$ip2" "$kv2" --join "$ip1:$((kv1 + 1))"
     curl -sf "${ADMIN[@]}" -X POST "$mgmt/controller/rebalance" \
         -d "knownNodes=ns_1@$ip1,ns_1@$ip2&ejectedNodes=" >/dev/null
     while curl -sf "${ADMIN[@]}" "$mgmt/pools/default/tasks" | grep -q '"status":"running"'; do sleep 0.2; done

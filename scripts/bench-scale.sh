@@ -35,14 +35,6 @@ echo "$ITEMS items, $NODES node(s), quota $QUOTA_MB MiB per node (value eviction
 # shellcheck source=scripts/cluster-nodes.sh
 . scripts/cluster-nodes.sh
 trap stop_all EXIT
-metric_sum() { # metric_sum NAME: the sum of a /metrics series over the nodes
-    local total=0 v
-    for ip in "${IPS[@]}"; do
-        v=$(curl -sf -u Administrator:password "http://$ip:8091/metrics" | awk -v m="$1" '$1 ~ "^"m {s += $NF} END {print s + 0}')
-        total=$(echo "$total + $v" | bc)
-    done
-    echo "$total"
-}
 resident_pct() { # the active vBuckets' resident ratio on the first node, in percent
     curl -sf -u Administrator:password http://127.0.0.1:8091/metrics |
         awk '/^kv_vb_perc_mem_resident_ratio.*state="active"/ {printf "%.0f", $NF * 100}'
@@ -51,14 +43,6 @@ rss_mb() { # the sum of the nodes' RSS in MiB
     local kb=0
     for p in "${PIDS[@]}"; do kb=$((kb + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done
     echo $((kb / 1024))
-}
-queue_empty() {
-    for _ in $(seq 1 7200); do
-        [ "$(metric_sum kv_ep_queue_size)" = 0 ] && return 0
-        sleep 1
-    done
-    echo "the flushers did not empty their queues" >&2
-    exit 1
 }
 start_all() {
     start_node 127.0.0.1
@@ -81,7 +65,7 @@ t0=$(date +%s.%N)
 "$BIN" bench --spec "$SPEC" -q -I "$ITEMS" -m 200 -M 200 --key-format uuid --populate-only -B 64 -t 2 \
     --connections 2 --retry-tmpfail --timeout 600 --json "$WORK/load.json" >/dev/null
 t1=$(date +%s.%N)
-queue_empty
+queue_empty "${IPS[@]}"
 t2=$(date +%s.%N)
 printf 'load: %.0f items/s acknowledged (%.1f s), %.0f items/s on disk (%.1f s to the empty queue)\n' \
     "$(echo "$ITEMS / ($t1 - $t0)" | bc -l)" "$(echo "$t1 - $t0" | bc -l)" \
@@ -114,7 +98,7 @@ for rate in $RATES; do
     bench=$!
     qmax=0 rmax=0
     while kill -0 "$bench" 2>/dev/null; do
-        q=$(metric_sum kv_ep_queue_size) r=$(rss_mb)
+        q=$(metric_sum kv_ep_queue_size "${IPS[@]}") r=$(rss_mb)
         [ "$(echo "$q > $qmax" | bc)" = 1 ] && qmax=$q
         [ "$r" -gt "$rmax" ] && rmax=$r
         sleep 1

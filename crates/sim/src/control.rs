@@ -381,17 +381,5 @@ impl Control {
 
 /// A simulated node's entry in the metadata.
 fn node_info(id: NodeId) -> NodeInfo {
-    NodeInfo {
-        id,
-        hostname: format!("127.0.0.{id}"),
-        kv_port: 11210,
-        mgmt_port: 8091,
-        query_port: 8093,
-        membership: Membership::Active,
-        services: vec!["kv".into()],
-        tls_ports: Default::default(),
-        node_encryption: false,
-        tls_ca: String::new(),
-        meta_version: settee_cluster::metadata::META_VERSION,
-    }
+    NodeInfo::new(id, &format!("127.0.0.{id}"), 8091)
 }

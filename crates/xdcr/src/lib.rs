@@ -31,4 +31,4 @@ pub use error::XdcrError;
 pub use event::{Checkpoint, Command, Event, Outcome};
 pub use replicator::Replicator;
 pub use settings::Settings;
-pub use stats::Stats;
+pub use stats::{ByKind, Stats};

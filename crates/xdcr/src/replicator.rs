@@ -202,7 +202,7 @@ impl Replicator {
         let p = self.vb(vb)?;
         p.on_change(vb, change.seqno)?;
         let epoch = p.epoch;
-        self.stats.read(&change);
+        self.stats.count_read(&change);
         let id = self.next_id;
         self.next_id += 1;
         self.held_bytes += change.bytes();
@@ -275,11 +275,11 @@ impl Replicator {
         }
         match outcome {
             Outcome::Success => {
-                self.stats.written(&held.change);
+                self.stats.count_written(&held.change);
                 self.settle(id);
             }
             Outcome::LostConflict => {
-                self.stats.lost_conflict(&held.change);
+                self.stats.count_lost_conflict(&held.change);
                 self.settle(id);
             }
             Outcome::NotMyVbucket => {
@@ -405,12 +405,12 @@ impl Replicator {
     /// Starts a probe for each vBucket with acknowledged writes past its confirmed position, and asks again for
     /// each probe still open. A target with another vBucket count cannot be asked: acknowledged counts as done.
     fn probe_all(&mut self) {
-        let comparable = !self.map.is_empty() && self.map.len() == self.settings.source_vbuckets;
+        let other_count = !self.map.is_empty() && self.map.len() != self.settings.source_vbuckets;
         let vbs: Vec<u16> = self.vbs.keys().copied().collect();
         for vb in vbs {
             let node = self.target_node(vb);
             let Some(p) = self.vbs.get_mut(&vb) else { continue };
-            if !comparable && !self.map.is_empty() {
+            if other_count {
                 p.confirmed = p.through();
                 continue;
             }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use settee_types::{vbucket_for_key, FailoverLog};
 
+use crate::ByKind;
 use crate::{Change, ChangeKind, Checkpoint, Command, Event, Outcome, Replicator, Settings, Stats, XdcrError};
 
 const T0: Duration = Duration::from_secs(100);
@@ -164,7 +165,7 @@ fn lost_conflict_is_counted_and_not_retried() {
     r.handle(T0 + Duration::from_secs(60), Event::Tick).unwrap();
     let after = r.take_commands();
     assert!(sends(&after).is_empty(), "nothing resent: {after:?}");
-    assert_eq!((r.stats().docs_failed_cr, r.stats().docs_written, r.held()), (1, 0, 0));
+    assert_eq!((r.stats().docs_failed_cr(), r.stats().docs_written(), r.held()), (1, 0, 0));
     assert_eq!(r.through(0), Some(1));
 }
 
@@ -215,7 +216,7 @@ fn writes_in_flight_to_a_node_that_went_down_are_resent_after_a_new_map() {
     assert_eq!(sends(&r.take_commands()), vec![(node, ids.clone())]);
     assert_eq!(r.held(), 1);
     r.handle(T0, Event::Reply { node, id: ids[0], outcome: Outcome::Success }).unwrap();
-    assert_eq!((r.held(), r.stats().docs_written), (0, 1));
+    assert_eq!((r.held(), r.stats().docs_written()), (0, 1));
 }
 
 #[test]
@@ -385,7 +386,7 @@ fn a_change_copied_to_two_collections_is_through_only_when_both_copies_are_on_th
     assert_eq!(r.through(0), Some(0), "one copy still in flight");
     r.handle(T0, Event::Reply { node: sent[1].0, id: sent[1].1, outcome: Outcome::LostConflict }).unwrap();
     assert_eq!(r.through(0), Some(1));
-    assert_eq!(r.stats().docs_written, 1);
+    assert_eq!(r.stats().docs_written(), 1);
     r.handle(T0, Event::Snapshot { vb: 0, start: 2, end: 2 }).unwrap();
     assert_eq!(
         r.handle(T0, Event::Change { vb: 0, change: change("a", 1) }),
@@ -425,9 +426,9 @@ fn writes_are_counted_by_kind_and_bytes_when_the_target_answers() {
         cmds = r.take_commands();
     }
     let s = r.stats();
-    assert_eq!((s.set_read, s.deletions_read, s.expirations_read), (2, 2, 2));
-    assert_eq!((s.set_written, s.deletions_written, s.expirations_written, s.docs_written), (1, 1, 1, 3));
-    assert_eq!((s.set_failed_cr, s.deletions_failed_cr, s.expirations_failed_cr, s.docs_failed_cr), (1, 1, 1, 3));
+    assert_eq!((s.read.sets, s.read.deletions, s.read.expirations), (2, 2, 2));
+    assert_eq!((s.written.sets, s.written.deletions, s.written.expirations, s.docs_written()), (1, 1, 1, 3));
+    assert_eq!((s.failed_cr.sets, s.failed_cr.deletions, s.failed_cr.expirations, s.docs_failed_cr()), (1, 1, 1, 3));
     assert_eq!(s.data_replicated, sizes[..3].iter().sum::<u64>());
     assert_eq!(sizes[..3], [24 + 24 + 1 + 1 + 2, 24 + 24 + 1 + 1, 24 + 28 + 1 + 1]);
     assert_eq!(r.held_bytes(), 0);
@@ -436,11 +437,11 @@ fn writes_are_counted_by_kind_and_bytes_when_the_target_answers() {
 #[test]
 fn stats_add_up_over_runs_when_a_runner_restarts() {
     // Proves `plus` sums every counter and keeps the later run's last error.
-    let earlier =
-        Stats { docs_written: 2, set_written: 2, data_replicated: 100, last_error: Some(1), ..Stats::default() };
-    let later = Stats { docs_written: 1, deletions_written: 1, data_replicated: 50, ..Stats::default() };
+    let written = |sets, deletions| ByKind { sets, deletions, expirations: 0 };
+    let earlier = Stats { written: written(2, 0), data_replicated: 100, last_error: Some(1), ..Stats::default() };
+    let later = Stats { written: written(0, 1), data_replicated: 50, ..Stats::default() };
     let sum = earlier.plus(&later);
-    assert_eq!((sum.docs_written, sum.set_written, sum.deletions_written, sum.data_replicated), (3, 2, 1, 150));
+    assert_eq!((sum.docs_written(), sum.written.sets, sum.written.deletions, sum.data_replicated), (3, 2, 1, 150));
     assert_eq!(sum.last_error, Some(1));
     assert_eq!(earlier.plus(&Stats { last_error: Some(5), ..later }).last_error, Some(5));
 }

@@ -2,28 +2,48 @@
 
 use crate::change::{Change, ChangeKind};
 
+/// Counts by the kind of change: goxdcr splits each of its document counters into `set_`, `deletion_` and
+/// `expiry_` ones, and the unsplit counter is their total.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByKind {
+    pub sets: u64,
+    pub deletions: u64,
+    pub expirations: u64,
+}
+
+impl ByKind {
+    fn count(&mut self, kind: ChangeKind) {
+        match kind {
+            ChangeKind::Mutation => self.sets += 1,
+            ChangeKind::Deletion => self.deletions += 1,
+            ChangeKind::Expiration => self.expirations += 1,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.sets + self.deletions + self.expirations
+    }
+
+    fn plus(&self, later: &ByKind) -> ByKind {
+        ByKind {
+            sets: self.sets + later.sets,
+            deletions: self.deletions + later.deletions,
+            expirations: self.expirations + later.expirations,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Changes read from the source (`docs_received_from_dcp`).
-    pub changes_read: u64,
-    /// Of those, mutations, deletions and expirations (`set_`, `deletion_`, `expiry_received_from_dcp`).
-    pub set_read: u64,
-    pub deletions_read: u64,
-    pub expirations_read: u64,
-    /// Writes the target accepted (`docs_written`).
-    pub docs_written: u64,
-    /// Of those, mutations, deletions and expirations (`set_`, `deletion_`, `expiry_docs_written`).
-    pub set_written: u64,
-    pub deletions_written: u64,
-    pub expirations_written: u64,
+    /// Changes read from the source (`docs_received_from_dcp`; `set_`, `deletion_`, `expiry_received_from_dcp`).
+    pub read: ByKind,
+    /// Writes the target accepted (`docs_written`; `set_`, `deletion_`, `expiry_docs_written`).
+    pub written: ByKind,
     /// Bytes of the with-meta requests the target accepted: header, extras, key and value (`data_replicated`).
     pub data_replicated: u64,
-    /// Writes the target refused by conflict resolution (`docs_failed_cr_source`).
-    pub docs_failed_cr: u64,
-    /// Of those, mutations, deletions and expirations (`set_`, `deletion_`, `expiry_failed_cr_source`).
-    pub set_failed_cr: u64,
-    pub deletions_failed_cr: u64,
-    pub expirations_failed_cr: u64,
+    /// Writes the target refused by conflict resolution (`docs_failed_cr_source`; `set_`, `deletion_`,
+    /// `expiry_failed_cr_source`).
+    pub failed_cr: ByKind,
     /// Writes sent again after TMPFAIL or an error.
     pub retries: u64,
     /// Writes answered with an error other than TMPFAIL, NOT_MY_VBUCKET or a lost conflict.
@@ -45,48 +65,42 @@ pub struct Stats {
     pub last_error: Option<u16>,
 }
 
-/// The three counters of one split (mutations, deletions, expirations).
-fn split(kind: ChangeKind, set: &mut u64, deletions: &mut u64, expirations: &mut u64) {
-    match kind {
-        ChangeKind::Mutation => *set += 1,
-        ChangeKind::Deletion => *deletions += 1,
-        ChangeKind::Expiration => *expirations += 1,
-    }
-}
-
 impl Stats {
-    pub(crate) fn read(&mut self, c: &Change) {
-        self.changes_read += 1;
-        split(c.kind, &mut self.set_read, &mut self.deletions_read, &mut self.expirations_read);
+    /// Changes read from the source (`docs_received_from_dcp`, `docs_checked`).
+    pub fn changes_read(&self) -> u64 {
+        self.read.total()
     }
 
-    pub(crate) fn written(&mut self, c: &Change) {
-        self.docs_written += 1;
+    /// Writes the target accepted (`docs_written`).
+    pub fn docs_written(&self) -> u64 {
+        self.written.total()
+    }
+
+    /// Writes refused by conflict resolution (`docs_failed_cr_source`).
+    pub fn docs_failed_cr(&self) -> u64 {
+        self.failed_cr.total()
+    }
+
+    pub(crate) fn count_read(&mut self, c: &Change) {
+        self.read.count(c.kind);
+    }
+
+    pub(crate) fn count_written(&mut self, c: &Change) {
+        self.written.count(c.kind);
         self.data_replicated += c.request_bytes() as u64;
-        split(c.kind, &mut self.set_written, &mut self.deletions_written, &mut self.expirations_written);
     }
 
-    pub(crate) fn lost_conflict(&mut self, c: &Change) {
-        self.docs_failed_cr += 1;
-        split(c.kind, &mut self.set_failed_cr, &mut self.deletions_failed_cr, &mut self.expirations_failed_cr);
+    pub(crate) fn count_lost_conflict(&mut self, c: &Change) {
+        self.failed_cr.count(c.kind);
     }
 
     /// These counts after `later`'s (a runner's totals over its runs); the last error is the later one's if any.
     pub fn plus(&self, later: &Stats) -> Stats {
         Stats {
-            changes_read: self.changes_read + later.changes_read,
-            set_read: self.set_read + later.set_read,
-            deletions_read: self.deletions_read + later.deletions_read,
-            expirations_read: self.expirations_read + later.expirations_read,
-            docs_written: self.docs_written + later.docs_written,
-            set_written: self.set_written + later.set_written,
-            deletions_written: self.deletions_written + later.deletions_written,
-            expirations_written: self.expirations_written + later.expirations_written,
+            read: self.read.plus(&later.read),
+            written: self.written.plus(&later.written),
             data_replicated: self.data_replicated + later.data_replicated,
-            docs_failed_cr: self.docs_failed_cr + later.docs_failed_cr,
-            set_failed_cr: self.set_failed_cr + later.set_failed_cr,
-            deletions_failed_cr: self.deletions_failed_cr + later.deletions_failed_cr,
-            expirations_failed_cr: self.expirations_failed_cr + later.expirations_failed_cr,
+            failed_cr: self.failed_cr.plus(&later.failed_cr),
             retries: self.retries + later.retries,
             errors: self.errors + later.errors,
             rerouted: self.rerouted + later.rerouted,

@@ -7,19 +7,8 @@ use crate::vbmap::{NodeId, VbMap};
 pub(crate) fn meta_with_nodes(nodes: &[(NodeId, Membership)]) -> ClusterMetadata {
     let mut meta = ClusterMetadata::default();
     for (id, membership) in nodes {
-        let info = NodeInfo {
-            id: *id,
-            hostname: "127.0.0.1".into(),
-            kv_port: 11210,
-            mgmt_port: 9000 + u16::try_from(*id).expect("small test id"),
-            query_port: 8093,
-            membership: *membership,
-            services: vec!["kv".into()],
-            tls_ports: Default::default(),
-            node_encryption: false,
-            tls_ca: String::new(),
-            meta_version: crate::metadata::META_VERSION,
-        };
+        let mgmt_port = 9000 + u16::try_from(*id).expect("small test id");
+        let info = NodeInfo { membership: *membership, ..NodeInfo::new(*id, "127.0.0.1", mgmt_port) };
         meta.nodes.insert(*id, info);
     }
     meta

@@ -8,19 +8,7 @@ use super::*;
 use crate::vbmap;
 
 pub(super) fn node(id: NodeId) -> NodeInfo {
-    NodeInfo {
-        id,
-        hostname: "127.0.0.1".into(),
-        kv_port: 11210,
-        mgmt_port: 8090 + u16::try_from(id).expect("small test id"),
-        query_port: 8093,
-        membership: Membership::Active,
-        services: vec!["kv".into()],
-        tls_ports: Default::default(),
-        node_encryption: false,
-        tls_ca: String::new(),
-        meta_version: crate::metadata::META_VERSION,
-    }
+    NodeInfo::new(id, "127.0.0.1", 8090 + u16::try_from(id).expect("small test id"))
 }
 
 fn spec(name: &str, replicas: u8) -> BucketSpec {

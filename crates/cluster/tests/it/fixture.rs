@@ -67,19 +67,7 @@ impl TestNode {
 
     pub fn info(&self) -> NodeInfo {
         let port: u16 = self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
-        NodeInfo {
-            id: self.id,
-            hostname: "127.0.0.1".into(),
-            kv_port: 11210,
-            mgmt_port: port,
-            query_port: 8093,
-            membership: Membership::InactiveAdded,
-            services: vec!["kv".into()],
-            tls_ports: Default::default(),
-            node_encryption: false,
-            tls_ca: String::new(),
-            meta_version: settee_cluster::metadata::META_VERSION,
-        }
+        NodeInfo { membership: Membership::InactiveAdded, ..NodeInfo::new(self.id, "127.0.0.1", port) }
     }
 }
 

@@ -204,22 +204,11 @@ fn is_localhost(ip: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use settee_cluster::{Membership, TlsPorts};
+    use settee_cluster::TlsPorts;
 
     fn node(id: NodeId, encrypted: bool) -> NodeInfo {
-        NodeInfo {
-            id,
-            hostname: format!("127.0.0.{id}"),
-            kv_port: 11210,
-            mgmt_port: 8091,
-            query_port: 8093,
-            membership: Membership::Active,
-            services: vec!["kv".into()],
-            tls_ports: TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
-            node_encryption: encrypted,
-            tls_ca: String::new(),
-            meta_version: settee_cluster::metadata::META_VERSION,
-        }
+        let tls_ports = TlsPorts { kv: 11207, mgmt: 18091, query: 18093 };
+        NodeInfo { tls_ports, node_encryption: encrypted, ..NodeInfo::new(id, &format!("127.0.0.{id}"), 8091) }
     }
 
     fn meta(encrypted: &[bool]) -> ClusterMetadata {

@@ -330,23 +330,23 @@ fn xdcr_families(f: &mut Families, node: &Node) {
         let s = st.stats;
         let help = "Source changes not yet on the target, over this node's active vBuckets";
         f.gauge("xdcr_changes_left_total", help, labels(), st.changes_left as f64);
-        f.counter("xdcr_docs_received_from_dcp", "Changes read from the source", labels(), s.changes_read as f64);
-        f.counter("xdcr_docs_written", "Documents the target accepted", labels(), s.docs_written as f64);
+        f.counter("xdcr_docs_received_from_dcp", "Changes read from the source", labels(), s.changes_read() as f64);
+        f.counter("xdcr_docs_written", "Documents the target accepted", labels(), s.docs_written() as f64);
         let help = "Changes the replication's filters left out";
         f.counter("xdcr_docs_filtered", help, labels(), s.docs_filtered as f64);
         let help = "Documents the target refused by conflict resolution (it held the same or a newer version)";
-        f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr as f64);
+        f.counter("xdcr_docs_failed_cr_source", help, labels(), s.docs_failed_cr() as f64);
         f.counter("xdcr_num_checkpoints", "vBucket checkpoints saved", labels(), s.checkpoints as f64);
         let splits: [(&'static str, &'static str, u64); 9] = [
-            ("xdcr_set_docs_written", "Mutations the target accepted", s.set_written),
-            ("xdcr_deletion_docs_written", "Deletions the target accepted", s.deletions_written),
-            ("xdcr_expiry_docs_written", "Expirations the target accepted", s.expirations_written),
-            ("xdcr_set_failed_cr_source", "Mutations refused by conflict resolution", s.set_failed_cr),
-            ("xdcr_deletion_failed_cr_source", "Deletions refused by conflict resolution", s.deletions_failed_cr),
-            ("xdcr_expiry_failed_cr_source", "Expirations refused by conflict resolution", s.expirations_failed_cr),
-            ("xdcr_set_received_from_dcp", "Mutations read from the source", s.set_read),
-            ("xdcr_deletion_received_from_dcp", "Deletions read from the source", s.deletions_read),
-            ("xdcr_expiry_received_from_dcp", "Expirations read from the source", s.expirations_read),
+            ("xdcr_set_docs_written", "Mutations the target accepted", s.written.sets),
+            ("xdcr_deletion_docs_written", "Deletions the target accepted", s.written.deletions),
+            ("xdcr_expiry_docs_written", "Expirations the target accepted", s.written.expirations),
+            ("xdcr_set_failed_cr_source", "Mutations refused by conflict resolution", s.failed_cr.sets),
+            ("xdcr_deletion_failed_cr_source", "Deletions refused by conflict resolution", s.failed_cr.deletions),
+            ("xdcr_expiry_failed_cr_source", "Expirations refused by conflict resolution", s.failed_cr.expirations),
+            ("xdcr_set_received_from_dcp", "Mutations read from the source", s.read.sets),
+            ("xdcr_deletion_received_from_dcp", "Deletions read from the source", s.read.deletions),
+            ("xdcr_expiry_received_from_dcp", "Expirations read from the source", s.read.expirations),
         ];
         for (name, help, value) in splits {
             f.counter(name, help, labels(), value as f64);
@@ -356,7 +356,7 @@ fn xdcr_families(f: &mut Families, node: &Node) {
         f.gauge("xdcr_data_replicated_bytes", help, labels(), s.data_replicated as f64);
         let help = "Bytes of keys and values of the writes held for the target (queued, in flight, to retry)";
         f.gauge("xdcr_size_rep_queue_bytes", help, labels(), st.queue_bytes as f64);
-        f.counter("xdcr_docs_checked", "Changes checked for replication", labels(), s.changes_read as f64);
+        f.counter("xdcr_docs_checked", "Changes checked for replication", labels(), s.changes_read() as f64);
         let help = "Mean time from a write's send to the target's reply, over the last second with replies";
         f.gauge("xdcr_wtavg_docs_latency_seconds", help, labels(), st.docs_latency_ms / 1000.0);
         f.counter(

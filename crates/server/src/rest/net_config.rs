@@ -199,18 +199,11 @@ mod tests {
     #[test]
     fn refusal_follows_ns_server_and_needs_the_tls_ports() {
         let mut meta = ClusterMetadata::default();
+        let tls_ports = settee_cluster::TlsPorts { kv: 11207, mgmt: 18091, query: 18093 };
         let node = settee_cluster::NodeInfo {
-            id: 1,
-            hostname: "127.0.0.1".into(),
-            kv_port: 11210,
-            mgmt_port: 8091,
-            query_port: 8093,
-            membership: settee_cluster::Membership::Active,
-            services: vec!["kv".into()],
-            tls_ports: settee_cluster::TlsPorts { kv: 11207, mgmt: 18091, query: 18093 },
+            tls_ports,
             node_encryption: true,
-            tls_ca: String::new(),
-            meta_version: settee_cluster::metadata::META_VERSION,
+            ..settee_cluster::NodeInfo::new(1, "127.0.0.1", 8091)
         };
         meta.nodes.insert(1, node);
         let on = NetConfig { node_encryption: Some(true) };

@@ -127,10 +127,10 @@ impl Xdcr {
                     "cancelURI": format!("/controller/cancelXDCR/{enc}"),
                     "settingsURI": format!("/settings/replications/{enc}"),
                     "changesLeft": st.changes_left,
-                    "docsChecked": st.stats.changes_read,
-                    "docsWritten": st.stats.docs_written,
+                    "docsChecked": st.stats.changes_read(),
+                    "docsWritten": st.stats.docs_written(),
                     "docsFiltered": st.stats.docs_filtered,
-                    "docsFailedCrSource": st.stats.docs_failed_cr,
+                    "docsFailedCrSource": st.stats.docs_failed_cr(),
                     "numCheckpoints": st.stats.checkpoints,
                     "errors": errors,
                 })

@@ -106,8 +106,8 @@ pub async fn run(
                             let (outcome, latency) = (outcome_of(status), now.saturating_duration_since(sent));
                             WriterReport::Reply { generation, node, id, outcome, latency }
                         }
-                        // A refused or malformed answer is not reported: the core asks again next interval.
-                        // NOT_MY_VBUCKET, TMPFAIL (a target warming up) or a short answer: asked again later.
+                        // NOT_MY_VBUCKET, TMPFAIL (a target warming up) or a short answer is not reported: the
+                        // core asks again next interval. A refusal is reported (the core stops waiting for it).
                         Some(Pending::Observe(vb, probe)) => match (outcome_of(status), answer) {
                             (Outcome::Success, Some(answer)) => {
                                 WriterReport::Observed { generation, vb, probe, answer: Some(answer) }
