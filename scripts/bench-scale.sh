@@ -7,7 +7,8 @@
 # with one replica (127.0.0.1 and 127.0.0.2, default ports).
 # Environment: ITEMS (100000000), RATES (set rates, "20000 40000 60000 80000 100000"), READ_PCT (95), DURATION (30),
 # NODES (1), WORK (a new temporary directory), SETTEE_BIN (default: a release build with jemalloc).
-# Needs about ITEMS x 140 B of RAM per node and ITEMS x 300 B of disk; 100 M items want a 32 GiB, 64 GB-disk machine.
+# Needs about ITEMS x 260 B of RAM per node (the quota, about 1.1 x it in RSS) and ITEMS x 370 B of disk (20 M items:
+# 4,966 MiB, 7.3 GB); 100 M items want a machine with 32 GiB of RAM and 64 GB of disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
