@@ -1,8 +1,8 @@
 //! Hot path: how a vBucket keeps its items in memory.
 //!
-//! Each item is one chunk of the vBucket's [`Arena`] — a 36-byte header, the key, the value, rounded to 4 bytes —
-//! and the vBucket's hash table ([`ItemTable`]) holds a 4-byte handle per item (5 bytes with hashbrown's control
-//! byte). The arena pays no allocator's size field or size-class rounding, and the table half the bytes of a
+//! Each item is one chunk of the vBucket's [`Arena`] — a header of 23 to 36 bytes, the key, the value, rounded to 4
+//! bytes — and the vBucket's hash table ([`ItemTable`]) holds a 4-byte handle per item (5 bytes with hashbrown's
+//! control byte). The arena pays no allocator's size field or size-class rounding, and the table half the bytes of a
 //! pointer table; the previous layout (one glibc allocation per item behind an 8-byte pointer) spent 79–82 bytes
 //! per item beyond key and value at a million items, memcached 78 (BENCHMARKS.md, "Memory per item";
 //! docs/adr/0005-item-arena-per-vbucket.md). A lookup still touches the header, the key it compares and the value it
@@ -12,11 +12,14 @@
 //! the table, so `&Item` and `&mut Item` live no longer than the table's borrow, and every change that allocates or
 //! frees (and so may move or compact the arena) takes `&mut ItemTable`.
 //!
-//! The header packs what [`StoredItem`] spells out: the revision has 48 bits (as kv_engine's `revSeqno`), the seqno
-//! 56 bits (at a million mutations a second a vBucket needs 2,000 years to pass that), and the key length one byte
-//! (keys are at most 250 bytes plus a collection prefix of at most 5). Every other field keeps its full range. The
-//! GET_LOCKED deadline, which few items ever have, is not in the header: a locked item's chunk carries it as a
-//! 4-byte trailer after the value (a state bit says so), and locking or unlocking rewrites the chunk.
+//! The header has a fixed part of 22 bytes (CAS; the seqno's 56 bits with the state bits; the value length; the key
+//! length, one byte, as keys are at most 250 bytes plus a collection prefix of at most 5; the datatype) and a
+//! variable part: the revision (48 bits at most, as kv_engine's `revSeqno`) in 1, 2, 4 or 6 bytes, then the flags and
+//! the expiry, 4 bytes each and only when not 0. A new document without flags or expiry takes 23 bytes, one with
+//! both and a revision past 255 takes 32. The GET_LOCKED deadline, which few items ever have, is a 4-byte trailer
+//! after the value (a state bit says so), and locking or unlocking rewrites the chunk. A field whose width changes
+//! (a revision passing 255, flags set on an item that had none) moves the item to a chunk of the new size like any
+//! other overwrite of a new size; a same-sized one is written in place.
 
 use std::borrow::Cow;
 use std::hash::BuildHasher;
@@ -38,32 +41,56 @@ const RESIDENT: u64 = 1 << 57;
 const REFERENCED: u64 = 1 << 58;
 /// The chunk was freed (the table no longer points at it); compaction skips it.
 const DEAD: u64 = 1 << 59;
-/// The chunk ends with a 4-byte lock deadline (Unix seconds) after the value, 4-byte aligned.
+/// The chunk ends with a 4-byte lock deadline (Unix seconds) right after the value.
 const LOCKED: u64 = 1 << 60;
+/// The flags are not 0: they follow the revision, in 4 bytes or, with [`FLAGS_TOP`], 1.
+const HAS_FLAGS: u64 = 1 << 61;
+/// The expiry is not 0: 4 bytes of it follow the revision and any flags.
+const HAS_EXPIRY: u64 = 1 << 62;
+/// The flags have only their top byte set, and only that byte is stored: the SDKs' "common flags" keep the format
+/// there (JSON is 0x02000000, as both SDKs send it; PROTOCOL.md).
+const FLAGS_TOP: u64 = 1 << 63;
 const LOCK_BYTES: usize = 4;
 
-/// 4-byte aligned, so that a chunk (header, key, value) needs no padding beyond rounding its end to 4 bytes.
-#[repr(C, packed(4))]
+/// The value length has the low 30 bits of its word (values are at most 20 MiB), the revision's width code the top 2.
+const VALUE_LEN_MASK: u32 = (1 << 30) - 1;
+/// Bytes the revision takes, by width code: most items are in their first 255 revisions.
+const REV_WIDTHS: [usize; 4] = [1, 2, 4, 6];
+/// The most bytes the variable part of a header takes: a 6-byte revision, 4-byte flags and expiry.
+const EXTRA_MAX: usize = 6 + 4 + 4;
+
+/// The fixed part of a chunk's header, unaligned (a chunk starts on a 4-byte boundary; its fields are read as
+/// bytes). The variable part follows: the revision in 1, 2, 4 or 6 bytes, then the flags (4 bytes, or 1 when only
+/// their top byte is set) and the expiry (4 bytes), each only when not 0. A new item without flags or expiry has a
+/// 23-byte header, one with the SDKs' JSON flags 24.
+#[repr(C, packed)]
 struct Header {
     cas: Cas,
     /// The seqno (low 56 bits) and the state bits.
     seqno_bits: u64,
-    /// The revision (low 48 bits), the key length (8 bits), the datatype (8 bits).
-    rev_key_datatype: u64,
-    flags: u32,
-    expiry: u32,
-    value_len: u32,
+    /// The value length (low 30 bits) and the revision's width code (top 2 bits).
+    value_bits: u32,
+    key_len: u8,
+    datatype: u8,
 }
 
 const HEADER: usize = std::mem::size_of::<Header>();
-const _: () = assert!(HEADER == 36 && std::mem::align_of::<Header>() == 4);
+const _: () = assert!(HEADER == 22 && std::mem::align_of::<Header>() == 1);
 
-impl Header {
-    /// The header of `item` under `key`. Keys are at most 255 bytes (250 plus the collection prefix) and values under
-    /// 4 GiB: the engine refuses anything larger before it gets here.
-    fn of(key: &[u8], item: &StoredItem<'_>) -> Header {
+/// A header ready to be written: the fixed part and the variable bytes that follow it.
+struct Encoded {
+    header: Header,
+    extra: [u8; EXTRA_MAX],
+    extra_len: usize,
+}
+
+impl Encoded {
+    /// The header of `item` under `key`. Keys are at most 255 bytes (250 plus the collection prefix) and values at
+    /// most 20 MiB: the engine refuses anything larger before it gets here.
+    fn of(key: &[u8], item: &StoredItem<'_>) -> Encoded {
         assert!(key.len() <= u8::MAX as usize, "key of {} bytes", key.len());
-        let value_len = u32::try_from(item.value.len()).expect("value under 4 GiB");
+        let value_len =
+            u32::try_from(item.value.len()).ok().filter(|&l| l <= VALUE_LEN_MASK).expect("value under 1 GiB");
         debug_assert!(item.seqno <= SEQNO_MAX, "seqno beyond 56 bits");
         let mut bits = 0;
         for (set, bit) in [
@@ -71,53 +98,96 @@ impl Header {
             (item.resident, RESIDENT),
             (item.referenced, REFERENCED),
             (item.locked_until != 0, LOCKED),
+            (item.flags != 0, HAS_FLAGS),
+            (item.flags != 0 && item.flags.trailing_zeros() >= 24, FLAGS_TOP),
+            (item.expiry != 0, HAS_EXPIRY),
         ] {
             if set {
                 bits |= bit;
             }
         }
-        Header {
+        let rev = item.rev.min(REV_MAX);
+        let code = match rev {
+            0..=0xff => 0,
+            0x100..=0xffff => 1,
+            0x1_0000..=0xffff_ffff => 2,
+            _ => 3,
+        };
+        let mut extra = [0u8; EXTRA_MAX];
+        let mut extra_len = REV_WIDTHS[code];
+        extra[..extra_len].copy_from_slice(&rev.to_le_bytes()[..extra_len]);
+        let flags = if bits & FLAGS_TOP != 0 { &item.flags.to_le_bytes()[3..] } else { &item.flags.to_le_bytes()[..] };
+        for field in [flags, &item.expiry.to_le_bytes()] {
+            if field.iter().any(|&b| b != 0) {
+                extra[extra_len..extra_len + field.len()].copy_from_slice(field);
+                extra_len += field.len();
+            }
+        }
+        let header = Header {
             cas: item.cas,
             seqno_bits: (item.seqno & SEQNO_MAX) | bits,
-            rev_key_datatype: item.rev.min(REV_MAX) | (key.len() as u64) << 48 | u64::from(item.datatype.0) << 56,
-            flags: item.flags,
-            expiry: item.expiry,
-            value_len,
-        }
+            value_bits: value_len | (code as u32) << 30,
+            key_len: key.len() as u8,
+            datatype: item.datatype.0,
+        };
+        Encoded { header, extra, extra_len }
     }
+}
+
+impl Header {
     fn key_len(&self) -> usize {
-        (self.rev_key_datatype >> 48) as u8 as usize
+        usize::from(self.key_len)
+    }
+    fn value_len(&self) -> usize {
+        (self.value_bits & VALUE_LEN_MASK) as usize
+    }
+    fn state(&self) -> u64 {
+        self.seqno_bits
     }
     fn locked(&self) -> bool {
-        self.seqno_bits & LOCKED != 0
+        self.state() & LOCKED != 0
     }
-    /// Bytes after the header: key, value, and when locked the padding and the deadline.
+    fn rev_bytes(&self) -> usize {
+        REV_WIDTHS[(self.value_bits >> 30) as usize]
+    }
+    /// Bytes the flags take in the variable part.
+    fn flags_bytes(&self) -> usize {
+        match (self.state() & HAS_FLAGS != 0, self.state() & FLAGS_TOP != 0) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 4,
+        }
+    }
+    /// Bytes of the variable part: the revision, the flags and the expiry.
+    fn extra_len(&self) -> usize {
+        self.rev_bytes() + self.flags_bytes() + if self.state() & HAS_EXPIRY != 0 { 4 } else { 0 }
+    }
+    /// Bytes after the fixed part: the variable part, key, value, and when locked the deadline.
     fn tail_bytes(&self) -> usize {
-        tail_bytes(self.key_len(), self.value_len as usize, self.locked())
+        tail_bytes(self.extra_len(), self.key_len(), self.value_len(), self.locked())
     }
     /// Bytes the chunk takes in the arena.
     fn chunk_bytes(&self) -> usize {
-        chunk_bytes(self.key_len(), self.value_len as usize, self.locked())
+        rounded(HEADER + self.tail_bytes())
     }
 }
 
-fn tail_bytes(key_len: usize, value_len: usize, locked: bool) -> usize {
-    if locked {
-        rounded(HEADER + key_len + value_len) - HEADER + LOCK_BYTES
-    } else {
-        key_len + value_len
-    }
+fn tail_bytes(extra_len: usize, key_len: usize, value_len: usize, locked: bool) -> usize {
+    extra_len + key_len + value_len + if locked { LOCK_BYTES } else { 0 }
 }
 
-fn chunk_bytes(key_len: usize, value_len: usize, locked: bool) -> usize {
-    rounded(HEADER + tail_bytes(key_len, value_len, locked))
+/// A little-endian unsigned integer of `bytes.len()` (at most 8) bytes.
+fn read_le(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(word)
 }
 
 /// One item as it lies in the arena: header, key, value. Only ever borrowed from an [`ItemTable`].
 #[repr(C)]
 pub(crate) struct Item {
     header: Header,
-    /// The key, the value, and when locked the padding and the lock deadline.
+    /// The header's variable part, the key, the value, and when locked the lock deadline.
     bytes: [u8],
 }
 
@@ -135,37 +205,52 @@ impl Item {
     fn key_len(&self) -> usize {
         self.header.key_len()
     }
+    /// Where the key starts in `bytes`: after the header's variable part.
+    fn key_start(&self) -> usize {
+        self.header.extra_len()
+    }
     pub(crate) fn key(&self) -> &[u8] {
-        &self.bytes[..self.key_len()]
+        let start = self.key_start();
+        &self.bytes[start..start + self.key_len()]
     }
     /// The value: an optional xattr section followed by the body, never compressed; empty when not resident.
     pub(crate) fn value(&self) -> &[u8] {
-        let start = self.key_len();
-        &self.bytes[start..start + self.header.value_len as usize]
+        let start = self.key_start() + self.key_len();
+        &self.bytes[start..start + self.header.value_len()]
     }
     pub(crate) fn cas(&self) -> Cas {
         self.header.cas
     }
     fn state(&self) -> u64 {
-        self.header.seqno_bits
+        self.header.state()
     }
     pub(crate) fn seqno(&self) -> Seqno {
         self.state() & SEQNO_MAX
     }
     /// Revision: how many times the document was mutated.
     pub(crate) fn rev(&self) -> u64 {
-        self.header.rev_key_datatype & REV_MAX
+        read_le(&self.bytes[..self.header.rev_bytes()])
     }
     pub(crate) fn flags(&self) -> u32 {
-        self.header.flags
+        let at = self.header.rev_bytes();
+        let stored = read_le(&self.bytes[at..at + self.header.flags_bytes()]) as u32;
+        if self.state() & FLAGS_TOP != 0 {
+            stored << 24
+        } else {
+            stored
+        }
     }
     /// Absolute Unix seconds, 0 = never. For a tombstone, the time it was deleted.
     pub(crate) fn expiry(&self) -> u32 {
-        self.header.expiry
+        if self.state() & HAS_EXPIRY == 0 {
+            return 0;
+        }
+        let at = self.header.rev_bytes() + self.header.flags_bytes();
+        read_le(&self.bytes[at..at + 4]) as u32
     }
     /// JSON and XATTR bits of the stored value.
     pub(crate) fn datatype(&self) -> Datatype {
-        Datatype((self.header.rev_key_datatype >> 56) as u8)
+        Datatype(self.header.datatype)
     }
     pub(crate) fn deleted(&self) -> bool {
         self.state() & DELETED != 0
@@ -184,7 +269,7 @@ impl Item {
             return 0;
         }
         let at = self.bytes.len() - LOCK_BYTES;
-        u32::from_ne_bytes(self.bytes[at..].try_into().expect("4 bytes"))
+        read_le(&self.bytes[at..]) as u32
     }
     pub(crate) fn is_locked(&self, now_secs: u32) -> bool {
         self.locked_until() > now_secs
@@ -232,10 +317,10 @@ pub(crate) fn footprint(key_len: usize, value_len: usize) -> usize {
     ITEM_OVERHEAD_BYTES + key_len + value_len
 }
 
-/// Fixed memory charged per item beyond key and value: the 36-byte header, the rounding to 4 bytes, the table slot
-/// (4-byte handle and a control byte at a load between 7/16 and 7/8) and a share of the dead bytes the arena keeps
-/// until it compacts.
-pub(crate) const ITEM_OVERHEAD_BYTES: usize = 48;
+/// Fixed memory charged per item beyond key and value: the header (23–36 bytes), the rounding to 4 bytes, the table
+/// slot (4-byte handle and a control byte at a load between 7/16 and 7/8) and a share of the dead bytes the arena
+/// keeps until it compacts.
+pub(crate) const ITEM_OVERHEAD_BYTES: usize = 44;
 
 /// What an item the table dropped or replaced was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,23 +381,23 @@ impl ItemTable {
 
     /// Puts `item` under `key`, replacing any item there; returns what it replaced.
     pub(crate) fn insert(&mut self, key: &[u8], item: &StoredItem<'_>) -> Option<Replaced> {
-        let header = Header::of(key, item);
+        let header = Encoded::of(key, item);
         let hash = self.hash(key);
         let Some(old) = self.handle_hashed(hash, key) else {
-            let new = self.write(header, key, item);
+            let new = self.write(&header, key, item);
             let (arena, hasher) = (&self.arena, &self.hasher);
             // SAFETY (in the closure): the table's handles, and `new`, are live chunks.
             self.slots.insert_unique(hash, new, |&h| hasher.hash_one(unsafe { (*item_at(arena, h)).key() }));
             return None;
         };
         let replaced = Replaced::of(self.item(old));
-        if self.item(old).header.chunk_bytes() == header.chunk_bytes() {
+        if self.item(old).header.chunk_bytes() == header.header.chunk_bytes() {
             // The same size (an overwrite of a same-sized value, a tombstone of one): in place, nothing dead.
             // SAFETY: the old chunk is no longer read (its fields are in `replaced`) and has the room needed.
-            unsafe { self.write_at(old, header, key, item) };
+            unsafe { self.write_at(old, &header, key, item) };
             return Some(replaced);
         }
-        let new = self.write(header, key, item);
+        let new = self.write(&header, key, item);
         self.repoint(hash, old, new);
         self.release(old);
         self.compact_if_due();
@@ -406,8 +491,8 @@ impl ItemTable {
     }
 
     /// Writes a chunk for `item` under `key` at the end of the arena; returns its handle.
-    fn write(&mut self, header: Header, key: &[u8], item: &StoredItem<'_>) -> u32 {
-        let handle = self.arena.alloc(header.chunk_bytes());
+    fn write(&mut self, header: &Encoded, key: &[u8], item: &StoredItem<'_>) -> u32 {
+        let handle = self.arena.alloc(header.header.chunk_bytes());
         // SAFETY: a fresh chunk of the header's size.
         unsafe { self.write_at(handle, header, key, item) };
         handle
@@ -418,38 +503,41 @@ impl ItemTable {
     /// # Safety
     /// `handle` must start `header.chunk_bytes()` bytes of the arena that nothing else reads. The slices lie outside
     /// the arena: the public callers lend &mut self, so none of them borrows from it.
-    unsafe fn write_at(&mut self, handle: u32, header: Header, key: &[u8], item: &StoredItem<'_>) {
+    unsafe fn write_at(&mut self, handle: u32, header: &Encoded, key: &[u8], item: &StoredItem<'_>) {
         let raw = self.arena.at(handle);
         let value = &item.value[..];
-        raw.cast::<Header>().write(header);
-        std::ptr::copy_nonoverlapping(key.as_ptr(), raw.add(HEADER), key.len());
-        std::ptr::copy_nonoverlapping(value.as_ptr(), raw.add(HEADER + key.len()), value.len());
-        write_lock(raw, key.len(), value.len(), item.locked_until);
+        let start = HEADER + header.extra_len;
+        std::ptr::copy_nonoverlapping((&raw const header.header).cast::<u8>(), raw, HEADER);
+        std::ptr::copy_nonoverlapping(header.extra.as_ptr(), raw.add(HEADER), header.extra_len);
+        std::ptr::copy_nonoverlapping(key.as_ptr(), raw.add(start), key.len());
+        std::ptr::copy_nonoverlapping(value.as_ptr(), raw.add(start + key.len()), value.len());
+        write_lock(raw.add(start + key.len() + value.len()), item.locked_until);
     }
 
     /// A copy of the chunk at `old` with the lock deadline `locked_until` (0: none) and, when `value` is given,
     /// another value and resident bit; `old` stays live until released.
     fn rewrite(&mut self, old: u32, value: Option<(&[u8], bool)>, locked_until: u32) -> u32 {
         let header = &self.item(old).header;
-        let key_len = header.key_len();
-        let value_len = value.map_or(header.value_len as usize, |(v, _)| v.len());
-        let new = self.arena.alloc(chunk_bytes(key_len, value_len, locked_until != 0));
+        let (extra_len, key_len) = (header.extra_len(), header.key_len());
+        let value_len = value.map_or(header.value_len(), |(v, _)| v.len());
+        let new = self.arena.alloc(rounded(HEADER + tail_bytes(extra_len, key_len, value_len, locked_until != 0)));
         // SAFETY: both chunks are live and distinct (taken after the allocation, which may move the region); the new
         // one has room for the header, the key, the value and the deadline; a new value lies outside the arena (see
         // `write`).
         unsafe {
             let (from, to) = (self.arena.at(old), self.arena.at(new));
-            let kept = HEADER + key_len + if value.is_none() { value_len } else { 0 };
+            let value_at = HEADER + extra_len + key_len;
+            let kept = value_at + if value.is_none() { value_len } else { 0 };
             std::ptr::copy_nonoverlapping(from, to, kept);
             let header = &mut *to.cast::<Header>();
             let mut bits = header.seqno_bits & !LOCKED;
             if let Some((v, resident)) = value {
-                std::ptr::copy_nonoverlapping(v.as_ptr(), to.add(HEADER + key_len), v.len());
-                header.value_len = value_len as u32;
+                std::ptr::copy_nonoverlapping(v.as_ptr(), to.add(value_at), v.len());
+                header.value_bits = header.value_bits & !VALUE_LEN_MASK | value_len as u32;
                 bits = if resident { bits | RESIDENT } else { bits & !RESIDENT };
             }
             header.seqno_bits = if locked_until != 0 { bits | LOCKED } else { bits };
-            write_lock(to, key_len, value_len, locked_until);
+            write_lock(to.add(value_at + value_len), locked_until);
         }
         new
     }
@@ -497,14 +585,13 @@ impl ItemTable {
     }
 }
 
-/// Writes the lock deadline after the value of the chunk at `raw` when there is one (`secs` not 0).
+/// Writes the lock deadline at `at`, right after a chunk's value, when there is one (`secs` not 0).
 ///
 /// # Safety
-/// `raw` must start a chunk of `chunk_bytes(key_len, value_len, secs != 0)` bytes.
-unsafe fn write_lock(raw: *mut u8, key_len: usize, value_len: usize, secs: u32) {
+/// When `secs` is not 0, `at` must have [`LOCK_BYTES`] bytes of a chunk sized for a locked item.
+unsafe fn write_lock(at: *mut u8, secs: u32) {
     if secs != 0 {
-        let at = rounded(HEADER + key_len + value_len);
-        std::ptr::copy_nonoverlapping(secs.to_ne_bytes().as_ptr(), raw.add(at), LOCK_BYTES);
+        std::ptr::copy_nonoverlapping(secs.to_le_bytes().as_ptr(), at, LOCK_BYTES);
     }
 }
 

@@ -57,6 +57,47 @@ fn setters_touch_one_field() {
     assert_eq!(item.rev(), 77);
 }
 
+/// The header's variable part takes the revision in as few of 1, 2, 4 or 6 bytes as hold it, the flags in 1 byte when
+/// only their top byte is set (the SDKs' common flags) and 4 otherwise, and the flags and the expiry only when they are
+/// not 0; every combination reads back as written, and a new item without flags or expiry has a 23-byte header.
+#[test]
+fn variable_header_holds_each_width_and_omits_zero_fields() {
+    let revs =
+        [(0, 1), (1, 1), (255, 1), (256, 2), (0xffff, 2), (0x1_0000, 4), (0xffff_ffff, 4), (1 << 32, 6), (REV_MAX, 6)];
+    let mut t = ItemTable::default();
+    for (i, &(rev, rev_bytes)) in revs.iter().enumerate() {
+        for (flags, expiry) in
+            [(0, 0), (0x0200_0006, 0), (0x0200_0000, 0), (0xff00_0000, 7), (0, 1_900_000_000), (u32::MAX, u32::MAX)]
+        {
+            let mut f = fields(b"value");
+            (f.rev, f.flags, f.expiry, f.locked_until) = (rev, flags, expiry, 0);
+            let key = format!("key-{i}-{flags}-{expiry}");
+            t.insert(key.as_bytes(), &f);
+            let item = t.get(key.as_bytes()).expect("present");
+            let flags_bytes = match flags {
+                0 => 0,
+                f if f & 0x00ff_ffff == 0 => 1,
+                _ => 4,
+            };
+            let extra = rev_bytes + flags_bytes + if expiry != 0 { 4 } else { 0 };
+            assert_eq!(item.header.chunk_bytes(), rounded(HEADER + extra + key.len() + 5), "rev {rev}");
+            assert_eq!((item.rev(), item.flags(), item.expiry()), (rev, flags, expiry));
+            assert_eq!(
+                (item.key(), item.value(), item.seqno(), item.cas()),
+                (key.as_bytes(), &b"value"[..], SEQNO_MAX, f.cas)
+            );
+        }
+    }
+    let mut f = fields(b"vv");
+    (f.rev, f.flags, f.expiry, f.locked_until) = (1, 0, 0, 0);
+    t.insert(b"new", &f);
+    assert_eq!(t.get(b"new").map(|i| i.header.chunk_bytes()), Some(rounded(23 + 3 + 2)));
+    // An overwrite that widens the revision moves to a larger chunk and keeps every field.
+    f.rev = 300;
+    t.insert(b"new", &f);
+    assert_eq!(t.get(b"new").map(|i| (i.rev(), i.value(), i.header.chunk_bytes())), Some((300, &b"vv"[..], 32)));
+}
+
 /// A revision beyond 48 bits saturates instead of spilling into the key length.
 #[test]
 fn revision_saturates_when_beyond_48_bits() {
@@ -165,7 +206,8 @@ fn lock_deadline_survives_rewrites_and_compaction() {
         f.locked_until = 0;
         t.insert(key.as_bytes(), &f);
         let unlocked = t.get(key.as_bytes()).map(|i| i.header.chunk_bytes());
-        assert_eq!(unlocked, Some(rounded(HEADER + 2 + len)), "no bytes for a deadline");
+        // The variable part: a 1-byte revision (77), the flags and the expiry.
+        assert_eq!(unlocked, Some(rounded(HEADER + 9 + 2 + len)), "no bytes for a deadline");
         assert!(t.set_locked_until(key.as_bytes(), 1_000 + len as u32));
         let locked = t.get(key.as_bytes()).map(|i| i.header.chunk_bytes());
         assert_eq!(locked, unlocked.map(|b| b + LOCK_BYTES));
