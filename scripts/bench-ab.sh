@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# A/B comparison of two settee binaries on one workload: starts an ephemeral node of each, loads ITEMS items into
+# A/B comparison of two settee binaries on one workload: starts a node of each (an ephemeral bucket, or BUCKET_TYPE), loads ITEMS items into
 # both, then runs the workload against A and B in alternation, ROUNDS times, and prints per run the ops/s, p50 and
 # p99 latency and the server's CPU time per operation (user + system from /proc, warm-up included).
 #
 # Usage: scripts/bench-ab.sh BIN_A BIN_B [settee bench options for the workload, e.g. -r 5 -B 1]
 # Environment: ROUNDS [3]  DURATION [10]  ITEMS [1000000]  BASE_PORT [28500] (uses BASE_PORT..BASE_PORT+102)
+#              BUCKET_TYPE [ephemeral] or couchbase (persistent: the flusher's CPU then counts in the server's)
 set -euo pipefail
 A=$1 B=$2
 shift 2
 ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-10}" ITEMS="${ITEMS:-1000000}" BASE_PORT="${BASE_PORT:-28500}"
+BUCKET_TYPE="${BUCKET_TYPE:-ephemeral}"
 WORK=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 start() { # BIN PORT
     SETTEE_LOG=warn "$1" server --data-dir "$WORK/data-$2" --host 127.0.0.1 --kv-port "$2" --mgmt-port $(($2 + 1)) \
-        --query-port $(($2 + 2)) --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 --bucket-type ephemeral --bucket-ram-mb 2000 >"$WORK/log-$2" 2>&1 &
+        --query-port $(($2 + 2)) --kv-tls-port 0 --mgmt-tls-port 0 --query-tls-port 0 --bucket-type "$BUCKET_TYPE" --bucket-ram-mb 2000 >"$WORK/log-$2" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$(($2 + 1))") 2>/dev/null && return 0; sleep 0.1; done
     echo "node on $2 did not start" >&2

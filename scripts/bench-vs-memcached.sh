@@ -23,9 +23,15 @@
 #   SETTEE_WORKERS  settee's tokio worker threads (TOKIO_WORKER_THREADS; default: one per CPU)
 #   SETTEE_BIN=path  use this binary instead of building target/release/settee
 #   OUT [target/bench/<date>]  where results, tables and charts go
-#   BASE_PORT [27100]  ports BASE_PORT..BASE_PORT+60 must be free
+#   BASE_PORT [27100]  ports BASE_PORT..BASE_PORT+62 must be free
 #   QUICK=1  a smoke run: 1 round of 2 s, 20,000 items
 #   MEMORY_ONLY=1  only the memory-per-item measurement (no throughput rounds)
+#   TARGETS ["memcached settee-ephemeral settee-persistent"]  the targets measured, in this order; the memory step
+#                also knows settee-ejected: a persistent bucket (value eviction) whose quota is cut to the minimum
+#                after the load and the flush, so that the item pager ejects every value; its RSS is measured once
+#                the pager is done (the key and metadata of every item stay in memory, the values on disk only)
+#   IGNORE_LOAD=1  measure at once even while rustc/cargo or another server runs (resident memory does not depend on
+#                the machine's load; throughput does, so leave it unset for the throughput rounds)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -92,6 +98,7 @@ foreign_load() {
 
 # Blocks while something else loads the machine (the measurements share its cores).
 wait_idle() {
+    [ "${IGNORE_LOAD:-0}" = 1 ] && return 0
     local waited=0
     while foreign_load; do
         [ "$waited" = 0 ] && echo "   (waiting for rustc/cargo or another settee/memcached to finish)" >&2
@@ -195,7 +202,7 @@ measured() {
         local watcher=$!
         bench "$@" --json "$file" --quiet
         kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null || true
-        [ -e "$flag" ] || return 0
+        [ -e "$flag" ] && [ "${IGNORE_LOAD:-0}" != 1 ] || return 0
         echo "   something else ran during $(basename "$file"); measuring again ($attempt/3)" >&2
         echo "$(basename "$file") attempt $attempt: rustc/cargo or a foreign settee/memcached ran" >>"$OUT/contended.txt"
     done
@@ -211,7 +218,7 @@ PER_KV=$((BASE_PORT + 20))
 SPEC[memcached]="memcached://127.0.0.1:$MC_PORT"
 SPEC[settee-ephemeral]="couchbase://127.0.0.1:$EPH_KV/default"
 SPEC[settee-persistent]="couchbase://127.0.0.1:$PER_KV/default"
-TARGETS=(memcached settee-ephemeral settee-persistent)
+read -r -a TARGETS <<<"${TARGETS:-memcached settee-ephemeral settee-persistent}"
 
 if [ "${MEMORY_ONLY:-0}" != 1 ]; then
     log "starting memcached and settee (ephemeral, persistent)"
@@ -285,6 +292,23 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
     log "memory per item: $MEM_ITEMS items, 36-byte UUID keys, $VALUE_BYTES-byte values, fresh servers"
     RAM_MB=$(( MEM_ITEMS * 600 / 1048576 + 1024 ))
     rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+    metric() { curl -sf -u Administrator:password "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 ~ "^"m {s += $NF} END {print s + 0}'; }
+    # eject_every_value MGMT_PORT ITEMS: waits for the flusher to write every item, cuts the bucket's quota to the
+    # minimum (the items' keys and metadata alone then exceed it) and waits until the item pager has ejected every
+    # value.
+    eject_every_value() {
+        local deadline=$((SECONDS + 600))
+        until [ "$(metric "$1" kv_ep_queue_size)" = 0 ]; do
+            [ $SECONDS -lt $deadline ] || { echo "the flusher did not drain in 600 s" >&2; exit 1; }
+            sleep 1
+        done
+        curl -sf -u Administrator:password -X POST "http://127.0.0.1:$1/pools/default/buckets/default" -d ramQuota=100 >/dev/null
+        until [ "$(metric "$1" kv_ep_num_value_ejects)" -ge "$2" ]; do
+            [ $SECONDS -lt $deadline ] || { echo "the pager ejected $(metric "$1" kv_ep_num_value_ejects) of $2 values in 600 s" >&2; exit 1; }
+            sleep 1
+        done
+        wait_quiet
+    }
     {
         echo "| target | items | RSS before (MiB) | RSS after (MiB) | bytes per item | key + value | overhead per item | RSS once quiet + 20 s (MiB) | overhead per item then | RSS after ${CHURN_SECS} s of 50–400-byte overwrites (MiB) |"
         echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -294,6 +318,7 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
             memcached) start_memcached $((BASE_PORT + 30)) "$RAM_MB"; spec="memcached://127.0.0.1:$((BASE_PORT + 30))" ;;
             settee-ephemeral) start_settee mem-eph $((BASE_PORT + 40)) ephemeral; spec="couchbase://127.0.0.1:$((BASE_PORT + 40))/default" ;;
             settee-persistent) start_settee mem-per $((BASE_PORT + 50)) couchbase; spec="couchbase://127.0.0.1:$((BASE_PORT + 50))/default" ;;
+            settee-ejected) start_settee mem-ej $((BASE_PORT + 60)) couchbase; spec="couchbase://127.0.0.1:$((BASE_PORT + 60))/default" ;;
         esac
         pid=$STARTED_PID
         sleep 1
@@ -305,6 +330,9 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
         # A persistent bucket is still flushing 2 s after the load; its steady state comes once it is quiet and the
         # allocator has had time to return freed pages.
         wait_quiet
+        if [ "$t" = settee-ejected ]; then
+            eject_every_value $((BASE_PORT + 61)) "$MEM_ITEMS"
+        fi
         sleep 20
         settled=$(rss_kb "$pid")
         churned=0
@@ -315,6 +343,7 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
             sleep 2
             churned=$(rss_kb "$pid")
         fi
+        [ "$t" = settee-ejected ] && churned=0  # overwrites there would only meet TMPFAIL
         python3 - "$t" "$MEM_ITEMS" "$before" "$after" "$VALUE_BYTES" "$churned" "$settled" >>"$OUT/memory.md" <<'EOF'
 import sys
 t, n, before, after, value, churned, settled = sys.argv[1], *map(int, sys.argv[2:])
