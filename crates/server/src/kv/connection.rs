@@ -19,6 +19,7 @@ use super::read_budget::{pending_frame_bytes, Claim};
 use super::reply;
 use super::session::Session;
 use super::unauthenticated::PreAuth;
+use crate::dcp::{hold_wakes, release_wakes};
 use crate::node::Node;
 use crate::timings::OpTimer;
 use settee_types::Status;
@@ -296,6 +297,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                 Ok(Some((req, n))) => {
                     if !inflight.is_empty() && is_barrier(&req) {
                         // Connection-state changes and barrier frames wait for everything before them.
+                        release_wakes();
                         while let Some(done) = inflight.join_next().await {
                             if let Ok(reply) = done {
                                 wbuf.extend_from_slice(&reply);
@@ -305,7 +307,12 @@ pub(crate) async fn serve_connection<S: KvStream>(
                     }
                     let timer = OpTimer::start(&node, &req, answered_at.take());
                     let mut fetches = 0;
+                    // The batch's changes wake the DCP producers once, when it ends or before anything is awaited.
+                    hold_wakes();
                     dispatch(&node, &mut session, &req, &mut wbuf);
+                    if wbuf.auth.is_some() || wbuf.fetch.is_some() {
+                        release_wakes();
+                    }
                     if let Some(work) = wbuf.auth.take() {
                         // A PLAIN derivation or a failed attempt's delay: this connection waits (in order), the
                         // worker thread serves its other connections meanwhile.
@@ -334,6 +341,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                         if session.has(Feature::UnorderedExecution) {
                             if inflight.len() >= INFLIGHT_MAX {
                                 // Bound what one connection can leave waiting: wait for one before going on.
+                                release_wakes();
                                 if let Some(Ok(reply)) = inflight.join_next().await {
                                     wbuf.extend_from_slice(&reply);
                                 }
@@ -346,6 +354,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                             });
                         } else {
                             // Requests run in order: send what is ready, then wait for this reply before the next.
+                            release_wakes();
                             let reply = pending.resolve().await;
                             timer.finish(&node, session.bucket.as_deref(), peer, &session.agent);
                             wbuf.extend_from_slice(&reply);
@@ -356,6 +365,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                             wbuf.clear();
                         }
                     } else if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
+                        release_wakes();
                         if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                             fatal = true;
                             break;
@@ -373,6 +383,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                 }
             }
         }
+        release_wakes();
         rbuf.advance(used);
         if used > 0 && claim.release_unless(pending_frame_bytes(&rbuf)) {
             // The large frame has been consumed: its budget goes back before its reply does, and so does its memory
