@@ -7,7 +7,13 @@
 //! used to be a task of its own with its own durability timer and channel; here the connection keeps the replies
 //! in a map and their deadlines in one ordered set, with a single timer armed at the earliest deadline: per durable
 //! write no task, no timer and no cross-thread wake-up of its own.
+//!
+//! The DCP producer applies a replica's acknowledgements for several vBuckets from one read; it holds the
+//! connections' notifications back until it has applied them all ([`hold_outcomes`], [`release_outcomes`]), so a
+//! connection whose writes complete in that pass is woken once, not once per vBucket while it is already taking
+//! the first outcomes on its own thread.
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -29,10 +35,52 @@ pub struct Inbox {
 
 impl Inbox {
     /// The durable write `token` of the connection is complete.
-    pub(crate) fn deliver(&self, token: u64, outcome: Outcome) {
+    pub(crate) fn deliver(self: &Arc<Self>, token: u64, outcome: Outcome) {
         self.done.lock().push((token, outcome));
-        self.notify.notify_one();
+        HELD.with_borrow_mut(|held| {
+            if !held.holding {
+                self.notify.notify_one();
+            } else if !held.inboxes.iter().any(|i| Arc::ptr_eq(i, self)) {
+                held.inboxes.push(self.clone());
+            }
+        });
     }
+}
+
+/// The connections this thread will notify at [`release_outcomes`].
+#[derive(Default)]
+struct Held {
+    holding: bool,
+    inboxes: Vec<Arc<Inbox>>,
+}
+
+thread_local! {
+    static HELD: RefCell<Held> = RefCell::new(Held::default());
+}
+
+/// From now until [`release_outcomes`], connections whose durable writes complete on this thread are notified only
+/// then. The caller must release before it awaits anything.
+pub(crate) fn hold_outcomes() {
+    HELD.with_borrow_mut(|held| held.holding = true);
+}
+
+/// Notifies, once each, the connections given outcomes since [`hold_outcomes`], and stops holding.
+pub(crate) fn release_outcomes() {
+    let mut inboxes = HELD.with_borrow_mut(|held| {
+        held.holding = false;
+        std::mem::take(&mut held.inboxes)
+    });
+    if inboxes.is_empty() {
+        return;
+    }
+    for inbox in inboxes.drain(..) {
+        inbox.notify.notify_one();
+    }
+    HELD.with_borrow_mut(|held| {
+        if held.inboxes.capacity() == 0 {
+            held.inboxes = inboxes;
+        }
+    });
 }
 
 struct Waiting {
