@@ -7,6 +7,7 @@
 #
 # Usage: scripts/bench-cluster-ab.sh BIN_A BIN_B [extra settee bench options]
 # Environment: BUCKET_TYPE [ephemeral] (or couchbase)  LEVELS ["none majority"]  ROUNDS [3]  DURATION [10]
+#   BATCH [16] (requests in flight per connection: 4 connections)
 #   BASE_PORT [29000] (cluster A uses BASE_PORT..+5 on 127.0.0.21-22, cluster B BASE_PORT+10..+15 on 127.0.0.23-24)
 set -euo pipefail
 A=$1 B=$2
@@ -48,7 +49,7 @@ form_cluster "$A" 127.0.0.21 127.0.0.22 "$BASE_PORT" $((BASE_PORT + 3))
 form_cluster "$B" 127.0.0.23 127.0.0.24 $((BASE_PORT + 10)) $((BASE_PORT + 13))
 sleep 3
 echo "machine: $(nproc) vCPUs, $(uname -r); bucket $BUCKET_TYPE; A=$A B=$B; $(date -u +%FT%TZ)"
-COMMON=(-I 100000 -m 200 -M 200 -r 100 -t 2 --connections 2 -B 16 --duration "$DURATION" --no-population)
+COMMON=(-I 100000 -m 200 -M 200 -r 100 -t 2 --connections 2 -B "${BATCH:-16}" --duration "$DURATION" --no-population)
 for r in $(seq "$ROUNDS"); do
     for level in $LEVELS; do
         for name in A B; do

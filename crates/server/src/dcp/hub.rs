@@ -2,7 +2,14 @@
 //!
 //! The engine calls [`DcpHub::wake`] under the vBucket's lock, once per batch of mutations a reader has not seen
 //! yet, so it only sets bits and notifies: no allocation, no await, no engine call.
+//!
+//! A KV worker thread running a client's batch of writes holds its wake-ups back ([`hold_wakes`]) until the batch
+//! is done ([`release_wakes`]): a producer woken at the batch's first write would read it alone while the worker
+//! writes the rest, so a batch of durable writes (each in its own vBucket) would leave as one prepare per pass.
+//! Held back, the producer wakes once and reads the whole batch into one frame train. The vBucket bits are set at
+//! once either way, so a wake-up that is never released costs at most the producer's tick, never a lost change.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -102,11 +109,60 @@ impl DcpHub {
             if let Some(w) = w.upgrade() {
                 if w.interested.contains(vb) {
                     w.pending.insert(vb);
-                    w.notify.notify_one();
+                    HELD.with_borrow_mut(|held| held.wake(w));
                 }
             }
         }
     }
+}
+
+/// The wake-ups this thread holds back while it runs a batch of client requests.
+#[derive(Default)]
+struct Held {
+    holding: bool,
+    /// The producers to notify at the batch's end, each once (a bucket has a few: one per replica node, plus
+    /// XDCR and index feeds).
+    wakers: Vec<Arc<StreamWaker>>,
+}
+
+impl Held {
+    fn wake(&mut self, w: Arc<StreamWaker>) {
+        if !self.holding {
+            w.notify.notify_one();
+        } else if !self.wakers.iter().any(|h| Arc::ptr_eq(h, &w)) {
+            self.wakers.push(w);
+        }
+    }
+}
+
+thread_local! {
+    static HELD: RefCell<Held> = RefCell::new(Held::default());
+}
+
+/// From now until [`release_wakes`], producers woken on this thread are notified only then. The caller must release
+/// before it awaits anything: other tasks of the thread would otherwise hold their wake-ups too.
+pub(crate) fn hold_wakes() {
+    HELD.with_borrow_mut(|held| held.holding = true);
+}
+
+/// Notifies, once each, the producers woken since [`hold_wakes`], and stops holding.
+pub(crate) fn release_wakes() {
+    let mut wakers = HELD.with_borrow_mut(|held| {
+        held.holding = false;
+        std::mem::take(&mut held.wakers)
+    });
+    if wakers.is_empty() {
+        return;
+    }
+    for w in wakers.drain(..) {
+        w.notify.notify_one();
+    }
+    // Keep the list's allocation for the next batch.
+    HELD.with_borrow_mut(|held| {
+        if held.wakers.capacity() == 0 {
+            held.wakers = wakers;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -128,5 +184,25 @@ mod tests {
         drop(a);
         hub.wake(VbId(3));
         assert_eq!(hub.subscribe().pending.take(), vec![]);
+    }
+
+    /// Wake-ups held back during a batch notify each producer once, at the release, and mark every vBucket at once.
+    #[test]
+    fn held_wakes_notify_once_when_released() {
+        use futures_util::FutureExt;
+        let hub = DcpHub::default();
+        let a = hub.subscribe();
+        a.interested.insert(VbId(3));
+        a.interested.insert(VbId(4));
+        hold_wakes();
+        hub.wake(VbId(3));
+        hub.wake(VbId(4));
+        assert!(a.notify.notified().now_or_never().is_none(), "no notification while held");
+        assert_eq!(a.pending.take(), vec![VbId(3), VbId(4)], "the vBuckets are marked at once");
+        release_wakes();
+        assert!(a.notify.notified().now_or_never().is_some(), "released: notified");
+        assert!(a.notify.notified().now_or_never().is_none(), "notified once for the whole batch");
+        hub.wake(VbId(3));
+        assert!(a.notify.notified().now_or_never().is_some(), "not held: notified at once");
     }
 }

@@ -8,6 +8,7 @@ mod replication_producers;
 
 pub use hub::DcpHub;
 pub(crate) use hub::StreamWaker;
+pub(crate) use hub::{hold_wakes, release_wakes};
 pub use replication_producers::{ReplicationGuard, ReplicationProducers};
 
 /// The DCP connection name a node's replication feed uses: the producer learns from it which node acknowledges.

@@ -117,7 +117,11 @@ pub(crate) async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 break;
             }
         }
-        if !p.handle_frames(&mut rbuf, &mut out) {
+        // The acknowledgements of this read complete durable writes: their connections are woken once, after all.
+        crate::kv::durable_replies::hold_outcomes();
+        let open = p.handle_frames(&mut rbuf, &mut out);
+        crate::kv::durable_replies::release_outcomes();
+        if !open {
             break;
         }
         p.fill_streams();

@@ -11,14 +11,15 @@ use settee_types::limits::FRAME_BODY_BYTES_MAX;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::futures::Notified;
-use tokio::task::JoinSet;
 
 use super::dispatch::dispatch;
+use super::durable_replies::DurableReplies;
 use super::pending::Out;
 use super::read_budget::{pending_frame_bytes, Claim};
 use super::reply;
 use super::session::Session;
 use super::unauthenticated::PreAuth;
+use crate::dcp::{hold_wakes, release_wakes};
 use crate::node::Node;
 use crate::timings::OpTimer;
 use settee_types::Status;
@@ -152,6 +153,22 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: &[u8], limit: Duration, 
     true
 }
 
+/// Moves the replies of the durable writes that are complete (or timed out) into `wbuf`, recording their timings.
+fn take_replies(node: &Node, session: &Session, durables: &mut DurableReplies, wbuf: &mut Out) {
+    durables.take_ready(|reply, timer| {
+        timer.finish(node, session.bucket.as_deref(), session.peer, &session.agent);
+        wbuf.extend_from_slice(&reply);
+    });
+}
+
+/// Waits until at most `left` durable writes wait, moving the replies of those done into `wbuf`.
+async fn wait_replies(node: &Node, session: &Session, durables: &mut DurableReplies, wbuf: &mut Out, left: usize) {
+    while durables.len() > left {
+        durables.changed().await;
+        take_replies(node, session, durables, wbuf);
+    }
+}
+
 /// Which port a connection came to, and for the TLS port the user its client certificate authenticated.
 pub(crate) enum Transport {
     Plain,
@@ -196,8 +213,8 @@ pub(crate) async fn serve_connection<S: KvStream>(
     tokio::pin!(shutdown_signal);
     let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut wbuf = Out::with_capacity(READ_BUFFER_BYTES);
-    // Replies of durable writes still waiting for persistence, when the client allows unordered execution.
-    let mut inflight: JoinSet<Vec<u8>> = JoinSet::new();
+    // Replies of durable writes waiting for their outcomes (many only when the client allows unordered execution).
+    let mut durables = DurableReplies::new(wbuf.inbox());
     let mut configs = node.config_changes();
     // Until SASL succeeds: the deadline to authenticate by, and the listener's signal to make room.
     let auth_deadline = tokio::time::Instant::now() + Duration::from_secs(node.config.kv_auth_timeout_secs);
@@ -250,12 +267,10 @@ pub(crate) async fn serve_connection<S: KvStream>(
                 wbuf.clear();
                 continue;
             }
-            Some(done) = inflight.join_next(), if !inflight.is_empty() => {
-                if let Ok(reply) = done {
-                    wbuf.extend_from_slice(&reply);
-                }
-                while let Some(Ok(reply)) = inflight.try_join_next() {
-                    wbuf.extend_from_slice(&reply);
+            () = durables.changed(), if !durables.is_empty() => {
+                take_replies(&node, &session, &mut durables, &mut wbuf);
+                if wbuf.is_empty() {
+                    continue;
                 }
                 if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                     break;
@@ -294,18 +309,20 @@ pub(crate) async fn serve_connection<S: KvStream>(
             let body_max = if session.user.is_some() { FRAME_BODY_BYTES_MAX } else { UNAUTHENTICATED_BODY_BYTES_MAX };
             match decode_request(&rbuf[used..], body_max) {
                 Ok(Some((req, n))) => {
-                    if !inflight.is_empty() && is_barrier(&req) {
+                    if !durables.is_empty() && is_barrier(&req) {
                         // Connection-state changes and barrier frames wait for everything before them.
-                        while let Some(done) = inflight.join_next().await {
-                            if let Ok(reply) = done {
-                                wbuf.extend_from_slice(&reply);
-                            }
-                        }
+                        release_wakes();
+                        wait_replies(&node, &session, &mut durables, &mut wbuf, 0).await;
                         answered_at = None;
                     }
                     let timer = OpTimer::start(&node, &req, answered_at.take());
                     let mut fetches = 0;
+                    // The batch's changes wake the DCP producers once, when it ends or before anything is awaited.
+                    hold_wakes();
                     dispatch(&node, &mut session, &req, &mut wbuf);
+                    if wbuf.auth.is_some() || wbuf.fetch.is_some() {
+                        release_wakes();
+                    }
                     if let Some(work) = wbuf.auth.take() {
                         // A PLAIN derivation or a failed attempt's delay: this connection waits (in order), the
                         // worker thread serves its other connections meanwhile.
@@ -332,23 +349,17 @@ pub(crate) async fn serve_connection<S: KvStream>(
                     }
                     if let Some(pending) = wbuf.pending.take() {
                         if session.has(Feature::UnorderedExecution) {
-                            if inflight.len() >= INFLIGHT_MAX {
+                            if durables.len() >= INFLIGHT_MAX {
                                 // Bound what one connection can leave waiting: wait for one before going on.
-                                if let Some(Ok(reply)) = inflight.join_next().await {
-                                    wbuf.extend_from_slice(&reply);
-                                }
+                                release_wakes();
+                                wait_replies(&node, &session, &mut durables, &mut wbuf, INFLIGHT_MAX - 1).await;
                             }
-                            let (node, bucket, agent) = (node.clone(), session.bucket.clone(), session.agent.clone());
-                            inflight.spawn(async move {
-                                let reply = pending.resolve().await;
-                                timer.finish(&node, bucket.as_deref(), peer, &agent);
-                                reply
-                            });
+                            durables.insert(pending, timer);
                         } else {
                             // Requests run in order: send what is ready, then wait for this reply before the next.
-                            let reply = pending.resolve().await;
-                            timer.finish(&node, session.bucket.as_deref(), peer, &session.agent);
-                            wbuf.extend_from_slice(&reply);
+                            release_wakes();
+                            durables.insert(pending, timer);
+                            wait_replies(&node, &session, &mut durables, &mut wbuf, 0).await;
                             if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                                 fatal = true;
                                 break;
@@ -356,6 +367,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                             wbuf.clear();
                         }
                     } else if wbuf.len() >= WRITE_BATCH_BYTES_MAX {
+                        release_wakes();
                         if !send(&mut wr, &wbuf, write_timeout, &peer).await {
                             fatal = true;
                             break;
@@ -373,6 +385,7 @@ pub(crate) async fn serve_connection<S: KvStream>(
                 }
             }
         }
+        release_wakes();
         rbuf.advance(used);
         if used > 0 && claim.release_unless(pending_frame_bytes(&rbuf)) {
             // The large frame has been consumed: its budget goes back before its reply does, and so does its memory
@@ -390,13 +403,11 @@ pub(crate) async fn serve_connection<S: KvStream>(
             break;
         }
         if let Some(upgrade) = session.dcp.take() {
-            while let Some(done) = inflight.join_next().await {
-                if let Ok(reply) = done {
-                    if !send(&mut wr, &reply, write_timeout, &peer).await {
-                        break 'conn;
-                    }
-                }
+            wait_replies(&node, &session, &mut durables, &mut wbuf, 0).await;
+            if !wbuf.is_empty() && !send(&mut wr, &wbuf, write_timeout, &peer).await {
+                break 'conn;
             }
+            wbuf.clear();
             let Some(bucket) = session.bucket.clone() else { break };
             let collections = session.collections();
             // `_replication` counts the connection until this scope ends with it.

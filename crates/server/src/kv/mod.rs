@@ -5,6 +5,7 @@
 
 pub mod connection;
 pub mod dispatch;
+pub(crate) mod durable_replies;
 pub mod handlers;
 pub mod listener;
 pub mod pending;

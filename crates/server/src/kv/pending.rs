@@ -1,21 +1,20 @@
 //! Replies that wait: a durable write (a prepare in the engine) is answered only once the engine says it committed
 //! and its level is met. The handler encodes the success reply as usual; [`Out::mutation_reply`] moves it aside
-//! into a [`Pending`] that the connection loop awaits (before the next request, or beside it under unordered
-//! execution), so replies keep the order the connection promised.
+//! into a [`Pending`], which the connection hands to its [`super::durable_replies::DurableReplies`] (and waits for
+//! before the next request, unless the client negotiated unordered execution), so replies keep the order the
+//! connection promised.
 //!
-//! The durability timeout is enforced here: when it passes, or when the reply is abandoned (the connection closed),
-//! the prepare is aborted in the engine so that its key is free again.
+//! The durability timeout is enforced there: when it passes, or when the reply is abandoned (the connection
+//! closed), the prepare is aborted in the engine so that its key is free again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::durable_replies::Inbox;
+use crate::node::BucketHandle;
 use settee_engine::{Bucket, EngineError, MutationResult};
 use settee_mcbp::{encode_response, Request, RequestFrameInfos};
 use settee_types::{Seqno, Status, VbId};
-use tokio::sync::oneshot;
-
-use crate::node::BucketHandle;
 
 /// How long a durable write may wait when the client gave no timeout (kv_engine's default is 30 s too).
 const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
@@ -29,59 +28,12 @@ pub struct Out {
     pub fetch: Option<Fetch>,
     /// A SASL step to finish (a derivation, or a failure to answer late) before the next request runs.
     pub auth: Option<crate::kv::handlers::session::AuthWork>,
-    /// Where the outcomes of this connection's durable writes arrive (made at its first durable write).
-    inbox: Option<InboxHandle>,
+    /// Where the outcomes of this connection's durable writes arrive, and the token of its next durable write.
+    inbox: Arc<Inbox>,
+    next_token: u64,
 }
 
-type Outcome = Result<(), EngineError>;
-
-/// The outcomes of one connection's durable writes, handed over by the thread that completes them (the DCP
-/// producer applying a replica's acknowledgement, a flusher). Waking a task of the connection's worker thread from
-/// another thread costs a write to the worker's eventfd, so each outcome used to cost one; here the completing
-/// thread only queues the outcome and notifies the connection's [`pump`], which a burst of outcomes wakes once, and
-/// the pump hands them to their replies on the worker thread itself. Holds at most the connection's durable writes
-/// in flight (`INFLIGHT_MAX` under unordered execution, one otherwise). Its lock is a leaf: taken with no other
-/// lock held, by engine waiters (called with no vBucket lock held) and by the pump.
-#[derive(Default)]
-struct Inbox {
-    done: parking_lot::Mutex<Vec<(oneshot::Sender<Outcome>, Outcome)>>,
-    notify: tokio::sync::Notify,
-    /// The connection has gone: the pump stops after its next wake-up.
-    closed: AtomicBool,
-}
-
-impl Inbox {
-    fn deliver(&self, tx: oneshot::Sender<Outcome>, outcome: Outcome) {
-        self.done.lock().push((tx, outcome));
-        self.notify.notify_one();
-    }
-}
-
-/// Hands queued outcomes to their replies, a burst per wake-up, until the connection goes.
-async fn pump(inbox: Arc<Inbox>) {
-    let mut batch = Vec::new();
-    loop {
-        inbox.notify.notified().await;
-        std::mem::swap(&mut batch, &mut *inbox.done.lock());
-        for (tx, outcome) in batch.drain(..) {
-            let _ = tx.send(outcome);
-        }
-        if inbox.closed.load(Ordering::Acquire) {
-            return;
-        }
-    }
-}
-
-/// The connection's hold on its inbox: dropping it (the connection ended) stops the pump. Outcomes that arrive
-/// later are dropped with the inbox, as are the replies that waited for them.
-struct InboxHandle(Arc<Inbox>);
-
-impl Drop for InboxHandle {
-    fn drop(&mut self) {
-        self.0.closed.store(true, Ordering::Release);
-        self.0.notify.notify_one();
-    }
-}
+pub(crate) type Outcome = Result<(), EngineError>;
 
 /// An item the engine must read from disk before the request can run (it was ejected).
 pub struct Fetch {
@@ -115,7 +67,8 @@ impl std::ops::DerefMut for Out {
 }
 
 pub struct Pending {
-    rx: oneshot::Receiver<Result<(), EngineError>>,
+    /// Names the write's outcome in the connection's inbox.
+    token: u64,
     timeout: Duration,
     /// The encoded success reply.
     reply: Vec<u8>,
@@ -146,16 +99,12 @@ impl Out {
             .and_then(|f| f.durability)
             .and_then(|(_, ms)| ms)
             .map_or(DURABILITY_TIMEOUT_DEFAULT, |ms| Duration::from_millis(u64::from(ms)));
-        let (tx, rx) = oneshot::channel();
-        let waiter: settee_engine::PersistWaiter = match self.inbox() {
-            Some(inbox) => Box::new(move |r| inbox.deliver(tx, r)),
-            None => Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        };
-        b.when_sync_write_completes(m.vb, m.seqno, waiter);
+        let token = self.next_token;
+        self.next_token += 1;
+        let inbox = self.inbox.clone();
+        b.when_sync_write_completes(m.vb, m.seqno, Box::new(move |r| inbox.deliver(token, r)));
         let prepare = Some((b.bucket.clone(), m.vb, m.seqno));
-        self.pending = Some(Pending { rx, timeout, reply, opcode: req.opcode, opaque: req.opaque, prepare });
+        self.pending = Some(Pending { token, timeout, reply, opcode: req.opcode, opaque: req.opaque, prepare });
     }
 }
 
@@ -165,32 +114,26 @@ impl Out {
         Out { buf: Vec::with_capacity(capacity), ..Out::default() }
     }
 
-    /// The connection's inbox, made (with its pump on the current runtime) at the first durable write; None
-    /// outside a runtime.
-    fn inbox(&mut self) -> Option<Arc<Inbox>> {
-        if self.inbox.is_none() {
-            let runtime = tokio::runtime::Handle::try_current().ok()?;
-            let inbox = Arc::new(Inbox::default());
-            runtime.spawn(pump(inbox.clone()));
-            self.inbox = Some(InboxHandle(inbox));
-        }
-        self.inbox.as_ref().map(|h| h.0.clone())
+    /// Where the outcomes of this connection's durable writes arrive: its [`super::durable_replies::DurableReplies`]
+    /// takes them from there.
+    pub(crate) fn inbox(&self) -> Arc<Inbox> {
+        self.inbox.clone()
     }
 }
 
 impl Pending {
-    /// Waits for the outcome and returns the bytes to send: the success reply, or SYNC_WRITE_AMBIGUOUS when the
-    /// write was aborted, timed out (its prepare is aborted then), the vBucket moved, or the store failed.
-    pub async fn resolve(mut self) -> Vec<u8> {
-        let outcome = match tokio::time::timeout(self.timeout, &mut self.rx).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(EngineError::SyncWriteAmbiguous),
-            Err(_) => {
-                // The prepare stops holding its key; if it committed just before, the channel says so.
-                self.abort();
-                self.rx.try_recv().unwrap_or(Err(EngineError::SyncWriteAmbiguous))
-            }
-        };
+    pub(crate) fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// How long the write may wait for its outcome.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The bytes to send once the outcome is known: the success reply, or SYNC_WRITE_AMBIGUOUS when the write was
+    /// aborted, timed out (its prepare is aborted then), the vBucket moved, or the store failed.
+    pub(crate) fn finish(mut self, outcome: Outcome) -> Vec<u8> {
         self.prepare = None;
         if outcome.is_ok() {
             return std::mem::take(&mut self.reply);
@@ -202,7 +145,9 @@ impl Pending {
         out
     }
 
-    fn abort(&mut self) {
+    /// Aborts the prepare (its timeout passed): its key is free again. An abort that succeeds delivers the write's
+    /// outcome, ambiguous, to the inbox; one that finds the write already committed does nothing.
+    pub(crate) fn abort(&mut self) {
         if let Some((bucket, vb, seqno)) = self.prepare.take() {
             bucket.abort_prepare(vb, seqno);
         }

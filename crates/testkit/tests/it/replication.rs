@@ -303,3 +303,48 @@ async fn a_stream_the_producer_ends_is_asked_for_again() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Under unordered execution a connection's durable writes wait side by side, each until its own durability
+/// timeout: with no replica acknowledging, a write sent later with a shorter timeout is answered
+/// SYNC_WRITE_AMBIGUOUS first, a plain request behind both is answered at once, and both prepares are aborted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_writes_in_flight_time_out_each_at_its_own_deadline() {
+    let a = TestNode::start_with(|c| c.replicas = 1).await;
+    let bucket = a.running.node.bucket("default").unwrap();
+    for v in 0..1024 {
+        bucket.set_replication_chain(VbId(v), &[Some(2)]);
+    }
+    let mut features = settee_testkit::SDK_FEATURES.to_vec();
+    features.push(settee_mcbp::Feature::UnorderedExecution);
+    let mut c =
+        settee_testkit::Connection::connect(a.kv_addr(), ADMIN, PASSWORD, Some("default"), &features).await.unwrap();
+    let (slow, fast) = (c.key(0, b"slow"), c.key(0, b"fast"));
+    // Majority with a 1,500 ms timeout, then one with 300 ms (frame id 1, length 3: level 1, the timeout).
+    let slow_req = Request {
+        magic: Magic::AltClientRequest,
+        framing: &[0x13, 0x01, 0x05, 0xdc],
+        vbucket: vb(b"slow"),
+        ..req(0x01, &slow, &[0; 8], b"1")
+    };
+    let fast_req = Request {
+        magic: Magic::AltClientRequest,
+        framing: &[0x13, 0x01, 0x01, 0x2c],
+        vbucket: vb(b"fast"),
+        ..req(0x01, &fast, &[0; 8], b"1")
+    };
+    let slow_opaque = c.queue(&slow_req);
+    let fast_opaque = c.queue(&fast_req);
+    let missing = c.key(0, b"missing");
+    let get_opaque = c.queue(&Request { vbucket: vb(b"missing"), ..req(0x00, &missing, &[], &[]) });
+    c.flush().await.unwrap();
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let r = c.read_response().await.unwrap();
+        replies.push((r.opaque, r.status));
+    }
+    assert_eq!(replies, [(get_opaque, 0x01), (fast_opaque, 0xa3), (slow_opaque, 0xa3)]);
+    assert_eq!(bucket.pending_prepares(VbId(vb(b"slow"))), 0, "the timed-out prepare was aborted");
+    assert_eq!(bucket.pending_prepares(VbId(vb(b"fast"))), 0, "the timed-out prepare was aborted");
+    assert_eq!(set(&mut c, b"fast", b"2", 0, 0).await.status, 0, "the key is free again");
+    a.stop().await;
+}
