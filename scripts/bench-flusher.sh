@@ -7,7 +7,8 @@
 # blocked in fsync is not CPU) and of the whole server, divided by the writes the client made. In 1 and 2 every
 # write is a new key, so each is persisted exactly once: that is the figure per persisted write. In 3 the checkpoint
 # keeps only the latest version of a key per round, so fewer records than writes reach the disk and the figure is
-# per client write (how many depends on the write rate).
+# per client write (how many depends on the write rate); a binary with STAT ep_total_persisted also gets a line
+# per persisted record.
 # PERF_SECS > 0 also records `perf record -g --call-graph dwarf` of the flusher threads during case 2 into
 # $WORK/perf.data.
 # Environment: SETTEE_BIN (default target/release/settee, built with jemalloc), ITEMS (1000000), DURATION (10),
@@ -39,7 +40,8 @@ for _ in $(seq 1 600); do
     sleep 0.1
 done
 
-# Waits until the disk write queue (STAT ep_queue_size) is empty.
+# Waits until the disk write queue (STAT ep_queue_size) is empty, then prints STAT ep_total_persisted (records the
+# flusher wrote; 0 from a binary without it).
 drain() {
     python3 - "$KV" <<'PY'
 import socket, struct, sys, time
@@ -64,6 +66,7 @@ call(s, 0x21, b"PLAIN", b"\0Administrator\0password")
 call(s, 0x89, b"default")
 while int(call(s, 0x10).get("ep_queue_size", "0")) > 0:
     time.sleep(0.1)
+print(call(s, 0x10).get("ep_total_persisted", "0"))
 PY
 }
 # CPU ticks of the flusher threads, and of the whole process.
@@ -79,11 +82,12 @@ flusher_ticks() {
 }
 server_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 bench() { "$BIN" bench --spec "couchbase://127.0.0.1:$KV/default" -q -m 200 -M 200 -t 2 --connections 2 -B 64 "$@"; }
-# CASE JSON F0 S0 T0: one line of figures for the writes in JSON since the marks.
+# CASE JSON F0 S0 T0 P0 P1: one line of figures for the writes in JSON since the marks (P: ep_total_persisted).
 report() {
-    python3 - "$1" "$2" "$3" "$(flusher_ticks)" "$4" "$(server_ticks)" "$5" "$(date +%s.%N)" "$(getconf CLK_TCK)" <<'PY'
+    python3 - "$1" "$2" "$3" "$(flusher_ticks)" "$4" "$(server_ticks)" "$5" "$(date +%s.%N)" "$(getconf CLK_TCK)" \
+        "$6" "$7" <<'PY'
 import json, sys
-case, path, f0, f1, s0, s1, t0, t1, hz = sys.argv[1:]
+case, path, f0, f1, s0, s1, t0, t1, hz, p0, p1 = sys.argv[1:]
 run = json.load(open(path))
 p = run["run"] or run["load"]
 n = p["ops"]
@@ -93,14 +97,18 @@ load = open("/proc/loadavg").read().split()[0]
 print(f"{case}: {n} writes ({p['ops_per_sec']:,.0f}/s from the client), flusher threads {flusher:.2f} s CPU = "
       f"{1e6 * flusher / n:.2f} us per write, server {1e6 * server / n:.2f} us per write, "
       f"{n / (float(t1) - float(t0)):,.0f} writes/s until the queue was empty; load average {load}")
+records = int(p1) - int(p0)
+if records > 0:
+    print(f"   {records} records persisted: flusher {1e6 * flusher / records:.2f} us per persisted record")
 PY
 }
 
 echo "machine: $(nproc) vCPUs, $(uname -r); binary $BIN; $(date -u +%FT%TZ)"
+P0=$(drain)
 F0=$(flusher_ticks) S0=$(server_ticks) T0=$(date +%s.%N)
 bench -I "$ITEMS" --key-format uuid --populate-only --json "$WORK/load.json"
-drain
-report "1. $ITEMS new keys" "$WORK/load.json" "$F0" "$S0" "$T0"
+P1=$(drain)
+report "1. $ITEMS new keys" "$WORK/load.json" "$F0" "$S0" "$T0" "$P0" "$P1"
 
 if [ "$PERF_SECS" != 0 ]; then
     TIDS=$(for d in /proc/"$PID"/task/*; do case "$(cat "$d/comm")" in flusher*) basename "$d";; esac; done | paste -sd,)
@@ -110,11 +118,11 @@ if [ "$PERF_SECS" != 0 ]; then
 fi
 F0=$(flusher_ticks) S0=$(server_ticks) T0=$(date +%s.%N)
 bench -I "$ITEMS" --key-format uuid --key-prefix b --populate-only --json "$WORK/load2.json"
-drain
-report "2. $ITEMS more new keys" "$WORK/load2.json" "$F0" "$S0" "$T0"
+P2=$(drain)
+report "2. $ITEMS more new keys" "$WORK/load2.json" "$F0" "$S0" "$T0" "$P1" "$P2"
 [ -n "${PERF_PID:-}" ] && wait "$PERF_PID"
 
 F0=$(flusher_ticks) S0=$(server_ticks) T0=$(date +%s.%N)
 bench -I "$ITEMS" --key-format uuid -r 100 --duration "$DURATION" --no-population --json "$WORK/overwrite.json"
-drain
-report "3. overwrites for $DURATION s (per client write)" "$WORK/overwrite.json" "$F0" "$S0" "$T0"
+P3=$(drain)
+report "3. overwrites for $DURATION s (per client write)" "$WORK/overwrite.json" "$F0" "$S0" "$T0" "$P2" "$P3"
