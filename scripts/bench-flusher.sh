@@ -40,8 +40,8 @@ for _ in $(seq 1 600); do
     sleep 0.1
 done
 
-# Waits until the disk write queue (STAT ep_queue_size) is empty, then prints STAT ep_total_persisted (records the
-# flusher wrote; 0 from a binary without it).
+# Waits until the disk write queue (STAT ep_queue_size) is empty and the last round is fsynced, then prints STAT
+# ep_total_persisted (records the flusher wrote; 0 from a binary without it).
 drain() {
     python3 - "$KV" <<'PY'
 import socket, struct, sys, time
@@ -66,7 +66,15 @@ call(s, 0x21, b"PLAIN", b"\0Administrator\0password")
 call(s, 0x89, b"default")
 while int(call(s, 0x10).get("ep_queue_size", "0")) > 0:
     time.sleep(0.1)
-print(call(s, 0x10).get("ep_total_persisted", "0"))
+# The queue empties when the last round takes its items; the count moves once that round's fsync is done.
+persisted = None
+while True:
+    now = call(s, 0x10).get("ep_total_persisted", "0")
+    if now == persisted:
+        break
+    persisted = now
+    time.sleep(0.3)
+print(persisted)
 PY
 }
 # CPU ticks of the flusher threads, and of the whole process.
