@@ -3,7 +3,9 @@
 # one two-node cluster per binary (one replica, both running for the whole comparison, idle while the other is
 # measured), then runs the same write load against A and B in alternation, ROUNDS times, once per durability
 # level, and prints per run the writes/s, p50/p99 and the CPU time both servers of that cluster spent per write
-# (user + system from /proc, divided by the writes the bench counted), with the machine's load average.
+# (user + system from /proc, divided by the writes the bench counted), with the machine's load average; on a
+# couchbase bucket also the part of it spent by the flusher threads and by fjall's workers (memtable flushes,
+# compaction), both nodes together.
 #
 # Usage: scripts/bench-cluster-ab.sh BIN_A BIN_B [extra settee bench options]
 # Environment: BUCKET_TYPE [ephemeral] (or couchbase)  LEVELS ["none majority"]  ROUNDS [3]  DURATION [10]
@@ -45,6 +47,20 @@ ticks() { # sum of utime+stime over the given pids
     echo "$t"
 }
 
+# Ticks of the threads named flusher* and fjall* of the given pids: "FLUSHER FJALL".
+persistence_ticks() {
+    local f=0 w=0 p d st
+    for p in "$@"; do
+        for d in /proc/"$p"/task/*; do
+            case "$(cat "$d/comm")" in
+                flusher*) read -r -a st <"$d/stat"; f=$((f + st[13] + st[14]));;
+                fjall*) read -r -a st <"$d/stat"; w=$((w + st[13] + st[14]));;
+            esac
+        done
+    done
+    echo "$f $w"
+}
+
 form_cluster "$A" 127.0.0.21 127.0.0.22 "$BASE_PORT" $((BASE_PORT + 3))
 form_cluster "$B" 127.0.0.23 127.0.0.24 $((BASE_PORT + 10)) $((BASE_PORT + 13))
 sleep 3
@@ -59,19 +75,25 @@ for r in $(seq "$ROUNDS"); do
             args=("${COMMON[@]}" "$@")
             [ "$level" != none ] && args+=(--durability "$level")
             t0=$(ticks "${pids[@]}")
+            read -r f0 w0 < <(persistence_ticks "${pids[@]}")
             "$A" bench --spec "couchbase://$ip1:$kv/default" -q "${args[@]}" --json "$WORK/r$r-$level-$name.json" \
                 >/dev/null
             t1=$(ticks "${pids[@]}")
-            python3 - "$WORK/r$r-$level-$name.json" "$name" "$r" "$level" $((t1 - t0)) <<'PY'
+            read -r f1 w1 < <(persistence_ticks "${pids[@]}")
+            python3 - "$WORK/r$r-$level-$name.json" "$name" "$r" "$level" $((t1 - t0)) $((f1 - f0)) $((w1 - w0)) <<'PY'
 import json, os, sys
 run = json.load(open(sys.argv[1]))["run"]
-cpu_s = int(sys.argv[5]) / os.sysconf("SC_CLK_TCK")
+hz = os.sysconf("SC_CLK_TCK")
+cpu_s = int(sys.argv[5]) / hz
+flusher_s, fjall_s = int(sys.argv[6]) / hz, int(sys.argv[7]) / hz
 ops = run["ops"]
 lat = run["latency_us"]
 load = open("/proc/loadavg").read().split()[0]
 print(f"round {sys.argv[3]} {sys.argv[4]:9} {sys.argv[2]}: {run['ops_per_sec']:>8,.0f} writes/s  p50 {lat['p50']:>5.0f} µs  "
       f"p99 {lat['p99']:>6.0f} µs  server CPU {1e6 * cpu_s / max(ops, 1):5.1f} µs/write "
-      f"({ops / cpu_s if cpu_s else 0:>7,.0f} per vCPU)  errors {run['errors']}  load {load}")
+      f"({ops / cpu_s if cpu_s else 0:>7,.0f} per vCPU)  errors {run['errors']}  load {load}"
+      + (f"  of which flushers {1e6 * flusher_s / max(ops, 1):.2f}, fjall workers {1e6 * fjall_s / max(ops, 1):.2f} µs/write"
+         if flusher_s or fjall_s else ""))
 PY
         done
     done

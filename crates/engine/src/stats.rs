@@ -27,6 +27,9 @@ pub struct BucketStats {
     pub bg_fetched: AtomicU64,
     /// Changes replica vBuckets applied from their active over DCP (mutations, deletions, sync-write steps).
     pub replica_items_received: AtomicU64,
+    /// Records the flusher wrote and fsynced (Couchbase's `ep_total_persisted`): a key written several times
+    /// between two flusher rounds counts once, so this against `cmd_set` shows how much the checkpoint saved.
+    pub total_persisted: AtomicU64,
 }
 
 impl BucketStats {
@@ -59,6 +62,7 @@ impl BucketStats {
             ("ep_num_value_ejects", g(&self.ejected)),
             ("ep_bg_fetched", g(&self.bg_fetched)),
             ("ep_dcp_replica_items_received", g(&self.replica_items_received)),
+            ("ep_total_persisted", g(&self.total_persisted)),
         ]
     }
 }

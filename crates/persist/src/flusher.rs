@@ -26,6 +26,8 @@ pub const ROUND_BYTES_TARGET: usize = 8 << 20;
 pub struct Written {
     /// (vBucket, generation drained, seqno reached) of every part the store took.
     parts: Vec<(VbId, u64, Seqno)>,
+    /// The records of those parts.
+    records: usize,
     /// Where the next round must resume, when this one stopped at its byte budget.
     pub resume: Option<usize>,
 }
@@ -38,6 +40,7 @@ impl Written {
 
     /// The store synced the round: its vBuckets are persisted up to the seqnos drained.
     pub fn persisted(self, bucket: &Bucket) {
+        bucket.stats().total_persisted.fetch_add(self.records as u64, std::sync::atomic::Ordering::Relaxed);
         for (vb, generation, up_to) in self.parts {
             bucket.mark_persisted(vb, generation, up_to);
         }
@@ -89,7 +92,8 @@ pub fn write_round(
     }
     write(bucket, store, &mut kept)?;
     let parts = kept.iter().map(|p| (p.vb, p.generation, p.state.high_seqno)).collect();
-    Ok(Some(Written { parts, resume }))
+    let records = kept.iter().map(|p| p.records.len()).sum();
+    Ok(Some(Written { parts, records, resume }))
 }
 
 /// Writes every part in one commit; a part the store refuses is set aside (and dealt with) and the others are

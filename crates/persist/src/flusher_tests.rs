@@ -210,3 +210,29 @@ fn backlog_is_flushed_in_bounded_rounds() {
     }
     assert!(round(&bucket, store.as_ref(), &vbuckets, next).expect("idle round").is_none());
 }
+
+/// `ep_total_persisted` counts the records a round wrote and fsynced: a key written twice before the round counts
+/// once, and nothing counts before the fsync.
+#[test]
+fn persisted_records_are_counted_once_per_key_and_round() {
+    let bucket = bucket();
+    let store: Arc<dyn VbStore> = Arc::new(MemoryStore::default());
+    let vbuckets = shard_vbuckets(&bucket);
+    let persisted = || bucket.stats().total_persisted.load(std::sync::atomic::Ordering::Relaxed);
+    let set = |key: &[u8]| {
+        let req =
+            StoreRequest { mode: StoreMode::Set, value: b"1", flags: 0, expiry: 0, opts: WriteOptions::default() };
+        bucket.store(vbuckets[0], &DocKey::new(0, key), req).expect("write");
+    };
+    set(b"a");
+    set(b"a");
+    set(b"b");
+    let written = write_round(&bucket, store.as_ref(), &vbuckets, 0, ROUND_BYTES_TARGET).unwrap().expect("a round");
+    assert_eq!(persisted(), 0, "nothing counts before the fsync");
+    store.sync().unwrap();
+    written.persisted(&bucket);
+    assert_eq!(persisted(), 2);
+    set(b"a");
+    round(&bucket, store.as_ref(), &vbuckets, 0).unwrap();
+    assert_eq!(persisted(), 3);
+}

@@ -27,6 +27,7 @@ pub(crate) const COMPACTED_KEY: &[u8] = &[TAG_STORE, b'c', b'o', b'm', b'p', b'a
 const CRC_BYTES: usize = 4;
 const META_BYTES: usize = RecordMeta::ENCODED_BYTES;
 /// `by_key` value: version, entry CRC, record CRC, metadata.
+#[cfg(test)]
 pub(crate) const KEY_ENTRY_BYTES: usize = 1 + CRC_BYTES + CRC_BYTES + META_BYTES;
 /// `by_seqno` value before the key and value bytes: version, bound CRC, metadata, key length.
 pub(crate) const SEQNO_ENTRY_HEADER_BYTES: usize = 1 + CRC_BYTES + META_BYTES + 2;
@@ -38,9 +39,15 @@ pub(crate) fn vb_prefix(vb: VbId) -> [u8; 2] {
 /// `by_key` key: vBucket ‖ document key.
 pub(crate) fn key_index_key(vb: VbId, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + key.len());
-    k.extend_from_slice(&vb_prefix(vb));
-    k.extend_from_slice(key);
+    key_index_key_into(&mut k, vb, key);
     k
+}
+
+/// [`key_index_key`] into `out` (cleared first), so a writer can reuse one buffer for every record.
+pub(crate) fn key_index_key_into(out: &mut Vec<u8>, vb: VbId, key: &[u8]) {
+    out.clear();
+    out.extend_from_slice(&vb_prefix(vb));
+    out.extend_from_slice(key);
 }
 
 /// `by_seqno` key: vBucket ‖ seqno, so a vBucket's records sort in seqno order.
@@ -89,12 +96,18 @@ fn u64_at(b: &[u8], i: usize) -> Option<u64> {
 /// Writes `[version][crc placeholder]`, lets `body` append the rest, then fills in the CRC over key ‖ rest.
 fn sealed(index_key: &[u8], capacity: usize, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let mut v = Vec::with_capacity(capacity);
+    sealed_into(&mut v, index_key, body);
+    v
+}
+
+/// [`sealed`] into `v` (cleared first).
+fn sealed_into(v: &mut Vec<u8>, index_key: &[u8], body: impl FnOnce(&mut Vec<u8>)) {
+    v.clear();
     v.push(FORMAT_VERSION);
     v.extend_from_slice(&[0; CRC_BYTES]);
-    body(&mut v);
+    body(v);
     let crc = entry_crc(index_key, &v[1 + CRC_BYTES..]);
     v[1..1 + CRC_BYTES].copy_from_slice(&crc.to_be_bytes());
-    v
 }
 
 /// The bytes after `[version][crc]` when both check out.
@@ -108,8 +121,16 @@ fn unsealed<'a>(index_key: &[u8], v: &'a [u8]) -> Option<&'a [u8]> {
 
 /// `by_key` value: `[version][entry crc][record crc][meta]`. No value bytes: the key index stays small, so the
 /// read-before-write of every mutation and the key-and-metadata warmup touch only it.
+#[cfg(test)]
 pub(crate) fn encode_key_entry(index_key: &[u8], r: &Record) -> Vec<u8> {
-    sealed(index_key, KEY_ENTRY_BYTES, |v| {
+    let mut v = Vec::with_capacity(KEY_ENTRY_BYTES);
+    encode_key_entry_into(&mut v, index_key, r);
+    v
+}
+
+/// [`encode_key_entry`] into `out` (cleared first).
+pub(crate) fn encode_key_entry_into(out: &mut Vec<u8>, index_key: &[u8], r: &Record) {
+    sealed_into(out, index_key, |v| {
         v.extend_from_slice(&r.crc32c.to_be_bytes());
         v.extend_from_slice(&r.meta.encode());
     })
@@ -128,8 +149,16 @@ pub(crate) fn decode_key_entry(index_key: &[u8], v: &[u8]) -> Option<(RecordMeta
 /// and warmup with values are one sequential scan. The bound CRC is the record CRC (key, value, metadata)
 /// continued over the fjall key, so one pass over the value both verifies the record and ties it to its vBucket
 /// and seqno; the record CRC itself is recomputed on the way out.
+#[cfg(test)]
 pub(crate) fn encode_seqno_entry(index_key: &[u8], r: &Record) -> Vec<u8> {
     let mut v = Vec::with_capacity(SEQNO_ENTRY_HEADER_BYTES + r.key.len() + r.value.len());
+    encode_seqno_entry_into(&mut v, index_key, r);
+    v
+}
+
+/// [`encode_seqno_entry`] into `v` (cleared first).
+pub(crate) fn encode_seqno_entry_into(v: &mut Vec<u8>, index_key: &[u8], r: &Record) {
+    v.clear();
     v.push(FORMAT_VERSION);
     v.extend_from_slice(&crc32c::crc32c_append(r.crc32c, index_key).to_be_bytes());
     v.extend_from_slice(&r.meta.encode());
@@ -138,7 +167,6 @@ pub(crate) fn encode_seqno_entry(index_key: &[u8], r: &Record) -> Vec<u8> {
     v.extend_from_slice(&key_len.to_be_bytes());
     v.extend_from_slice(&r.key);
     v.extend_from_slice(&r.value);
-    v
 }
 
 /// The record from a `by_seqno` value, when its CRC matches its contents and the fjall key it was read under.

@@ -1,7 +1,6 @@
 //! The [`VbStore`] operations of [`FjallStore`]: the write path (read-before-write on the key index, one fjall
 //! batch per call) and the read paths, each verifying every value it returns.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use fjall::{PersistMode, Readable, UserKey};
@@ -11,6 +10,11 @@ use super::{layout, FjallStore};
 use crate::record::check_batch;
 use crate::vb_state::check_state;
 use crate::{Record, RecordMeta, StoreError, VbStateRecord, VbStore, VbWrite};
+
+/// The batch's last record of each key. A round of the flusher holds tens of thousands of records, and std's
+/// SipHash showed in its profile; hashbrown's default (foldhash, randomly seeded per map) is a fraction of its cost
+/// and still keyed, since document keys are the clients' choice.
+type LastOfKey<'a> = hashbrown::HashMap<&'a [u8], usize>;
 
 /// Tombstones removed per fjall batch by a purge, which bounds the batch held in memory.
 const PURGE_BATCH_RECORDS_MAX: usize = 4096;
@@ -102,8 +106,16 @@ impl VbStore for FjallStore {
             return Ok(());
         }
         let _locks: Vec<_> = order.iter().map(|&i| self.write_locks[usize::from(parts[i].vb.0)].lock()).collect();
-        let mut fjall_batch = self.db.batch();
+        // Sized up front: up to three fjall entries per record (key index, seqno index, the retired seqno entry)
+        // and two per vBucket, so the batch's item list is allocated once instead of doubling through a round.
+        // `PersistMode::Buffer` is what `Database::batch` sets: the journal reaches the OS at commit.
+        let records: usize = order.iter().map(|&i| parts[i].records.len()).sum();
+        let mut fjall_batch = fjall::OwnedWriteBatch::with_capacity(self.db.clone(), 3 * records + 2 * order.len())
+            .durability(Some(PersistMode::Buffer));
         let mut highs = Vec::with_capacity(order.len());
+        // Reused for every record: fjall copies what it is given into its own buffers.
+        let (mut kk, mut entry) = (Vec::new(), Vec::new());
+        let mut last_of_key = LastOfKey::default();
         for &i in &order {
             let part = &parts[i];
             let (vb, batch, state) = (part.vb, part.records, part.state);
@@ -114,7 +126,8 @@ impl VbStore for FjallStore {
             // Only the last record of a key in the batch is written: an earlier one would be superseded within the
             // same fjall batch, and one fjall batch must not write and remove the same fjall key (both would carry
             // the same fjall seqno, leaving their order to the memtable).
-            let last_of_key: HashMap<&[u8], usize> = batch.iter().enumerate().map(|(i, r)| (&r.key[..], i)).collect();
+            last_of_key.clear();
+            last_of_key.extend(batch.iter().enumerate().map(|(i, r)| (&r.key[..], i)));
             for (j, r) in batch.iter().enumerate() {
                 if last_of_key.get(&r.key[..]) != Some(&j) {
                     continue;
@@ -127,11 +140,12 @@ impl VbStore for FjallStore {
                 if let Some(previous) = previous {
                     fjall_batch.remove(&self.by_seqno, layout::seqno_index_key(vb, previous));
                 }
-                let kk = layout::key_index_key(vb, &r.key);
-                let entry = layout::encode_key_entry(&kk, r);
-                fjall_batch.insert(&self.by_key, kk, entry);
+                layout::key_index_key_into(&mut kk, vb, &r.key);
+                layout::encode_key_entry_into(&mut entry, &kk, r);
+                fjall_batch.insert(&self.by_key, &kk[..], &entry[..]);
                 let sk = layout::seqno_index_key(vb, r.meta.seqno);
-                fjall_batch.insert(&self.by_seqno, sk, layout::encode_seqno_entry(&sk, r));
+                layout::encode_seqno_entry_into(&mut entry, &sk, r);
+                fjall_batch.insert(&self.by_seqno, sk, &entry[..]);
             }
             if !batch.is_empty() {
                 let hk = layout::high_seqno_key(vb);
