@@ -42,41 +42,7 @@ done
 
 # Waits until the disk write queue (STAT ep_queue_size) is empty and the last round is fsynced, then prints STAT
 # ep_total_persisted (records the flusher wrote; 0 from a binary without it).
-drain() {
-    python3 - "$KV" <<'PY'
-import socket, struct, sys, time
-def call(s, op, key=b"", value=b""):
-    s.sendall(struct.pack(">BBHBBHIIQ", 0x80, op, len(key), 0, 0, 0, len(key) + len(value), 0, 0) + key + value)
-    out = {}
-    while True:
-        hdr = b""
-        while len(hdr) < 24:
-            hdr += s.recv(24 - len(hdr))
-        _, _, klen, elen, _, status, blen, _, _ = struct.unpack(">BBHBBHIIQ", hdr)
-        body = b""
-        while len(body) < blen:
-            body += s.recv(blen - len(body))
-        if status != 0:
-            sys.exit(f"opcode {op:#x} failed with status {status:#x}")
-        if op != 0x10 or klen == 0:
-            return out
-        out[body[elen:elen + klen].decode()] = body[elen + klen:].decode()
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-call(s, 0x21, b"PLAIN", b"\0Administrator\0password")
-call(s, 0x89, b"default")
-while int(call(s, 0x10).get("ep_queue_size", "0")) > 0:
-    time.sleep(0.1)
-# The queue empties when the last round takes its items; the count moves once that round's fsync is done.
-persisted = None
-while True:
-    now = call(s, 0x10).get("ep_total_persisted", "0")
-    if now == persisted:
-        break
-    persisted = now
-    time.sleep(0.3)
-print(persisted)
-PY
-}
+drain() { python3 scripts/kv_drain.py "$KV" --persisted; }
 # CPU ticks of the flusher threads, and of the whole process.
 flusher_ticks() {
     local t=0 f d

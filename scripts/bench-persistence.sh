@@ -52,34 +52,7 @@ stop() {
 }
 # Waits until the disk write queue (STAT ep_queue_size over the binary protocol) is empty, so that one case's
 # backlog does not land in the next case's latencies.
-drain() {
-    python3 - "$KV" <<'PY'
-import socket, struct, sys, time
-def call(s, op, key=b"", value=b""):
-    s.sendall(struct.pack(">BBHBBHIIQ", 0x80, op, len(key), 0, 0, 0, len(key) + len(value), 0, 0) + key + value)
-    out = {}
-    while True:
-        hdr = b""
-        while len(hdr) < 24:
-            hdr += s.recv(24 - len(hdr))
-        _, _, klen, elen, _, status, blen, _, _ = struct.unpack(">BBHBBHIIQ", hdr)
-        body = b""
-        while len(body) < blen:
-            body += s.recv(blen - len(body))
-        if status != 0:
-            sys.exit(f"opcode {op:#x} failed with status {status:#x}")
-        if op != 0x10 or klen == 0:
-            return out
-        out[body[elen:elen + klen].decode()] = body[elen + klen:].decode()
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-call(s, 0x21, b"PLAIN", b"\0Administrator\0password")
-call(s, 0x89, b"default")
-start = time.time()
-while int(call(s, 0x10).get("ep_queue_size", "0")) > 0:
-    time.sleep(0.2)
-print(f"disk write queue drained in {time.time() - start:.1f} s")
-PY
-}
+drain() { python3 scripts/kv_drain.py "$KV"; }
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$PID/status"; }
 # CPU seconds used so far by the server's flusher threads (utime + stime of the threads named flusher-*).
 flusher_cpu() {
