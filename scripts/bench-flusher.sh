@@ -12,33 +12,22 @@
 # PERF_SECS > 0 also records `perf record -g --call-graph dwarf` of the flusher threads during case 2 into
 # $WORK/perf.data.
 # Environment: SETTEE_BIN (default target/release/settee, built with jemalloc), ITEMS (1000000), DURATION (10),
-#   WORK (a new temporary directory), KV_PORT (21510; mgmt +81, query +83), PERF_SECS (0).
+#   WORK (a new temporary directory), KV_PORT (21510; mgmt +1, query +2), PERF_SECS (0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ROOT=$(pwd)
 ITEMS=${ITEMS:-1000000}
 DURATION=${DURATION:-10}
 WORK=${WORK:-$(mktemp -d /tmp/settee-bench-flusher.XXXXXX)}
-KV=${KV_PORT:-21510}
-MGMT=$((KV + 81)) QUERY=$((KV + 83))
+BASE_PORT=${KV_PORT:-21510}
 PERF_SECS=${PERF_SECS:-0}
 PERF_PID=""
-if [ -n "${SETTEE_BIN:-}" ]; then
-    BIN=$SETTEE_BIN
-else
-    cargo build --release -p settee-server --features jemalloc --bin settee >&2
-    BIN=target/release/settee
-fi
-rm -rf "$WORK/data"
-mkdir -p "$WORK"
-"$BIN" server --data-dir "$WORK/data" --kv-port "$KV" --mgmt-port "$MGMT" --query-port "$QUERY" --kv-tls-port 0 \
-    --mgmt-tls-port 0 --query-tls-port 0 --bucket-type couchbase --bucket-ram-mb 8192 >>"$WORK/settee.log" 2>&1 &
-PID=$!
-trap 'kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do
-    curl -sf -u Administrator:password "http://127.0.0.1:$MGMT/pools" >/dev/null && break
-    sleep 0.1
-done
+OUT=$WORK IDLE_WAIT_MAX=0
+# shellcheck source=bench-common.sh
+. scripts/bench-common.sh
+start_settee --bucket-type couchbase --bucket-ram-mb 8192
+PID=$SERVER BIN=$SETTEE_BIN
 
 # Waits until the disk write queue (STAT ep_queue_size) is empty and the last round is fsynced, then prints STAT
 # ep_total_persisted (records the flusher wrote; 0 from a binary without it).
@@ -54,11 +43,10 @@ flusher_ticks() {
     done
     echo "$t"
 }
-server_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 bench() { "$BIN" bench --spec "couchbase://127.0.0.1:$KV/default" -q -m 200 -M 200 -t 2 --connections 2 -B 64 "$@"; }
 # CASE JSON F0 S0 T0 P0 P1: one line of figures for the writes in JSON since the marks (P: ep_total_persisted).
 report() {
-    python3 - "$1" "$2" "$3" "$(flusher_ticks)" "$4" "$(server_ticks)" "$5" "$(date +%s.%N)" "$(getconf CLK_TCK)" \
+    python3 - "$1" "$2" "$3" "$(flusher_ticks)" "$4" "$(cpu_ticks "$PID")" "$5" "$(date +%s.%N)" "$(getconf CLK_TCK)" \
         "$6" "$7" <<'PY'
 import json, sys
 case, path, f0, f1, s0, s1, t0, t1, hz, p0, p1 = sys.argv[1:]
@@ -79,7 +67,7 @@ PY
 
 echo "machine: $(nproc) vCPUs, $(uname -r); binary $BIN; $(date -u +%FT%TZ)"
 P0=$(drain)
-F0=$(flusher_ticks) S0=$(server_ticks) T0=$(date +%s.%N)
+F0=$(flusher_ticks) S0=$(cpu_ticks "$PID") T0=$(date +%s.%N)
 bench -I "$ITEMS" --key-format uuid --populate-only --json "$WORK/load.json"
 P1=$(drain)
 report "1. $ITEMS new keys" "$WORK/load.json" "$F0" "$S0" "$T0" "$P0" "$P1"
@@ -90,13 +78,13 @@ if [ "$PERF_SECS" != 0 ]; then
         >/dev/null 2>&1 &
     PERF_PID=$!
 fi
-F0=$(flusher_ticks) S0=$(server_ticks) T0=$(date +%s.%N)
+F0=$(flusher_ticks) S0=$(cpu_ticks "$PID") T0=$(date +%s.%N)
 bench -I "$ITEMS" --key-format uuid --key-prefix b --populate-only --json "$WORK/load2.json"
 P2=$(drain)
 report "2. $ITEMS more new keys" "$WORK/load2.json" "$F0" "$S0" "$T0" "$P1" "$P2"
 [ -n "${PERF_PID:-}" ] && wait "$PERF_PID"
 
-F0=$(flusher_ticks) S0=$(server_ticks) T0=$(date +%s.%N)
+F0=$(flusher_ticks) S0=$(cpu_ticks "$PID") T0=$(date +%s.%N)
 bench -I "$ITEMS" --key-format uuid -r 100 --duration "$DURATION" --no-population --json "$WORK/overwrite.json"
 P3=$(drain)
 report "3. overwrites for $DURATION s (per client write)" "$WORK/overwrite.json" "$F0" "$S0" "$T0" "$P2" "$P3"

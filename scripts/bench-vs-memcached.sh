@@ -29,7 +29,8 @@
 #   TARGETS ["memcached settee-ephemeral settee-persistent"]  the targets measured, in this order; the memory step
 #                also knows settee-ejected: a persistent bucket (value eviction) whose quota is cut to the minimum
 #                after the load and the flush, so that the item pager ejects every value; its RSS is measured once
-#                the pager is done (the key and metadata of every item stay in memory, the values on disk only)
+#                the pager is done (the key and metadata of every item stay in memory, the values on disk only);
+#                it needs MEM_ITEMS of 1 M or more, so that keys and metadata alone exceed the cut quota's watermark
 #   IGNORE_LOAD=1  measure at once even while rustc/cargo or another server runs (resident memory does not depend on
 #                the machine's load; throughput does, so leave it unset for the throughput rounds)
 set -euo pipefail
@@ -293,18 +294,15 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
     RAM_MB=$(( MEM_ITEMS * 600 / 1048576 + 1024 ))
     rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
     metric() { curl -sf -u Administrator:password "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 ~ "^"m {s += $NF} END {print s + 0}'; }
-    # eject_every_value MGMT_PORT ITEMS: waits for the flusher to write every item, cuts the bucket's quota to the
+    # eject_every_value KV_PORT ITEMS: waits for the flusher to write every item, cuts the bucket's quota to the
     # minimum (the items' keys and metadata alone then exceed it) and waits until the item pager has ejected every
     # value.
     eject_every_value() {
-        local deadline=$((SECONDS + 600))
-        until [ "$(metric "$1" kv_ep_queue_size)" = 0 ]; do
-            [ $SECONDS -lt $deadline ] || { echo "the flusher did not drain in 600 s" >&2; exit 1; }
-            sleep 1
-        done
-        curl -sf -u Administrator:password -X POST "http://127.0.0.1:$1/pools/default/buckets/default" -d ramQuota=100 >/dev/null
-        until [ "$(metric "$1" kv_ep_num_value_ejects)" -ge "$2" ]; do
-            [ $SECONDS -lt $deadline ] || { echo "the pager ejected $(metric "$1" kv_ep_num_value_ejects) of $2 values in 600 s" >&2; exit 1; }
+        local mgmt=$(($1 + 1)) deadline=$((SECONDS + 600))
+        python3 scripts/kv_drain.py "$1" >/dev/null
+        curl -sf -u Administrator:password -X POST "http://127.0.0.1:$mgmt/pools/default/buckets/default" -d ramQuota=100 >/dev/null
+        until [ "$(metric "$mgmt" kv_ep_num_value_ejects)" -ge "$2" ]; do
+            [ $SECONDS -lt $deadline ] || { echo "the pager ejected $(metric "$mgmt" kv_ep_num_value_ejects) of $2 values in 600 s" >&2; exit 1; }
             sleep 1
         done
         wait_quiet
@@ -331,7 +329,7 @@ if [ "$MEM_ITEMS" -gt 0 ]; then
         # allocator has had time to return freed pages.
         wait_quiet
         if [ "$t" = settee-ejected ]; then
-            eject_every_value $((BASE_PORT + 61)) "$MEM_ITEMS"
+            eject_every_value $((BASE_PORT + 60)) "$MEM_ITEMS"
         fi
         sleep 20
         settled=$(rss_kb "$pid")

@@ -4,7 +4,7 @@
 Usage: kv_drain.py KV_PORT [--persisted]
 Prints how long the drain took; with --persisted, waits further until STAT ep_total_persisted stops moving (the
 last flusher round's fsync is done) and prints that count instead (0 from a binary without the stat).
-Shared by scripts/bench-persistence.sh and scripts/bench-flusher.sh.
+Shared by scripts/bench-persistence.sh, bench-flusher.sh and bench-vs-memcached.sh (its settee-ejected target).
 """
 import socket
 import struct

@@ -113,16 +113,6 @@ impl Encoded {
             0x1_0000..=0xffff_ffff => 2,
             _ => 3,
         };
-        let mut extra = [0u8; EXTRA_MAX];
-        let mut extra_len = REV_WIDTHS[code];
-        extra[..extra_len].copy_from_slice(&rev.to_le_bytes()[..extra_len]);
-        let flags = if bits & FLAGS_TOP != 0 { &item.flags.to_le_bytes()[3..] } else { &item.flags.to_le_bytes()[..] };
-        for field in [flags, &item.expiry.to_le_bytes()] {
-            if field.iter().any(|&b| b != 0) {
-                extra[extra_len..extra_len + field.len()].copy_from_slice(field);
-                extra_len += field.len();
-            }
-        }
         let header = Header {
             cas: item.cas,
             seqno_bits: (item.seqno & SEQNO_MAX) | bits,
@@ -130,6 +120,15 @@ impl Encoded {
             key_len: key.len() as u8,
             datatype: item.datatype.0,
         };
+        // The widths the header's bits give: the revision's low bytes, the flags' high ones (all four, or with
+        // FLAGS_TOP the top one), the expiry's four; none for a field that is 0.
+        let (rev, flags, expiry) = (rev.to_le_bytes(), item.flags.to_le_bytes(), item.expiry.to_le_bytes());
+        let fields = [&rev[..header.rev_bytes()], &flags[4 - header.flags_bytes()..], &expiry[..header.expiry_bytes()]];
+        let (mut extra, mut extra_len) = ([0u8; EXTRA_MAX], 0);
+        for field in fields {
+            extra[extra_len..extra_len + field.len()].copy_from_slice(field);
+            extra_len += field.len();
+        }
         Encoded { header, extra, extra_len }
     }
 }
@@ -158,9 +157,16 @@ impl Header {
             (true, false) => 4,
         }
     }
+    fn expiry_bytes(&self) -> usize {
+        if self.state() & HAS_EXPIRY != 0 {
+            4
+        } else {
+            0
+        }
+    }
     /// Bytes of the variable part: the revision, the flags and the expiry.
     fn extra_len(&self) -> usize {
-        self.rev_bytes() + self.flags_bytes() + if self.state() & HAS_EXPIRY != 0 { 4 } else { 0 }
+        self.rev_bytes() + self.flags_bytes() + self.expiry_bytes()
     }
     /// Bytes after the fixed part: the variable part, key, value, and when locked the deadline.
     fn tail_bytes(&self) -> usize {
@@ -232,21 +238,17 @@ impl Item {
         read_le(&self.bytes[..self.header.rev_bytes()])
     }
     pub(crate) fn flags(&self) -> u32 {
-        let at = self.header.rev_bytes();
-        let stored = read_le(&self.bytes[at..at + self.header.flags_bytes()]) as u32;
-        if self.state() & FLAGS_TOP != 0 {
-            stored << 24
-        } else {
-            stored
+        let (at, len) = (self.header.rev_bytes(), self.header.flags_bytes());
+        if len == 0 {
+            return 0;
         }
+        // The stored bytes are the flags' high ones.
+        (read_le(&self.bytes[at..at + len]) as u32) << (8 * (4 - len))
     }
     /// Absolute Unix seconds, 0 = never. For a tombstone, the time it was deleted.
     pub(crate) fn expiry(&self) -> u32 {
-        if self.state() & HAS_EXPIRY == 0 {
-            return 0;
-        }
         let at = self.header.rev_bytes() + self.header.flags_bytes();
-        read_le(&self.bytes[at..at + 4]) as u32
+        read_le(&self.bytes[at..at + self.header.expiry_bytes()]) as u32
     }
     /// JSON and XATTR bits of the stored value.
     pub(crate) fn datatype(&self) -> Datatype {

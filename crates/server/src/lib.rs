@@ -15,6 +15,7 @@ pub mod dcp;
 pub mod error_map;
 #[doc(hidden)]
 pub mod fuzzing;
+mod held_wakes;
 pub mod kv;
 pub mod logging;
 pub mod node;

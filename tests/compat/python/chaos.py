@@ -31,7 +31,7 @@ from couchbase.options import GetOptions, PingOptions, ReplaceOptions, UpsertOpt
 
 import kv_raw
 import settee_server
-from cluster_load import wait_for
+from cluster_load import Background, wait_for
 from sdk_connect import connect
 from settee_server import SetteeServer
 from test_cluster import otp, rest
@@ -133,7 +133,7 @@ class Workload:
             t.join(timeout=60)
 
 
-class KvProbe:
+class KvProbe(Background):
     """Every 0.5 s, a fresh KV connection to each running node (SASL, SELECT_BUCKET, NOOP): the longest a node
     took to answer, so a node whose KV service stops answering (as the SDK saw in issue 21) shows even when the
     SDK hides it behind retries."""
@@ -141,11 +141,10 @@ class KvProbe:
     def __init__(self, nodes: list[SetteeServer]):
         self.nodes = nodes
         self.slowest: dict[str, float] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        super().__init__(daemon=True)
 
     def run(self):
-        while not self.stop.wait(0.5):
+        while not self.stop_event.wait(0.5):
             for node in self.nodes:
                 if node.process is None or node.process.poll() is not None:
                     continue
@@ -157,14 +156,6 @@ class KvProbe:
                     pass
                 took = time.monotonic() - started
                 self.slowest[node.host] = max(self.slowest.get(node.host, 0.0), took)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=30)
 
 
 @dataclass

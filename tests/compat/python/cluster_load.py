@@ -47,7 +47,26 @@ def documents_not_reading(collection, expected: dict, timeout: float = 60.0) -> 
     return wrong
 
 
-class Writer:
+class Background:
+    """Runs `run` on a thread for the length of a `with` block; `run` loops until `stop_event` is set."""
+
+    def __init__(self, daemon: bool = False):
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=daemon)
+
+    def run(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.thread.join(timeout=30)
+
+
+class Writer(Background):
     """Upserts `{"i": n}` over `keys` keys (`prefix` + number) in a loop, remembering the last acknowledged value
     of each key, and reads another key after each write: a read older than that key's last acknowledged write (a
     stale copy serving after a takeover) counts as an error. Errors are counted by exception name."""
@@ -59,8 +78,7 @@ class Writer:
         # The first errors with when they happened (time.monotonic()) and what they said, for a failing test's
         # message; bounded.
         self.first_errors: list[tuple[float, str]] = []
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self.run)
+        super().__init__()
 
     def run(self):
         i = 0
@@ -89,10 +107,6 @@ class Writer:
             self.first_errors.append((time.monotonic(), f"{type(e).__name__}: {str(e)[:600]}"))
 
     def __enter__(self):
-        self.thread.start()
+        super().__enter__()
         wait_for(lambda: len(self.acked) == self.keys, "the writer to cover every key", timeout=60)
         return self
-
-    def __exit__(self, *exc):
-        self.stop_event.set()
-        self.thread.join(timeout=30)

@@ -55,6 +55,19 @@ def rest(node: SetteeServer, method: str, path: str, form: dict | None = None, t
         return status, body.decode(errors="replace")
 
 
+def rest_json(node: SetteeServer, path: str, body: dict | bytes, timeout: float = 30.0):
+    """POSTs a JSON body (a dict, or its bytes) with the administrator's credentials: (status, text)."""
+    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(node.mgmt_url + path, data=data, method="POST",
+                                     headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def rebalance_ended(node: SetteeServer) -> dict:
     """Waits until the rebalance `node` runs has ended (it runs in the background, as in Couchbase); returns the
     task, with `errorMessage` if it stopped or failed."""

@@ -15,7 +15,6 @@ exits, naming the first.
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import settee_server
-from cluster_load import Writer, wait_for
+from cluster_load import Background, Writer, wait_for
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer
 from test_cluster import pool_nodes, rest, wait_rebalanced
@@ -58,18 +57,17 @@ def group_members(node: SetteeServer, name: str) -> list[str]:
     return sorted(n["otpNode"] for g in groups(node)["groups"] if g["name"] == name for n in g["nodes"])
 
 
-class ListingWatch:
+class ListingWatch(Background):
     """Polls the bucket's config on `node` every 20 ms and records whether `watched` was ever in `serverList`
     while holding no vBucket: a failed-over node being drained."""
 
     def __init__(self, node: SetteeServer, watched: SetteeServer):
         self.node, self.kv = node, f"{watched.host}:{watched.kv_port}"
         self.drained = False
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run)
+        super().__init__()
 
     def run(self):
-        while not self.stop.is_set():
+        while not self.stop_event.is_set():
             status, config = rest(self.node, "GET", f"/pools/default/b/{BUCKET}", timeout=5)
             if status == 200:
                 servers = config["vBucketServerMap"]["serverList"]
@@ -78,14 +76,6 @@ class ListingWatch:
                     if not any(at in row for row in config["vBucketServerMap"]["vBucketMap"]):
                         self.drained = True
             time.sleep(0.02)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=30)
 
 
 def graceful_failover_and_back(nodes: list[SetteeServer], leaving: SetteeServer, collection) -> tuple[bool, Writer]:

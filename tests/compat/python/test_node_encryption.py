@@ -14,7 +14,6 @@ import json
 import re
 import socket
 import ssl
-import urllib.error
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +29,7 @@ import settee_server
 from cluster_load import wait_for
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer
-from test_cluster import pool_nodes, rest, wait_rebalanced
+from test_cluster import pool_nodes, rest, rest_json, wait_rebalanced
 
 BUCKET = "sealed"
 NODES = 3
@@ -101,18 +100,6 @@ def replication_runs_over(nodes, ca_file: str, transport: str):
         return all(s.get(transport) == NODES - 1 and s.get(other) == 0 for s in seen) and seen
 
     return wait_for(settled, f"replication over {transport} only", timeout=120)
-
-
-def rest_json(node: SetteeServer, path: str, body: bytes):
-    """POSTs a JSON body with the administrator's credentials: (status, text)."""
-    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
-    request = urllib.request.Request(node.mgmt_url + path, data=body, method="POST",
-                                     headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def turn_on_node_encryption(nodes):

@@ -4,14 +4,13 @@ and restarted mid-stream. Afterwards every write is on the target and nothing wa
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 
 from couchbase.options import UpsertOptions
 
 import settee_server
-from cluster_load import Writer
+from cluster_load import Background, Writer
 from conditions import wait_until
 from sdk_connect import connect
 from settee_server import SetteeServer, new_server
@@ -132,13 +131,8 @@ def test_three_node_source_follows_rebalance_and_failovers_under_a_steady_writer
             # The source kept every acknowledged write (the failovers lost none) ...
             assert all(source.get(k).content_as[dict]["i"] >= i for k, i in writer.acked.items())
 
-            d = connect(dst)
-            d.wait_until_ready(timedelta(seconds=20))
-            target = d.bucket("default").default_collection()
-            keys = static + written_keys
             # ... and the target holds exactly the source's last versions.
-            wait_until(lambda: snapshot(source, keys) == snapshot(target, keys), timeout_seconds=60,
-                       what="every document's last version on the target")
+            target_matches(dst, source, static + written_keys, "every document's last version on the target")
             survivors = [src[0], extra]
             ends = [caught_up(n, rid) for n in survivors]
             checked = sum(t["docsChecked"] for t in ends) + left_node["docsChecked"]
@@ -149,21 +143,30 @@ def test_three_node_source_follows_rebalance_and_failovers_under_a_steady_writer
             # (more than half of them, holding over 1,500 static documents) would be refused one by one.
             assert refused < 500, f"{refused} changes refused as already on the target: a re-send from zero"
             c.close()
-            d.close()
     finally:
         extra.stop()
         dst.stop()
 
 
 
-class SequentialWriter:
+def target_matches(dst: SetteeServer, source, keys, what: str):
+    """Waits (60 s at most) until the default collection of `dst` reads what `source` reads under `keys`."""
+    d = connect(dst)
+    try:
+        d.wait_until_ready(timedelta(seconds=20))
+        target = d.bucket("default").default_collection()
+        wait_until(lambda: snapshot(source, keys) == snapshot(target, keys), timeout_seconds=60, what=what)
+    finally:
+        d.close()
+
+
+class SequentialWriter(Background):
     """Upserts `{prefix}-{n}` for n = 0, 1, ... on a thread until stopped, remembering the keys acknowledged."""
 
     def __init__(self, collection, prefix: str):
         self.collection, self.prefix = collection, prefix
         self.acked: list[str] = []
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self.run)
+        super().__init__()
 
     def run(self):
         n = 0
@@ -176,14 +179,6 @@ class SequentialWriter:
                 pass
             n += 1
             time.sleep(0.002)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_event.set()
-        self.thread.join(timeout=30)
 
 
 def queue_bytes(node: SetteeServer) -> float:
@@ -241,13 +236,8 @@ def test_target_restart_mid_stream_recovers_by_itself_and_every_write_arrives(tm
             print(f"\ntarget {how}: {down_at} writes before, {len(writer.acked) - down_at} during and after; "
                   f"{left_while_down} changes left while down, {queued:.0f} bytes queued; errors while down "
                   f"{errors_while_down}")
-        d = connect(dst)
-        d.wait_until_ready(timedelta(seconds=20))
-        target = d.bucket("default").default_collection()
-        wait_until(lambda: snapshot(source, acked) == snapshot(target, acked), timeout_seconds=60,
-                   what="every write on the target")
+        target_matches(dst, source, acked, "every write on the target")
         c.close()
-        d.close()
     finally:
         src.stop()
         dst.stop()
@@ -277,13 +267,8 @@ def test_target_crash_before_its_flusher_ran_loses_no_write_the_replication_coun
         dst.kill()
         dst.env = {}
         dst.start()
-        d = connect(dst)
-        d.wait_until_ready(timedelta(seconds=20))
-        target = d.bucket("default").default_collection()
-        wait_until(lambda: snapshot(source, keys) == snapshot(target, keys), timeout_seconds=60,
-                   what="every write the replication had counted to be on the restarted target")
+        target_matches(dst, source, keys, "every write the replication had counted to be on the restarted target")
         c.close()
-        d.close()
     finally:
         src.stop()
         dst.stop()

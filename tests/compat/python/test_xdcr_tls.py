@@ -5,17 +5,13 @@ so a replication that used the other port fails."""
 
 from __future__ import annotations
 
-import base64
-import json
 import subprocess
-import urllib.error
-import urllib.request
 from datetime import timedelta
 
 from sdk_connect import connect
 from settee_server import PASSWORD, USERNAME, SetteeServer, new_tls_server
 from test_backup import snapshot
-from test_cluster import rest
+from test_cluster import rest, rest_json
 from test_xdcr import caught_up, task
 
 
@@ -184,15 +180,3 @@ def test_full_encryption_with_a_client_certificate_instead_of_a_password(tmp_pat
     finally:
         a.stop()
         b.stop()
-
-
-def rest_json(node: SetteeServer, path: str, body: dict):
-    """A POST with a JSON body as the administrator: (status, text)."""
-    token = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
-    request = urllib.request.Request(node.mgmt_url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Authorization": f"Basic {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()

@@ -17,6 +17,8 @@ use parking_lot::RwLock;
 use settee_types::{limits::NUM_VBUCKETS, VbId};
 use tokio::sync::Notify;
 
+use crate::held_wakes::{Held, Wakeable};
+
 const WORDS: usize = (NUM_VBUCKETS as usize).div_ceil(64);
 
 /// A set of vBuckets that can be changed from any thread.
@@ -109,60 +111,33 @@ impl DcpHub {
             if let Some(w) = w.upgrade() {
                 if w.interested.contains(vb) {
                     w.pending.insert(vb);
-                    HELD.with_borrow_mut(|held| held.wake(w));
+                    Held::wake(&HELD, &w);
                 }
             }
         }
     }
 }
 
-/// The wake-ups this thread holds back while it runs a batch of client requests.
-#[derive(Default)]
-struct Held {
-    holding: bool,
-    /// The producers to notify at the batch's end, each once (a bucket has a few: one per replica node, plus
-    /// XDCR and index feeds).
-    wakers: Vec<Arc<StreamWaker>>,
-}
-
-impl Held {
-    fn wake(&mut self, w: Arc<StreamWaker>) {
-        if !self.holding {
-            w.notify.notify_one();
-        } else if !self.wakers.iter().any(|h| Arc::ptr_eq(h, &w)) {
-            self.wakers.push(w);
-        }
+impl Wakeable for StreamWaker {
+    fn notify(&self) -> &Notify {
+        &self.notify
     }
 }
 
 thread_local! {
-    static HELD: RefCell<Held> = RefCell::new(Held::default());
+    /// The producers this thread notifies at the end of its batch of client requests.
+    static HELD: RefCell<Held<StreamWaker>> = const { RefCell::new(Held::new()) };
 }
 
 /// From now until [`release_wakes`], producers woken on this thread are notified only then. The caller must release
 /// before it awaits anything: other tasks of the thread would otherwise hold their wake-ups too.
 pub(crate) fn hold_wakes() {
-    HELD.with_borrow_mut(|held| held.holding = true);
+    Held::hold(&HELD);
 }
 
 /// Notifies, once each, the producers woken since [`hold_wakes`], and stops holding.
 pub(crate) fn release_wakes() {
-    let mut wakers = HELD.with_borrow_mut(|held| {
-        held.holding = false;
-        std::mem::take(&mut held.wakers)
-    });
-    if wakers.is_empty() {
-        return;
-    }
-    for w in wakers.drain(..) {
-        w.notify.notify_one();
-    }
-    // Keep the list's allocation for the next batch.
-    HELD.with_borrow_mut(|held| {
-        if held.wakers.capacity() == 0 {
-            held.wakers = wakers;
-        }
-    });
+    Held::release(&HELD);
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use settee_engine::EngineError;
 use tokio::time::{Instant, Sleep};
 
 use super::pending::{Outcome, Pending};
+use crate::held_wakes::{Held, Wakeable};
 use crate::timings::OpTimer;
 
 /// The outcomes of one connection's durable writes, handed over by the threads that complete them. Holds at most
@@ -37,50 +38,30 @@ impl Inbox {
     /// The durable write `token` of the connection is complete.
     pub(crate) fn deliver(self: &Arc<Self>, token: u64, outcome: Outcome) {
         self.done.lock().push((token, outcome));
-        HELD.with_borrow_mut(|held| {
-            if !held.holding {
-                self.notify.notify_one();
-            } else if !held.inboxes.iter().any(|i| Arc::ptr_eq(i, self)) {
-                held.inboxes.push(self.clone());
-            }
-        });
+        Held::wake(&HELD, self);
     }
 }
 
-/// The connections this thread will notify at [`release_outcomes`].
-#[derive(Default)]
-struct Held {
-    holding: bool,
-    inboxes: Vec<Arc<Inbox>>,
+impl Wakeable for Inbox {
+    fn notify(&self) -> &tokio::sync::Notify {
+        &self.notify
+    }
 }
 
 thread_local! {
-    static HELD: RefCell<Held> = RefCell::new(Held::default());
+    /// The connections this thread notifies at [`release_outcomes`].
+    static HELD: RefCell<Held<Inbox>> = const { RefCell::new(Held::new()) };
 }
 
 /// From now until [`release_outcomes`], connections whose durable writes complete on this thread are notified only
 /// then. The caller must release before it awaits anything.
 pub(crate) fn hold_outcomes() {
-    HELD.with_borrow_mut(|held| held.holding = true);
+    Held::hold(&HELD);
 }
 
 /// Notifies, once each, the connections given outcomes since [`hold_outcomes`], and stops holding.
 pub(crate) fn release_outcomes() {
-    let mut inboxes = HELD.with_borrow_mut(|held| {
-        held.holding = false;
-        std::mem::take(&mut held.inboxes)
-    });
-    if inboxes.is_empty() {
-        return;
-    }
-    for inbox in inboxes.drain(..) {
-        inbox.notify.notify_one();
-    }
-    HELD.with_borrow_mut(|held| {
-        if held.inboxes.capacity() == 0 {
-            held.inboxes = inboxes;
-        }
-    });
+    Held::release(&HELD);
 }
 
 struct Waiting {
